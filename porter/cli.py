@@ -1,6 +1,7 @@
 """The `porter` command line. Each subcommand is a thin shell over one stage module."""
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -26,3 +27,21 @@ def main():
 
 # Subcommands. Each is a thin shell over one stage module, imported lazily so that
 # `porter --help` stays fast. Keep them in data-flow order.
+
+
+@main.command()
+@click.option("--root", type=click.Path(path_type=Path), default=Path("/"), hidden=True,
+              help="Look for system packages under this root instead of / (for tests).")
+def doctor(root):
+    """Check the wasm toolchain and runtimes; print how to install what is missing."""
+    from porter.toolchain import discover
+
+    report = discover(root)
+    for finding in report.findings:
+        click.echo(finding.line())
+    if report.ok:
+        click.echo(f"porter doctor: all {len(report.findings)} checks passed "
+                   f"({report.toolchain.route} toolchain)")
+        return
+    click.echo(f"porter doctor: {len(report.missing)} of {len(report.findings)} missing", err=True)
+    sys.exit(1)
