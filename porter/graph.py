@@ -36,9 +36,10 @@ class Storage:
     """Where a constant's bytes live in the source file (for inspection and error messages)."""
 
     kind: str  # "inline" (inside the flatbuffer/protobuf), "external" (past it / other file)
-    offset: int  # byte offset in the file (inline: where the data vector starts)
+    offset: int  # byte offset in the file (inline: where the data vector starts; -1: unknown)
     size: int  # bytes
     buffer: int | None = None  # TFLite buffer index
+    file: str | None = None  # ONNX external data file; None: the model file itself
 
 
 @dataclass

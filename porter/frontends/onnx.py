@@ -1,0 +1,348 @@
+"""Reads an ONNX model into a porter Graph, checking its data and references before using them.
+
+Checked: the protobuf parses and holds a graph; the default-domain opset is one porter reads and
+every node's domain is imported; every initializer's data matches its dims x dtype, and external
+data files exist inside the model's folder with the byte range in bounds; every node input is an
+initializer, a graph input or a node output. Anything wrong is one PorterError line naming the
+node, input, initializer, file or byte range.
+
+Tensors are ONNX values, numbered in order: graph inputs, initializers, then node outputs.
+Shapes come from the graph's inputs, outputs and value_info, completed by ONNX shape inference;
+symbolic dimensions become -1. Initializers fed to DequantizeLinear with constant scale and zero
+point get a Quantization (per-tensor or along the node's axis).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from porter.errors import PorterError
+from porter.graph import Graph, Op, Quantization, Storage, Tensor
+
+# Opset 13 is the first with today's Softmax (one axis, not "flatten from axis") and with axes
+# given as inputs for Squeeze/Unsqueeze/ReduceSum; older graphs would need other semantics.
+MIN_DEFAULT_OPSET = 13
+DEFAULT_DOMAINS = ("", "ai.onnx")
+# Other domains whose ops porter may meet: onnxruntime's contrib ops (quantisation tools emit them).
+KNOWN_DOMAINS = ("com.microsoft",)
+
+DTYPES = {
+    onnx.TensorProto.FLOAT: "float32",
+    onnx.TensorProto.FLOAT16: "float16",
+    onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.BFLOAT16: "bfloat16",
+    onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.INT16: "int16",
+    onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT64: "int64",
+    onnx.TensorProto.UINT8: "uint8",
+    onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.UINT32: "uint32",
+    onnx.TensorProto.UINT64: "uint64",
+    onnx.TensorProto.BOOL: "bool",
+    onnx.TensorProto.STRING: "string",
+}
+NUMPY_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in DTYPES.values() if name not in ("bfloat16", "string")}
+
+
+def load_onnx(path: str | Path) -> Graph:
+    """Reads and validates a .onnx file (and its external data); raises PorterError on problems."""
+    path = Path(path)
+    model = _parse(path)
+    opsets = _check_opsets(path, model)
+    shapes = _known_shapes(model)
+    return _GraphBuilder(path, model, opsets, shapes).graph()
+
+
+def _fail(path: Path, message: str) -> PorterError:
+    return PorterError(f"{path}: {message}")
+
+
+def _parse(path: Path) -> onnx.ModelProto:
+    try:
+        # External data is read (and checked) here, not by onnx, which trusts the paths.
+        model = onnx.load_model(str(path), load_external_data=False)
+    except DecodeError as e:
+        raise _fail(path, f"not a valid ONNX protobuf (truncated or corrupt: {' '.join(str(e).split())})") from None
+    # Random bytes can parse as a protobuf of unknown fields: a real model has a version and nodes.
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
+        raise _fail(path, "not an ONNX model (no IR version or no graph nodes)")
+    return model
+
+
+def _check_opsets(path: Path, model: onnx.ModelProto) -> dict[str, int]:
+    """Domain -> opset version, with the default domain under the key ''."""
+    opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
+    latest = onnx.defs.onnx_opset_version()
+    default = opsets.get("")
+    if default is None:
+        raise _fail(path, "the model imports no default-domain (ai.onnx) opset")
+    if not MIN_DEFAULT_OPSET <= default <= latest:
+        raise _fail(path, f"unsupported ai.onnx opset {default} (porter reads opsets {MIN_DEFAULT_OPSET} to {latest})")
+    local_functions = {f.domain for f in model.functions}
+    for domain, version in opsets.items():
+        if domain and domain not in KNOWN_DOMAINS and domain not in local_functions:
+            raise _fail(path, f"unsupported opset domain '{domain}' version {version}")
+    return opsets
+
+
+def _known_shapes(model: onnx.ModelProto) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Value name -> (dtype, shape) from declared types, completed by shape inference."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
+        # Inference is only a help for shapes; the declared ones remain.
+        inferred = model.graph
+    shapes = {}
+    for value in (*inferred.value_info, *inferred.input, *inferred.output):
+        tensor_type = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+            continue
+        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
+        shapes[value.name] = (_dtype_name(tensor_type.elem_type), dims)
+    return shapes
+
+
+def _dtype_name(elem_type: int) -> str:
+    return DTYPES.get(elem_type) or onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+class _GraphBuilder:
+    """Numbers the model's values, reads initializers and turns nodes into Ops."""
+
+    def __init__(self, path: Path, model: onnx.ModelProto, opsets: dict[str, int], shapes):
+        self.path = path
+        self.model = model
+        self.opsets = opsets
+        self.shapes = shapes
+        self.tensors: list[Tensor] = []
+        self.index: dict[str, int] = {}
+
+    def fail(self, message: str) -> PorterError:
+        return _fail(self.path, message)
+
+    def graph(self) -> Graph:
+        g = self.model.graph
+        if g.sparse_initializer:
+            raise self.fail(f"sparse initializer '{g.sparse_initializer[0].values.name}' is not supported")
+        initializer_names = {init.name for init in g.initializer}
+        # Old exporters also list initializers as graph inputs; those are not real inputs.
+        real_inputs = [v.name for v in g.input if v.name not in initializer_names]
+        for name in real_inputs:
+            self.add_value(name)
+        for init in g.initializer:
+            self.add_initializer(init)
+        self.check_node_inputs()
+        ops = []
+        for k, node in enumerate(g.node):
+            if self.is_constant_node(node):
+                self.add_constant_node(k, node)
+            else:
+                ops.append(self.op(len(ops), k, node))
+        self.attach_dequantize_quantization(ops)
+        self.attach_matmul_integer_quantization(ops)
+        outputs = {}
+        for v in g.output:
+            if v.name not in self.index:
+                raise self.fail(f"graph output '{v.name}' is not produced by any node, input or initializer")
+            outputs[v.name] = self.index[v.name]
+        metadata = {
+            "ir_version": self.model.ir_version,
+            "opsets": dict(self.opsets),
+            "producer": f"{self.model.producer_name} {self.model.producer_version}".strip(),
+            "graph_name": g.name,
+            "file_size": self.path.stat().st_size,
+        }
+        inputs = {name: self.index[name] for name in real_inputs}
+        return Graph("onnx", str(self.path), self.tensors, ops, inputs, outputs, metadata)
+
+    # Values ----------------------------------------------------------------------------------
+
+    def add_value(self, name: str, data: np.ndarray | None = None, storage: Storage | None = None, dtype: str | None = None) -> int:
+        if name in self.index:
+            raise self.fail(f"value '{name}' is defined twice")
+        known_dtype, shape = self.shapes.get(name, ("unknown", ()))
+        if data is not None:
+            shape = data.shape
+        t = Tensor(len(self.tensors), name, tuple(int(d) for d in shape), dtype or known_dtype, None, data, storage)
+        self.index[name] = t.index
+        self.tensors.append(t)
+        return t.index
+
+    def add_initializer(self, init: onnx.TensorProto) -> None:
+        where = f"initializer '{init.name}'"
+        dtype = _dtype_name(init.data_type)
+        numpy_dtype = NUMPY_DTYPES.get(dtype)
+        if numpy_dtype is None:
+            raise self.fail(f"{where} has type {dtype}, which porter cannot read")
+        if any(d < 0 for d in init.dims):
+            raise self.fail(f"{where} has a negative dimension in {list(init.dims)}")
+        shape = tuple(int(d) for d in init.dims)
+        count = int(np.prod(shape, dtype=np.int64))
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            data, storage = self.external_data(init, where, numpy_dtype, shape, count)
+        else:
+            data, storage = self.inline_data(init, where, numpy_dtype, shape, count)
+        self.add_value(init.name, data, storage, dtype)
+
+    def inline_data(self, init, where, numpy_dtype, shape, count):
+        if init.HasField("raw_data"):
+            expected = count * numpy_dtype.itemsize
+            if len(init.raw_data) != expected:
+                raise self.fail(f"{where} holds {len(init.raw_data)} bytes but shape {list(shape)} of {numpy_dtype.name} needs {expected}")
+            size = expected
+        else:
+            typed = numpy_helper.to_array(init).size if count else 0
+            if typed != count:
+                raise self.fail(f"{where} holds {typed} values but shape {list(shape)} needs {count}")
+            size = count * numpy_dtype.itemsize
+        data = numpy_helper.to_array(init).astype(numpy_dtype, copy=False).reshape(shape)
+        return data, Storage("inline", -1, size)
+
+    def external_data(self, init, where, numpy_dtype, shape, count):
+        fields = {entry.key: entry.value for entry in init.external_data}
+        location = fields.get("location", "")
+        folder = self.path.resolve().parent
+        file = (folder / location).resolve()
+        if not location or Path(location).is_absolute() or not file.is_relative_to(folder):
+            raise self.fail(f"{where}: external data location '{location}' is not a file name inside the model's folder")
+        if not file.is_file():
+            raise self.fail(f"{where}: external data file '{location}' does not exist")
+        file_size = file.stat().st_size
+        expected = count * numpy_dtype.itemsize
+        try:
+            offset = int(fields.get("offset", 0))
+            length = int(fields.get("length", expected))
+        except ValueError:
+            raise self.fail(f"{where}: external data offset/length are not integers ({fields})") from None
+        span = f"{where}: external data '{location}' offset {offset} length {length} (file size {file_size})"
+        if offset < 0 or length < 0:
+            raise self.fail(f"{span} is negative")
+        if offset + length > file_size:
+            raise self.fail(f"{span} runs past the end of the file")
+        if length != expected:
+            raise self.fail(f"{span} does not match shape {list(shape)} of {numpy_dtype.name} ({expected} bytes)")
+        data = np.fromfile(file, dtype=numpy_dtype, count=count, offset=offset).reshape(shape)
+        return data, Storage("external", offset, length, file=location)
+
+    # Nodes -----------------------------------------------------------------------------------
+
+    def check_node_inputs(self) -> None:
+        """Every node input must be a graph input, an initializer or an earlier node's output."""
+        nodes = self.model.graph.node
+        produced_by = {out: k for k, node in enumerate(nodes) for out in node.output if out}
+        available = set(self.index)
+        for k, node in enumerate(nodes):
+            for name in node.input:
+                if not name or name in available:
+                    continue
+                where = f"node {k} '{node.name}' ({node.op_type})"
+                if name in produced_by:
+                    raise self.fail(f"{where}: input '{name}' is produced later, by node {produced_by[name]} (nodes not in topological order)")
+                raise self.fail(f"{where}: input '{name}' is neither an initializer, a graph input nor produced by a node")
+            available.update(out for out in node.output if out)
+
+    @staticmethod
+    def is_constant_node(node: onnx.NodeProto) -> bool:
+        return node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and [a.name for a in node.attribute] == ["value"]
+
+    def add_constant_node(self, k: int, node: onnx.NodeProto) -> None:
+        """A Constant node becomes a constant tensor, as TFLite constants are: data, no producer."""
+        value = node.attribute[0].t
+        if value.data_location == onnx.TensorProto.EXTERNAL:
+            raise self.fail(f"node {k} '{node.name}' (Constant) keeps its value in external data, which porter does not read")
+        value.name = node.output[0]
+        self.add_initializer(value)
+
+    def op(self, index: int, k: int, node: onnx.NodeProto) -> Op:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        if domain not in self.opsets:
+            raise self.fail(f"node {k} '{node.name}' ({node.op_type}) uses domain '{domain}', which the model does not import")
+        inputs = [self.index[name] if name else -1 for name in node.input]
+        outputs = [self.add_value(name) for name in node.output if name]
+        options = {attr.name: self.attribute_value(attr) for attr in node.attribute}
+        op_type = node.op_type if not domain else f"{domain}.{node.op_type}"
+        return Op(index, op_type, inputs, outputs, options, self.opsets[domain])
+
+    @staticmethod
+    def attribute_value(attr: onnx.AttributeProto):
+        value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        if isinstance(value, onnx.TensorProto):
+            return numpy_helper.to_array(value)
+        if isinstance(value, onnx.GraphProto):
+            return f"<subgraph {value.name}>"
+        if isinstance(value, list):
+            return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+        return value
+
+    def attach_dequantize_quantization(self, ops: list[Op]) -> None:
+        """Gives an initializer read by DequantizeLinear its scale and zero point."""
+        for op in ops:
+            if op.type != "DequantizeLinear":
+                continue
+            weight, scale, zero_point = (op.inputs + [-1, -1])[:3]
+            if scale < 0 or self.tensors[weight].data is None or self.tensors[scale].data is None:
+                continue
+            scales = self.tensors[scale].data.astype(np.float32).ravel()
+            if zero_point >= 0 and self.tensors[zero_point].data is not None:
+                zero_points = self.tensors[zero_point].data.astype(np.int64).ravel()
+            else:
+                zero_points = np.zeros(scales.size, dtype=np.int64)
+            rank = len(self.tensors[weight].shape)
+            axis = None if scales.size == 1 else op.options.get("axis", 1) % max(rank, 1)
+            self.tensors[weight].quant = Quantization(scales, zero_points, axis)
+
+    def attach_matmul_integer_quantization(self, ops: list[Op]) -> None:
+        """Gives a constant MatMulInteger weight its zero point and, where the graph shows it, scale.
+
+        onnxruntime's quantize_dynamic rescales MatMulInteger -> Cast -> Mul(s), where s is
+        Mul(activation scale, weight scale) with the weight scale an initializer: that
+        initializer is the weight's scale (one value, or one per output column).
+        """
+        producers = {t: op for op in ops for t in op.outputs}
+        users: dict[int, list[Op]] = {}
+        for op in ops:
+            for t in op.inputs:
+                users.setdefault(t, []).append(op)
+        for op in ops:
+            if op.type != "MatMulInteger" or op.inputs[1] < 0 or self.tensors[op.inputs[1]].data is None:
+                continue
+            weight = self.tensors[op.inputs[1]]
+            scale = self.matmul_integer_weight_scale(op, weight, producers, users)
+            if scale is None or weight.data.ndim != 2 or scale.size not in (1, weight.shape[1]):
+                continue
+            zero_point_index = op.inputs[3] if len(op.inputs) > 3 else -1
+            zero_point = self.tensors[zero_point_index].data if zero_point_index >= 0 else None
+            zero_points = np.zeros(scale.size, dtype=np.int64) if zero_point is None else zero_point.astype(np.int64).ravel()
+            if zero_points.size != scale.size:
+                continue
+            weight.quant = Quantization(scale, zero_points, None if scale.size == 1 else 1)
+
+    def matmul_integer_weight_scale(self, op: Op, weight: Tensor, producers, users) -> np.ndarray | None:
+        casts = [u for u in users.get(op.outputs[0], []) if u.type == "Cast"]
+        muls = [u for c in casts for u in users.get(c.outputs[0], []) if u.type == "Mul"]
+        if len(muls) != 1:
+            return None
+        cast_output = casts[0].outputs[0]
+        factor = next((t for t in muls[0].inputs if t != cast_output), -1)
+        if factor < 0:
+            return None
+        if self.tensors[factor].data is not None:
+            return self.tensors[factor].data.astype(np.float32).ravel()
+        product = producers.get(factor)
+        if product is None or product.type != "Mul":
+            return None
+        constants = [self.tensors[t] for t in product.inputs if t >= 0 and self.tensors[t].data is not None]
+        if len(constants) == 2:
+            # Both scales are constant when the activation is itself a quantised constant (an
+            # embedding row): quantize_dynamic names a weight's scale after the weight.
+            own_name = weight.name.removesuffix("_quantized") + "_scale"
+            constants = [t for t in constants if t.name == own_name]
+        return constants[0].data.astype(np.float32).ravel() if len(constants) == 1 else None
