@@ -45,3 +45,16 @@ def doctor(root):
         return
     click.echo(f"porter doctor: {len(report.missing)} of {len(report.findings)} missing", err=True)
     sys.exit(1)
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report (schema porter.inspect/1).")
+def inspect(model, as_json):
+    """Report a model's signature, ops, constant data, weight quantisation and options."""
+    import json
+
+    from porter.inspect import format_report, inspect_model
+
+    report = inspect_model(model)
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))

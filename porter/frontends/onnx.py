@@ -122,6 +122,7 @@ class _GraphBuilder:
         self.shapes = shapes
         self.tensors: list[Tensor] = []
         self.index: dict[str, int] = {}
+        self.quantization_tensors: dict[int, dict] = {}
 
     def fail(self, message: str) -> PorterError:
         return _fail(self.path, message)
@@ -157,6 +158,8 @@ class _GraphBuilder:
             "producer": f"{self.model.producer_name} {self.model.producer_version}".strip(),
             "graph_name": g.name,
             "file_size": self.path.stat().st_size,
+            # weight tensor -> {"scale": tensor, "zero_point": tensor | None} behind its Quantization
+            "quantization_tensors": self.quantization_tensors,
         }
         inputs = {name: self.index[name] for name in real_inputs}
         return Graph("onnx", str(self.path), self.tensors, ops, inputs, outputs, metadata)
@@ -287,17 +290,10 @@ class _GraphBuilder:
         for op in ops:
             if op.type != "DequantizeLinear":
                 continue
-            weight, scale, zero_point = (op.inputs + [-1, -1])[:3]
-            if scale < 0 or self.tensors[weight].data is None or self.tensors[scale].data is None:
-                continue
-            scales = self.tensors[scale].data.astype(np.float32).ravel()
-            if zero_point >= 0 and self.tensors[zero_point].data is not None:
-                zero_points = self.tensors[zero_point].data.astype(np.int64).ravel()
-            else:
-                zero_points = np.zeros(scales.size, dtype=np.int64)
-            rank = len(self.tensors[weight].shape)
-            axis = None if scales.size == 1 else op.options.get("axis", 1) % max(rank, 1)
-            self.tensors[weight].quant = Quantization(scales, zero_points, axis)
+            weight, scale, zero_point = (op.inputs + [-1, -1, -1])[:3]
+            if weight >= 0:
+                rank = max(len(self.tensors[weight].shape), 1)
+                self.attach_quantization(weight, scale, zero_point, op.options.get("axis", 1) % rank)
 
     def attach_matmul_integer_quantization(self, ops: list[Op]) -> None:
         """Gives a constant MatMulInteger weight its zero point and, where the graph shows it, scale.
@@ -312,37 +308,52 @@ class _GraphBuilder:
             for t in op.inputs:
                 users.setdefault(t, []).append(op)
         for op in ops:
-            if op.type != "MatMulInteger" or op.inputs[1] < 0 or self.tensors[op.inputs[1]].data is None:
+            if op.type != "MatMulInteger" or len(op.inputs) < 2 or not op.outputs:
                 continue
-            weight = self.tensors[op.inputs[1]]
-            scale = self.matmul_integer_weight_scale(op, weight, producers, users)
-            if scale is None or weight.data.ndim != 2 or scale.size not in (1, weight.shape[1]):
+            weight = op.inputs[1]
+            if weight < 0 or len(self.tensors[weight].shape) != 2:
                 continue
-            zero_point_index = op.inputs[3] if len(op.inputs) > 3 else -1
-            zero_point = self.tensors[zero_point_index].data if zero_point_index >= 0 else None
-            zero_points = np.zeros(scale.size, dtype=np.int64) if zero_point is None else zero_point.astype(np.int64).ravel()
-            if zero_points.size != scale.size:
-                continue
-            weight.quant = Quantization(scale, zero_points, None if scale.size == 1 else 1)
+            scale = self.matmul_integer_weight_scale(op, producers, users)
+            zero_point = op.inputs[3] if len(op.inputs) > 3 else -1
+            self.attach_quantization(weight, scale, zero_point, axis=1)
 
-    def matmul_integer_weight_scale(self, op: Op, weight: Tensor, producers, users) -> np.ndarray | None:
+    def attach_quantization(self, weight: int, scale: int, zero_point: int, axis: int) -> None:
+        """Sets a constant's Quantization from constant scale and zero-point tensors that fit it.
+
+        axis is the dimension a multi-valued scale runs along. The tensors used are recorded
+        in metadata["quantization_tensors"] so reports can name them.
+        """
+        tensors = self.tensors
+        if weight < 0 or scale < 0 or tensors[weight].data is None or tensors[scale].data is None:
+            return
+        scales = tensors[scale].data.astype(np.float32).ravel()
+        if zero_point >= 0 and tensors[zero_point].data is not None:
+            zero_points = tensors[zero_point].data.astype(np.int64).ravel()
+        else:
+            zero_point, zero_points = -1, np.zeros(scales.size, dtype=np.int64)
+        shape = tensors[weight].shape
+        if zero_points.size != scales.size or scales.size not in (1, shape[axis] if axis < len(shape) else 1):
+            return
+        tensors[weight].quant = Quantization(scales, zero_points, None if scales.size == 1 else axis)
+        self.quantization_tensors[weight] = {"scale": scale, "zero_point": None if zero_point < 0 else zero_point}
+
+    def matmul_integer_weight_scale(self, op: Op, producers, users) -> int:
+        """The weight-scale tensor behind MatMulInteger -> Cast -> Mul, or -1."""
         casts = [u for u in users.get(op.outputs[0], []) if u.type == "Cast"]
         muls = [u for c in casts for u in users.get(c.outputs[0], []) if u.type == "Mul"]
         if len(muls) != 1:
-            return None
+            return -1
         cast_output = casts[0].outputs[0]
         factor = next((t for t in muls[0].inputs if t != cast_output), -1)
-        if factor < 0:
-            return None
-        if self.tensors[factor].data is not None:
-            return self.tensors[factor].data.astype(np.float32).ravel()
+        if factor < 0 or self.tensors[factor].data is not None:
+            return factor
         product = producers.get(factor)
         if product is None or product.type != "Mul":
-            return None
-        constants = [self.tensors[t] for t in product.inputs if t >= 0 and self.tensors[t].data is not None]
+            return -1
+        constants = [t for t in product.inputs if t >= 0 and self.tensors[t].data is not None]
         if len(constants) == 2:
             # Both scales are constant when the activation is itself a quantised constant (an
             # embedding row): quantize_dynamic names a weight's scale after the weight.
-            own_name = weight.name.removesuffix("_quantized") + "_scale"
-            constants = [t for t in constants if t.name == own_name]
-        return constants[0].data.astype(np.float32).ravel() if len(constants) == 1 else None
+            own_name = self.tensors[op.inputs[1]].name.removesuffix("_quantized") + "_scale"
+            constants = [t for t in constants if self.tensors[t].name == own_name]
+        return constants[0] if len(constants) == 1 else -1
