@@ -1,0 +1,129 @@
+"""The numpy IR executor: runs an EncoderIR with the reference's arithmetic.
+
+Integer-weight layers use TFLite's builtin hybrid FULLY_CONNECTED exactly (porter.quant).
+Float steps follow the graph's operation order in float32; where LiteRT's own kernels reorder
+a float reduction (MEAN, BATCH_MATMUL through its GEMM backend, Eigen's erfc) the result can
+differ from LiteRT in the last bits, which is why agreement is measured, not assumed.
+
+`run(ir, ids, mask, trace=dict)` fills `trace` with every block's output, named
+`embed`, `embed.ln`, `layer{i}.q` ... `logits`, so that a divergence from LiteRT's preserved
+intermediates can be located to the first block that differs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from porter import quant
+from porter.ir import MASK_INPUT, EncoderIR, LayerNorm, Linear
+
+F32 = np.float32
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def linear(ir: EncoderIR, lin: Linear, x: np.ndarray) -> np.ndarray:
+    w = ir.weights[f"{lin.name}.weight"]
+    bias = ir.weights.get(f"{lin.name}.bias")
+    if lin.weight_dtype == "int8":
+        return quant.hybrid_fully_connected(x, w, ir.weights[f"{lin.name}.scale"], bias,
+                                            lin.asymmetric_inputs)
+    y = (x.astype(F32) @ w.T.astype(F32)).astype(F32)
+    return y if bias is None else (y + bias).astype(F32)
+
+
+def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (normalised, affine). With a folded affine the next layers read `normalised`."""
+    n = F32(x.shape[-1])
+    gamma, beta = ir.weights[f"{ln.name}.gamma"], ir.weights[f"{ln.name}.beta"]
+    mean = (x.sum(axis=-1, dtype=F32, keepdims=True) / n).astype(F32)
+    centred = (x - mean).astype(F32)
+    var = ((centred * centred).sum(axis=-1, dtype=F32, keepdims=True) / n).astype(F32)
+    rstd = (F32(1) / np.sqrt((var + F32(ln.eps)).astype(F32))).astype(F32)
+    if ln.form == "keras":
+        inv = (rstd * gamma).astype(F32)
+        out = ((x * inv).astype(F32) + (beta - (mean * inv).astype(F32)).astype(F32))
+        return out.astype(F32), out.astype(F32)
+    shift = (F32(0) - (rstd * mean).astype(F32)).astype(F32)
+    normalised = ((x * rstd).astype(F32) + shift).astype(F32)
+    affine = ((normalised * gamma).astype(F32) + beta).astype(F32)
+    return normalised, affine
+
+
+def gelu(x: np.ndarray, kind: str) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    if kind == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
+        return (0.5 * x64 * (1 + np.tanh(inner))).astype(F32)
+    return (0.5 * x64 * (1 + _erf(x64 / math.sqrt(2)))).astype(F32)
+
+
+def embed(ir: EncoderIR, ids: np.ndarray) -> np.ndarray:
+    e = ir.embeddings
+    table = ir.weights["embed.table"]
+    rows = table[ids]
+    if e.table_kind == "int8_rows":
+        rows = rows.astype(F32) * ir.weights["embed.scale"][ids][:, None]
+    elif e.table_kind == "int8_tensor":
+        rows = rows.astype(F32) * ir.weights["embed.scale"][0]
+    x = rows.astype(F32)
+    for i in range(e.bias_terms):
+        x = (x + ir.weights[f"embed.bias{i}"]).astype(F32)
+    return x
+
+
+def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndarray | None,
+              trace: dict) -> np.ndarray:
+    a = ir.layers[layer_index].attn
+    seq = x_norm.shape[0]
+    q, k, v = (linear(ir, lin, x_norm) for lin in (a.q, a.k, a.v))
+    split = lambda t: t.reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
+    qh, kh, vh = split(q), split(k), split(v)
+    scale = F32(a.scale)
+    if a.scale_on == "query":
+        qh = (qh * scale).astype(F32)
+    scores = np.matmul(qh, kh.transpose(0, 2, 1)).astype(F32)
+    if a.scale_on == "scores":
+        scores = (scores * scale).astype(F32)
+    if ir.mask == MASK_INPUT and mask is not None:
+        scores = np.where(mask[None, None, :] != 0, scores, F32(-np.inf))
+    scores = (scores * F32(a.softmax_beta)).astype(F32)
+    e = np.exp((scores - scores.max(axis=-1, keepdims=True)).astype(F32)).astype(F32)
+    probs = (e / e.sum(axis=-1, dtype=F32, keepdims=True)).astype(F32)
+    ctx = np.matmul(probs, vh).astype(F32).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
+    out = linear(ir, a.o, ctx)
+    prefix = f"layer{layer_index}"
+    trace.update({f"{prefix}.q": q, f"{prefix}.k": k, f"{prefix}.v": v,
+                  f"{prefix}.probs": probs, f"{prefix}.context": ctx, f"{prefix}.attn_out": out})
+    return out
+
+
+def run(ir: EncoderIR, ids, mask=None, trace: dict | None = None) -> np.ndarray:
+    """Logits [seq, labels] for one window of token ids (padded to ir.seq by the caller)."""
+    trace = {} if trace is None else trace
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.shape != (ir.seq,):
+        raise ValueError(f"expected {ir.seq} token ids, got {ids.shape}")
+    if ids.min() < 0 or ids.max() >= ir.vocab:
+        raise ValueError(f"token id out of range [0, {ir.vocab})")
+    mask = None if mask is None else np.asarray(mask)
+    x = embed(ir, ids)
+    trace["embed"] = x
+    norm, x = layer_norm(ir, ir.embeddings.ln, x)
+    feed = norm if ir.embeddings.ln.affine_folded else x
+    trace["embed.ln"] = x
+    for i, ly in enumerate(ir.layers):
+        attn = attention(ir, i, feed, mask, trace)
+        norm, x = layer_norm(ir, ly.attn_ln, (attn + x).astype(F32))
+        feed = norm if ly.attn_ln.affine_folded else x
+        trace[f"layer{i}.attn_ln"] = x
+        h = gelu(linear(ir, ly.ffn_in, feed), ly.gelu)
+        trace[f"layer{i}.ffn_in"] = h
+        h = linear(ir, ly.ffn_out, h)
+        norm, x = layer_norm(ir, ly.ffn_ln, (h + x).astype(F32))
+        feed = norm if ly.ffn_ln.affine_folded else x
+        trace[f"layer{i}.ffn_ln"] = x
+    logits = linear(ir, ir.head, feed)
+    trace["logits"] = logits
+    return logits

@@ -1,0 +1,156 @@
+"""The encoder IR: a BERT-style network as named blocks with exact semantics.
+
+The IR says *what* is computed and with which arithmetic (quantisation scheme, epsilon, GELU
+flavour, softmax beta, mask semantics); the weights themselves live in `EncoderIR.weights`, a
+dict of named numpy arrays that the packer writes to model.bin in IR order. Every shape comes
+from the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+# How padding behaves, decided from the graph (see porter.recover.mask_semantics):
+MASK_INPUT = "mask_input"  # an attention-mask input masks padded keys out; live rows ignore padding
+WHOLE_WINDOW = "whole_window"  # every key is attended; padding is load-bearing
+
+
+@dataclass
+class Linear:
+    """y = x @ W^T + b, W [out, in]. int8 weights run TFLite's hybrid arithmetic."""
+
+    name: str
+    in_features: int
+    out_features: int
+    weight_dtype: str  # "int8" or "float32"
+    per_channel: bool  # int8: one scale per output row, else one per tensor
+    asymmetric_inputs: bool  # hybrid FC quantises each activation row with a zero point
+    has_bias: bool
+    source_op: int  # graph op index, for error messages and intermediate dumps
+
+    def arrays(self) -> list[str]:
+        names = [f"{self.name}.weight"]
+        if self.weight_dtype == "int8":
+            names.append(f"{self.name}.scale")
+        if self.has_bias:
+            names.append(f"{self.name}.bias")
+        return names
+
+
+@dataclass
+class LayerNorm:
+    """(x - mean) / sqrt(var + eps), then * gamma + beta.
+
+    affine_folded: the graph feeds the *pre-affine* tensor to the next Linear layers (their
+    weights already carry gamma and beta) and the post-affine one to the residual only.
+    """
+
+    name: str
+    eps: float
+    affine_folded: bool
+    # The float operation order, as the exporter wrote it:
+    #   "shift": r = rsqrt(var + eps); norm = x * r + (0 - r * mean); out = norm * gamma + beta
+    #   "keras": r as above; inv = r * gamma; out = x * inv + (beta - mean * inv)
+    form: str = "shift"
+    ops: list[int] = field(default_factory=list)
+
+    def arrays(self) -> list[str]:
+        return [f"{self.name}.gamma", f"{self.name}.beta"]
+
+
+@dataclass
+class Embeddings:
+    """Word lookup plus the constant [seq, hidden] terms (position, token type 0).
+
+    The terms are added one by one in the graph's order rather than folded into one bias:
+    (w + p) + t and w + (p + t) round differently, and the reference adds them one at a time.
+    """
+
+    table_kind: str  # "int8_rows" (per-row scale), "int8_tensor" (one scale), "float32"
+    vocab: int
+    hidden: int
+    ln: LayerNorm
+    bias_terms: int = 1
+
+    def arrays(self) -> list[str]:
+        names = ["embed.table"]
+        if self.table_kind != "float32":
+            names.append("embed.scale")
+        return names + [f"embed.bias{i}" for i in range(self.bias_terms)] + self.ln.arrays()
+
+
+@dataclass
+class Attention:
+    heads: int
+    head_dim: int
+    scale: float  # multiplies the Q.K^T scores
+    scale_on: str  # "scores" (MUL after the first BATCH_MATMUL) or "query" (before it)
+    softmax_beta: float
+    q: Linear
+    k: Linear
+    v: Linear
+    o: Linear
+
+
+@dataclass
+class EncoderLayer:
+    attn: Attention
+    attn_ln: LayerNorm
+    ffn_in: Linear
+    gelu: str  # "erf" (exact) or "tanh" (approximate)
+    ffn_out: Linear
+    ffn_ln: LayerNorm
+
+
+@dataclass
+class EncoderIR:
+    source: str  # the graph file
+    format: str  # tflite / onnx
+    seq: int
+    hidden: int
+    heads: int
+    ffn: int
+    vocab: int
+    labels: int
+    ids_input: str
+    mask_input: str | None
+    output: str
+    mask: str  # MASK_INPUT or WHOLE_WINDOW
+    embeddings: Embeddings
+    layers: list[EncoderLayer]
+    head: Linear
+    weights: dict = field(default_factory=dict, repr=False)  # name -> np.ndarray
+
+    def linears(self) -> list[Linear]:
+        out = []
+        for ly in self.layers:
+            a = ly.attn
+            out += [a.q, a.k, a.v, a.o, ly.ffn_in, ly.ffn_out]
+        return out + [self.head]
+
+    def array_order(self) -> list[str]:
+        """The order arrays are packed in model.bin (and read back by the generated crate)."""
+        names = self.embeddings.arrays()
+        for ly in self.layers:
+            a = ly.attn
+            for lin in (a.q, a.k, a.v, a.o):
+                names += lin.arrays()
+            names += ly.attn_ln.arrays()
+            names += ly.ffn_in.arrays() + ly.ffn_out.arrays()
+            names += ly.ffn_ln.arrays()
+        return names + self.head.arrays()
+
+    def summary(self) -> dict:
+        """The architecture without weights: what `porter inspect --ir` prints and ir.json holds."""
+        d = asdict(self)
+        d.pop("weights")
+        d["num_layers"] = len(self.layers)
+        d["arrays"] = {n: {"dtype": str(self.weights[n].dtype), "shape": list(self.weights[n].shape)}
+                       for n in self.array_order()}
+        return d
+
+
+def as_f32(a) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))

@@ -1,0 +1,127 @@
+"""Quantisation schemes: what porter accepts, and the reference arithmetic of each.
+
+Defined once here and used by the recovery (assertions), the packer (which arrays a scheme
+needs) and the numpy executor (the arithmetic). The Rust templates implement the same
+functions and are checked against these.
+
+TFLite hybrid FULLY_CONNECTED (int8 weights, float activations), as TFLite's builtin kernels
+compute it (kernels/fully_connected.cc EvalHybridDense with tensor_utils):
+  1. each input row is quantised on the fly:
+     symmetric:  s = max|x| / 127, q = round(x * (127 / max|x|)) clamped to [-127, 127];
+     asymmetric: a uint8-style range [min(0, x), max(0, x)] over 255 steps, a nudged zero
+                 point, q = round(zp + x * (1 / s)) clamped to [-128, 127];
+     round() is half away from zero; an all-zero row quantises to zeros with s = 1;
+  2. acc = sum(q * w) in int32, minus zp * sum(w) for asymmetric rows;
+  3. y = bias + acc * (w_scale[o] * s)   (per-tensor: the product s * w_scale is formed first,
+     too), float32 throughout, in exactly that order;
+  4. if the whole input tensor is zero, y = bias.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter.errors import PorterError
+from porter.graph import Graph, Tensor
+
+F32 = np.float32
+
+
+def round_half_away(v: np.ndarray) -> np.ndarray:
+    """C's roundf: halves go away from zero (numpy's round goes to even)."""
+    t = np.trunc(v)
+    away = np.abs(v - t) >= F32(0.5)  # exact: v - trunc(v) only drops integer bits
+    return (t + np.where(away, np.copysign(F32(1), v), F32(0))).astype(v.dtype)
+
+
+def quantize_rows_symmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row symmetric int8 quantisation of a [rows, k] float32 matrix -> (q, scale[rows])."""
+    x = np.asarray(x, dtype=F32)
+    rng = np.maximum(np.abs(x.min(axis=1)), np.abs(x.max(axis=1))).astype(F32)
+    zero = rng == 0
+    safe = np.where(zero, F32(1), rng)
+    scale = np.where(zero, F32(1), safe / F32(127)).astype(F32)
+    inv = (F32(127) / safe).astype(F32)
+    q = round_half_away((x * inv[:, None]).astype(F32))
+    q = np.clip(q, -127, 127).astype(np.int8)
+    q[zero] = 0
+    return q, scale
+
+
+def quantize_rows_asymmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row asymmetric int8 quantisation -> (q, scale[rows], zero_point[rows] int32)."""
+    x = np.asarray(x, dtype=F32)
+    rmin = np.minimum(F32(0), x.min(axis=1)).astype(np.float64)
+    rmax = np.maximum(F32(0), x.max(axis=1)).astype(np.float64)
+    flat = rmin == rmax
+    scale64 = np.where(flat, 1.0, (rmax - rmin) / 255.0)
+    zp_from_min = -128.0 - rmin / scale64
+    zp_from_max = 127.0 - rmax / scale64
+    err_min = 128.0 + np.abs(rmin / scale64)
+    err_max = 127.0 + np.abs(rmax / scale64)
+    zp_real = np.where(err_min < err_max, zp_from_min, zp_from_max)
+    zp = np.where(zp_real <= -128.0, -128, np.where(zp_real >= 127.0, 127,
+                                                   round_half_away(zp_real))).astype(np.int32)
+    zp[flat] = 0
+    scale = scale64.astype(F32)
+    inv = (F32(1) / scale).astype(F32)
+    q = round_half_away((zp.astype(F32)[:, None] + (x * inv[:, None]).astype(F32)).astype(F32))
+    q = np.clip(q, -128, 127).astype(np.int8)
+    q[flat] = 0
+    return q, scale, zp
+
+
+def hybrid_fully_connected(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,
+                           bias: np.ndarray | None, asymmetric: bool) -> np.ndarray:
+    """TFLite's builtin hybrid FULLY_CONNECTED on a [rows, k] float32 input, exactly."""
+    x = np.asarray(x, dtype=F32)
+    out_features = w.shape[0]
+    b = np.zeros(out_features, F32) if bias is None else bias.astype(F32)
+    if not x.any():
+        return np.broadcast_to(b, (x.shape[0], out_features)).copy()
+    if asymmetric:
+        q, s, zp = quantize_rows_asymmetric(x)
+    else:
+        q, s = quantize_rows_symmetric(x)
+        zp = np.zeros(x.shape[0], np.int32)
+    acc = q.astype(np.int32) @ w.astype(np.int32).T
+    if asymmetric:
+        acc = acc - zp[:, None] * w.astype(np.int32).sum(axis=1)[None, :]
+    w_scale = np.broadcast_to(np.asarray(w_scale, F32), (out_features,))
+    row_scale = (w_scale[None, :] * s[:, None]).astype(F32)
+    return (b[None, :] + (acc.astype(F32) * row_scale).astype(F32)).astype(F32)
+
+
+# ---- assertions: what porter accepts --------------------------------------------------------
+
+def weight_scheme(g: Graph, t: Tensor, out_axis: int, where: str) -> str:
+    """Classify a FULLY_CONNECTED/embedding weight, or fail naming the tensor.
+
+    Returns "float32", "int8_per_channel" (one scale per index of `out_axis`, zero points 0)
+    or "int8_per_tensor" (one scale, zero point 0).
+    """
+    if t.data is None:
+        raise PorterError(f"{where}: weight {t.describe()} is not a constant")
+    if t.data.size == 0:
+        raise PorterError(f"{where}: weight {t.describe()} is empty")
+    if t.dtype == "float32":
+        return "float32"
+    if t.dtype != "int8":
+        raise PorterError(f"{where}: weight {t.describe()} has dtype {t.dtype}; "
+                          "expected int8 (hybrid quantisation) or float32")
+    q = t.quant
+    if q is None or q.scale.size == 0:
+        raise PorterError(f"{where}: int8 weight {t.describe()} has no quantisation scales")
+    if np.any(q.zero_point != 0):
+        raise PorterError(f"{where}: int8 weight {t.describe()} has non-zero zero points; "
+                          "expected symmetric weights (zero point 0)")
+    if not np.all(np.isfinite(q.scale)) or np.any(q.scale <= 0):
+        raise PorterError(f"{where}: int8 weight {t.describe()} has a non-positive or "
+                          "non-finite scale")
+    if q.scale.size == 1:
+        return "int8_per_tensor"
+    if q.axis != out_axis or q.scale.size != t.shape[out_axis]:
+        raise PorterError(f"{where}: int8 weight {t.describe()} is quantised along axis "
+                          f"{q.axis} with {q.scale.size} scales; expected one scale per "
+                          f"output channel along axis {out_axis} ({t.shape[out_axis]} scales)")
+    return "int8_per_channel"
