@@ -259,12 +259,18 @@ def _weight_lines(weights: list[dict], summary: list[dict]) -> list[str]:
         q = w["quantization"]
         scales = f", scale {q['scale_min']:.3g}..{q['scale_max']:.3g}" if q else ""
         if q and q["scale_tensor"]:
-            scales += f" from '{q['scale_tensor']}'" + (f", zero point '{q['zero_point_tensor']}'" if q["zero_point_tensor"] else "")
+            scales += f" from '{_short(q['scale_tensor'])}'"
+            scales += f", zero point '{_short(q['zero_point_tensor'])}'" if q["zero_point_tensor"] else ""
         lines.append(
-            f"    tensor {w['tensor']} '{w['name']}' {w['dtype']}{w['shape']} {_scheme_text(q)}{scales}"
+            f"    tensor {w['tensor']} '{_short(w['name'])}' {w['dtype']}{w['shape']} {_scheme_text(q)}{scales}"
             f", {w['storage']} {w['bytes']:,} B, read by {', '.join(w['read_by']) or 'nothing'}"
         )
     return lines
+
+
+def _short(name: str, limit: int = 60) -> str:
+    """Exporters fuse scope paths into names hundreds of characters long; the end says most."""
+    return name if len(name) <= limit else "..." + name[-(limit - 3):]
 
 
 def _scheme_text(q: dict | None) -> str:
@@ -289,6 +295,8 @@ def _value_text(value) -> str:
         return "(default)"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float):
+        return str(np.float32(value))  # options are float32: 1e-12, not 9.999999960041972e-13
     return str(value)
 
 

@@ -14,6 +14,7 @@ point get a Quantization (per-tensor or along the node's axis).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -186,7 +187,7 @@ class _GraphBuilder:
         if any(d < 0 for d in init.dims):
             raise self.fail(f"{where} has a negative dimension in {list(init.dims)}")
         shape = tuple(int(d) for d in init.dims)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # Python ints: a hostile shape cannot overflow the check
         if init.data_location == onnx.TensorProto.EXTERNAL:
             data, storage = self.external_data(init, where, numpy_dtype, shape, count)
         else:
@@ -194,18 +195,15 @@ class _GraphBuilder:
         self.add_value(init.name, data, storage, dtype)
 
     def inline_data(self, init, where, numpy_dtype, shape, count):
-        if init.HasField("raw_data"):
-            expected = count * numpy_dtype.itemsize
-            if len(init.raw_data) != expected:
-                raise self.fail(f"{where} holds {len(init.raw_data)} bytes but shape {list(shape)} of {numpy_dtype.name} needs {expected}")
-            size = expected
-        else:
-            typed = numpy_helper.to_array(init).size if count else 0
-            if typed != count:
-                raise self.fail(f"{where} holds {typed} values but shape {list(shape)} needs {count}")
-            size = count * numpy_dtype.itemsize
-        data = numpy_helper.to_array(init).astype(numpy_dtype, copy=False).reshape(shape)
-        return data, Storage("inline", -1, size)
+        expected = count * numpy_dtype.itemsize
+        if init.HasField("raw_data") and len(init.raw_data) != expected:
+            raise self.fail(f"{where} holds {len(init.raw_data)} bytes but shape {list(shape)} of {numpy_dtype.name} needs {expected}")
+        try:
+            data = numpy_helper.to_array(init)
+        except ValueError:  # typed fields (float_data, int32_data...) whose count does not fit
+            raise self.fail(f"{where}: its values do not fit shape {list(shape)}") from None
+        # The protobuf has no byte offset to report for inline data.
+        return data.astype(numpy_dtype, copy=False).reshape(shape), Storage("inline", -1, expected)
 
     def external_data(self, init, where, numpy_dtype, shape, count):
         fields = {entry.key: entry.value for entry in init.external_data}
@@ -286,11 +284,20 @@ class _GraphBuilder:
         return value
 
     def attach_dequantize_quantization(self, ops: list[Op]) -> None:
-        """Gives an initializer read by DequantizeLinear its scale and zero point."""
+        """Gives an initializer read by DequantizeLinear its scale and zero point.
+
+        quantize_dynamic dequantises a quantised embedding table after the lookup,
+        Gather(table) -> DequantizeLinear: the table gets the (per-tensor) parameters then.
+        """
+        producers = {t: op for op in ops for t in op.outputs}
         for op in ops:
             if op.type != "DequantizeLinear":
                 continue
             weight, scale, zero_point = (op.inputs + [-1, -1, -1])[:3]
+            lookup = producers.get(weight)
+            if lookup is not None and lookup.type == "Gather" and lookup.inputs and scale >= 0:
+                if self.tensors[scale].data is not None and self.tensors[scale].data.size == 1:
+                    weight = lookup.inputs[0]
             if weight >= 0:
                 rank = max(len(self.tensors[weight].shape), 1)
                 self.attach_quantization(weight, scale, zero_point, op.options.get("axis", 1) % rank)

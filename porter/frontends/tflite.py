@@ -18,6 +18,7 @@ is caught by the semantic checks above.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import struct
 from contextlib import contextmanager
@@ -219,10 +220,11 @@ class _ModelReader:
         inputs, outputs = self.signature_io(signature, subgraph, tensors)
         self.check_every_read_has_a_source(ops, tensors, inputs)
         with _flatbuffer_errors(self.path, "the model description"):
+            schema_version = self.model.Version()
             description = (self.model.Description() or b"").decode("utf-8", "replace")
             signature_key = signature.SignatureKey().decode("utf-8", "replace") if signature else None
         metadata = {
-            "schema_version": self.model.Version(),
+            "schema_version": schema_version,
             "description": description,
             "signature_key": signature_key,
             "subgraph": subgraph_index,
@@ -348,7 +350,7 @@ class _ModelReader:
         numpy_dtype = NUMPY_DTYPES.get(dtype)
         if numpy_dtype is None:
             raise self.fail(f"{where} is a constant of type {dtype}, which porter cannot read")
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # Python ints: a hostile shape cannot overflow the check
         expected = count * numpy_dtype.itemsize
         if storage.size != expected:
             raise self.fail(

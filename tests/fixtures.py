@@ -1,0 +1,53 @@
+"""The exported fixture files the tests read (named by graphs/spec.py), and skipping while absent.
+
+Fixtures are produced by graphs/export_*.py; a test that needs one calls `require(path)`, which
+skips with the file and the script to run while it does not exist yet.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "graphs"))
+import spec  # noqa: E402
+
+# The real MiniLM-L6 token classifier from each exporter.
+MINILM_LITERT_DQ8 = spec.MINILM.path("litert-dq8.tflite")
+MINILM_TF_DQ8 = spec.MINILM.path("tf-dq8.tflite")
+MINILM_DQ8PC_ONNX = spec.MINILM.path("dq8pc.onnx")
+# Reduced MiniLM (2 layers, 8k vocabulary) as float.
+MINILM_SMALL_F32_TFLITE = spec.MINILM_SMALL_F32.path("f32.tflite")
+MINILM_SMALL_F32_ONNX = spec.MINILM_SMALL_F32.path("f32.onnx")
+
+SMALL_SHAPES = (spec.TINY, spec.SMALL)
+LITERT_DQ8 = [MINILM_LITERT_DQ8] + [net.path("litert-dq8.tflite") for net in SMALL_SHAPES]
+TF_DQ8 = [MINILM_TF_DQ8] + [net.path("tf-dq8.tflite") for net in SMALL_SHAPES]
+TFLITE_F32 = [MINILM_SMALL_F32_TFLITE] + [net.path("f32.tflite") for net in SMALL_SHAPES]
+ONNX_F32 = [MINILM_SMALL_F32_ONNX] + [net.path("f32.onnx") for net in SMALL_SHAPES]
+ONNX_DQ8PC = [MINILM_DQ8PC_ONNX] + [net.path("dq8pc.onnx") for net in SMALL_SHAPES]
+
+TFLITE_FIXTURES = LITERT_DQ8 + TF_DQ8 + TFLITE_F32
+ONNX_FIXTURES = ONNX_F32 + ONNX_DQ8PC
+ALL_FIXTURES = TFLITE_FIXTURES + ONNX_FIXTURES
+
+EXPORTERS = {
+    "litert-dq8.tflite": "graphs/export_litert.py",
+    "f32.tflite": "graphs/export_litert.py",
+    "tf-dq8.tflite": "graphs/export_tf.py",
+    "f32.onnx": "graphs/export_onnx.py",
+    "dq8pc.onnx": "graphs/export_onnx.py",
+}
+
+
+def require(path: Path) -> Path:
+    """The fixture's path, or a skip saying which file is missing and how to make it."""
+    if not path.exists():
+        flavour = path.name.split(".", 1)[1]
+        pytest.skip(f"fixture {path.relative_to(REPO)} not exported yet (run {EXPORTERS.get(flavour, 'graphs/export_*.py')})")
+    return path
+
+
+def fixture_id(path: Path) -> str:
+    return path.name
