@@ -51,3 +51,22 @@ def require(path: Path) -> Path:
 
 def fixture_id(path: Path) -> str:
     return path.name
+
+
+def run_porter(*args: str):
+    """Runs the porter CLI in a fresh interpreter, as a user would; returns the CompletedProcess."""
+    import subprocess
+
+    return subprocess.run([sys.executable, str(REPO / "cli.py"), *map(str, args)], capture_output=True, text=True, cwd=REPO)
+
+
+def assert_one_line_error(result, *fragments: str) -> str:
+    """Exit code 2, exactly one stderr line `porter: error: ...` containing every fragment."""
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith("porter: error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]

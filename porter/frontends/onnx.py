@@ -7,8 +7,8 @@ initializer, a graph input or a node output. Anything wrong is one PorterError l
 node, input, initializer, file or byte range.
 
 Tensors are ONNX values, numbered in order: graph inputs, initializers, then node outputs.
-Shapes come from the graph's inputs, outputs and value_info, completed by ONNX shape inference;
-symbolic dimensions become -1. Initializers fed to DequantizeLinear with constant scale and zero
+Shapes come from the graph's inputs, outputs and value_info, completed by ONNX shape inference
+(in a child process, after every check: see onnx_shapes); symbolic dimensions become -1. Initializers fed to DequantizeLinear with constant scale and zero
 point get a Quantization (per-tensor or along the node's axis).
 """
 
@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from porter.errors import PorterError
+from porter.frontends.onnx_shapes import inferred_values
 from porter.graph import Graph, Op, Quantization, Storage, Tensor
 
 # Opset 13 is the first with today's Softmax (one axis, not "flatten from axis") and with axes
@@ -48,6 +49,7 @@ DTYPES = {
     onnx.TensorProto.BOOL: "bool",
     onnx.TensorProto.STRING: "string",
 }
+UNKNOWN_DTYPE = "unknown"
 NUMPY_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in DTYPES.values() if name not in ("bfloat16", "string")}
 
 
@@ -56,8 +58,9 @@ def load_onnx(path: str | Path) -> Graph:
     path = Path(path)
     model = _parse(path)
     opsets = _check_opsets(path, model)
-    shapes = _known_shapes(model)
-    return _GraphBuilder(path, model, opsets, shapes).graph()
+    graph = _GraphBuilder(path, model, opsets, _value_types(model.graph.value_info, model.graph.input, model.graph.output)).graph()
+    _complete_value_types(graph)
+    return graph
 
 
 def _fail(path: Path, message: str) -> PorterError:
@@ -92,25 +95,38 @@ def _check_opsets(path: Path, model: onnx.ModelProto) -> dict[str, int]:
     return opsets
 
 
-def _known_shapes(model: onnx.ModelProto) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Value name -> (dtype, shape) from declared types, completed by shape inference."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
-        # Inference is only a help for shapes; the declared ones remain.
-        inferred = model.graph
-    shapes = {}
-    for value in (*inferred.value_info, *inferred.input, *inferred.output):
-        tensor_type = value.type.tensor_type
-        if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
-            continue
-        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
-        shapes[value.name] = (_dtype_name(tensor_type.elem_type), dims)
-    return shapes
+def _value_types(*value_lists) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Value name -> (dtype, shape) for every value with a tensor type and a shape."""
+    types = {}
+    for values in value_lists:
+        for value in values:
+            tensor_type = value.type.tensor_type
+            if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+                continue
+            dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
+            types[value.name] = (_dtype_name(tensor_type.elem_type), dims)
+    return types
+
+
+def _complete_value_types(graph: Graph) -> None:
+    """Fills in the types of values the file does not declare, by (isolated) shape inference.
+
+    Runs only on a graph that passed every check above.
+    """
+    unknown = [t for t in graph.tensors if t.dtype == UNKNOWN_DTYPE]
+    if not unknown:
+        return
+    inferred = _value_types(inferred_values(Path(graph.path)))
+    for t in unknown:
+        if t.name in inferred:
+            t.dtype, t.shape = inferred[t.name]
 
 
 def _dtype_name(elem_type: int) -> str:
-    return DTYPES.get(elem_type) or onnx.TensorProto.DataType.Name(elem_type).lower()
+    if elem_type in DTYPES:
+        return DTYPES[elem_type]
+    known = elem_type in onnx.TensorProto.DataType.values()
+    return onnx.TensorProto.DataType.Name(elem_type).lower() if known else f"onnx_type_{elem_type}"
 
 
 class _GraphBuilder:
@@ -170,7 +186,8 @@ class _GraphBuilder:
     def add_value(self, name: str, data: np.ndarray | None = None, storage: Storage | None = None, dtype: str | None = None) -> int:
         if name in self.index:
             raise self.fail(f"value '{name}' is defined twice")
-        known_dtype, shape = self.shapes.get(name, ("unknown", ()))
+        # Undeclared values stay "unknown" with shape () until shape inference fills them in.
+        known_dtype, shape = self.shapes.get(name, (UNKNOWN_DTYPE, ()))
         if data is not None:
             shape = data.shape
         t = Tensor(len(self.tensors), name, tuple(int(d) for d in shape), dtype or known_dtype, None, data, storage)
@@ -346,7 +363,7 @@ class _GraphBuilder:
 
     def matmul_integer_weight_scale(self, op: Op, producers, users) -> int:
         """The weight-scale tensor behind MatMulInteger -> Cast -> Mul, or -1."""
-        casts = [u for u in users.get(op.outputs[0], []) if u.type == "Cast"]
+        casts = [u for u in users.get(op.outputs[0], []) if u.type == "Cast" and u.outputs]
         muls = [u for c in casts for u in users.get(c.outputs[0], []) if u.type == "Mul"]
         if len(muls) != 1:
             return -1
