@@ -1,0 +1,41 @@
+"""Shared fixtures: the discovered toolchain, one build of the smoke crate, one wasm runtime.
+
+The smoke crate is built once per session into the shared cargo target directory
+(PORTER_CARGO_TARGET or ~/.cache/porter/cargo-target), so the standard library is compiled only
+on the first run on a machine.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from porter import TEMPLATES_DIR
+from porter.build import render_and_build
+from porter.toolchain import Toolchain, require_toolchain
+from porter.wasm import WasmRuntime
+
+
+@dataclass(frozen=True)
+class SmokeBuild:
+    wasm: Path
+    bias: int  # the template variable the program adds to every dot product
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> Toolchain:
+    return require_toolchain()
+
+
+@pytest.fixture(scope="session")
+def smoke(toolchain, tmp_path_factory) -> SmokeBuild:
+    bias = 7  # non-zero, so a test sees whether the template variable reached the program
+    crate_dir = tmp_path_factory.mktemp("crates") / "smoke"
+    variables = {"crate_name": "porter-smoke", "bias": bias}
+    return SmokeBuild(render_and_build(TEMPLATES_DIR / "smoke", crate_dir, variables, toolchain), bias)
+
+
+@pytest.fixture(scope="session")
+def wasm_runtime(tmp_path_factory):
+    with WasmRuntime(cache_dir=tmp_path_factory.mktemp("wasm-cache")) as runtime:
+        yield runtime
