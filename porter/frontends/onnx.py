@@ -203,6 +203,8 @@ class _GraphBuilder:
             raise self.fail(f"{where} has type {dtype}, which porter cannot read")
         if any(d < 0 for d in init.dims):
             raise self.fail(f"{where} has a negative dimension in {list(init.dims)}")
+        if math.prod(d for d in init.dims if d) * numpy_dtype.itemsize >= 2**62:
+            raise self.fail(f"{where} has an impossible shape {list(init.dims)}")
         shape = tuple(int(d) for d in init.dims)
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow the check
         if init.data_location == onnx.TensorProto.EXTERNAL:

@@ -191,9 +191,10 @@ class _ModelReader:
         self.data = data
         self.model = model
         self.variables: set[int] = set()  # indices of tensors flagged is_variable (state, no data)
+        self.context = ""  # names the subgraph in messages when it is not the signature's
 
     def fail(self, message: str) -> PorterError:
-        return _fail(self.path, message)
+        return _fail(self.path, self.context + message)
 
     def vector_length(self, what: str, length: int) -> int:
         if length * OFFSET_SIZE > len(self.data):
@@ -201,52 +202,79 @@ class _ModelReader:
         return length
 
     def graph(self) -> Graph:
-        with _flatbuffer_errors(self.path, "the signature"):
-            signature = self.first_signature()
-            subgraph_index = signature.SubgraphIndex() if signature is not None else 0
+        """The signature's subgraph as a Graph, after checking every subgraph and signature."""
+        signatures = self.signatures()
+        main = signatures[0][1] if signatures else 0
         subgraph_count = self.vector_length("the subgraph list", self.model.SubgraphsLength())
-        if not 0 <= subgraph_index < subgraph_count:
-            raise self.fail(f"signature names subgraph {subgraph_index} but the model has {subgraph_count}")
-        with _flatbuffer_errors(self.path, f"subgraph {subgraph_index}"):
-            subgraph = self.model.Subgraphs(subgraph_index)
-            tensor_count = self.vector_length("the tensor list", subgraph.TensorsLength())
-            raw_tensors = [subgraph.Tensors(i) for i in range(tensor_count)]
-        storages = self.buffer_storages(raw_tensors)
-        tensors = [self.tensor(i, t, storages) for i, t in enumerate(raw_tensors)]
+        for key, index in signatures:
+            if not 0 <= index < subgraph_count:
+                raise self.fail(f"signature '{key}' names subgraph {index} but the model has {subgraph_count}")
+        if subgraph_count == 0:
+            raise self.fail("the model has no subgraphs")
+        raw_tensors = [self.subgraph_tensors(s) for s in range(subgraph_count)]
+        storages = self.buffer_storages(raw_tensors, main)
         opcodes = self.opcodes()
-        with _flatbuffer_errors(self.path, "the operator list"):
-            op_count = self.vector_length("the operator list", subgraph.OperatorsLength())
-        ops = [self.op(k, subgraph.Operators(k), opcodes, tensors) for k in range(op_count)]
-        inputs, outputs = self.signature_io(signature, subgraph, tensors)
-        self.check_every_read_has_a_source(ops, tensors, inputs)
+        # LiteRT reads every subgraph (WHILE/IF bodies too), so every one is checked.
+        for s in range(subgraph_count):
+            self.context = f"subgraph {s}: " if s != main else ""
+            tensors, ops = self.subgraph_contents(s, raw_tensors[s], storages, opcodes)
+            inputs, outputs = self.subgraph_io(s, signatures, tensors)
+            self.check_every_read_has_a_source(ops, tensors, inputs)
+            if s == main:
+                graph_parts = tensors, ops, inputs, outputs
+        self.context = ""
         with _flatbuffer_errors(self.path, "the model description"):
             schema_version = self.model.Version()
             description = (self.model.Description() or b"").decode("utf-8", "replace")
-            signature_key = signature.SignatureKey().decode("utf-8", "replace") if signature else None
         metadata = {
             "schema_version": schema_version,
             "description": description,
-            "signature_key": signature_key,
-            "subgraph": subgraph_index,
+            "signature_key": signatures[0][0] if signatures else None,
+            "subgraph": main,
             "subgraph_count": subgraph_count,
             "file_size": len(self.data),
             # One entry per Buffer in the model (None: no data), all checked against the file.
             "buffers": storages,
         }
-        return Graph("tflite", str(self.path), tensors, ops, inputs, outputs, metadata)
+        return Graph("tflite", str(self.path), *graph_parts, metadata)
 
-    def first_signature(self):
-        count = self.vector_length("the signature list", self.model.SignatureDefsLength())
-        return self.model.SignatureDefs(0) if count else None
+    def signatures(self) -> list[tuple[str, int]]:
+        """(signature key, subgraph index) of every SignatureDef, in file order."""
+        with _flatbuffer_errors(self.path, "the signatures"):
+            count = self.vector_length("the signature list", self.model.SignatureDefsLength())
+            return [
+                ((sig.SignatureKey() or b"").decode("utf-8", "replace"), sig.SubgraphIndex())
+                for sig in (self.model.SignatureDefs(i) for i in range(count))
+            ]
+
+    def subgraph_tensors(self, s: int) -> list[tflite.Tensor]:
+        with _flatbuffer_errors(self.path, f"subgraph {s}"):
+            subgraph = self.model.Subgraphs(s)
+            count = self.vector_length(f"the tensor list of subgraph {s}", subgraph.TensorsLength())
+            return [subgraph.Tensors(i) for i in range(count)]
+
+    def subgraph_contents(self, s: int, raw_tensors, storages, opcodes) -> tuple[list[Tensor], list[Op]]:
+        self.variables = set()
+        tensors = [self.tensor(i, t, storages) for i, t in enumerate(raw_tensors)]
+        with _flatbuffer_errors(self.path, f"the operator list of subgraph {s}"):
+            subgraph = self.model.Subgraphs(s)
+            op_count = self.vector_length("the operator list", subgraph.OperatorsLength())
+        ops = [self.op(k, subgraph.Operators(k), opcodes, tensors) for k in range(op_count)]
+        return tensors, ops
 
     # Buffers ---------------------------------------------------------------------------------
 
-    def buffer_storages(self, raw_tensors) -> list[Storage | None]:
-        """Checks every Buffer's byte range (used or not) and says where its data lives."""
+    def buffer_storages(self, raw_tensors: list[list[tflite.Tensor]], main: int) -> list[Storage | None]:
+        """Checks every Buffer's byte range (used or not) and says where its data lives.
+
+        Messages name the first tensor using the buffer, preferring the signature's subgraph.
+        """
         users: dict[int, str] = {}
-        for i, t in enumerate(raw_tensors):
-            with _flatbuffer_errors(self.path, f"tensor {i}"):
-                users.setdefault(t.Buffer(), f"tensor {i} '{self.tensor_name(t)}'")
+        for s in [main] + [s for s in range(len(raw_tensors)) if s != main]:
+            prefix = f"subgraph {s} " if s != main else ""
+            for i, t in enumerate(raw_tensors[s]):
+                with _flatbuffer_errors(self.path, f"{prefix}tensor {i}"):
+                    users.setdefault(t.Buffer(), f"{prefix}tensor {i} '{self.tensor_name(t)}'")
         with _flatbuffer_errors(self.path, "the buffer list"):
             count = self.vector_length("the buffer list", self.model.BuffersLength())
         storages = []
@@ -304,10 +332,17 @@ class _ModelReader:
         if storage is not None:
             data = self.constant(storage, shape, dtype, where)
         elif shape and 0 in shape and dtype in NUMPY_DTYPES:
-            data = np.zeros(shape, dtype=NUMPY_DTYPES[dtype])  # an empty constant needs no bytes
+            data = self.empty_constant(shape, dtype, where)
         else:
             data = None
         return Tensor(index, name, shape, dtype, quant, data, storage)
+
+    def empty_constant(self, shape: tuple[int, ...], dtype: str, where: str) -> np.ndarray:
+        """A constant with a zero dimension needs no bytes; numpy still refuses absurd shapes."""
+        try:
+            return np.zeros(0, dtype=NUMPY_DTYPES[dtype]).reshape(shape)
+        except ValueError:
+            raise self.fail(f"{where} has an impossible shape {list(shape)}") from None
 
     def tensor_shape(self, t: tflite.Tensor, where: str) -> tuple[int, ...]:
         shape = [int(d) for d in self.int_vector(t.ShapeAsNumpy())]
@@ -398,20 +433,36 @@ class _ModelReader:
 
     # Signature and sources -------------------------------------------------------------------
 
-    def signature_io(self, signature, subgraph, tensors: list[Tensor]) -> tuple[dict[str, int], dict[str, int]]:
-        with _flatbuffer_errors(self.path, "the signature inputs and outputs"):
-            if signature is not None:
+    def subgraph_io(self, s: int, signatures, tensors: list[Tensor]) -> tuple[dict[str, int], dict[str, int]]:
+        """Inputs and outputs by name: from the subgraph's first SignatureDef, else its own lists.
+
+        Every signature of the subgraph is checked, not only the one used.
+        """
+        inputs: dict[str, int] | None = None
+        for i, (key, index) in enumerate(signatures):
+            if index != s:
+                continue
+            with _flatbuffer_errors(self.path, f"signature '{key}'"):
+                signature = self.model.SignatureDefs(i)
                 n_in = self.vector_length("the signature inputs", signature.InputsLength())
                 n_out = self.vector_length("the signature outputs", signature.OutputsLength())
-                inputs = self.tensor_map([signature.Inputs(j) for j in range(n_in)])
-                outputs = self.tensor_map([signature.Outputs(j) for j in range(n_out)])
-            else:
-                inputs = {tensors[i].name: int(i) for i in self.checked_indices("subgraph input", subgraph.InputsAsNumpy(), tensors)}
-                outputs = {tensors[i].name: int(i) for i in self.checked_indices("subgraph output", subgraph.OutputsAsNumpy(), tensors)}
-        for role, mapping in (("input", inputs), ("output", outputs)):
-            for name, t in mapping.items():
-                if not 0 <= t < len(tensors):
-                    raise self.fail(f"signature {role} '{name}' is tensor index {t}, out of range (the subgraph has {len(tensors)} tensors)")
+                ins = self.tensor_map([signature.Inputs(j) for j in range(n_in)])
+                outs = self.tensor_map([signature.Outputs(j) for j in range(n_out)])
+            for role, mapping in (("input", ins), ("output", outs)):
+                for name, t in mapping.items():
+                    if not 0 <= t < len(tensors):
+                        raise self.fail(
+                            f"signature '{key}' {role} '{name}' is tensor index {t}, out of range (the subgraph has {len(tensors)} tensors)"
+                        )
+            if inputs is None:
+                inputs, outputs = ins, outs
+        with _flatbuffer_errors(self.path, f"the inputs and outputs of subgraph {s}"):
+            subgraph = self.model.Subgraphs(s)
+            own_inputs = self.checked_indices("subgraph input", subgraph.InputsAsNumpy(), tensors)
+            own_outputs = self.checked_indices("subgraph output", subgraph.OutputsAsNumpy(), tensors)
+        if inputs is None:
+            inputs = {tensors[i].name: i for i in own_inputs}
+            outputs = {tensors[i].name: i for i in own_outputs}
         return inputs, outputs
 
     def tensor_map(self, entries) -> dict[str, int]:
