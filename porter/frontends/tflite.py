@@ -103,7 +103,9 @@ def load_tflite(path: str | Path) -> Graph:
     path = Path(path)
     data = path.read_bytes()
     model = _open_model(path, data)
-    return _ModelReader(path, data, model).graph()
+    # Each read below has its own, more specific guard; this one catches any read they miss.
+    with _flatbuffer_errors(path, "the model"):
+        return _ModelReader(path, data, model).graph()
 
 
 def _fail(path: Path, message: str) -> PorterError:
@@ -205,7 +207,8 @@ class _ModelReader:
         """The signature's subgraph as a Graph, after checking every subgraph and signature."""
         signatures = self.signatures()
         main = signatures[0][1] if signatures else 0
-        subgraph_count = self.vector_length("the subgraph list", self.model.SubgraphsLength())
+        with _flatbuffer_errors(self.path, "the subgraph list"):
+            subgraph_count = self.vector_length("the subgraph list", self.model.SubgraphsLength())
         for key, index in signatures:
             if not 0 <= index < subgraph_count:
                 raise self.fail(f"signature '{key}' names subgraph {index} but the model has {subgraph_count}")
