@@ -27,6 +27,7 @@ from porter.frontends.tflite import load_tflite
 # Table slots (byte offsets into the vtable) of the fields the tests patch, from TFLite's schema.
 BUFFER_OFFSET_SLOT = 6
 BUFFER_SIZE_SLOT = 8
+TENSOR_SHAPE_SLOT = 4
 TENSOR_BUFFER_SLOT = 8
 OPERATOR_OPCODE_INDEX_SLOT = 4
 OPERATOR_INPUTS_SLOT = 6
@@ -193,6 +194,18 @@ def test_zero_length_constant_weight_is_refused(tmp_path):
     struct.pack_into("<I", data, _field_position(tensor, TENSOR_BUFFER_SLOT), 0)  # buffer 0 is empty
     result = run_porter("inspect", _write(tmp_path, data))
     assert_one_line_error(result, f"tensor {weight} '", f"op {k} FULLY_CONNECTED", "has no data and no producer")
+
+
+def test_empty_shaped_constant_weight_is_refused(tmp_path):
+    data = _copy_bytes(MINILM_LITERT_DQ8)
+    k, op = _first_fully_connected(data)
+    weight = int(op.InputsAsNumpy()[1])
+    tensor = tflite.Model.GetRootAs(bytes(data), 0).Subgraphs(0).Tensors(weight)
+    dims = tensor._tab.Vector(tensor._tab.Offset(TENSOR_SHAPE_SLOT))
+    struct.pack_into("<i", data, dims + 4, 0)  # shape [out, 0]: no elements, no bytes
+    struct.pack_into("<I", data, _field_position(tensor, TENSOR_BUFFER_SLOT), 0)
+    result = run_porter("inspect", _write(tmp_path, data))
+    assert_one_line_error(result, f"tensor {weight} '", f"op {k} FULLY_CONNECTED", "zero-length constant weight")
 
 
 def test_buffer_index_out_of_range_is_refused(tmp_path):

@@ -87,6 +87,8 @@ def _enum_names(enum_class) -> dict[int, str]:
 
 
 OPERATOR_NAMES = _enum_names(tflite.BuiltinOperator)
+BUILTIN_OPTIONS_NAMES = _enum_names(tflite.BuiltinOptions)
+BUILTIN_OPTIONS2_NAMES = _enum_names(tflite.BuiltinOptions2)
 # Option fields that hold enums, decoded to their schema names so options read like the schema.
 ENUM_FIELDS = {
     "fused_activation_function": _enum_names(tflite.ActivationFunctionType),
@@ -179,10 +181,6 @@ def _decode_options(table, union_names: dict[int, str], union_type: int) -> dict
             value = ENUM_FIELDS[field].get(value, value)
         decoded[field] = value
     return decoded
-
-
-BUILTIN_OPTIONS_NAMES = _enum_names(tflite.BuiltinOptions)
-BUILTIN_OPTIONS2_NAMES = _enum_names(tflite.BuiltinOptions2)
 
 
 class _ModelReader:
@@ -349,9 +347,12 @@ class _ModelReader:
 
     def tensor_shape(self, t: tflite.Tensor, where: str) -> tuple[int, ...]:
         shape = [int(d) for d in self.int_vector(t.ShapeAsNumpy())]
-        # shape_signature (when present) marks dynamic dims with -1 where `shape` says 1.
+        # shape_signature (when present) marks dynamic dims with -1 where `shape` says 1. LiteRT
+        # allocates from `shape`, so a signature that disagrees elsewhere is refused.
         signature = [int(d) for d in self.int_vector(t.ShapeSignatureAsNumpy())]
-        if signature and len(signature) == len(shape):
+        if signature:
+            if len(signature) != len(shape) or any(s not in (d, -1) for s, d in zip(signature, shape)):
+                raise self.fail(f"{where} has shape_signature {signature} that disagrees with shape {shape}")
             shape = signature
         if any(d < -1 for d in shape):
             raise self.fail(f"{where} has a negative dimension in shape {shape}")
