@@ -38,6 +38,7 @@ HEADER_SIZE = 8
 # only offsets above 1 point at external data.
 FIRST_EXTERNAL_OFFSET = 2
 UINT64_LIMIT = 2**64
+NAME_LIMIT = 80  # characters of a tensor name quoted in an error message
 # Each element of a flatbuffer vector of tables is a 4-byte offset: a vector claiming more
 # elements than the file could hold is corrupt (and would make us loop for a very long time).
 OFFSET_SIZE = 4
@@ -108,6 +109,13 @@ def load_tflite(path: str | Path) -> Graph:
     # Each read below has its own, more specific guard; this one catches any read they miss.
     with _flatbuffer_errors(path, "the model"):
         return _ModelReader(path, data, model).graph()
+
+
+def _tensor_label(index: int, name: str) -> str:
+    """How messages name a tensor. Exporters fuse scope paths into names of hundreds of
+    characters; the end of the name says most, so longer names keep only their end."""
+    shown = name if len(name) <= NAME_LIMIT else "..." + name[-(NAME_LIMIT - 3):]
+    return f"tensor {index} '{shown}'"
 
 
 def _fail(path: Path, message: str) -> PorterError:
@@ -275,7 +283,7 @@ class _ModelReader:
             prefix = f"subgraph {s} " if s != main else ""
             for i, t in enumerate(raw_tensors[s]):
                 with _flatbuffer_errors(self.path, f"{prefix}tensor {i}"):
-                    users.setdefault(t.Buffer(), f"{prefix}tensor {i} '{self.tensor_name(t)}'")
+                    users.setdefault(t.Buffer(), f"{prefix}{_tensor_label(i, self.tensor_name(t))}")
         with _flatbuffer_errors(self.path, "the buffer list"):
             count = self.vector_length("the buffer list", self.model.BuffersLength())
         storages = []
@@ -316,7 +324,7 @@ class _ModelReader:
     def tensor(self, index: int, t: tflite.Tensor, storages: list[Storage | None]) -> Tensor:
         with _flatbuffer_errors(self.path, f"tensor {index}"):
             name = self.tensor_name(t)
-            where = f"tensor {index} '{name}'"
+            where = _tensor_label(index, name)
             dtype = DTYPES.get(t.Type())
             if dtype is None:
                 raise self.fail(f"{where} has unknown TensorType {t.Type()}")
@@ -490,7 +498,7 @@ class _ModelReader:
                     continue
                 tensor = tensors[t]
                 if tensor.data is None and t not in self.variables:
-                    raise self.fail(f"{tensor.describe()} read by {op.describe()} has no data and no producer")
+                    raise self.fail(f"{_tensor_label(t, tensor.name)} read by {op.describe()} has no data and no producer")
                 if tensor.data is not None and tensor.data.size == 0 and position in weight_positions:
-                    raise self.fail(f"{tensor.describe()} read by {op.describe()} is a zero-length constant weight")
+                    raise self.fail(f"{_tensor_label(t, tensor.name)} read by {op.describe()} is a zero-length constant weight")
 
