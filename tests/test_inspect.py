@@ -17,6 +17,7 @@ from fixtures import (
     fixture_id,
     require,
     run_porter,
+    spec,
 )
 
 from porter.inspect import SCHEMA, inspect_model
@@ -120,3 +121,15 @@ def test_inspect_opens_the_file_with_porter_only(path):
 def test_inspect_errors_are_one_line(tmp_path):
     assert_one_line_error(run_porter("inspect", "--json", tmp_path / "nothing.onnx"), "nothing.onnx", "no such file")
     assert_one_line_error(run_porter("inspect", tmp_path), "not a regular file")
+
+
+def test_onnx_external_data_is_counted_as_external(tmp_path):
+    import onnx
+
+    model = onnx.load(str(require(spec.TINY.path("f32.onnx"))))
+    out = tmp_path / "external.onnx"
+    onnx.save(model, str(out), save_as_external_data=True, location="external.data", size_threshold=1024)
+    report = _inspect_json(out)
+    external = report["buffers"]["external"]
+    assert external["count"] > 0 and external["files"] == ["external.data"]
+    assert external["bytes"] <= (tmp_path / "external.data").stat().st_size

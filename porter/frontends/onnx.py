@@ -269,13 +269,25 @@ class _GraphBuilder:
 
     @staticmethod
     def is_constant_node(node: onnx.NodeProto) -> bool:
-        return node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and [a.name for a in node.attribute] == ["value"]
+        numeric = {"value", "value_float", "value_floats", "value_int", "value_ints"}
+        return (
+            node.op_type == "Constant"
+            and node.domain in DEFAULT_DOMAINS
+            and len(node.output) == 1
+            and [a.name for a in node.attribute] in [[name] for name in numeric]
+        )
 
     def add_constant_node(self, k: int, node: onnx.NodeProto) -> None:
         """A Constant node becomes a constant tensor, as TFLite constants are: data, no producer."""
-        value = node.attribute[0].t
-        if value.data_location == onnx.TensorProto.EXTERNAL:
-            raise self.fail(f"node {k} '{node.name}' (Constant) keeps its value in external data, which porter does not read")
+        attr = node.attribute[0]
+        if attr.name == "value":
+            value = onnx.TensorProto()
+            value.CopyFrom(attr.t)
+            if value.data_location == onnx.TensorProto.EXTERNAL:
+                raise self.fail(f"node {k} '{node.name}' (Constant) keeps its value in external data, which porter does not read")
+        else:
+            dtype = np.float32 if attr.name.startswith("value_float") else np.int64
+            value = numpy_helper.from_array(np.asarray(onnx.helper.get_attribute_value(attr), dtype=dtype))
         value.name = node.output[0]
         self.add_initializer(value)
 
