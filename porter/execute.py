@@ -1,9 +1,9 @@
 """The numpy IR executor: runs an EncoderIR with the reference's arithmetic.
 
-Integer-weight layers use TFLite's builtin hybrid FULLY_CONNECTED exactly (porter.quant).
-Float steps follow the graph's operation order in float32; where LiteRT's own kernels reorder
-a float reduction (MEAN, BATCH_MATMUL through its GEMM backend, Eigen's erfc) the result can
-differ from LiteRT in the last bits, which is why agreement is measured, not assumed.
+Integer-weight layers use TFLite's builtin hybrid FULLY_CONNECTED exactly (porter.quant); the
+float steps use LiteRT's builtin float kernels as porter.litert_float emulates them (Eigen's
+summation order, exp and erfc), in the graph's operation order. The result is meant to be
+bit-identical to LiteRT's builtin kernels; tests measure it against the goldens.
 
 `run(ir, ids, mask, trace=dict)` fills `trace` with every block's output, named
 `embed`, `embed.ln`, `layer{i}.q` ... `logits`, so that a divergence from LiteRT's preserved
@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
+from porter import litert_float as LF
 from porter import quant
 from porter.ir import MASK_INPUT, EncoderIR, LayerNorm, Linear
 
 F32 = np.float32
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def linear(ir: EncoderIR, lin: Linear, x: np.ndarray) -> np.ndarray:
@@ -29,18 +29,20 @@ def linear(ir: EncoderIR, lin: Linear, x: np.ndarray) -> np.ndarray:
     if lin.weight_dtype == "int8":
         return quant.hybrid_fully_connected(x, w, ir.weights[f"{lin.name}.scale"], bias,
                                             lin.asymmetric_inputs)
-    y = (x.astype(F32) @ w.T.astype(F32)).astype(F32)
-    return y if bias is None else (y + bias).astype(F32)
+    return LF.fully_connected(x, w, bias)
 
 
 def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Returns (normalised, affine). With a folded affine the next layers read `normalised`."""
-    n = F32(x.shape[-1])
     gamma, beta = ir.weights[f"{ln.name}.gamma"], ir.weights[f"{ln.name}.beta"]
-    mean = (x.sum(axis=-1, dtype=F32, keepdims=True) / n).astype(F32)
+    mean = LF.mean_last_axis(x)
     centred = (x - mean).astype(F32)
-    var = ((centred * centred).sum(axis=-1, dtype=F32, keepdims=True) / n).astype(F32)
+    var = LF.mean_last_axis((centred * centred).astype(F32))
     rstd = (F32(1) / np.sqrt((var + F32(ln.eps)).astype(F32))).astype(F32)
+    if ln.form == "centred":
+        normalised = (centred * rstd).astype(F32)
+        affine = ((normalised * gamma).astype(F32) + beta).astype(F32)
+        return normalised, affine
     if ln.form == "keras":
         inv = (rstd * gamma).astype(F32)
         out = ((x * inv).astype(F32) + (beta - (mean * inv).astype(F32)).astype(F32))
@@ -52,11 +54,11 @@ def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray,
 
 
 def gelu(x: np.ndarray, kind: str) -> np.ndarray:
-    x64 = x.astype(np.float64)
     if kind == "tanh":
+        x64 = x.astype(np.float64)
         inner = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
         return (0.5 * x64 * (1 + np.tanh(inner))).astype(F32)
-    return (0.5 * x64 * (1 + _erf(x64 / math.sqrt(2)))).astype(F32)
+    return LF.gelu_exact(x)
 
 
 def embed(ir: EncoderIR, ids: np.ndarray) -> np.ndarray:
@@ -83,15 +85,15 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
     scale = F32(a.scale)
     if a.scale_on == "query":
         qh = (qh * scale).astype(F32)
-    scores = np.matmul(qh, kh.transpose(0, 2, 1)).astype(F32)
+    scores = LF.batch_matmul(qh, kh.transpose(0, 2, 1))
     if a.scale_on == "scores":
         scores = (scores * scale).astype(F32)
     if ir.mask == MASK_INPUT and mask is not None:
-        scores = np.where(mask[None, None, :] != 0, scores, F32(-np.inf))
-    scores = (scores * F32(a.softmax_beta)).astype(F32)
-    e = np.exp((scores - scores.max(axis=-1, keepdims=True)).astype(F32)).astype(F32)
-    probs = (e / e.sum(axis=-1, dtype=F32, keepdims=True)).astype(F32)
-    ctx = np.matmul(probs, vh).astype(F32).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
+        # The graph adds 0 to kept keys and mask_value to dropped ones.
+        scores = np.where(mask[None, None, :] != 0, scores,
+                          (scores + F32(a.mask_value)).astype(F32))
+    probs = LF.softmax(scores, a.softmax_beta)
+    ctx = LF.batch_matmul(probs, vh).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
     out = linear(ir, a.o, ctx)
     prefix = f"layer{layer_index}"
     trace.update({f"{prefix}.q": q, f"{prefix}.k": k, f"{prefix}.v": v,

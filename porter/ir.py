@@ -52,6 +52,7 @@ class LayerNorm:
     affine_folded: bool
     # The float operation order, as the exporter wrote it:
     #   "shift": r = rsqrt(var + eps); norm = x * r + (0 - r * mean); out = norm * gamma + beta
+    #   "centred": norm = (x - mean) * r; out = norm * gamma + beta
     #   "keras": r as above; inv = r * gamma; out = x * inv + (beta - mean * inv)
     form: str = "shift"
     ops: list[int] = field(default_factory=list)
@@ -88,6 +89,7 @@ class Attention:
     scale: float  # multiplies the Q.K^T scores
     scale_on: str  # "scores" (MUL after the first BATCH_MATMUL) or "query" (before it)
     softmax_beta: float
+    mask_value: float  # added to the scores of padded keys (MASK_INPUT only)
     q: Linear
     k: Linear
     v: Linear

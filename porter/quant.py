@@ -8,8 +8,8 @@ TFLite hybrid FULLY_CONNECTED (int8 weights, float activations), as TFLite's bui
 compute it (kernels/fully_connected.cc EvalHybridDense with tensor_utils):
   1. each input row is quantised on the fly:
      symmetric:  s = max|x| / 127, q = round(x * (127 / max|x|)) clamped to [-127, 127];
-     asymmetric: a uint8-style range [min(0, x), max(0, x)] over 255 steps, a nudged zero
-                 point, q = round(zp + x * (1 / s)) clamped to [-128, 127];
+     asymmetric: the range [min(0, x), max(0, x)] over 255 steps (in float32), a nudged
+                 zero point, q = round(x * (1 / s)) + zp clamped to [-128, 127];
      round() is half away from zero; an all-zero row quantises to zeros with s = 1;
   2. acc = sum(q * w) in int32, minus zp * sum(w) for asymmetric rows;
   3. y = bias + acc * (w_scale[o] * s)   (per-tensor: the product s * w_scale is formed first,
@@ -49,26 +49,31 @@ def quantize_rows_symmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quantize_rows_asymmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-row asymmetric int8 quantisation -> (q, scale[rows], zero_point[rows] int32)."""
+    """Per-row asymmetric int8 quantisation -> (q, scale[rows], zero_point[rows] int32).
+
+    Measured against the ai-edge-litert wheel (whose kernels predate the double-precision
+    rewrite in LiteRT's current sources): the scale is (max(0, x) - min(0, x)) / 255 in float32
+    (a double division differs in about one row in four), and each value is rounded before
+    the zero point is added, round(x / s) + zp, not round(zp + x / s).
+    """
     x = np.asarray(x, dtype=F32)
-    rmin = np.minimum(F32(0), x.min(axis=1)).astype(np.float64)
-    rmax = np.maximum(F32(0), x.max(axis=1)).astype(np.float64)
+    rmin = np.minimum(F32(0), x.min(axis=1)).astype(F32)
+    rmax = np.maximum(F32(0), x.max(axis=1)).astype(F32)
     flat = rmin == rmax
-    scale64 = np.where(flat, 1.0, (rmax - rmin) / 255.0)
-    zp_from_min = -128.0 - rmin / scale64
-    zp_from_max = 127.0 - rmax / scale64
-    err_min = 128.0 + np.abs(rmin / scale64)
-    err_max = 127.0 + np.abs(rmax / scale64)
+    scale = np.where(flat, F32(1), ((rmax - rmin).astype(F32) / F32(255)).astype(F32))
+    zp_from_min = (F32(-128) - (rmin / scale).astype(F32)).astype(F32)
+    zp_from_max = (F32(127) - (rmax / scale).astype(F32)).astype(F32)
+    err_min = (F32(128) + np.abs((rmin / scale).astype(F32))).astype(F32)
+    err_max = (F32(127) + np.abs((rmax / scale).astype(F32))).astype(F32)
     zp_real = np.where(err_min < err_max, zp_from_min, zp_from_max)
-    zp = np.where(zp_real <= -128.0, -128, np.where(zp_real >= 127.0, 127,
-                                                   round_half_away(zp_real))).astype(np.int32)
+    zp = np.where(zp_real <= -128, -128, np.where(zp_real >= 127, 127,
+                                                 round_half_away(zp_real))).astype(np.int32)
     zp[flat] = 0
-    scale = scale64.astype(F32)
     inv = (F32(1) / scale).astype(F32)
-    q = round_half_away((zp.astype(F32)[:, None] + (x * inv[:, None]).astype(F32)).astype(F32))
+    q = round_half_away((x * inv[:, None]).astype(F32)).astype(np.int64) + zp[:, None]
     q = np.clip(q, -128, 127).astype(np.int8)
     q[flat] = 0
-    return q, scale, zp
+    return q, scale.astype(F32), zp
 
 
 def hybrid_fully_connected(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,

@@ -63,6 +63,10 @@ class Recovery:
         found = []
         for m in match_all(P.LAYER_NORM_SHIFT, self.g):
             found.append(self._shift_layer_norm(m))
+        for m in match_all(P.LAYER_NORM_CENTRED, self.g):
+            found.append(self._with_affine(FoundLayerNorm(
+                m["x"], m["norm"], m["norm"], "centred", self._eps(m), None, None,
+                set(m.consumed))))
         for m in match_all(P.LAYER_NORM_KERAS, self.g):
             found.append(FoundLayerNorm(m["x"], m["out"], m["out"], "keras", self._eps(m),
                                         self._vector(m["gamma"]), self._vector(m["beta"]),
@@ -74,16 +78,20 @@ class Recovery:
         if zero != 0:
             raise PorterError(f"LayerNorm at {self.g.producer(m['norm']).describe()}: "
                               f"expected 0 - rstd * mean, found {zero} - rstd * mean")
-        ln = FoundLayerNorm(m["x"], m["norm"], m["norm"], "shift", self._eps(m), None, None,
-                            set(m.consumed))
-        for user in self.g.users(m["norm"]):
+        return self._with_affine(FoundLayerNorm(m["x"], m["norm"], m["norm"], "shift",
+                                                self._eps(m), None, None, set(m.consumed)))
+
+    def _with_affine(self, ln: FoundLayerNorm) -> FoundLayerNorm:
+        """Attach the `* gamma + beta` that follows the normalised tensor, if the graph has one."""
+        for user in self.g.users(ln.pre):
             for t in user.outputs:
                 for a in self.g.users(t):
-                    am = match(P.AFFINE, self.g, a.outputs[0], Match({"norm": m["norm"]}))
+                    am = match(P.AFFINE, self.g, a.outputs[0], Match({"norm": ln.pre}))
                     if am is not None:
                         ln.post = am["affine"]
                         ln.gamma, ln.beta = self._vector(am["gamma"]), self._vector(am["beta"])
                         ln.ops |= am.consumed
+                        return ln
         return ln
 
     def _eps(self, m: Match) -> float:
@@ -166,7 +174,9 @@ def recover_encoder(g: Graph) -> EncoderIR:
         prev, prev_ir = ffn_ln, ffn_ln_ir
     head, output_name = _head(r, prev)
     prev_ir.affine_folded = _feed_of(prev, head[1], "classifier head", g)
-    mask_mode, mask_input = _mask(r, mask_tensor)
+    mask_mode, mask_input, mask_value = _mask(r, mask_tensor)
+    for ly in layers:
+        ly.attn.mask_value = mask_value
     leftover = r.unexplained()
     if leftover:
         raise PorterError("ops not explained by any encoder block: " + "; ".join(
@@ -262,7 +272,8 @@ def _attention(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
     scale = float(g.const(m["scale"]).reshape(-1)[0]) if "scale" in m.tensors else 1.0
     beta = float(g.ops[m.ops["probs"]].options.get("beta", 1.0))
     r.claim(name, m.consumed)
-    return Attention(heads, head_dim, scale, "scores", beta, q, k, v, o), m
+    # mask_value is filled in once the mask path has been recovered (see _mask).
+    return Attention(heads, head_dim, scale, "scores", beta, 0.0, q, k, v, o), m
 
 
 def _ffn(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
@@ -309,25 +320,29 @@ def _mask(r: Recovery, mask_bias: int | None):
     """MASK_INPUT when a mask input removes padded keys; WHOLE_WINDOW when nothing masks."""
     g = r.g
     if mask_bias is None:
-        return WHOLE_WINDOW, None
+        return WHOLE_WINDOW, None, 0.0
     m = match(P.MASK_BIAS, g, mask_bias)
     if m is None:
         raise PorterError(f"attention mask {g.tensor(mask_bias).describe()} is not computed "
                           "from a mask input in a way porter knows")
-    keep = float(g.const(m["keep_value"]).reshape(-1)[0])
-    drop = float(g.const(m["drop_value"]).reshape(-1)[0])
-    if keep != 0.0 or drop > -1e9:
+    if "keep_all" in m.tensors:  # litert-torch: SELECT_V2(mask, keep_value, drop_value)
+        keep = float(g.const(m["keep_value"]).reshape(-1)[0])
+        drop = float(g.const(m["drop_value"]).reshape(-1)[0])
+        if not np.all(g.const(m["keep_all"])):
+            raise PorterError("attention mask is combined with a constant that drops keys "
+                              "(a causal or fixed mask); only padding masks are supported")
+        index = g.const(m["key_index"]).reshape(-1, 2)
+        if not (np.all(index[:, 0] == 0) and np.array_equal(index[:, 1], np.arange(len(index)))):
+            raise PorterError("attention mask gathers mask entries in an unexpected order")
+    else:  # TensorFlow: (1 - mask) * drop_value
+        if float(g.const(m["one"]).reshape(-1)[0]) != 1.0:
+            raise PorterError("attention mask is not computed as (1 - mask) * constant")
+        keep, drop = 0.0, float(g.const(m["drop_value"]).reshape(-1)[0])
+    if keep != 0.0 or drop > -1e4:
         raise PorterError(f"attention mask adds {keep} to kept and {drop} to dropped keys; "
                           "expected 0 and a large negative number")
-    if not np.all(g.const(m["keep_all"])):
-        raise PorterError("attention mask is combined with a constant that drops keys "
-                          "(a causal or fixed mask); only padding masks are supported")
-    index = g.const(m["key_index"]).reshape(-1, 2)
-    seq = index.shape[0]
-    if not (np.all(index[:, 0] == 0) and np.array_equal(index[:, 1], np.arange(seq))):
-        raise PorterError("attention mask gathers mask entries in an unexpected order")
-    r.claim("mask", m.consumed)
-    return MASK_INPUT, _input_name(g, m["mask"], "the attention mask")
+    r.claim("mask", m.consumed | _input_reshapes(g, m["mask"]))
+    return MASK_INPUT, _input_name(g, m["mask"], "the attention mask"), drop
 
 
 def _check_shapes(ir: EncoderIR) -> None:

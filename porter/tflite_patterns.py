@@ -9,8 +9,9 @@ Exporters covered:
   RSQRT, then x * r + (0 - r * mean) with RESHAPEs between [seq] and [1, seq, 1], and the affine
   (MUL gamma, ADD beta) as separate ops whose input, the pre-affine tensor, also feeds the next
   FULLY_CONNECTEDs (their weights carry gamma and beta): the folded affine.
-- TensorFlow's converter: LayerNorm as Keras writes it, inv = r * gamma, x * inv + (beta -
-  mean * inv), affine applied.
+- TensorFlow's converter: LayerNorm as (x - mean) * rstd with the affine after it (and, like
+  litert-torch, the next FULLY_CONNECTEDs reading the pre-affine tensor), or as Keras writes
+  it, inv = rstd * gamma, x * inv + (beta - mean * inv).
 """
 
 from porter.patterns import AnyOf, Const, Op, Var
@@ -57,6 +58,13 @@ def _layer_norm_shift():
               maybe_reshaped(shift), commutative=True, name="norm")
 
 
+def _layer_norm_centred():
+    """TensorFlow's converter: norm = (x - mean) * rstd; the affine follows separately."""
+    x, mean, rstd = _moments()
+    return Op("MUL", Op("SUB", x, maybe_reshaped(mean)), maybe_reshaped(rstd), commutative=True,
+              name="norm")
+
+
 def _layer_norm_keras():
     """TensorFlow/Keras: inv = rstd * gamma; out = x * inv + (beta - mean * inv)."""
     x, mean, rstd = _moments()
@@ -66,6 +74,7 @@ def _layer_norm_keras():
 
 
 LAYER_NORM_SHIFT = _layer_norm_shift()
+LAYER_NORM_CENTRED = _layer_norm_centred()
 LAYER_NORM_KERAS = _layer_norm_keras()
 # The affine after a "shift" LayerNorm: pre-affine tensor "norm" -> * gamma + beta.
 AFFINE = Op("ADD", Op("MUL", Var("norm"), vector_const("gamma"), commutative=True),
@@ -114,11 +123,16 @@ ATTENTION = Op("ADD", fully_connected("o", layout(_context)), Var("resid"), comm
 
 # litert-torch: attention_mask -> CAST(bool) -> GATHER_ND (broadcast to keys) -> LOGICAL_AND
 # with a constant all-true [.., seq, 1] -> SELECT_V2(keep, 0, most negative float).
-MASK_BIAS = Op("SELECT_V2",
-               Op("LOGICAL_AND", Const("keep_all"),
-                  Op("GATHER_ND", Op("CAST", Var("mask")), Const("key_index")),
-                  commutative=True),
-               scalar_const("keep_value"), scalar_const("drop_value"), name="mask_bias")
+# TensorFlow: (1 - float(attention_mask)) * drop_value, broadcast over query rows.
+MASK_BIAS = AnyOf(
+    Op("SELECT_V2",
+       Op("LOGICAL_AND", Const("keep_all"),
+          Op("GATHER_ND", Op("CAST", maybe_reshaped(Var("mask"))), Const("key_index")),
+          commutative=True),
+       scalar_const("keep_value"), scalar_const("drop_value"), name="mask_bias"),
+    Op("MUL", Op("SUB", scalar_const("one"), Op("CAST", maybe_reshaped(Var("mask")))),
+       scalar_const("drop_value"), commutative=True, name="mask_bias"),
+)
 
 # ---- feed-forward ----------------------------------------------------------------------------
 
