@@ -38,29 +38,12 @@ def _versions() -> dict:
     return {p: version(p) for p in ("litert-torch", "ai-edge-quantizer", "torch", "transformers")}
 
 
-class _Named:
-    """Wraps the classifier so that the signature's output is named `logits`."""
-
-    def __new__(cls, model):
-        import torch
-
-        class Named(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, input_ids, attention_mask):
-                return {"logits": self.inner(input_ids, attention_mask)}
-
-        return Named(model).eval()
-
-
 def convert_f32(net: spec.Network, out: Path, size_check: bool = True) -> float:
     import litert_torch
     import torch
     import torch_model
 
-    model = _Named(torch_model.build(net))
+    model = torch_model.LogitsDict(torch_model.build(net)).eval()
     ids, mask = torch_model.sample_inputs(net, torch.int32)
     t0 = time.perf_counter()
     with torch.no_grad():

