@@ -192,7 +192,7 @@ def _decode_options(table, union_names: dict[int, str], union_type: int) -> dict
 
 
 class _ModelReader:
-    """Walks one model: buffers, opcodes, the signature's subgraph, its tensors and operators."""
+    """Walks one model: buffers, opcodes, then every subgraph's tensors, operators and signatures."""
 
     def __init__(self, path: Path, data: bytes, model: tflite.Model):
         self.path = path
@@ -222,6 +222,7 @@ class _ModelReader:
             raise self.fail("the model has no subgraphs")
         raw_tensors = [self.subgraph_tensors(s) for s in range(subgraph_count)]
         storages = self.buffer_storages(raw_tensors, main)
+        self.check_metadata_buffers(len(storages))
         opcodes = self.opcodes()
         # LiteRT reads every subgraph (WHILE/IF bodies too), so every one is checked.
         for s in range(subgraph_count):
@@ -314,6 +315,15 @@ class _ModelReader:
                 f"{owner}: inline buffer {index} (offset {start}, size {inline_length}) runs past the end of the {file_size}-byte file"
             )
         return Storage("inline", start, inline_length, index)
+
+    def check_metadata_buffers(self, buffer_count: int) -> None:
+        with _flatbuffer_errors(self.path, "the metadata list"):
+            count = self.vector_length("the metadata list", self.model.MetadataLength())
+            entries = [self.model.Metadata(i) for i in range(count)]
+            for entry in entries:
+                name = (entry.Name() or b"").decode("utf-8", "replace")
+                if not 0 <= entry.Buffer() < buffer_count:
+                    raise self.fail(f"metadata '{name}' refers to buffer {entry.Buffer()} but the model has {buffer_count} buffers")
 
     # Tensors ---------------------------------------------------------------------------------
 
