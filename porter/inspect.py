@@ -47,20 +47,15 @@ from pathlib import Path
 import numpy as np
 
 from porter.frontends import load_graph
+from porter.frontends.tflite import WEIGHT_INPUTS as TFLITE_WEIGHT_INPUTS
 from porter.graph import Graph, Tensor
 
 SCHEMA = "porter.inspect/1"
 
-# Op inputs that hold weights, per op vocabulary: op type -> input positions.
+# Op inputs that hold weights, per op vocabulary (TFLite names from the frontend, then ONNX):
+# op type -> input positions.
 WEIGHT_INPUTS = {
-    # TFLite
-    "FULLY_CONNECTED": (1,),
-    "BATCH_MATMUL": (0, 1),
-    "CONV_2D": (1,),
-    "DEPTHWISE_CONV_2D": (1,),
-    "EMBEDDING_LOOKUP": (1,),
-    "GATHER": (0,),
-    # ONNX
+    **TFLITE_WEIGHT_INPUTS,
     "MatMul": (0, 1),
     "Gemm": (0, 1),
     "MatMulInteger": (0, 1),
