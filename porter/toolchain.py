@@ -20,7 +20,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from porter.errors import PorterError
@@ -92,8 +92,8 @@ class Toolchain:
 
 @dataclass(frozen=True)
 class DoctorReport:
-    findings: list[Finding] = field(default_factory=list)
-    toolchain: Toolchain | None = None
+    findings: list[Finding]
+    toolchain: Toolchain | None  # None when no complete build route was found
 
     @property
     def ok(self) -> bool:

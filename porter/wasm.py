@@ -137,7 +137,9 @@ class WasmRuntime:
             wasi.stdout_file = str(stdout_path)
             wasi.stderr_file = str(stderr_path)
             store = self.new_store(timeout_s, wasi)
-            start = self.instantiate(wasm, store).exports(store)["_start"]
+            start = self.instantiate(wasm, store).exports(store).get("_start")
+            if not isinstance(start, wasmtime.Func):
+                raise PorterError(f"{wasm} exports no _start: it is not a WASI command module")
             try:
                 start(store)
                 exit_code = 0

@@ -130,3 +130,17 @@ def test_build_failure_raises_with_cargo_stderr(tmp_path, toolchain, smoke):
     crate = render_crate(template, tmp_path / "broken", {}, toolchain)
     with pytest.raises(PorterError, match=r"cargo build failed[\s\S]*mismatched types"):
         build_crate(crate, toolchain)
+
+
+def test_module_without_start_is_refused(tmp_path, wasm_runtime):
+    reactor = tmp_path / "reactor.wasm"
+    reactor.write_bytes(wasmtime.wat2wasm('(module (func (export "forward")))'))
+    with pytest.raises(PorterError, match="exports no _start"):
+        wasm_runtime.run_command(reactor)
+
+
+def test_invalid_wasm_is_a_porter_error(tmp_path, wasm_runtime):
+    junk = tmp_path / "junk.wasm"
+    junk.write_bytes(b"\x00asm but not really")
+    with pytest.raises(PorterError, match="not a valid wasm module"):
+        wasm_runtime.run_command(junk)
