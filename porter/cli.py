@@ -58,3 +58,34 @@ def inspect(model, as_json):
 
     report = inspect_model(model)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+
+
+@main.command("compile")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="Directory for model.bin, layout.json and ir.json.")
+def compile_cmd(model, out_dir):
+    """Recover the encoder IR from MODEL and write model.bin, layout.json and ir.json."""
+    from porter.compile import compile_model
+
+    ir = compile_model(model, out_dir)
+    click.echo(f"{model}: {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
+               f"FFN {ir.ffn}, vocab {ir.vocab}, window {ir.seq}, {ir.labels} labels, "
+               f"mask {ir.mask} -> {out_dir}")
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--golden", "golden_path", type=click.Path(path_type=Path),
+              help="Run every window of this golden and compare with its logits.")
+@click.option("--ids", help="Comma-separated token ids for one window (padded with 0).")
+@click.option("--dump", type=click.Path(path_type=Path),
+              help="Write every intermediate of the first window to this .npz file.")
+@click.option("--locate", is_flag=True,
+              help="Run LiteRT (builtin kernels) on the first window with its intermediates "
+                   "preserved and report the first IR block whose output differs.")
+def run(model, golden_path, ids, dump, locate):
+    """Run MODEL's recovered IR in the numpy executor (LiteRT's builtin arithmetic)."""
+    from porter import runner
+
+    runner.run_command(model, golden_path, ids, dump, locate, click.echo)

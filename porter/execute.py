@@ -5,9 +5,10 @@ float steps use LiteRT's builtin float kernels as porter.litert_float emulates t
 summation order, exp and erfc), in the graph's operation order. The result is meant to be
 bit-identical to LiteRT's builtin kernels; tests measure it against the goldens.
 
-`run(ir, ids, mask, trace=dict)` fills `trace` with every block's output, named
-`embed`, `embed.ln`, `layer{i}.q` ... `logits`, so that a divergence from LiteRT's preserved
-intermediates can be located to the first block that differs.
+`run(ir, ids, mask, trace=dict)` fills `trace` with every block's output (`embed`, `embed.ln`,
+`layer{i}.attn.probs`, `layer{i}.attn_ln`, `layer{i}.ffn_ln`) and every Linear's input and
+output (`<linear name>.in` / `.out`), so that a divergence from LiteRT's preserved
+intermediates can be located to the first block that differs (porter.runner.locate).
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from porter.ir import MASK_INPUT, EncoderIR, LayerNorm, Linear
 F32 = np.float32
 
 
-def linear(ir: EncoderIR, lin: Linear, x: np.ndarray) -> np.ndarray:
+def linear(ir: EncoderIR, lin: Linear, x: np.ndarray, trace: dict) -> np.ndarray:
     w = ir.weights[f"{lin.name}.weight"]
     bias = ir.weights.get(f"{lin.name}.bias")
     if lin.weight_dtype == "int8":
-        return quant.hybrid_fully_connected(x, w, ir.weights[f"{lin.name}.scale"], bias,
-                                            lin.asymmetric_inputs)
-    return LF.fully_connected(x, w, bias)
+        y = quant.hybrid_fully_connected(x, w, ir.weights[f"{lin.name}.scale"], bias,
+                                         lin.asymmetric_inputs)
+    else:
+        y = LF.fully_connected(x, w, bias)
+    trace[f"{lin.name}.in"], trace[f"{lin.name}.out"] = x, y
+    return y
 
 
 def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +83,7 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
               trace: dict) -> np.ndarray:
     a = ir.layers[layer_index].attn
     seq = x_norm.shape[0]
-    q, k, v = (linear(ir, lin, x_norm) for lin in (a.q, a.k, a.v))
+    q, k, v = (linear(ir, lin, x_norm, trace) for lin in (a.q, a.k, a.v))
     split = lambda t: t.reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
     qh, kh, vh = split(q), split(k), split(v)
     scale = F32(a.scale)
@@ -94,11 +98,8 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
                           (scores + F32(a.mask_value)).astype(F32))
     probs = LF.softmax(scores, a.softmax_beta)
     ctx = LF.batch_matmul(probs, vh).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
-    out = linear(ir, a.o, ctx)
-    prefix = f"layer{layer_index}"
-    trace.update({f"{prefix}.q": q, f"{prefix}.k": k, f"{prefix}.v": v,
-                  f"{prefix}.probs": probs, f"{prefix}.context": ctx, f"{prefix}.attn_out": out})
-    return out
+    trace[f"layer{layer_index}.attn.probs"] = probs
+    return linear(ir, a.o, ctx, trace)
 
 
 def run(ir: EncoderIR, ids, mask=None, trace: dict | None = None) -> np.ndarray:
@@ -120,12 +121,9 @@ def run(ir: EncoderIR, ids, mask=None, trace: dict | None = None) -> np.ndarray:
         norm, x = layer_norm(ir, ly.attn_ln, (attn + x).astype(F32))
         feed = norm if ly.attn_ln.affine_folded else x
         trace[f"layer{i}.attn_ln"] = x
-        h = gelu(linear(ir, ly.ffn_in, feed), ly.gelu)
-        trace[f"layer{i}.ffn_in"] = h
-        h = linear(ir, ly.ffn_out, h)
+        h = gelu(linear(ir, ly.ffn_in, feed, trace), ly.gelu)
+        h = linear(ir, ly.ffn_out, h, trace)
         norm, x = layer_norm(ir, ly.ffn_ln, (h + x).astype(F32))
         feed = norm if ly.ffn_ln.affine_folded else x
         trace[f"layer{i}.ffn_ln"] = x
-    logits = linear(ir, ir.head, feed)
-    trace["logits"] = logits
-    return logits
+    return linear(ir, ir.head, feed, trace)

@@ -76,6 +76,18 @@ def quantize_rows_asymmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return q, scale.astype(F32), zp
 
 
+def integer_matmul(q: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Exact int8 x int8 -> integer dot products, q [rows, k] @ w [out, k]^T.
+
+    Computed with float64 BLAS: every product and partial sum is an integer below 2^53
+    (k * 128 * 128 << 2^53 for any real k), so the result is exact in any summation order,
+    and much faster than numpy's integer matmul.
+    """
+    if q.shape[1] * 128 * 128 >= 2**53:
+        raise ValueError("integer_matmul: k too large for an exact float64 accumulation")
+    return (q.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64)
+
+
 def hybrid_fully_connected(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,
                            bias: np.ndarray | None, asymmetric: bool) -> np.ndarray:
     """TFLite's builtin hybrid FULLY_CONNECTED on a [rows, k] float32 input, exactly."""
@@ -89,9 +101,9 @@ def hybrid_fully_connected(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,
     else:
         q, s = quantize_rows_symmetric(x)
         zp = np.zeros(x.shape[0], np.int32)
-    acc = q.astype(np.int32) @ w.astype(np.int32).T
+    acc = integer_matmul(q, w)
     if asymmetric:
-        acc = acc - zp[:, None] * w.astype(np.int32).sum(axis=1)[None, :]
+        acc = acc - zp[:, None].astype(np.int64) * w.astype(np.int64).sum(axis=1)[None, :]
     w_scale = np.broadcast_to(np.asarray(w_scale, F32), (out_features,))
     row_scale = (w_scale[None, :] * s[:, None]).astype(F32)
     return (b[None, :] + (acc.astype(F32) * row_scale).astype(F32)).astype(F32)

@@ -155,7 +155,8 @@ def recover_encoder(g: Graph) -> EncoderIR:
                           "(or uses a LayerNorm spelling porter does not know)")
     embeddings, ids_input = _embeddings(r, lns[0])
     if (len(lns) - 1) % 2:
-        raise PorterError(f"found {len(lns)} LayerNorms; a post-LN encoder has 1 + 2 per layer")
+        raise PorterError(f"found {len(lns)} LayerNorms; a post-LN encoder has 1 + 2 per layer "
+                          "(a LayerNorm is missing or spelled in a way porter does not know)")
     mask_tensor = None
     layers = []
     prev = lns[0]
@@ -191,7 +192,30 @@ def recover_encoder(g: Graph) -> EncoderIR:
         ids_input=ids_input, mask_input=mask_input, output=output_name, mask=mask_mode,
         embeddings=embeddings, layers=layers, head=head[0], weights=r.weights)
     _check_shapes(ir)
+    _check_one_scheme(ir)
     return ir
+
+
+def _region(g: Graph, end: int, stop: set[int]) -> list[int]:
+    """Ops computing tensor `end` from the `stop` tensors (a sublayer's body), in graph order."""
+    seen, todo = set(), [end]
+    while todo:
+        t = todo.pop()
+        op = g.producer(t)
+        if t in stop or op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        todo.extend(i for i in op.inputs if i >= 0 and not g.tensor(i).is_const)
+    return sorted(seen)
+
+
+def _no_match(g: Graph, what: str, expected: str, end: int, stop: set[int]) -> PorterError:
+    """Explain a sublayer that no pattern matched, naming any op a pattern never uses."""
+    unknown = [i for i in _region(g, end, stop) if g.ops[i].type not in P.KNOWN_OPS]
+    if unknown:
+        return PorterError(f"{what}: unsupported op inside the block: "
+                           + "; ".join(_describe_op(g, i) for i in unknown[:4]))
+    return PorterError(f"{what}: {g.tensor(end).describe()} is not {expected}")
 
 
 def _describe_op(g: Graph, i: int) -> str:
@@ -253,10 +277,9 @@ def _attention(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
     g = r.g
     m = match(P.ATTENTION, g, ln.x, Match({"resid": prev.post}))
     if m is None:
-        raise PorterError(f"layer {i}: the input of LayerNorm {g.tensor(ln.x).describe()} is not "
-                          "a self-attention sublayer (Q/K/V FULLY_CONNECTED, head split, "
-                          "BATCH_MATMUL, SOFTMAX, BATCH_MATMUL, merge, output projection, "
-                          "residual ADD)")
+        raise _no_match(g, f"layer {i} attention", "a self-attention sublayer (Q/K/V "
+                        "FULLY_CONNECTED, head split, BATCH_MATMUL, SOFTMAX, BATCH_MATMUL, "
+                        "merge, output projection, residual ADD)", ln.x, {prev.pre, prev.post})
     name = f"layer{i}.attn"
     q, k, v, o = (r.linear(f"{name}.{x}", m, x) for x in ("q", "k", "v", "o"))
     scores = g.ops[m.ops["scores"]]
@@ -280,9 +303,9 @@ def _ffn(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
     g = r.g
     m = match(P.FFN, g, ln.x, Match({"resid": prev.post}))
     if m is None:
-        raise PorterError(f"layer {i}: the input of LayerNorm {g.tensor(ln.x).describe()} is not "
-                          "a feed-forward sublayer (FULLY_CONNECTED, GELU, FULLY_CONNECTED, "
-                          "residual ADD)")
+        raise _no_match(g, f"layer {i} feed-forward", "a feed-forward sublayer "
+                        "(FULLY_CONNECTED, GELU, FULLY_CONNECTED, residual ADD)", ln.x,
+                        {prev.pre, prev.post})
     name = f"layer{i}"
     ffn_in = r.linear(f"{name}.ffn_in", m, "ffn_in")
     ffn_out = r.linear(f"{name}.ffn_out", m, "ffn_out")
@@ -343,6 +366,30 @@ def _mask(r: Recovery, mask_bias: int | None):
                           "expected 0 and a large negative number")
     r.claim("mask", m.consumed | _input_reshapes(g, m["mask"]))
     return MASK_INPUT, _input_name(g, m["mask"], "the attention mask"), drop
+
+
+def _check_one_scheme(ir: EncoderIR) -> None:
+    """Every Linear inside the layers must share one weight scheme.
+
+    A float FULLY_CONNECTED among int8 ones means the quantiser skipped a layer it should not
+    have (or the graph was edited); TensorFlow's converter legitimately leaves a small head
+    float (it keeps weights under 1024 elements), so the head is exempt.
+    """
+    body = [lin for lin in ir.linears() if lin is not ir.head]
+    if not body:
+        return
+    first = body[0]
+    for lin in body[1:]:
+        if (lin.weight_dtype, lin.per_channel) != (first.weight_dtype, first.per_channel):
+            raise PorterError(
+                f"{lin.name} (op {lin.source_op}) has {_scheme(lin)} weights where the encoder's "
+                f"other layers have {_scheme(first)} weights (first: {first.name})")
+
+
+def _scheme(lin: Linear) -> str:
+    if lin.weight_dtype == "float32":
+        return "float32"
+    return "int8 per-channel" if lin.per_channel else "int8 per-tensor"
 
 
 def _check_shapes(ir: EncoderIR) -> None:

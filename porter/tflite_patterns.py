@@ -142,3 +142,11 @@ GELU = AnyOf(
 FFN = Op("ADD", fully_connected("ffn_out", GELU), Var("resid"), commutative=True, name="ffn_sum")
 
 HEAD = fully_connected("head", Var("feed"))
+
+# Every op type some pattern above uses: an op outside this set inside a block is reported by
+# name instead of as a generic mismatch.
+KNOWN_OPS = frozenset({
+    "ADD", "SUB", "MUL", "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "RESHAPE", "TRANSPOSE",
+    "FULLY_CONNECTED", "BATCH_MATMUL", "SOFTMAX", "GELU", "EMBEDDING_LOOKUP", "GATHER",
+    "DEQUANTIZE", "SELECT_V2", "LOGICAL_AND", "GATHER_ND", "CAST",
+})
