@@ -50,10 +50,19 @@ def doctor(root):
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report (schema porter.inspect/1).")
-def inspect(model, as_json):
+@click.option("--ir", "show_ir", is_flag=True,
+              help="Print the recovered encoder architecture (the IR) instead of the graph report.")
+def inspect(model, as_json, show_ir):
     """Report a model's signature, ops, constant data, weight quantisation and options."""
     import json
 
+    if show_ir:
+        from porter.compile import recover
+        from porter.describe import format_ir
+
+        ir = recover(model)
+        click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
+        return
     from porter.inspect import format_report, inspect_model
 
     report = inspect_model(model)

@@ -135,3 +135,16 @@ def test_an_op_outside_every_block_is_reported(graphs):
     g.__dict__.pop("consumers", None)
     with pytest.raises(PorterError, match=rf"ops not explained by any encoder block: op {stray.index} RSQRT"):
         recover_encoder(g)
+
+
+def test_porter_inspect_ir_prints_the_architecture():
+    from fixtures import run_porter
+
+    path = require(spec.SMALL.path("litert-dq8.tflite"))
+    result = run_porter("inspect", "--ir", path)
+    assert result.returncode == 0, result.stderr
+    assert "encoder: 4 layers, hidden 256, 8 heads, FFN 1024, vocab 8192, window 128, 17 labels" in result.stdout
+    assert result.stdout.count("  attention: 8 heads x 32") == 4
+    as_json = run_porter("inspect", "--ir", "--json", path)
+    import json
+    assert json.loads(as_json.stdout)["num_layers"] == 4
