@@ -1,11 +1,11 @@
-"""`porter compile`: graph file -> recovered IR -> model.bin, layout.json and ir.json."""
+"""`porter compile`: graph file -> recovered IR -> a Rust forward-pass crate with model.bin,
+layout.json and ir.json beside its sources (porter.codegen)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from porter import pack
+from porter.codegen import render_forward_crate
 from porter.frontends import load_graph
 from porter.ir import EncoderIR
 from porter.recover import recover_encoder
@@ -16,9 +16,6 @@ def recover(model_path: str | Path) -> EncoderIR:
 
 
 def compile_model(model_path: str | Path, out_dir: str | Path) -> EncoderIR:
-    out = Path(out_dir)
     ir = recover(model_path)
-    pack.write_model(ir, out)
-    summary = json.dumps(ir.summary(), indent=1, default=float) + "\n"
-    pack.write_atomic(out / "ir.json", summary.encode())
+    render_forward_crate(ir, out_dir)
     return ir

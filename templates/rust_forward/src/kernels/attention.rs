@@ -1,0 +1,360 @@
+//! Multi-head attention: softmax(scale * Q.K^T + mask) . V per head, as LiteRT computes it.
+//!
+//! Every score and every context value is a float sum whose order is fixed by the reference
+//! (BATCH_MATMUL: the first product, then each next product added in k order). The SIMD version
+//! therefore never splits one of those sums across lanes: scores are vectorised across keys
+//! (K is transposed per head so four keys lie side by side) and the context across the head
+//! dimension, and several query rows share each loaded key or value vector.
+
+use core::arch::wasm32::*;
+
+use super::eigen::{eigen_sum, eigen_sum_scalar};
+use super::mathfn::{exp_in_place, exp_scalar};
+use crate::tuning::ATTENTION_QUERY_ROWS;
+
+#[derive(Clone, Copy)]
+pub struct AttentionParams {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    /// The graph scales Q before Q.K^T instead of the scores after it.
+    pub scale_on_query: bool,
+    pub softmax_beta: f32,
+    /// Added to the score of every key whose mask is 0 (mask-input models only).
+    pub mask_value: f32,
+}
+
+/// Work buffers, allocated once per forward pass.
+pub struct AttentionScratch {
+    key_t: Vec<f32>,   // [head_dim, keys]
+    query: Vec<f32>,   // [rows, head_dim] of one head
+    probs: Vec<f32>,   // [ATTENTION_QUERY_ROWS, keys]
+    keep_lanes: Vec<u32>, // per key: all ones where the key is kept
+}
+
+impl AttentionScratch {
+    pub fn new(rows: usize, keys: usize, head_dim: usize) -> Self {
+        AttentionScratch {
+            key_t: vec![0.0; head_dim * keys],
+            query: vec![0.0; rows * head_dim],
+            probs: vec![0.0; ATTENTION_QUERY_ROWS * keys],
+            keep_lanes: vec![u32::MAX; keys],
+        }
+    }
+}
+
+/// Copies one head's query rows, scaled when the graph scales Q.
+fn gather_queries(p: &AttentionParams, q: &[f32], rows: usize, hidden: usize, head: usize, out: &mut [f32]) {
+    let d = p.head_dim;
+    for i in 0..rows {
+        for c in 0..d {
+            let v = q[i * hidden + head * d + c];
+            out[i * d + c] = if p.scale_on_query { v * p.scale } else { v };
+        }
+    }
+}
+
+// ---- scalar reference ------------------------------------------------------------------------
+
+pub fn attention_scalar(
+    p: &AttentionParams,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    keep: Option<&[bool]>,
+    rows: usize,
+    keys: usize,
+    ctx: &mut [f32],
+) {
+    let (d, hidden) = (p.head_dim, p.heads * p.head_dim);
+    let mut query = vec![0.0; rows * d];
+    let mut scores = vec![0.0; keys];
+    for h in 0..p.heads {
+        gather_queries(p, q, rows, hidden, h, &mut query);
+        for i in 0..rows {
+            for j in 0..keys {
+                let mut s = query[i * d] * k[j * hidden + h * d];
+                for c in 1..d {
+                    s += query[i * d + c] * k[j * hidden + h * d + c];
+                }
+                scores[j] = s;
+            }
+            finish_scores_scalar(p, keep, &mut scores);
+            for c in 0..d {
+                let mut acc = scores[0] * v[h * d + c];
+                for j in 1..keys {
+                    acc += scores[j] * v[j * hidden + h * d + c];
+                }
+                ctx[i * hidden + h * d + c] = acc;
+            }
+        }
+    }
+}
+
+/// Scores -> probabilities: scale, mask, then softmax in the reference's order.
+fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, s: &mut [f32]) {
+    if !p.scale_on_query {
+        for v in s.iter_mut() {
+            *v *= p.scale;
+        }
+    }
+    if let Some(keep) = keep {
+        for (v, &kept) in s.iter_mut().zip(keep) {
+            if !kept {
+                *v += p.mask_value;
+            }
+        }
+    }
+    let mut max = s[0];
+    for &v in s.iter() {
+        if v > max {
+            max = v;
+        }
+    }
+    for v in s.iter_mut() {
+        *v = exp_scalar((*v - max) * p.softmax_beta);
+    }
+    let inv = 1.0 / eigen_sum_scalar(s);
+    for v in s.iter_mut() {
+        *v *= inv;
+    }
+}
+
+// ---- SIMD ----------------------------------------------------------------------------------------
+
+/// Attention for the first `rows` query rows against all `keys` keys; ctx is [rows, hidden].
+pub fn attention(
+    p: &AttentionParams,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    keep: Option<&[bool]>,
+    rows: usize,
+    keys: usize,
+    ctx: &mut [f32],
+    scratch: &mut AttentionScratch,
+) {
+    let hidden = p.heads * p.head_dim;
+    assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
+    assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys);
+    if let Some(keep) = keep {
+        for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
+            *lane = if kept { u32::MAX } else { 0 };
+        }
+    }
+    for h in 0..p.heads {
+        transpose_head(k, keys, hidden, h * p.head_dim, p.head_dim, &mut scratch.key_t);
+        gather_queries(p, q, rows, hidden, h, &mut scratch.query);
+        let mut i = 0;
+        while i + ATTENTION_QUERY_ROWS <= rows {
+            query_block::<ATTENTION_QUERY_ROWS>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
+            i += ATTENTION_QUERY_ROWS;
+        }
+        while i < rows {
+            query_block::<1>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
+            i += 1;
+        }
+    }
+}
+
+/// key_t[c][j] = k[j][offset + c]: the keys of one head, dimension-major.
+fn transpose_head(k: &[f32], keys: usize, hidden: usize, offset: usize, d: usize, key_t: &mut [f32]) {
+    for j in 0..keys {
+        for c in 0..d {
+            key_t[c * keys + j] = k[j * hidden + offset + c];
+        }
+    }
+}
+
+#[inline(always)]
+fn query_block<const R: usize>(
+    p: &AttentionParams,
+    i0: usize,
+    head: usize,
+    v: &[f32],
+    masked: bool,
+    keys: usize,
+    ctx: &mut [f32],
+    s: &mut AttentionScratch,
+) {
+    let d = p.head_dim;
+    // SAFETY: query holds rows >= i0 + R rows of d; key_t holds d x keys; probs R x keys.
+    unsafe { scores_block::<R>(s.query.as_ptr().add(i0 * d), s.key_t.as_ptr(), d, keys, s.probs.as_mut_ptr()) };
+    for r in 0..R {
+        finish_scores(p, masked.then_some(&s.keep_lanes[..keys]), &mut s.probs[r * keys..(r + 1) * keys]);
+    }
+    let hidden = p.heads * d;
+    // SAFETY: v holds keys x hidden; ctx holds (i0 + R) x hidden; probs R x keys.
+    unsafe { context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr().add(i0 * hidden + head * d)) };
+}
+
+/// scores[r][j] = sum_c query[r][c] * key_t[c][j], each sum in c order, 8 keys per iteration.
+#[inline(always)]
+unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, scores: *mut f32) {
+    let mut j = 0;
+    while j + 8 <= keys {
+        let mut lo = [f32x4_splat(0.0); R];
+        let mut hi = [f32x4_splat(0.0); R];
+        let (k_lo, k_hi) = (v128_load(key_t.add(j) as *const v128), v128_load(key_t.add(j + 4) as *const v128));
+        for r in 0..R {
+            let qv = f32x4_splat(*query.add(r * d));
+            lo[r] = f32x4_mul(qv, k_lo);
+            hi[r] = f32x4_mul(qv, k_hi);
+        }
+        for c in 1..d {
+            let row = key_t.add(c * keys + j);
+            let (k_lo, k_hi) = (v128_load(row as *const v128), v128_load(row.add(4) as *const v128));
+            for r in 0..R {
+                let qv = f32x4_splat(*query.add(r * d + c));
+                lo[r] = f32x4_add(lo[r], f32x4_mul(qv, k_lo));
+                hi[r] = f32x4_add(hi[r], f32x4_mul(qv, k_hi));
+            }
+        }
+        for r in 0..R {
+            v128_store(scores.add(r * keys + j) as *mut v128, lo[r]);
+            v128_store(scores.add(r * keys + j + 4) as *mut v128, hi[r]);
+        }
+        j += 8;
+    }
+    for jj in j..keys {
+        for r in 0..R {
+            let mut s = *query.add(r * d) * *key_t.add(jj);
+            for c in 1..d {
+                s += *query.add(r * d + c) * *key_t.add(c * keys + jj);
+            }
+            *scores.add(r * keys + jj) = s;
+        }
+    }
+}
+
+/// The vector form of finish_scores_scalar.
+fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32]) {
+    let n = s.len();
+    let full = n / 4 * 4;
+    let ptr = s.as_mut_ptr();
+    let scale = f32x4_splat(p.scale);
+    let mask_value = f32x4_splat(p.mask_value);
+    let mut max_x4 = f32x4_splat(f32::NEG_INFINITY);
+    // SAFETY: all accesses below `full` <= n; keep_lanes has n entries.
+    unsafe {
+        let mut j = 0;
+        while j < full {
+            let mut x = v128_load(ptr.add(j) as *const v128);
+            if !p.scale_on_query {
+                x = f32x4_mul(x, scale);
+            }
+            if let Some(keep) = keep_lanes {
+                let kept = v128_load(keep.as_ptr().add(j) as *const v128);
+                x = v128_bitselect(x, f32x4_add(x, mask_value), kept);
+            }
+            v128_store(ptr.add(j) as *mut v128, x);
+            max_x4 = f32x4_pmax(max_x4, x);
+            j += 4;
+        }
+    }
+    let mut max = f32::NEG_INFINITY;
+    for lane in [f32x4_extract_lane::<0>(max_x4), f32x4_extract_lane::<1>(max_x4), f32x4_extract_lane::<2>(max_x4), f32x4_extract_lane::<3>(max_x4)] {
+        if lane > max {
+            max = lane;
+        }
+    }
+    for j in full..n {
+        let mut x = s[j];
+        if !p.scale_on_query {
+            x *= p.scale;
+        }
+        if keep_lanes.is_some_and(|keep| keep[j] == 0) {
+            x += p.mask_value;
+        }
+        s[j] = x;
+        if x > max {
+            max = x;
+        }
+    }
+    let (max_x4, beta) = (f32x4_splat(max), f32x4_splat(p.softmax_beta));
+    // SAFETY: as above.
+    unsafe {
+        let mut j = 0;
+        while j < full {
+            let x = v128_load(ptr.add(j) as *const v128);
+            v128_store(ptr.add(j) as *mut v128, f32x4_mul(f32x4_sub(x, max_x4), beta));
+            j += 4;
+        }
+    }
+    for x in &mut s[full..] {
+        *x = (*x - max) * p.softmax_beta;
+    }
+    exp_in_place(s);
+    let inv = 1.0 / eigen_sum(s);
+    let inv_x4 = f32x4_splat(inv);
+    // SAFETY: as above.
+    unsafe {
+        let mut j = 0;
+        while j < full {
+            let x = v128_load(ptr.add(j) as *const v128);
+            v128_store(ptr.add(j) as *mut v128, f32x4_mul(x, inv_x4));
+            j += 4;
+        }
+    }
+    for x in &mut s[full..] {
+        *x *= inv;
+    }
+}
+
+/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order, 16 dimensions per pass.
+#[inline(always)]
+unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, d: usize, ctx: *mut f32) {
+    let mut c0 = 0;
+    while c0 + 16 <= d {
+        context_columns::<R, 4>(probs, v.add(c0), hidden, keys, ctx.add(c0), hidden);
+        c0 += 16;
+    }
+    while c0 + 4 <= d {
+        context_columns::<R, 1>(probs, v.add(c0), hidden, keys, ctx.add(c0), hidden);
+        c0 += 4;
+    }
+    for c in c0..d {
+        for r in 0..R {
+            let mut acc = *probs.add(r * keys) * *v.add(c);
+            for j in 1..keys {
+                acc += *probs.add(r * keys + j) * *v.add(j * hidden + c);
+            }
+            *ctx.add(r * hidden + c) = acc;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn context_columns<const R: usize, const W: usize>(
+    probs: *const f32,
+    v: *const f32,
+    hidden: usize,
+    keys: usize,
+    ctx: *mut f32,
+    ctx_stride: usize,
+) {
+    let mut acc = [[f32x4_splat(0.0); W]; R];
+    for w in 0..W {
+        let vv = v128_load(v.add(4 * w) as *const v128);
+        for r in 0..R {
+            acc[r][w] = f32x4_mul(f32x4_splat(*probs.add(r * keys)), vv);
+        }
+    }
+    for j in 1..keys {
+        let mut vv = [f32x4_splat(0.0); W];
+        for w in 0..W {
+            vv[w] = v128_load(v.add(j * hidden + 4 * w) as *const v128);
+        }
+        for r in 0..R {
+            let pr = f32x4_splat(*probs.add(r * keys + j));
+            for w in 0..W {
+                acc[r][w] = f32x4_add(acc[r][w], f32x4_mul(pr, vv[w]));
+            }
+        }
+    }
+    for r in 0..R {
+        for w in 0..W {
+            v128_store(ctx.add(r * ctx_stride + 4 * w) as *mut v128, acc[r][w]);
+        }
+    }
+}

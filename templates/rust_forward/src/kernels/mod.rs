@@ -1,0 +1,15 @@
+//! The numeric kernels. Every vectorised kernel sits beside the scalar reference it must match
+//! bit for bit; the check crate (checks/) compares the two, exhaustively where the input is one
+//! f32, and porter's tests compare the scalar references with porter's numpy definitions.
+//!
+//! The float kernels reproduce LiteRT's builtin kernels (porter/litert_float.py) operation for
+//! operation. wasm has no fused multiply-add and Rust never contracts `a * b + c`, so every
+//! product and sum rounds exactly where the reference rounds.
+
+pub mod attention;
+pub mod eigen;
+pub mod gemm;
+pub mod linear_f32;
+pub mod mathfn;
+pub mod norm;
+pub mod quantize;
