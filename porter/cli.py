@@ -98,3 +98,35 @@ def run(model, golden_path, ids, dump, locate):
     from porter import runner
 
     runner.run_command(model, golden_path, ids, dump, locate, click.echo)
+
+
+@main.command()
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option("--golden", "goldens", multiple=True, required=True, type=click.Path(path_type=Path),
+              help="Golden to compare with, gated by the thresholds and the baseline (repeatable).")
+@click.option("--compare", "compares", multiple=True, type=click.Path(path_type=Path),
+              help="Golden to compare with and report only, never gated (repeatable).")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="Require the module's logits to be bit-identical to this baseline .npz.")
+@click.option("--write-baseline", "write_baseline_to", type=click.Path(path_type=Path),
+              help="Write the module's logits on the --golden windows as a baseline .npz.")
+@click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
+              help="Lowest label agreement on live tokens that passes, per --golden.")
+@click.option("--max-abs", type=float, default=0.05, show_default=True,
+              help="Largest |dlogit| on live tokens that passes, per --golden.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path),
+              help="JSON report (porter.verify/1); default verify-report.json in the compiled directory.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path),
+              help="PNG histogram of |dlogit|; default verify-dlogit.png in the compiled directory.")
+@click.option("--timeout", "timeout_per_window_s", type=float, default=60.0, show_default=True,
+              help="Seconds per window before the epoch deadline interrupts the module.")
+def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agreement, max_abs,
+           report_path, plot_path, timeout_per_window_s):
+    """Run the eval module built in TARGET (a compiled directory or its .wasm) on golden windows."""
+    from porter.verify import Thresholds, verify as run_verify
+
+    report = run_verify(target, list(goldens), list(compares), baseline, write_baseline_to,
+                        Thresholds(min_label_agreement, max_abs), report_path, plot_path,
+                        timeout_per_window_s, click.echo)
+    if not report["passed"]:
+        sys.exit(1)
