@@ -130,3 +130,102 @@ def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agr
                         timeout_per_window_s, click.echo)
     if not report["passed"]:
         sys.exit(1)
+
+
+@main.command("serve-build")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--tokenizer", "tokenizer_json", type=click.Path(path_type=Path), required=True,
+              help="The model's Hugging Face tokenizer.json.")
+@click.option("--labels", "labels_json", type=click.Path(path_type=Path), required=True,
+              help="labels.json: {\"labels\": [\"O\", \"B-CAT\", ...]}, one BIOES label per output.")
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="Directory for the crates, the component (redact.wasm) and service.json.")
+@click.option("--pad-id", type=int, help="Padding token id (default: the tokenizer's).")
+@click.option("--max-body-bytes", type=int, default=64 * 1024, show_default=True,
+              help="Larger request bodies get 413.")
+@click.option("--max-windows", type=int, default=16, show_default=True,
+              help="Texts needing more model windows get 413.")
+def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows):
+    """Build MODEL into a PII redaction service: a wasi:http component for Spin."""
+    from porter.service import serve_build as build
+
+    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id,
+          max_body_bytes=max_body_bytes, max_windows=max_windows, echo=click.echo)
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--port", type=int, default=3000, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
+              help="Seconds a request may run before the epoch deadline interrupts it.")
+def serve(out_dir, port, timeout_s):
+    """Serve a built service (OUT_DIR of serve-build) with `wasmtime serve` on 127.0.0.1."""
+    from porter.service import serve as run_server
+
+    sys.exit(run_server(out_dir, port, timeout_s, click.echo))
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--spin", "action", type=click.Choice(["up", "deploy", "aka"]), default="up",
+              show_default=True,
+              help="What spin runs: up (locally), deploy (Fermyon Cloud), aka (Akamai Functions).")
+def deploy(out_dir, action):
+    """Write OUT_DIR/spin.toml and run spin, or print what to run when spin is not installed."""
+    from porter.service import deploy as run_deploy
+
+    sys.exit(run_deploy(out_dir, action, click.echo))
+
+
+@main.command()
+@click.argument("tokenizer_json", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="Directory for tokenizer.bin.")
+@click.option("--crate", "crate_dir", type=click.Path(path_type=Path), default=None,
+              help="Also render the Rust tokenizer crate (templates/tokenizer) with the blob here.")
+def tokenizer(tokenizer_json, out_dir, crate_dir):
+    """Compile a Hugging Face tokenizer.json into tokenizer.bin, read in place by Rust."""
+    from porter.tokenizer import compile_tokenizer, render_tokenizer_crate
+
+    blob_path = compile_tokenizer(tokenizer_json, out_dir)
+    click.echo(f"wrote {blob_path} ({blob_path.stat().st_size} bytes)")
+    if crate_dir is not None:
+        from porter.toolchain import require_toolchain
+
+        render_tokenizer_crate(blob_path.read_bytes(), crate_dir, require_toolchain())
+        click.echo(f"rendered the tokenizer crate into {crate_dir}")
+
+
+@main.command()
+@click.argument("crate_dir", type=click.Path(path_type=Path))
+@click.option("--checks", is_flag=True, help="Build the kernel-check module (checks/) instead of the eval module.")
+def build(crate_dir, checks):
+    """Build a crate from `porter compile` to a wasm32-wasip1 eval module."""
+    import threading
+    import time
+
+    from porter.codegen import build_forward_crate, standard_library_is_cold
+    from porter.toolchain import require_toolchain
+
+    toolchain = require_toolchain()
+    what = "kernel checks" if checks else "eval module"
+    if standard_library_is_cold(toolchain):
+        click.echo("building the standard library once (a few minutes on 2 cores), then the crate")
+    started = time.monotonic()
+    done = threading.Event()
+
+    def show_elapsed():
+        # cargo's own output is captured for error reports; this line says it is still working.
+        while not done.wait(1.0):
+            click.echo(f"\r  cargo build ({what}): {time.monotonic() - started:5.0f} s", nl=False, err=True)
+
+    spinner = threading.Thread(target=show_elapsed, daemon=True)
+    spinner.start()
+    try:
+        wasm = build_forward_crate(crate_dir, toolchain, checks=checks)
+    finally:
+        done.set()
+        spinner.join()
+        click.echo("", err=True)
+    size_mb = wasm.stat().st_size / 1e6
+    click.echo(f"{wasm} ({size_mb:.1f} MB, built in {time.monotonic() - started:.0f} s)")

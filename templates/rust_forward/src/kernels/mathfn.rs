@@ -52,6 +52,9 @@ fn pow2(e: i32) -> f32 {
     f32::from_bits(((e + 127) as u32) << 23)
 }
 
+/// Moves a very negative exponent into the normal range for the first of ldexp's two products.
+const LDEXP_SHIFT: i32 = 100;
+
 /// y * 2^e rounded once, like ldexpf, for the e that exp produces ([-150, 128]): the first
 /// product stays normal and is exact, the second does the one rounding (or overflows).
 fn ldexp_scalar(y: f32, e: i32) -> f32 {
@@ -61,7 +64,7 @@ fn ldexp_scalar(y: f32, e: i32) -> f32 {
 
 fn ldexp_split(e: i32) -> (i32, i32) {
     if e < -126 {
-        (e + 64, -64)
+        (e + LDEXP_SHIFT, -LDEXP_SHIFT)
     } else if e > 127 {
         (127, e - 127)
     } else {
@@ -150,12 +153,12 @@ fn ldexp_x4(y: v128, e: v128) -> v128 {
     let below = i32x4_lt(e, i32x4_splat(-126));
     let above = i32x4_gt(e, i32x4_splat(127));
     let first = v128_bitselect(
-        i32x4_add(e, i32x4_splat(64)),
+        i32x4_add(e, i32x4_splat(LDEXP_SHIFT)),
         v128_bitselect(i32x4_splat(127), e, above),
         below,
     );
     let second = v128_bitselect(
-        i32x4_splat(-64),
+        i32x4_splat(-LDEXP_SHIFT),
         v128_bitselect(i32x4_sub(e, i32x4_splat(127)), i32x4_splat(0), above),
         below,
     );

@@ -1,0 +1,307 @@
+//! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
+//!
+//!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
+//!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
+//!                                     (127, and -128 for asym), the other 15 values bit patterns
+//!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
+//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear on random data
+//!   reference OP                      scalar references on stdin data, for porter's numpy tests
+//!
+//! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
+//! NaN results compare equal to each other whatever their payload.
+
+#![allow(dead_code)]
+
+#[path = "../../src/kernels/mod.rs"]
+mod kernels;
+#[path = "../../src/tuning.rs"]
+mod tuning;
+
+use std::io::{Read, Write};
+use std::process::exit;
+
+use kernels::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
+use kernels::eigen::{eigen_sum, eigen_sum_scalar};
+use kernels::gemm::{gemm, gemm_scalar, Int8Weights};
+use kernels::linear_f32::{linear_f32, linear_f32_scalar, FloatWeights};
+use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
+use kernels::quantize::*;
+
+const MAX_REPORTED: usize = 5;
+
+/// Counts checked values and reports the first mismatches.
+struct Tally {
+    name: &'static str,
+    checked: u64,
+    mismatches: u64,
+}
+
+impl Tally {
+    fn new(name: &'static str) -> Self {
+        Tally { name, checked: 0, mismatches: 0 }
+    }
+
+    fn record(&mut self, same: bool, describe: impl FnOnce() -> String) {
+        self.checked += 1;
+        if !same {
+            if self.mismatches < MAX_REPORTED as u64 {
+                println!("MISMATCH {}: {}", self.name, describe());
+            }
+            self.mismatches += 1;
+        }
+    }
+
+    fn finish(self) -> ! {
+        println!("{}: {} checked, {} mismatches", self.name, self.checked, self.mismatches);
+        exit(if self.mismatches == 0 { 0 } else { 1 })
+    }
+}
+
+fn same_f32(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// Bit patterns START, START+STEP, ... modulo 2^32.
+fn patterns(start: u64, count: u64, step: u64) -> impl Iterator<Item = u32> {
+    (0..count).map(move |i| (start + i * step) as u32)
+}
+
+fn check_gelu(start: u64, count: u64, step: u64) -> ! {
+    const BLOCK: usize = 2000;
+    let mut tally = Tally::new("gelu");
+    let mut simd = Vec::with_capacity(BLOCK);
+    let mut scalar = Vec::with_capacity(BLOCK);
+    let mut inputs = patterns(start, count, step).peekable();
+    while inputs.peek().is_some() {
+        simd.clear();
+        simd.extend(inputs.by_ref().take(BLOCK).map(f32::from_bits));
+        scalar.clear();
+        scalar.extend_from_slice(&simd);
+        let originals = scalar.clone();
+        gelu_in_place(&mut simd);
+        gelu_in_place_scalar(&mut scalar);
+        for i in 0..simd.len() {
+            tally.record(same_f32(simd[i], scalar[i]), || {
+                format!("x={:#010x} ({:e}) simd={:e} scalar={:e}", originals[i].to_bits(), originals[i], simd[i], scalar[i])
+            });
+        }
+    }
+    tally.finish()
+}
+
+fn quantize_both(row: &[f32], asymmetric: bool, simd: &mut [i16], scalar: &mut [i16]) -> (RowParams, RowParams) {
+    if asymmetric {
+        (quantize_row_asymmetric(row, simd), quantize_row_asymmetric_scalar(row, scalar))
+    } else {
+        (quantize_row_symmetric(row, simd), quantize_row_symmetric_scalar(row, scalar))
+    }
+}
+
+fn compare_rows(tally: &mut Tally, row: &[f32], asymmetric: bool) {
+    let mut simd = vec![0i16; row.len()];
+    let mut scalar = vec![0i16; row.len()];
+    let (ps, pr) = quantize_both(row, asymmetric, &mut simd, &mut scalar);
+    let params_same = same_f32(ps.scale, pr.scale) && ps.zero_point == pr.zero_point;
+    tally.record(params_same, || format!("row {:?}: simd {:?} scalar {:?}", row, ps, pr));
+    for i in 0..row.len() {
+        tally.record(simd[i] == scalar[i], || {
+            format!("x={:#010x} ({:e}) in row {:?}: simd={} scalar={}", row[i].to_bits(), row[i], row, simd[i], scalar[i])
+        });
+    }
+}
+
+const QUANT_ROW: usize = 16;
+
+fn check_quant_patterns(asymmetric: bool, start: u64, count: u64, step: u64) -> ! {
+    let mut tally = Tally::new(if asymmetric { "quant-asym" } else { "quant-sym" });
+    // The fixed values make the range exactly [-128, 127] (asym) or max|x| = 127 (sym), so the
+    // scale is 1 and every pattern inside the range is quantised as itself.
+    let fixed: &[f32] = if asymmetric { &[127.0, -128.0] } else { &[127.0] };
+    let free = QUANT_ROW - fixed.len();
+    let mut row = [0.0f32; QUANT_ROW];
+    row[..fixed.len()].copy_from_slice(fixed);
+    let mut inputs = patterns(start, count, step).peekable();
+    while inputs.peek().is_some() {
+        let mut filled = fixed.len();
+        for (slot, bits) in row[fixed.len()..].iter_mut().zip(inputs.by_ref().take(free)) {
+            *slot = f32::from_bits(bits);
+            filled += 1;
+        }
+        compare_rows(&mut tally, &row[..filled], asymmetric);
+    }
+    tally.finish()
+}
+
+/// xorshift64*: reproducible random numbers without dependencies.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    fn i8(&mut self) -> i8 {
+        self.next() as i8
+    }
+}
+
+/// A random row with the awkward values quantisation must get right.
+fn awkward_row(rng: &mut Rng, len: usize) -> Vec<f32> {
+    let scale = 2f32.powi(rng.below(41) as i32 - 20);
+    let mut row: Vec<f32> = (0..len).map(|_| rng.unit() * scale).collect();
+    match rng.below(6) {
+        0 => row.fill(0.0),
+        1 => {
+            // Exact .5 ties: with max|x| = 127 * 2^e the inverse scale is exactly 2^-e, so
+            // the values (j / 2) * 2^e scale to exact halves.
+            for v in row.iter_mut() {
+                *v = (rng.below(255) as f32 - 127.0) * 0.5 * scale;
+            }
+            row[0] = 127.0 * scale;
+        }
+        2 => {
+            for v in row.iter_mut().step_by(3) {
+                *v = if rng.below(2) == 0 { 0.0 } else { -0.0 };
+            }
+        }
+        3 => {
+            let all_positive = rng.below(2) == 0;
+            for v in row.iter_mut() {
+                *v = if all_positive { v.abs() } else { -v.abs() };
+            }
+        }
+        _ => {}
+    }
+    row
+}
+
+fn check_quant_random(asymmetric: bool, seed: u64, rows: u64) -> ! {
+    let mut tally = Tally::new(if asymmetric { "quant-random-asym" } else { "quant-random-sym" });
+    let mut rng = Rng(seed | 1);
+    for _ in 0..rows {
+        let len = [1, 3, 4, 7, 8, 15, 16, 17, 31, 33, 65, 200, 1000][rng.below(13) as usize];
+        let row = awkward_row(&mut rng, len);
+        compare_rows(&mut tally, &row, asymmetric);
+    }
+    tally.finish()
+}
+
+/// GEMM, attention, Eigen sums and float Linear: SIMD against scalar on random shapes.
+fn check_kernels(seed: u64) -> ! {
+    let mut tally = Tally::new("kernels");
+    let mut rng = Rng(seed | 1);
+    for _ in 0..20 {
+        let (rows, k, outs) = (1 + rng.below(13) as usize, 1 + rng.below(70) as usize, 1 + rng.below(11) as usize);
+        let a: Vec<i16> = (0..rows * k).map(|_| rng.below(511) as i16 - 255).collect();
+        let scales: Vec<f32> = (0..rows).map(|_| rng.unit().abs() + 0.01).collect();
+        let w: Vec<i8> = (0..outs * k).map(|_| rng.i8()).collect();
+        let wscale: Vec<f32> = (0..outs).map(|_| rng.unit().abs() * 0.1).collect();
+        let bias: Vec<f32> = (0..outs).map(|_| rng.unit()).collect();
+        let weights = Int8Weights { w: &w, scale: &wscale, bias: Some(&bias), outs, k };
+        let (mut y1, mut y2) = (vec![0.0; rows * outs], vec![0.0; rows * outs]);
+        gemm(&a, &scales, rows, false, &weights, &mut y1);
+        gemm_scalar(&a, &scales, rows, false, &weights, &mut y2);
+        tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("gemm {rows}x{k}x{outs}"));
+
+        let x: Vec<f32> = (0..rows * k).map(|_| rng.unit()).collect();
+        let wf: Vec<f32> = (0..outs * k).map(|_| rng.unit()).collect();
+        let fw = FloatWeights { w: &wf, bias: Some(&bias), outs, k };
+        let mut xt = vec![0.0; rows * k];
+        linear_f32(&x, rows, &fw, &mut y1, &mut xt);
+        linear_f32_scalar(&x, rows, &fw, &mut y2);
+        tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("linear_f32 {rows}x{k}x{outs}"));
+
+        let n = 1 + rng.below(600) as usize;
+        let v: Vec<f32> = (0..n).map(|_| rng.unit() * 100.0).collect();
+        tally.record(same_f32(eigen_sum(&v), eigen_sum_scalar(&v)), || format!("eigen_sum n={n}"));
+    }
+    for trial in 0..12 {
+        let heads = 1 + rng.below(3) as usize;
+        let head_dim = [4, 8, 12, 16, 20, 36, 48][rng.below(7) as usize];
+        let keys = 1 + rng.below(40) as usize;
+        let rows = 1 + rng.below(keys as u64) as usize;
+        let hidden = heads * head_dim;
+        let p = AttentionParams {
+            heads,
+            head_dim,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            scale_on_query: trial % 2 == 1,
+            softmax_beta: 1.0,
+            mask_value: -3.402_823_5e38,
+        };
+        let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
+        let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
+        let keep: Vec<bool> = (0..keys).map(|j| j == 0 || rng.below(4) != 0).collect();
+        let keep = (trial % 3 != 0).then_some(&keep[..]);
+        let (mut c1, mut c2) = (vec![0.0; rows * hidden], vec![0.0; rows * hidden]);
+        let mut scratch = AttentionScratch::new(keys, keys, head_dim);
+        attention(&p, &q, &k, &v, keep, rows, keys, &mut c1, &mut scratch);
+        attention_scalar(&p, &q, &k, &v, keep, rows, keys, &mut c2);
+        tally.record(c1.iter().zip(&c2).all(|(x, y)| same_f32(*x, *y)), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
+    }
+    tally.finish()
+}
+
+/// Scalar references for porter's tests: stdin u32 rows, u32 cols, f32 data[rows * cols].
+fn reference(op: &str) -> ! {
+    let mut input = Vec::new();
+    std::io::stdin().read_to_end(&mut input).expect("read stdin");
+    let word = |i: usize| u32::from_le_bytes(input[4 * i..4 * i + 4].try_into().unwrap());
+    let (rows, cols) = (word(0) as usize, word(1) as usize);
+    let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
+    let mut out = Vec::new();
+    for row in data.chunks(cols.max(1)).take(rows) {
+        match op {
+            "gelu" | "exp" | "erfc" => {
+                let f = match op { "gelu" => gelu_scalar, "exp" => exp_scalar, _ => erfc_scalar };
+                row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
+            }
+            "eigen-sum" => out.extend_from_slice(&eigen_sum_scalar(row).to_le_bytes()),
+            "quant-sym" | "quant-asym" => {
+                let mut q = vec![0i16; cols];
+                let p = if op == "quant-sym" { quantize_row_symmetric_scalar(row, &mut q) } else { quantize_row_asymmetric_scalar(row, &mut q) };
+                out.extend_from_slice(&p.scale.to_le_bytes());
+                out.extend_from_slice(&p.zero_point.to_le_bytes());
+                q.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
+            _ => usage(),
+        }
+    }
+    std::io::stdout().write_all(&out).expect("write stdout");
+    exit(0)
+}
+
+fn usage() -> ! {
+    eprintln!("usage: gelu START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym");
+    exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |i: usize| -> u64 { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
+    let asymmetric = |i: usize| match args.get(i).map(String::as_str) {
+        Some("sym") => false,
+        Some("asym") => true,
+        _ => usage(),
+    };
+    match args.first().map(String::as_str) {
+        Some("gelu") => check_gelu(number(1), number(2), number(3)),
+        Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
+        Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
+        Some("kernels") => check_kernels(number(1)),
+        Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage())),
+        _ => usage(),
+    }
+}
