@@ -1,0 +1,70 @@
+//! The wasi:http glue: reading a bounded request body and writing one JSON response.
+
+use wasi::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
+use wasi::io::streams::StreamError;
+
+use crate::api::ApiError;
+
+/// Bytes asked for per read; the host may return fewer.
+const READ_CHUNK: u64 = 64 * 1024;
+
+/// The whole body, or 413 as soon as it grows past `limit` bytes (so an oversized upload is never
+/// held in memory), or 400 when the stream fails.
+pub fn read_body(request: IncomingRequest, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = || ApiError::new(413, format!("request body is larger than {limit} bytes"));
+    if declared_length(&request).is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let unreadable = |what: &str| ApiError::new(400, format!("cannot read the request body: {what}"));
+    let body = request.consume().map_err(|_| unreadable("already consumed"))?;
+    let stream = body.stream().map_err(|_| unreadable("no stream"))?;
+    let mut data = Vec::new();
+    loop {
+        match stream.blocking_read(READ_CHUNK) {
+            Ok(chunk) => {
+                data.extend_from_slice(&chunk);
+                if data.len() > limit {
+                    return Err(too_large());
+                }
+            }
+            Err(StreamError::Closed) => break,
+            Err(StreamError::LastOperationFailed(_)) => return Err(unreadable("the stream failed")),
+        }
+    }
+    Ok(data)
+}
+
+fn declared_length(request: &IncomingRequest) -> Option<u64> {
+    let values = request.headers().get(&"content-length".to_string());
+    let value = values.first()?;
+    std::str::from_utf8(value).ok()?.trim().parse().ok()
+}
+
+/// Sends status, headers and body. Failures here can only mean the client went away, and there
+/// is nobody left to tell, so they are ignored rather than turned into a trap.
+pub fn respond(out: ResponseOutparam, status: u16, body: &str, server_timing: &str, allow: Option<&str>) {
+    let mut headers: Vec<(String, Vec<u8>)> = vec![
+        ("content-type".into(), b"application/json".to_vec()),
+        ("content-length".into(), body.len().to_string().into_bytes()),
+        ("server-timing".into(), server_timing.as_bytes().to_vec()),
+    ];
+    if let Some(methods) = allow {
+        headers.push(("allow".into(), methods.as_bytes().to_vec()));
+    }
+    let Ok(fields) = Fields::from_list(&headers) else { return };
+    let response = OutgoingResponse::new(fields);
+    if response.set_status_code(status).is_err() {
+        return;
+    }
+    let Ok(outgoing) = response.body() else { return };
+    ResponseOutparam::set(out, Ok(response));
+    if let Ok(stream) = outgoing.write() {
+        // blocking_write_and_flush takes at most 4096 bytes per call.
+        for chunk in body.as_bytes().chunks(4096) {
+            if stream.blocking_write_and_flush(chunk).is_err() {
+                break;
+            }
+        }
+    }
+    let _ = OutgoingBody::finish(outgoing, None);
+}

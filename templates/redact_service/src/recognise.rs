@@ -1,0 +1,150 @@
+//! Deterministic recognisers for PII whose format proves itself. A token classifier tends to cut
+//! long numbers short at token edges; where a checksum or a strict grammar says "this whole string
+//! is a card number / an IBAN / an IPv4 address", that span overrides the model's.
+//!
+//! - CREDIT_CARD: 13 to 19 digits, optionally in groups split by single spaces or hyphens, that
+//!   pass the Luhn check (ISO/IEC 7812; the same check covers IMEIs);
+//! - BANK_ACCOUNT: an IBAN, two capital letters, two check digits and 11 to 30 capitals or
+//!   digits, optionally in space-separated groups, that is 1 modulo 97 (ISO 13616);
+//! - IP_ADDRESS: a strict dotted quad, four numbers 0..=255 without leading zeros.
+//!
+//! A candidate must not touch letters or digits on either side, so "x4111111111111111" or a
+//! number inside a longer number is not a match. Positions are in chars (code points).
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub label: &'static str,
+    pub start: usize,
+    pub end: usize,
+}
+
+pub fn find_all(text: &[char]) -> Vec<Found> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        if starts_word(text, i) {
+            let hit = iban_at(text, i)
+                .map(|end| ("BANK_ACCOUNT", end))
+                .or_else(|| ipv4_at(text, i).map(|end| ("IP_ADDRESS", end)))
+                .or_else(|| card_at(text, i).map(|end| ("CREDIT_CARD", end)));
+            if let Some((label, end)) = hit {
+                found.push(Found { label, start: i, end });
+                i = end;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+fn starts_word(text: &[char], i: usize) -> bool {
+    i == 0 || !text[i - 1].is_alphanumeric()
+}
+
+fn ends_word(text: &[char], end: usize) -> bool {
+    end == text.len() || !text[end].is_alphanumeric()
+}
+
+/// Groups of characters accepted by `member`, separated by single characters accepted by
+/// `separator`: where each group ends (exclusive).
+fn group_ends(text: &[char], start: usize, member: impl Fn(char) -> bool, separator: impl Fn(char) -> bool) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut i = start;
+    loop {
+        let group_start = i;
+        while i < text.len() && member(text[i]) {
+            i += 1;
+        }
+        if i == group_start {
+            break;
+        }
+        ends.push(i);
+        if i + 1 < text.len() && separator(text[i]) && member(text[i + 1]) {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    ends
+}
+
+/// The longest run of whole groups, starting at `start`, that `valid` accepts and that ends a word.
+fn longest_valid(text: &[char], start: usize, ends: &[usize], valid: impl Fn(&[char]) -> bool) -> Option<usize> {
+    ends.iter().rev().find_map(|&end| {
+        let compact: Vec<char> = text[start..end].iter().copied().filter(|c| c.is_ascii_alphanumeric()).collect();
+        (ends_word(text, end) && valid(&compact)).then_some(end)
+    })
+}
+
+fn card_at(text: &[char], start: usize) -> Option<usize> {
+    let ends = group_ends(text, start, |c| c.is_ascii_digit(), |c| c == ' ' || c == '-');
+    longest_valid(text, start, &ends, |digits| (13..=19).contains(&digits.len()) && luhn_valid(digits))
+}
+
+/// Luhn: from the right, double every second digit (minus 9 when above 9); the sum ends in 0.
+pub fn luhn_valid(digits: &[char]) -> bool {
+    let mut sum = 0;
+    for (position, c) in digits.iter().rev().enumerate() {
+        let Some(mut d) = c.to_digit(10) else { return false };
+        if position % 2 == 1 {
+            d *= 2;
+            if d > 9 {
+                d -= 9;
+            }
+        }
+        sum += d;
+    }
+    sum % 10 == 0
+}
+
+fn iban_at(text: &[char], start: usize) -> Option<usize> {
+    let head = text.get(start..start + 4)?;
+    if !(head[0].is_ascii_uppercase() && head[1].is_ascii_uppercase() && head[2].is_ascii_digit() && head[3].is_ascii_digit()) {
+        return None;
+    }
+    let member = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit();
+    let ends = group_ends(text, start, member, |c| c == ' ');
+    longest_valid(text, start, &ends, |chars| (15..=34).contains(&chars.len()) && iban_valid(chars))
+}
+
+/// ISO 13616: move the first four characters to the end, read letters as 10..=35, and the whole
+/// number must be 1 modulo 97 (computed digit by digit, so it never overflows).
+pub fn iban_valid(chars: &[char]) -> bool {
+    let rotated = chars[4..].iter().chain(&chars[..4]);
+    let mut remainder = 0u32;
+    for &c in rotated {
+        let Some(value) = c.to_digit(36) else { return false };
+        remainder = if value >= 10 { (remainder * 100 + value) % 97 } else { (remainder * 10 + value) % 97 };
+    }
+    remainder == 1
+}
+
+fn ipv4_at(text: &[char], start: usize) -> Option<usize> {
+    // The tail of a longer dotted number ("10.1.2.3.4") is not an address either.
+    if start >= 2 && text[start - 1] == '.' && text[start - 2].is_ascii_digit() {
+        return None;
+    }
+    let mut i = start;
+    for octet in 0..4 {
+        if octet > 0 {
+            if text.get(i) != Some(&'.') {
+                return None;
+            }
+            i += 1;
+        }
+        let digits_start = i;
+        while i < text.len() && text[i].is_ascii_digit() && i - digits_start < 3 {
+            i += 1;
+        }
+        let digits: String = text[digits_start..i].iter().collect();
+        let leading_zero = digits.len() > 1 && digits.starts_with('0');
+        if digits.is_empty() || leading_zero || digits.parse::<u32>().map_or(true, |v| v > 255) {
+            return None;
+        }
+    }
+    // "1.2.3.4.5" or "1.2.3.4567" is something else; a full stop ending a sentence is fine.
+    let continues = |j: usize| text.get(j).is_some_and(|c| c.is_ascii_digit());
+    let dotted_more = text.get(i) == Some(&'.') && continues(i + 1);
+    (ends_word(text, i) && !dotted_more).then_some(i)
+}
