@@ -1,6 +1,7 @@
 """porter verify against a fake eval module (tests/data/fake_eval) whose logits numpy recomputes
 exactly, so every number in the report can be checked by hand: agreement, timing, thresholds,
-baselines, the JSON report, the PNG plot, and one-line errors."""
+baselines, the JSON report, the PNG plot, and one-line errors. Then the real eval module of the
+bundled MiniLM against its LiteRT builtin golden and its committed baseline."""
 
 import hashlib
 import json
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fixtures import run_porter
+from fixtures import MINILM_LITERT_DQ8, REPO, require, run_porter
 from porter.build import render_and_build
 from porter.cli import main
 
 FAKE_TEMPLATE = Path(__file__).parent / "data" / "fake_eval"
+MINILM_BUILTIN = REPO / "golden" / "minilm6-tok9-s256.litert-dq8.tflite.builtin.npz"
+MINILM_BASELINE = REPO / "golden" / "baselines" / "minilm6-tok9-s256.litert-dq8.eval.npz"
 SEQ, LABELS = 8, 5
 TRAP_ID, SPIN_ID = -1, -2  # window-leading ids that make the fake module trap or loop
 LIVE = [5, 8, 2]
@@ -24,19 +27,20 @@ TEXT_INDEX = [0, 0, 1]
 
 @dataclass(frozen=True)
 class FakeModule:
-    compiled_dir: Path  # ir.json, and the eval module in eval/
+    compiled_dir: Path  # ir.json and the eval module
     wasm: Path
     model_sha256: str
 
 
 @pytest.fixture(scope="session")
 def fake(toolchain, tmp_path_factory) -> FakeModule:
-    root = tmp_path_factory.mktemp("fake-compiled")
-    model = root / "fake-model.tflite"
+    # Laid out as `porter compile` + `porter build` leave a crate: ir.json beside the .wasm.
+    root = tmp_path_factory.mktemp("fake") / "compiled"
+    variables = {"crate_name": "porter-fake-eval", "seq": SEQ, "labels": LABELS}
+    wasm = render_and_build(FAKE_TEMPLATE, root, variables, toolchain)
+    model = root.parent / "fake-model.tflite"
     model.write_bytes(b"a stand-in for the graph file the module was compiled from")
     (root / "ir.json").write_text(json.dumps({"source": str(model), "seq": SEQ, "labels": LABELS}))
-    variables = {"crate_name": "porter-fake-eval", "seq": SEQ, "labels": LABELS}
-    wasm = render_and_build(FAKE_TEMPLATE, root / "eval", variables, toolchain)
     return FakeModule(root, wasm, hashlib.sha256(model.read_bytes()).hexdigest())
 
 
@@ -154,7 +158,8 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
                                      "model_load_ms"}
     # The informative golden is below both thresholds, yet the run passes.
     assert informative["overall"]["label_rate"] < 1 and informative["failures"] == []
-    assert report["timing"]["model_load_ms"]["runs"] == 2
+    # Both goldens hold the same windows, so the module ran once for the two of them.
+    assert report["timing"]["model_load_ms"]["runs"] == 1 and report["timing"]["windows"] == 3
 
 
 def test_default_report_and_plot_go_to_the_compiled_dir(fake, exact_golden):
@@ -233,6 +238,9 @@ def test_missing_wasm_is_one_line(tmp_path, exact_golden):
     assert_one_line_error(verify(tmp_path / "nothing.wasm", "--golden", exact_golden), "no such eval module")
     (tmp_path / "compiled").mkdir()
     assert_one_line_error(verify(tmp_path / "compiled", "--golden", exact_golden), "no built eval module")
+    (tmp_path / "compiled/a.wasm").write_bytes(b"")
+    (tmp_path / "compiled/b.wasm").write_bytes(b"")
+    assert_one_line_error(verify(tmp_path / "compiled", "--golden", exact_golden), "2 .wasm files")
 
 
 def test_golden_of_another_model_is_one_line(fake, tmp_path):
@@ -272,3 +280,29 @@ def test_the_installed_command_reports_errors_on_one_line(fake, tmp_path):
     result = run_porter("verify", tmp_path / "absent", "--golden", tmp_path / "absent.npz")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "porter: error:" in result.stderr
+
+
+@pytest.fixture(scope="session")
+def minilm_module(toolchain, tmp_path_factory) -> Path:
+    """The bundled MiniLM compiled and built once: the crate directory, its .wasm inside."""
+    from porter.codegen import build_forward_crate
+    from porter.compile import compile_model
+
+    crate = tmp_path_factory.mktemp("minilm") / "crate"
+    compile_model(require(MINILM_LITERT_DQ8), crate)
+    build_forward_crate(crate, toolchain)
+    return crate
+
+
+def test_bundled_model_is_bit_identical_to_its_builtin_golden_and_baseline(minilm_module, tmp_path):
+    report_path = tmp_path / "report.json"
+    result = verify(minilm_module, "--golden", MINILM_BUILTIN, "--baseline", MINILM_BASELINE,
+                    "--max-abs", "0", "--report", report_path, "--plot", tmp_path / "p.png")
+    assert result.exit_code == 0, result.output
+    report = json.loads(report_path.read_text())
+    [golden] = report["goldens"]
+    assert golden["overall"]["label_rate"] == 1.0 and golden["overall"]["max_abs"] == 0.0
+    assert golden["logits_identical"] == golden["logits_compared"] == 1242 * 9
+    assert report["baseline"]["identical"] is True
+    timing = report["timing"]
+    assert timing["windows"] == 20 and timing["matmul_ms"]["mean"] > 0 and timing["attention_ms"]["mean"] > 0
