@@ -1,9 +1,14 @@
 """The numpy IR executor: runs an EncoderIR with the reference's arithmetic.
 
-Integer-weight layers use TFLite's builtin hybrid FULLY_CONNECTED exactly (porter.quant); the
-float steps use LiteRT's builtin float kernels as porter.litert_float emulates them (Eigen's
-summation order, exp and erfc), in the graph's operation order. The result is meant to be
-bit-identical to LiteRT's builtin kernels; tests measure it against the goldens.
+TFLite graphs (ir.reference LITERT_BUILTIN): integer-weight layers use TFLite's builtin hybrid
+FULLY_CONNECTED exactly (porter.quant); the float steps use LiteRT's builtin float kernels as
+porter.litert_float emulates them (Eigen's summation order, exp and erfc), in the graph's
+operation order. The result is meant to be bit-identical to LiteRT's builtin kernels.
+
+ONNX graphs (ONNXRUNTIME_CPU): quantize_dynamic's layers use onnxruntime's DynamicQuantizeLinear
+and integer matmul exactly (porter.quant); the float steps follow onnxruntime's CPU kernels as
+porter.ort_float emulates them (LayerNorm exactly, GEMM/softmax/erf to within a few ulp).
+Tests measure both against the goldens.
 
 `run(ir, ids, mask, trace=dict)` fills `trace` with every block's output (`embed`, `embed.ln`,
 `layer{i}.attn.probs`, `layer{i}.attn_ln`, `layer{i}.ffn_ln`) and every Linear's input and
@@ -18,8 +23,9 @@ import math
 import numpy as np
 
 from porter import litert_float as LF
+from porter import ort_float as OF
 from porter import quant
-from porter.ir import MASK_INPUT, EncoderIR, LayerNorm, Linear
+from porter.ir import MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8, EncoderIR, LayerNorm, Linear
 
 F32 = np.float32
 
@@ -27,9 +33,14 @@ F32 = np.float32
 def linear(ir: EncoderIR, lin: Linear, x: np.ndarray, trace: dict) -> np.ndarray:
     w = ir.weights[f"{lin.name}.weight"]
     bias = ir.weights.get(f"{lin.name}.bias")
-    if lin.weight_dtype == "int8":
+    if lin.activation_quant == ORT_DYNAMIC_UINT8:
+        y = quant.ort_dynamic_linear(x, w, ir.weights[f"{lin.name}.scale"], bias,
+                                     lin.integer_dot)
+    elif lin.weight_dtype == "int8":
         y = quant.hybrid_fully_connected(x, w, ir.weights[f"{lin.name}.scale"], bias,
                                          lin.asymmetric_inputs)
+    elif ir.reference == ONNXRUNTIME_CPU:
+        y = OF.linear(x, w, bias)
     else:
         y = LF.fully_connected(x, w, bias)
     trace[f"{lin.name}.in"], trace[f"{lin.name}.out"] = x, y
@@ -39,6 +50,11 @@ def linear(ir: EncoderIR, lin: Linear, x: np.ndarray, trace: dict) -> np.ndarray
 def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Returns (normalised, affine). With a folded affine the next layers read `normalised`."""
     gamma, beta = ir.weights[f"{ln.name}.gamma"], ir.weights[f"{ln.name}.beta"]
+    if ln.form == "onnx":
+        out = OF.layer_norm(x, gamma, beta, ln.eps)
+        return out, out
+    if ln.form == "centred_div":
+        return _layer_norm_centred_div(x, gamma, beta, ln.eps)
     mean = LF.mean_last_axis(x)
     centred = (x - mean).astype(F32)
     var = LF.mean_last_axis((centred * centred).astype(F32))
@@ -57,7 +73,19 @@ def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray,
     return normalised, affine
 
 
-def gelu(x: np.ndarray, kind: str) -> np.ndarray:
+def _layer_norm_centred_div(x, gamma, beta, eps):
+    """ONNX's decomposed LayerNorm as written: c = x - mean, c / sqrt(mean(c * c) + eps)."""
+    def mean(v):
+        return (v.astype(np.float64).sum(axis=-1, keepdims=True) / v.shape[-1]).astype(F32)
+    centred = (x - mean(x)).astype(F32)
+    std = np.sqrt((mean((centred * centred).astype(F32)) + F32(eps)).astype(F32)).astype(F32)
+    normalised = (centred / std).astype(F32)
+    return normalised, ((normalised * gamma).astype(F32) + beta).astype(F32)
+
+
+def gelu(ir: EncoderIR, x: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "erf" and ir.reference == ONNXRUNTIME_CPU:
+        return OF.gelu_erf(x)
     if kind == "tanh":
         x64 = x.astype(np.float64)
         inner = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
@@ -73,6 +101,9 @@ def embed(ir: EncoderIR, ids: np.ndarray) -> np.ndarray:
         rows = rows.astype(F32) * ir.weights["embed.scale"][ids][:, None]
     elif e.table_kind == "int8_tensor":
         rows = rows.astype(F32) * ir.weights["embed.scale"][0]
+    elif e.table_kind == "uint8_tensor":  # DequantizeLinear: float(q - zero_point) * scale
+        centred = rows.astype(np.int32) - ir.weights["embed.zero_point"][0]
+        rows = centred.astype(F32) * ir.weights["embed.scale"][0]
     x = rows.astype(F32)
     for i in range(e.bias_terms):
         x = (x + ir.weights[f"embed.bias{i}"]).astype(F32)
@@ -86,18 +117,22 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
     q, k, v = (linear(ir, lin, x_norm, trace) for lin in (a.q, a.k, a.v))
     split = lambda t: t.reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
     qh, kh, vh = split(q), split(k), split(v)
+    onnx = ir.reference == ONNXRUNTIME_CPU
+    matmul = OF.matmul if onnx else LF.batch_matmul
     scale = F32(a.scale)
     if a.scale_on == "query":
         qh = (qh * scale).astype(F32)
-    scores = LF.batch_matmul(qh, kh.transpose(0, 2, 1))
-    if a.scale_on == "scores":
+    scores = matmul(qh, kh.transpose(0, 2, 1))
+    if a.scale_divisor is not None:
+        scores = (scores / F32(a.scale_divisor)).astype(F32)
+    elif a.scale_on == "scores":
         scores = (scores * scale).astype(F32)
     if ir.mask == MASK_INPUT and mask is not None:
         # The graph adds 0 to kept keys and mask_value to dropped ones.
         scores = np.where(mask[None, None, :] != 0, scores,
                           (scores + F32(a.mask_value)).astype(F32))
-    probs = LF.softmax(scores, a.softmax_beta)
-    ctx = LF.batch_matmul(probs, vh).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
+    probs = OF.softmax(scores) if onnx else LF.softmax(scores, a.softmax_beta)
+    ctx = matmul(probs, vh).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
     trace[f"layer{layer_index}.attn.probs"] = probs
     return linear(ir, a.o, ctx, trace)
 
@@ -121,7 +156,7 @@ def run(ir: EncoderIR, ids, mask=None, trace: dict | None = None) -> np.ndarray:
         norm, x = layer_norm(ir, ly.attn_ln, (attn + x).astype(F32))
         feed = norm if ly.attn_ln.affine_folded else x
         trace[f"layer{i}.attn_ln"] = x
-        h = gelu(linear(ir, ly.ffn_in, feed, trace), ly.gelu)
+        h = gelu(ir, linear(ir, ly.ffn_in, feed, trace), ly.gelu)
         h = linear(ir, ly.ffn_out, h, trace)
         norm, x = layer_norm(ir, ly.ffn_ln, (h + x).astype(F32))
         feed = norm if ly.ffn_ln.affine_folded else x

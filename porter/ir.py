@@ -16,10 +16,20 @@ import numpy as np
 MASK_INPUT = "mask_input"  # an attention-mask input masks padded keys out; live rows ignore padding
 WHOLE_WINDOW = "whole_window"  # every key is attended; padding is load-bearing
 
+# Whose kernels the float arithmetic reproduces (EncoderIR.reference):
+LITERT_BUILTIN = "litert_builtin"  # TFLite's builtin kernels (porter.litert_float)
+ONNXRUNTIME_CPU = "onnxruntime_cpu"  # onnxruntime's CPU execution provider (porter.ort_float)
+
+# How a Linear's activations meet its weights (Linear.activation_quant):
+FLOAT_ACTIVATIONS = "float"  # float x float
+TFLITE_HYBRID = "tflite_hybrid_per_row"  # int8 per input row, on the fly (see asymmetric_inputs)
+ORT_DYNAMIC_UINT8 = "ort_dynamic_uint8"  # DynamicQuantizeLinear: uint8, one scale and zero point
+#                                          for the whole input tensor (porter.quant)
+
 
 @dataclass
 class Linear:
-    """y = x @ W^T + b, W [out, in]. int8 weights run TFLite's hybrid arithmetic."""
+    """y = x @ W^T + b, W [out, in]; int8 weights run the arithmetic `activation_quant` names."""
 
     name: str
     in_features: int
@@ -29,6 +39,9 @@ class Linear:
     asymmetric_inputs: bool  # hybrid FC quantises each activation row with a zero point
     has_bias: bool
     source_op: int  # graph op index, for error messages and intermediate dumps
+    activation_quant: str = FLOAT_ACTIVATIONS  # FLOAT_ACTIVATIONS, TFLITE_HYBRID, ORT_DYNAMIC_UINT8
+    # ORT_DYNAMIC_UINT8 only: "exact" or "int16_pairs_saturated" (porter.quant.u8s8_dot)
+    integer_dot: str = "exact"
 
     def arrays(self) -> list[str]:
         names = [f"{self.name}.weight"]
@@ -54,6 +67,10 @@ class LayerNorm:
     #   "shift": r = rsqrt(var + eps); norm = x * r + (0 - r * mean); out = norm * gamma + beta
     #   "centred": norm = (x - mean) * r; out = norm * gamma + beta
     #   "keras": r as above; inv = r * gamma; out = x * inv + (beta - mean * inv)
+    #   "onnx": one LayerNormalization op, run as onnxruntime's (Skip)LayerNormalization kernel:
+    #           float32 running sums s1 += x, s2 += x * x in element order; mean = s1 / n;
+    #           std = sqrt(s2 / n - mean * mean + eps); out = (x - mean) / std * gamma + beta
+    #   "centred_div": c = x - mean; std = sqrt(mean(c * c) + eps); norm = c / std, then affine
     form: str = "shift"
     ops: list[int] = field(default_factory=list)
 
@@ -69,7 +86,9 @@ class Embeddings:
     (w + p) + t and w + (p + t) round differently, and the reference adds them one at a time.
     """
 
-    table_kind: str  # "int8_rows" (per-row scale), "int8_tensor" (one scale), "float32"
+    # "int8_rows" (per-row scale), "int8_tensor" (one scale), "float32", or "uint8_tensor"
+    # (one scale and one zero point: row = float(int(q) - zero_point) * scale)
+    table_kind: str
     vocab: int
     hidden: int
     ln: LayerNorm
@@ -79,6 +98,8 @@ class Embeddings:
         names = ["embed.table"]
         if self.table_kind != "float32":
             names.append("embed.scale")
+        if self.table_kind == "uint8_tensor":
+            names.append("embed.zero_point")
         return names + [f"embed.bias{i}" for i in range(self.bias_terms)] + self.ln.arrays()
 
 
@@ -94,6 +115,9 @@ class Attention:
     k: Linear
     v: Linear
     o: Linear
+    # Set when the graph divides the scores (Div(scores, d)) instead of multiplying them:
+    # scores / scale_divisor rounds differently from scores * scale (which is then 1 / d).
+    scale_divisor: float | None = None
 
 
 @dataclass
@@ -124,6 +148,7 @@ class EncoderIR:
     layers: list[EncoderLayer]
     head: Linear
     weights: dict = field(default_factory=dict, repr=False)  # name -> np.ndarray
+    reference: str = LITERT_BUILTIN  # whose float kernels the arithmetic reproduces
 
     def linears(self) -> list[Linear]:
         out = []

@@ -15,6 +15,23 @@ compute it (kernels/fully_connected.cc EvalHybridDense with tensor_utils):
   3. y = bias + acc * (w_scale[o] * s)   (per-tensor: the product s * w_scale is formed first,
      too), float32 throughout, in exactly that order;
   4. if the whole input tensor is zero, y = bias.
+
+onnxruntime's dynamic quantisation (quantize_dynamic graphs; the kernels of onnxruntime's CPU
+provider: DynamicQuantizeLinear, and the fused MatMulIntegerToFloat / DynamicQuantizeMatMul it
+turns MatMulInteger -> Cast -> Mul -> Add into, which compute the same thing):
+  1. the WHOLE input tensor (every row of the window, padding included) gets one uint8 scale and
+     zero point: lo = min(0, min x), hi = max(0, max x) (exact), s = (hi - lo) / 255 in float32
+     (s = 1 when hi == lo), zp = round_half_even(clamp(0 - lo / s, 0, 255));
+  2. q = clamp(round_half_even(x / s) + zp, 0, 255): a float32 division, not a multiplication
+     by 1 / s (MLAS's QuantizeLinear kernels divide);
+  3. acc = sum(q * w) - zp * sum(w) in int32 (weights int8, zero point 0), where MLAS's u8 x s8
+     GEMM kernels for AVX2 and AVX-512 without VNNI (vpmaddubsw) first add the products of each
+     pair of inputs (k = 2i, 2i + 1) into an int16 with saturation; VNNI kernels (vpdpbusd) and
+     the exact sum differ from it wherever a pair leaves [-32768, 32767]. Measured: onnxruntime
+     1.32 on this workplace's AVX2 CPUs (the committed goldens) saturates; porter emulates the
+     variant Linear.integer_dot names (recovery chooses ORT_INTEGER_DOT);
+  4. y = float(acc) * (s * w_scale[o]) + bias[o]: the scale product rounded to float32 first,
+     then the product, then the sum, each rounded (the graph's Mul(Mul(s, w_scale)), Add order).
 """
 
 from __future__ import annotations
@@ -77,13 +94,13 @@ def quantize_rows_asymmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def integer_matmul(q: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Exact int8 x int8 -> integer dot products, q [rows, k] @ w [out, k]^T.
+    """Exact integer dot products, q [rows, k] @ w [out, k]^T (|q| <= 255, w int8).
 
     Computed with float64 BLAS: every product and partial sum is an integer below 2^53
-    (k * 128 * 128 << 2^53 for any real k), so the result is exact in any summation order,
+    (k * 256 * 128 << 2^53 for any real k), so the result is exact in any summation order,
     and much faster than numpy's integer matmul.
     """
-    if q.shape[1] * 128 * 128 >= 2**53:
+    if q.shape[1] * 256 * 128 >= 2**53:
         raise ValueError("integer_matmul: k too large for an exact float64 accumulation")
     return (q.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64)
 
@@ -107,6 +124,55 @@ def hybrid_fully_connected(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,
     w_scale = np.broadcast_to(np.asarray(w_scale, F32), (out_features,))
     row_scale = (w_scale[None, :] * s[:, None]).astype(F32)
     return (b[None, :] + (acc.astype(F32) * row_scale).astype(F32)).astype(F32)
+
+
+def ort_dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
+    """onnxruntime's DynamicQuantizeLinear over the whole tensor -> (q uint8, scale, zero point)."""
+    x = np.asarray(x, dtype=F32)
+    lo = min(F32(0), x.min())
+    hi = max(F32(0), x.max())
+    scale = F32(1) if hi == lo else F32((hi - lo) / F32(255))
+    zero_point = int(np.rint(np.clip(F32(0) - F32(lo / scale), F32(0), F32(255))))
+    # np.rint rounds half to even, like the MLAS kernels' float -> int conversion.
+    q = np.clip(np.rint((x / scale).astype(F32)) + zero_point, 0, 255)
+    return q.astype(np.uint8), scale, zero_point
+
+
+EXACT_DOT = "exact"
+INT16_PAIRS_SATURATED = "int16_pairs_saturated"
+# What the goldens' onnxruntime computed (see the module docstring, step 3).
+ORT_INTEGER_DOT = INT16_PAIRS_SATURATED
+
+
+def u8s8_dot(q: np.ndarray, w: np.ndarray, integer_dot: str) -> np.ndarray:
+    """sum_k q[r, k] * w[o, k] for uint8 q [rows, k] and int8 w [out, k], as `integer_dot` says."""
+    acc = integer_matmul(q, w)
+    if integer_dot == EXACT_DOT:
+        return acc
+    if integer_dot != INT16_PAIRS_SATURATED:
+        raise ValueError(f"unknown integer dot product {integer_dot!r}")
+    if w.shape[1] % 2:  # the kernels pad k with zeros
+        q, w = np.pad(q, ((0, 0), (0, 1))), np.pad(w, ((0, 0), (0, 1)))
+    q_even, q_odd = q[:, 0::2].astype(np.int32), q[:, 1::2].astype(np.int32)
+    w_even, w_odd = w[:, 0::2].astype(np.int32), w[:, 1::2].astype(np.int32)
+    # With q <= 255 a pair stays within int16 unless |w_even| + |w_odd| > 128 (255 * 128 =
+    # 32640): only those (output, pair) positions can saturate, and they are few.
+    outs, pairs = np.nonzero(np.abs(w_even) + np.abs(w_odd) > 128)
+    if outs.size:
+        pair_sums = q_even[:, pairs] * w_even[outs, pairs] + q_odd[:, pairs] * w_odd[outs, pairs]
+        lost = np.clip(pair_sums, -32768, 32767) - pair_sums
+        np.add.at(acc, (slice(None), outs), lost.astype(np.int64))
+    return acc
+
+
+def ort_dynamic_linear(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,
+                       bias: np.ndarray | None, integer_dot: str) -> np.ndarray:
+    """quantize_dynamic's linear layer on [rows, k] float32 input, w [out, k] int8, exactly."""
+    q, scale, zero_point = ort_dynamic_quantize(x)
+    acc = u8s8_dot(q, w, integer_dot) - zero_point * w.astype(np.int64).sum(axis=1)[None, :]
+    w_scale = np.broadcast_to(np.asarray(w_scale, F32), (w.shape[0],))
+    y = (acc.astype(F32) * (scale * w_scale).astype(F32)).astype(F32)
+    return y if bias is None else (y + bias.astype(F32)).astype(F32)
 
 
 # ---- assertions: what porter accepts --------------------------------------------------------

@@ -7,24 +7,52 @@ The walk follows the data flow of a post-LayerNorm BERT encoder:
 Every LayerNorm is found by pattern; each one after the first closes either an attention
 sublayer or an FFN sublayer, matched backwards from the LayerNorm's input with the previous
 LayerNorm's output pre-bound as the residual. Which of the previous LayerNorm's two outputs
-(pre-affine or post-affine) the sublayer's FULLY_CONNECTEDs read decides whether its affine is
+(pre-affine or post-affine) the sublayer's linear layers read decides whether its affine is
 folded into them. At the end every op of the graph must belong to exactly one block; any that
 does not is reported with its index, type and tensors.
+
+The walk is the same for every format; a Dialect says how the format spells the blocks (its
+pattern set), where a weight keeps its output channel, and how the mask path is checked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from porter import quant
-from porter import tflite_patterns as P
+from porter import onnx_fold, quant
+from porter import onnx_patterns as OP
+from porter import tflite_patterns as TP
 from porter.errors import PorterError
 from porter.graph import Graph
-from porter.ir import (MASK_INPUT, WHOLE_WINDOW, Attention, EncoderIR, EncoderLayer,
-                       Embeddings, LayerNorm, Linear, as_f32)
-from porter.patterns import Match, match, match_all
+from porter.ir import (FLOAT_ACTIVATIONS, LITERT_BUILTIN, MASK_INPUT, ONNXRUNTIME_CPU,
+                       ORT_DYNAMIC_UINT8, TFLITE_HYBRID, WHOLE_WINDOW, Attention, EncoderIR,
+                       EncoderLayer, Embeddings, LayerNorm, Linear, as_f32)
+from porter.patterns import Match, Pattern, match, match_all
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one format spells an encoder: the patterns and the few facts the walk needs."""
+
+    layer_norms: tuple  # (form, pattern) pairs; see FoundLayerNorm for the names they bind
+    affine: Pattern  # "* gamma + beta" after a pre-affine tensor bound as "norm"
+    embeddings: Pattern
+    attention: Pattern
+    ffn: Pattern
+    head: Pattern
+    known_ops: frozenset
+    reshape: str  # the format's reshape op (ignored around inputs and the output)
+    weight_out_axis: int  # the weight axis that holds output channels
+    reference: str  # whose kernels the IR's arithmetic reproduces
+    prepare: Callable  # Graph -> (graph to match, ops explained by preparing it)
+    mask: Callable  # (Recovery, mask bias tensor) -> (mask mode, mask input, mask value)
+
+
+def _as_is(g: Graph):
+    return g, set()
 
 
 @dataclass
@@ -42,8 +70,9 @@ class FoundLayerNorm:
 class Recovery:
     """Collects blocks while walking the graph; owns the op-accounting invariant."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, dialect: Dialect):
         self.g = g
+        self.d = dialect
         self.owner: dict[int, str] = {}  # op index -> block that explained it
         self.weights: dict[str, np.ndarray] = {}
 
@@ -60,25 +89,23 @@ class Recovery:
     # ---- blocks ----------------------------------------------------------------------------
 
     def layer_norms(self) -> list[FoundLayerNorm]:
-        found = []
-        for m in match_all(P.LAYER_NORM_SHIFT, self.g):
-            found.append(self._shift_layer_norm(m))
-        for m in match_all(P.LAYER_NORM_CENTRED, self.g):
-            found.append(self._with_affine(FoundLayerNorm(
-                m["x"], m["norm"], m["norm"], "centred", self._eps(m), None, None,
-                set(m.consumed))))
-        for m in match_all(P.LAYER_NORM_KERAS, self.g):
-            found.append(FoundLayerNorm(m["x"], m["out"], m["out"], "keras", self._eps(m),
-                                        self._vector(m["gamma"]), self._vector(m["beta"]),
-                                        set(m.consumed)))
+        found = [self._found_layer_norm(form, m)
+                 for form, pattern in self.d.layer_norms for m in match_all(pattern, self.g)]
         return sorted(found, key=lambda ln: self.g.producer(ln.post).index)
 
-    def _shift_layer_norm(self, m: Match) -> FoundLayerNorm:
-        zero = self.g.const(m["zero"]).reshape(-1)[0]
-        if zero != 0:
-            raise PorterError(f"LayerNorm at {self.g.producer(m['norm']).describe()}: "
-                              f"expected 0 - rstd * mean, found {zero} - rstd * mean")
-        return self._with_affine(FoundLayerNorm(m["x"], m["norm"], m["norm"], "shift",
+    def _found_layer_norm(self, form: str, m: Match) -> FoundLayerNorm:
+        """A LayerNorm pattern binds x and either "out" (affine included: gamma, beta) or
+        "norm" (the pre-affine tensor; the affine, if any, follows as separate ops)."""
+        if "zero" in m.tensors:  # litert-torch's 0 - rstd * mean
+            zero = self.g.const(m["zero"]).reshape(-1)[0]
+            if zero != 0:
+                raise PorterError(f"LayerNorm at {self.g.producer(m['norm']).describe()}: "
+                                  f"expected 0 - rstd * mean, found {zero} - rstd * mean")
+        if "out" in m.tensors:
+            return FoundLayerNorm(m["x"], m["out"], m["out"], form, self._eps(m),
+                                  self._vector(m["gamma"]), self._vector(m["beta"]),
+                                  set(m.consumed))
+        return self._with_affine(FoundLayerNorm(m["x"], m["norm"], m["norm"], form,
                                                 self._eps(m), None, None, set(m.consumed)))
 
     def _with_affine(self, ln: FoundLayerNorm) -> FoundLayerNorm:
@@ -86,7 +113,7 @@ class Recovery:
         for user in self.g.users(ln.pre):
             for t in user.outputs:
                 for a in self.g.users(t):
-                    am = match(P.AFFINE, self.g, a.outputs[0], Match({"norm": ln.pre}))
+                    am = match(self.d.affine, self.g, a.outputs[0], Match({"norm": ln.pre}))
                     if am is not None:
                         ln.post = am["affine"]
                         ln.gamma, ln.beta = self._vector(am["gamma"]), self._vector(am["beta"])
@@ -95,23 +122,27 @@ class Recovery:
         return ln
 
     def _eps(self, m: Match) -> float:
-        return float(self.g.const(m["eps"]).reshape(-1)[0])
+        if "eps" in m.tensors:
+            return float(self.g.const(m["eps"]).reshape(-1)[0])
+        # ONNX LayerNormalization: an attribute, 1e-5 when absent (the operator's default)
+        return float(self.g.ops[m.ops["out"]].options.get("epsilon", 1e-5))
 
     def _vector(self, t: int) -> np.ndarray:
         return as_f32(self.g.const(t).reshape(-1))
 
-    def linear(self, name: str, m: Match, key: str, asym_required=None) -> Linear:
+    def linear(self, name: str, m: Match, key: str) -> Linear:
         op = self.g.ops[m.ops[key]]
         w_t = self.g.tensor(m[f"{key}_w"])
         where = f"{name} ({op.describe()})"
         if op.options.get("fused_activation_function", "NONE") != "NONE":
             raise PorterError(f"{where}: fused activation "
                               f"{op.options['fused_activation_function']} is not supported")
-        scheme = quant.weight_scheme(self.g, w_t, 0, where)
+        scheme = quant.weight_scheme(self.g, w_t, self.d.weight_out_axis, where)
         if len(w_t.shape) != 2:
             raise PorterError(f"{where}: weight {w_t.describe()} is not 2-D")
-        out_f, in_f = w_t.shape
-        self.weights[f"{name}.weight"] = np.ascontiguousarray(w_t.data)
+        weight = w_t.data if self.d.weight_out_axis == 0 else w_t.data.T  # the IR's [out, in]
+        out_f, in_f = weight.shape
+        self.weights[f"{name}.weight"] = np.ascontiguousarray(weight)
         if scheme != "float32":
             self.weights[f"{name}.scale"] = as_f32(w_t.quant.scale)
         bias_key = f"{key}_b"
@@ -120,10 +151,24 @@ class Recovery:
             if b.size != out_f:
                 raise PorterError(f"{where}: bias has {b.size} values for {out_f} outputs")
             self.weights[f"{name}.bias"] = b
+        activation_quant = self._activation_quant(m, key, w_t, where)
         return Linear(name, in_f, out_f, "float32" if scheme == "float32" else "int8",
                       scheme == "int8_per_channel",
                       bool(op.options.get("asymmetric_quantize_inputs", False)),
-                      bias_key in m.tensors, op.index)
+                      bias_key in m.tensors, op.index, activation_quant,
+                      quant.ORT_INTEGER_DOT if activation_quant == ORT_DYNAMIC_UINT8
+                      else quant.EXACT_DOT)
+
+    def _activation_quant(self, m: Match, key: str, w_t, where: str) -> str:
+        if f"{key}_input_quant" not in m.ops:
+            return FLOAT_ACTIVATIONS if w_t.dtype == "float32" else TFLITE_HYBRID
+        # quantize_dynamic rescales by Mul(x_scale, w_scale): that constant must be the scale
+        # the frontend attached to the weight (the one the IR records).
+        w_scale = self._vector(m[f"{key}_wscale"])
+        if not np.array_equal(np.broadcast_to(w_scale, w_t.quant.scale.shape), w_t.quant.scale):
+            raise PorterError(f"{where}: the product is rescaled by {w_scale.size} value(s) that "
+                              f"are not the weight's quantisation scale")
+        return ORT_DYNAMIC_UINT8
 
     def layer_norm_ir(self, name: str, ln: FoundLayerNorm, folded: bool) -> LayerNorm:
         hidden = self.g.tensor(ln.x).shape[-1]
@@ -148,7 +193,12 @@ def _feed_of(ln: FoundLayerNorm, feed: int, what: str, g: Graph) -> bool:
 
 
 def recover_encoder(g: Graph) -> EncoderIR:
-    r = Recovery(g)
+    dialect = DIALECTS.get(g.format)
+    if dialect is None:
+        raise PorterError(f"porter recovers encoders from {sorted(DIALECTS)} graphs, not {g.format}")
+    g, prepared = dialect.prepare(g)
+    r = Recovery(g, dialect)
+    r.claim("constants", prepared)
     lns = r.layer_norms()
     if not lns:
         raise PorterError("no LayerNorm found: the graph is not a BERT-style encoder "
@@ -175,7 +225,8 @@ def recover_encoder(g: Graph) -> EncoderIR:
         prev, prev_ir = ffn_ln, ffn_ln_ir
     head, output_name = _head(r, prev)
     prev_ir.affine_folded = _feed_of(prev, head[1], "classifier head", g)
-    mask_mode, mask_input, mask_value = _mask(r, mask_tensor)
+    mask_mode, mask_input, mask_value = (dialect.mask(r, mask_tensor) if mask_tensor is not None
+                                         else (WHOLE_WINDOW, None, 0.0))
     for ly in layers:
         ly.attn.mask_value = mask_value
     leftover = r.unexplained()
@@ -190,7 +241,8 @@ def recover_encoder(g: Graph) -> EncoderIR:
         ffn=layers[0].ffn_in.out_features if layers else 0,
         vocab=embeddings.vocab, labels=head[0].out_features,
         ids_input=ids_input, mask_input=mask_input, output=output_name, mask=mask_mode,
-        embeddings=embeddings, layers=layers, head=head[0], weights=r.weights)
+        embeddings=embeddings, layers=layers, head=head[0], weights=r.weights,
+        reference=dialect.reference)
     _check_shapes(ir)
     _check_one_scheme(ir)
     return ir
@@ -209,9 +261,10 @@ def _region(g: Graph, end: int, stop: set[int]) -> list[int]:
     return sorted(seen)
 
 
-def _no_match(g: Graph, what: str, expected: str, end: int, stop: set[int]) -> PorterError:
+def _no_match(r: "Recovery", what: str, expected: str, end: int, stop: set[int]) -> PorterError:
     """Explain a sublayer that no pattern matched, naming any op a pattern never uses."""
-    unknown = [i for i in _region(g, end, stop) if g.ops[i].type not in P.KNOWN_OPS]
+    g = r.g
+    unknown = [i for i in _region(g, end, stop) if g.ops[i].type not in r.d.known_ops]
     if unknown:
         return PorterError(f"{what}: unsupported op inside the block: "
                            + "; ".join(_describe_op(g, i) for i in unknown[:4]))
@@ -226,7 +279,7 @@ def _describe_op(g: Graph, i: int) -> str:
 
 def _embeddings(r: Recovery, ln: FoundLayerNorm) -> tuple[Embeddings, str]:
     g = r.g
-    m = match(P.EMBEDDINGS, g, ln.x)
+    m = match(r.d.embeddings, g, ln.x)
     if m is None:
         raise PorterError(f"the first LayerNorm's input {g.tensor(ln.x).describe()} is not "
                           "word + position (+ token type) embeddings")
@@ -236,6 +289,8 @@ def _embeddings(r: Recovery, ln: FoundLayerNorm) -> tuple[Embeddings, str]:
     vocab, hidden = table.shape
     if table.dtype == "float32":
         kind = "float32"
+    elif lookup.type == "DequantizeLinear":
+        kind = _dequantized_table(r, m, table)
     elif lookup.type == "EMBEDDING_LOOKUP":
         scheme = quant.weight_scheme(g, table, 0, "word embedding")
         kind = "int8_rows" if scheme == "int8_per_channel" else "int8_tensor"
@@ -245,10 +300,12 @@ def _embeddings(r: Recovery, ln: FoundLayerNorm) -> tuple[Embeddings, str]:
                               "one scale for the whole table")
         kind = "int8_tensor"
     r.weights["embed.table"] = np.ascontiguousarray(table.data)
-    if kind != "float32":
+    if kind in ("int8_rows", "int8_tensor"):
         r.weights["embed.scale"] = as_f32(table.quant.scale)
     seq = g.tensor(g.inputs[ids_input]).shape[-1]
-    terms = [m[k] for k in ("pos", "type") if k in m.tensors]
+    # The IR adds the terms in the graph's order: the one the earlier op consumes first.
+    terms = sorted((m[k] for k in ("pos", "type") if k in m.tensors),
+                   key=lambda t: min(op.index for op in g.users(t) if op.index in m.consumed))
     for i, t in enumerate(terms):
         data = as_f32(g.const(t))
         if data.size != seq * hidden:
@@ -260,10 +317,30 @@ def _embeddings(r: Recovery, ln: FoundLayerNorm) -> tuple[Embeddings, str]:
     return Embeddings(kind, vocab, hidden, ln_ir, len(terms)), ids_input
 
 
+def _dequantized_table(r: Recovery, m: Match, table) -> str:
+    """Gather(table) -> DequantizeLinear(scale, zero point): one scale and one zero point."""
+    scale = r.g.const(m["table_scale"]).reshape(-1)
+    zero_point = r.g.const(m["table_zero_point"]).reshape(-1)
+    if table.dtype not in ("uint8", "int8") or zero_point.dtype != table.dtype:
+        raise PorterError(f"word embedding {table.describe()}: DequantizeLinear expects a uint8 "
+                          f"or int8 table with a zero point of the same type, found "
+                          f"{table.dtype} with a {zero_point.dtype} zero point")
+    if not (np.isfinite(scale[0]) and scale[0] > 0):
+        raise PorterError(f"word embedding {table.describe()}: scale {scale[0]} is not positive")
+    if table.dtype == "int8" and zero_point[0] != 0:
+        raise PorterError(f"word embedding {table.describe()}: int8 table with zero point "
+                          f"{zero_point[0]}; porter reads int8 tables with zero point 0")
+    r.weights["embed.scale"] = as_f32(scale)
+    if table.dtype == "int8":
+        return "int8_tensor"
+    r.weights["embed.zero_point"] = zero_point.astype(np.int32)
+    return "uint8_tensor"
+
+
 def _input_reshapes(g: Graph, t: int) -> set:
     """Reshape ops between a graph input and its use (matched via maybe_reshaped)."""
     op = g.producer(t)
-    return {op.index} if op is not None and op.type == "RESHAPE" else set()
+    return {op.index} if op is not None and op.type in ("RESHAPE", OP.RESHAPE) else set()
 
 
 def _input_name(g: Graph, t: int, what: str) -> str:
@@ -275,11 +352,11 @@ def _input_name(g: Graph, t: int, what: str) -> str:
 
 def _attention(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
     g = r.g
-    m = match(P.ATTENTION, g, ln.x, Match({"resid": prev.post}))
+    m = match(r.d.attention, g, ln.x, Match({"resid": prev.post}))
     if m is None:
-        raise _no_match(g, f"layer {i} attention", "a self-attention sublayer (Q/K/V "
-                        "FULLY_CONNECTED, head split, BATCH_MATMUL, SOFTMAX, BATCH_MATMUL, "
-                        "merge, output projection, residual ADD)", ln.x, {prev.pre, prev.post})
+        raise _no_match(r, f"layer {i} attention", "a self-attention sublayer (Q/K/V "
+                        "linear layers, head split, Q.K^T, scale, mask, softmax, probs.V, "
+                        "merge, output projection, residual add)", ln.x, {prev.pre, prev.post})
     name = f"layer{i}.attn"
     q, k, v, o = (r.linear(f"{name}.{x}", m, x) for x in ("q", "k", "v", "o"))
     scores = g.ops[m.ops["scores"]]
@@ -293,26 +370,46 @@ def _attention(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
         raise PorterError(f"{scores.describe()}: query {list(q_heads)} / key {list(k_heads)} "
                           f"do not split {q.out_features} features into heads")
     scale = float(g.const(m["scale"]).reshape(-1)[0]) if "scale" in m.tensors else 1.0
+    divisor = None
+    if "scale_divisor" in m.tensors:
+        divisor = float(g.const(m["scale_divisor"]).reshape(-1)[0])
+        scale = 1.0 / divisor
     beta = float(g.ops[m.ops["probs"]].options.get("beta", 1.0))
     r.claim(name, m.consumed)
-    # mask_value is filled in once the mask path has been recovered (see _mask).
-    return Attention(heads, head_dim, scale, "scores", beta, 0.0, q, k, v, o), m
+    # mask_value is filled in once the mask path has been recovered (see Dialect.mask).
+    return Attention(heads, head_dim, scale, "scores", beta, 0.0, q, k, v, o, divisor), m
 
 
 def _ffn(r: Recovery, i: int, ln: FoundLayerNorm, prev: FoundLayerNorm):
     g = r.g
-    m = match(P.FFN, g, ln.x, Match({"resid": prev.post}))
+    m = match(r.d.ffn, g, ln.x, Match({"resid": prev.post}))
     if m is None:
-        raise _no_match(g, f"layer {i} feed-forward", "a feed-forward sublayer "
-                        "(FULLY_CONNECTED, GELU, FULLY_CONNECTED, residual ADD)", ln.x,
+        raise _no_match(r, f"layer {i} feed-forward", "a feed-forward sublayer "
+                        "(linear, GELU, linear, residual add)", ln.x,
                         {prev.pre, prev.post})
     name = f"layer{i}"
     ffn_in = r.linear(f"{name}.ffn_in", m, "ffn_in")
     ffn_out = r.linear(f"{name}.ffn_out", m, "ffn_out")
-    gelu_op = g.ops[m.ops["gelu"]]
-    gelu = "tanh" if gelu_op.options.get("approximate") else "erf"
+    gelu = _gelu_kind(g, m)
     r.claim(f"{name}.ffn", m.consumed)
     return ffn_in, gelu, ffn_out, m
+
+
+# erf GELU written out: h * 0.5 * (1 + erf(h / sqrt 2)); the constants must be these (float32).
+_GELU_CONSTANTS = {"erf_divisor": np.float32(np.sqrt(2)), "erf_factor": np.float32(np.sqrt(0.5)),
+                   "one": np.float32(1), "half": np.float32(0.5)}
+
+
+def _gelu_kind(g: Graph, m: Match) -> str:
+    """"erf" or "tanh": the GELU op's option (TFLite: a bool; ONNX: "none" / "tanh"), or the
+    erf formula checked constant by constant."""
+    for name, expected in _GELU_CONSTANTS.items():
+        if name in m.tensors and g.const(m[name]).reshape(-1)[0] != expected:
+            raise PorterError(f"GELU at {g.ops[m.ops['gelu']].describe()}: constant "
+                              f"{g.tensor(m[name]).describe()} is "
+                              f"{g.const(m[name]).reshape(-1)[0]}, expected {expected}")
+    approximate = g.ops[m.ops["gelu"]].options.get("approximate", False)
+    return "tanh" if approximate in (True, "tanh") else "erf"
 
 
 def _head(r: Recovery, last: FoundLayerNorm):
@@ -321,12 +418,12 @@ def _head(r: Recovery, last: FoundLayerNorm):
         raise PorterError(f"expected one output (the logits), found {sorted(g.outputs)}")
     (output_name, out_t), = g.outputs.items()
     t, trailing = out_t, set()
-    while (op := g.producer(t)) is not None and op.type == "RESHAPE":
+    while (op := g.producer(t)) is not None and op.type == r.d.reshape:
         trailing.add(op.index)
         t = op.inputs[0]
-    m = match(P.HEAD, g, t)
+    m = match(r.d.head, g, t)
     if m is None:
-        raise PorterError(f"output '{output_name}' is not computed by a FULLY_CONNECTED head")
+        raise PorterError(f"output '{output_name}' is not computed by a linear head")
     head = r.linear("head", m, "head")
     r.claim("head", m.consumed | trailing)
     return (head, m["feed"]), output_name
@@ -339,12 +436,10 @@ def _check_same_mask(seen, t, i, g):
     return t
 
 
-def _mask(r: Recovery, mask_bias: int | None):
-    """MASK_INPUT when a mask input removes padded keys; WHOLE_WINDOW when nothing masks."""
+def _mask_by_pattern(r: Recovery, mask_bias: int):
+    """TFLite: the mask path is one of the two spellings of tflite_patterns.MASK_BIAS."""
     g = r.g
-    if mask_bias is None:
-        return WHOLE_WINDOW, None, 0.0
-    m = match(P.MASK_BIAS, g, mask_bias)
+    m = match(TP.MASK_BIAS, g, mask_bias)
     if m is None:
         raise PorterError(f"attention mask {g.tensor(mask_bias).describe()} is not computed "
                           "from a mask input in a way porter knows")
@@ -361,11 +456,68 @@ def _mask(r: Recovery, mask_bias: int | None):
         if float(g.const(m["one"]).reshape(-1)[0]) != 1.0:
             raise PorterError("attention mask is not computed as (1 - mask) * constant")
         keep, drop = 0.0, float(g.const(m["drop_value"]).reshape(-1)[0])
+    _check_mask_values(keep, drop)
+    r.claim("mask", m.consumed | _input_reshapes(g, m["mask"]))
+    return MASK_INPUT, _input_name(g, m["mask"], "the attention mask"), drop
+
+
+def _check_mask_values(keep: float, drop: float) -> None:
     if keep != 0.0 or drop > -1e4:
         raise PorterError(f"attention mask adds {keep} to kept and {drop} to dropped keys; "
                           "expected 0 and a large negative number")
-    r.claim("mask", m.consumed | _input_reshapes(g, m["mask"]))
-    return MASK_INPUT, _input_name(g, m["mask"], "the attention mask"), drop
+
+
+def _mask_by_evaluation(r: Recovery, mask_bias: int):
+    """ONNX: run the ops between the mask input and the scores' bias on probe masks.
+
+    The two torch.onnx exporters spell the broadcast very differently (GatherND/And/Where, or
+    Flatten/Gather/Reshape/Expand/And/Where around shape arithmetic), so instead of a pattern
+    per spelling porter checks what the path computes: for every probe mask, the bias must be
+    `keep` (0) on every query row for kept keys and one large negative `drop` for padded keys.
+    """
+    g = r.g
+    ops = _region(g, mask_bias, set())
+    leaves = {t for i in ops for t in g.ops[i].inputs
+              if t >= 0 and not g.tensor(t).is_const and g.producer(t) is None}
+    where = f"attention mask {g.tensor(mask_bias).describe()}"
+    if len(leaves) != 1:
+        raise PorterError(f"{where} is computed from {len(leaves)} graph inputs; expected the "
+                          "attention mask alone")
+    mask_t = leaves.pop()
+    mask_input = _input_name(g, mask_t, "the attention mask")
+    unknown = [i for i in ops if g.ops[i].type not in onnx_fold.EVALUATORS]
+    if unknown:
+        raise PorterError(f"{where}: op porter cannot evaluate on the mask path: "
+                          + "; ".join(_describe_op(g, i) for i in unknown[:4]))
+    seq = g.tensor(mask_t).shape[-1]
+    keep_drop = set()
+    for probe in _probe_masks(seq):
+        feed = probe.reshape(g.tensor(mask_t).shape).astype(g.tensor(mask_t).dtype)
+        try:
+            bias = onnx_fold.run_region(g, ops, {mask_t: feed}, mask_bias)
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            raise PorterError(f"{where}: evaluating the mask path failed ({e})") from None
+        bias = bias.reshape(-1, bias.shape[-1]) if bias.ndim else bias.reshape(1, 1)
+        if bias.shape[-1] != seq or not np.all(bias == bias[:1]):
+            raise PorterError(f"{where}: the bias is not one row over the {seq} keys shared by "
+                              "every query (a causal or per-query mask is not supported)")
+        kept, dropped = bias[0][probe != 0], bias[0][probe == 0]
+        keep_drop |= {("keep", float(v)) for v in kept} | {("drop", float(v)) for v in dropped}
+    keep = {v for k, v in keep_drop if k == "keep"}
+    drop = {v for k, v in keep_drop if k == "drop"}
+    if len(keep) != 1 or len(drop) != 1:
+        raise PorterError(f"{where}: kept keys get {sorted(keep)} and padded keys {sorted(drop)}; "
+                          "expected one value each")
+    _check_mask_values(keep.pop(), drop_value := drop.pop())
+    r.claim("mask", ops)
+    return MASK_INPUT, mask_input, drop_value
+
+
+def _probe_masks(seq: int) -> list[np.ndarray]:
+    """Masks that tell every key position apart: all live, alternating, a live prefix."""
+    positions = np.arange(seq)
+    return [np.ones(seq, np.int64), (positions % 2 == 0).astype(np.int64),
+            (positions % 3 != 1).astype(np.int64), (positions < seq // 3).astype(np.int64)]
 
 
 def _check_one_scheme(ir: EncoderIR) -> None:
@@ -408,3 +560,18 @@ def _check_shapes(ir: EncoderIR) -> None:
             raise PorterError(f"layer {i} has {a.heads} heads, layer 0 has {ir.heads}")
     if ir.head.in_features != h:
         raise PorterError(f"head reads {ir.head.in_features} features, hidden size is {h}")
+
+
+DIALECTS = {
+    "tflite": Dialect(
+        layer_norms=(("shift", TP.LAYER_NORM_SHIFT), ("centred", TP.LAYER_NORM_CENTRED),
+                     ("keras", TP.LAYER_NORM_KERAS)),
+        affine=TP.AFFINE, embeddings=TP.EMBEDDINGS, attention=TP.ATTENTION, ffn=TP.FFN,
+        head=TP.HEAD, known_ops=TP.KNOWN_OPS, reshape="RESHAPE", weight_out_axis=0,
+        reference=LITERT_BUILTIN, prepare=_as_is, mask=_mask_by_pattern),
+    "onnx": Dialect(
+        layer_norms=OP.LAYER_NORMS, affine=OP.AFFINE, embeddings=OP.EMBEDDINGS,
+        attention=OP.ATTENTION, ffn=OP.FFN, head=OP.HEAD, known_ops=OP.KNOWN_OPS,
+        reshape=OP.RESHAPE, weight_out_axis=OP.WEIGHT_OUT_AXIS, reference=ONNXRUNTIME_CPU,
+        prepare=onnx_fold.fold_constants, mask=_mask_by_evaluation),
+}

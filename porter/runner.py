@@ -57,6 +57,9 @@ def run_golden(ir: EncoderIR, golden_path: Path, echo) -> Agreement:
 
 def locate(ir: EncoderIR, ids: np.ndarray, mask: np.ndarray, echo) -> str | None:
     """The first Linear (in execution order) whose input or output differs from LiteRT's."""
+    if ir.format != "tflite":
+        raise PorterError(f"--locate compares with LiteRT's intermediates: TFLite models only, "
+                          f"not {ir.format}")
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError:
