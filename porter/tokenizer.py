@@ -101,6 +101,8 @@ class Param(enum.IntEnum):
     MAX_INPUT_CHARS_PER_WORD = 2  # WordPiece
     CONTINUING_PREFIX_OFFSET = 3  # WordPiece "##", in STRINGS
     CONTINUING_PREFIX_LENGTH = 4
+    MIN_SCORE_LOW = 5  # Unigram: the lowest score's f64 bits, so loading needs no scan
+    MIN_SCORE_HIGH = 6
 
 
 class NormalizerOp(enum.IntEnum):
@@ -338,6 +340,9 @@ def _unigram(model: dict, builder: _BlobBuilder) -> None:
     builder.params[Param.UNK_ID] = unk_id
     builder.trie = _trie((piece, token_id) for token_id, (piece, _) in enumerate(vocab))
     builder.scores = np.asarray(scores, dtype="<f8").tobytes()
+    (min_bits,) = struct.unpack("<Q", struct.pack("<d", min(scores)))
+    builder.params[Param.MIN_SCORE_LOW] = min_bits & 0xFFFF_FFFF
+    builder.params[Param.MIN_SCORE_HIGH] = min_bits >> 32
 
 
 def _normalizer_ops(normalizer: dict | None, builder: _BlobBuilder) -> list[tuple[int, int]]:
@@ -544,7 +549,7 @@ def _character_tables(builder: _BlobBuilder) -> tuple[bytes, bytes]:
         lowercase = probe.mapping(probe.normalizers.Lowercase())
         props |= probe.combining_classes(nfd) << CCC_SHIFT
     if NormalizerOp.PRECOMPILED in ops:
-        props |= _grapheme_properties(builder)
+        props |= probe.correct_grapheme_extenders(_grapheme_properties(builder))
     return _range_table(props), _char_map(nfd, builder) + _char_map(lowercase, builder)
 
 
@@ -627,6 +632,23 @@ class _ReferenceProbe:
             dropped += [chunk[(i - 1) // 2] for i in np.flatnonzero(~covered)]
         return dropped, isolated
 
+    def correct_grapheme_extenders(self, props: np.ndarray) -> np.ndarray:
+        """The `regex` module's Unicode is newer than the reference's segmenter, so whether a
+        character extends the grapheme before it (Extend, ZWJ, SpacingMark) is asked of the
+        reference: a Precompiled normalizer whose only entry maps "a" to "b" turns "a<c>" into
+        "b" exactly when <c> joins the "a" grapheme (a grapheme is looked up whole)."""
+        joins_previous = (GraphemeBreak.EXTEND, GraphemeBreak.ZWJ, GraphemeBreak.SPACING_MARK)
+        normalizer = self.normalizers.Precompiled(_one_entry_charsmap(ord("a"), b"b"))
+        candidates = [c for c in self.code_points if c != ord("\n")]  # LF breaks graphemes: the separator
+        outputs = normalizer.normalize_str("\n".join("a" + chr(c) for c in candidates)).split("\n")
+        corrected = props.copy()
+        for c, output in zip(candidates, outputs):
+            joins = output == "b"
+            if joins != (((int(props[c]) >> GCB_SHIFT) & 0xF) in joins_previous):
+                corrected[c] &= np.uint32(~((0xF << GCB_SHIFT) | (0x3 << INCB_SHIFT)) & 0xFFFF_FFFF)
+                corrected[c] |= np.uint32(int(GraphemeBreak.EXTEND) << GCB_SHIFT if joins else 0)
+        return corrected
+
     def combining_classes(self, nfd: dict[int, str]) -> np.ndarray:
         """The reference's canonical combining classes. Python's unicodedata gives the candidates;
         each is confirmed by whether the reference's NFD reorders it against a mark of known class
@@ -680,6 +702,16 @@ def _grapheme_properties(builder: _BlobBuilder) -> np.ndarray:
         props[members(property_)] |= np.uint32(int(value) << INCB_SHIFT)
     props[members("Extended_Pictographic")] |= np.uint32(CharProp.EXTENDED_PICTOGRAPHIC)
     return props
+
+
+def _one_entry_charsmap(key: int, replacement: bytes) -> bytes:
+    """A sentencepiece precompiled_charsmap (Darts double array) with the single entry
+    byte `key` -> `replacement`. 256 units: every walk from the root stays inside them."""
+    units = [0] * 256
+    units[0] = 1 << 10  # root: children at 1 ^ label
+    units[1 ^ key] = (1 << 10) | (1 << 8) | key  # the key's node: has a leaf, at (1 ^ key) ^ 1
+    units[(1 ^ key) ^ 1] = 0  # the leaf: offset 0 into the replacement strings
+    return _u32s([4 * len(units), *units]) + replacement + b"\0"
 
 
 def _range_table(props: np.ndarray) -> bytes:

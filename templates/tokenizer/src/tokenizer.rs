@@ -40,7 +40,9 @@ const UNK_ID: usize = 1;
 const MAX_INPUT_CHARS_PER_WORD: usize = 2;
 const CONTINUING_PREFIX_OFFSET: usize = 3;
 const CONTINUING_PREFIX_LENGTH: usize = 4;
-const PARAM_COUNT: usize = 5;
+const MIN_SCORE_LOW: usize = 5;
+const MIN_SCORE_HIGH: usize = 6;
+const PARAM_COUNT: usize = 7;
 
 const MODEL_WORDPIECE: u32 = 1;
 const MODEL_UNIGRAM: u32 = 2;
@@ -381,8 +383,7 @@ pub struct Tokenizer<'a> {
 }
 
 impl<'a> Tokenizer<'a> {
-    /// Checks the header and section bounds; reads nothing else. Costs microseconds, except
-    /// that a Unigram model scans its scores once for the minimum (the unknown-token score).
+    /// Checks the header and section bounds; reads nothing else, so it costs microseconds.
     pub fn new(blob: &'a [u8]) -> Result<Self, BlobError> {
         if blob.len() < 4 * (HEADER_WORDS + 2 * SECTION_COUNT) || &blob[..4] != MAGIC {
             return Err(BlobError("no PTOK header".into()));
@@ -420,10 +421,7 @@ impl<'a> Tokenizer<'a> {
         if char_props.len() == 0 || char_props.len() < 1 + 2 * char_props.get(0) as usize {
             return Err(BlobError("character properties are truncated".into()));
         }
-        let min_score = scores
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-            .fold(f64::INFINITY, f64::min);
+        let min_score = f64::from_bits((params.get(MIN_SCORE_HIGH) as u64) << 32 | params.get(MIN_SCORE_LOW) as u64);
         Ok(Tokenizer {
             model,
             params,
