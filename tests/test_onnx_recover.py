@@ -1,0 +1,334 @@
+"""ONNX encoders (torch.onnx dynamo and TorchScript, onnxruntime quantize_dynamic) into the IR,
+and the numpy executor against onnxruntime's goldens."""
+
+import copy
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from fixtures import (ONNX_FIXTURES, REPO, TFLITE_F32, assert_one_line_error, fixture_id,
+                      require, run_porter, spec)
+from porter import execute, quant
+from porter.compare import Agreement, agreement
+from porter.errors import PorterError
+from porter.frontends import load_graph
+from porter.golden import load_golden
+from porter.ir import (FLOAT_ACTIVATIONS, MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8)
+from porter.recover import recover_encoder
+
+GOLDEN = REPO / "golden"
+ONNX_ALL = ONNX_FIXTURES + [spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pt.onnx")]
+ONNX_FLOAT = [p for p in ONNX_ALL if ".f32" in p.name]
+ONNX_QUANTISED = [p for p in ONNX_ALL if ".dq8" in p.name]
+
+
+def _network(path):
+    return next(net for net in spec.NETWORKS if path.name.startswith(net.name + "."))
+
+
+def _flavour(path):
+    return path.name.split(".", 1)[1]
+
+
+@pytest.fixture(scope="module")
+def irs():
+    cache = {}
+
+    def get(path):
+        if path not in cache:
+            cache[path] = recover_encoder(load_graph(require(path)))
+        return cache[path]
+    return get
+
+
+# ---- the recovered architecture ------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ONNX_ALL, ids=fixture_id)
+def test_architecture_comes_from_the_graph(path, irs):
+    ir = irs(path)
+    net = _network(path)
+    assert (len(ir.layers), ir.hidden, ir.heads, ir.ffn, ir.vocab, ir.seq, ir.labels) == (
+        net.layers, net.hidden, net.heads, net.ffn, net.vocab, net.seq, net.labels)
+    assert (ir.format, ir.reference) == ("onnx", ONNXRUNTIME_CPU)
+    assert (ir.ids_input, ir.mask_input, ir.output) == ("input_ids", "attention_mask", "logits")
+    assert ir.mask == MASK_INPUT
+    # HF's mask: finfo(float32).min added to padded keys, found by running the mask path
+    assert {ly.attn.mask_value for ly in ir.layers} == {float(np.finfo(np.float32).min)}
+    assert all(ly.attn.scale == pytest.approx(1 / np.sqrt(ir.hidden // ir.heads)) for ly in ir.layers)
+    assert {ly.gelu for ly in ir.layers} == {"erf"}
+    lns = [ir.embeddings.ln] + [ln for ly in ir.layers for ln in (ly.attn_ln, ly.ffn_ln)]
+    assert {(ln.form, ln.affine_folded) for ln in lns} == {("onnx", False)}
+    assert all(ln.eps == pytest.approx(1e-12) for ln in lns)
+    # token type row and position rows (folded lookups), added in the graph's order
+    assert ir.embeddings.bias_terms == 2
+
+
+@pytest.mark.parametrize("path", ONNX_ALL, ids=fixture_id)
+def test_quantisation_scheme_is_recorded(path, irs):
+    ir = irs(path)
+    linears = ir.linears()
+    if path in ONNX_FLOAT:
+        assert {(lin.weight_dtype, lin.activation_quant) for lin in linears} == {("float32", FLOAT_ACTIVATIONS)}
+        assert ir.embeddings.table_kind == "float32"
+        return
+    assert {(lin.weight_dtype, lin.activation_quant, lin.integer_dot) for lin in linears} == {
+        ("int8", ORT_DYNAMIC_UINT8, quant.ORT_INTEGER_DOT)}
+    assert {lin.per_channel for lin in linears} == {_flavour(path) == "dq8pc.onnx"}
+    # quantize_dynamic stores the word table as uint8 with one scale and one zero point
+    assert ir.embeddings.table_kind == "uint8_tensor"
+    assert ir.weights["embed.table"].dtype == np.uint8
+    assert ir.weights["embed.zero_point"].shape == (1,)
+    for lin in linears:  # the IR keeps weights [out, in], like TFLite's
+        assert ir.weights[f"{lin.name}.weight"].shape == (lin.out_features, lin.in_features)
+
+
+def _architecture(ir) -> dict:
+    """The IR summary without what depends on the file, the format or the arithmetic."""
+    drop_top = {"source", "format", "reference", "arrays", "embeddings"}
+    drop_any = {"source_op", "ops", "form", "affine_folded", "weight_dtype", "per_channel",
+                "asymmetric_inputs", "activation_quant", "integer_dot"}
+
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in drop_any}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+    summary = ir.summary()
+    arch = clean({k: v for k, v in summary.items() if k not in drop_top})
+    e = summary["embeddings"]
+    arch["embeddings"] = (e["vocab"], e["hidden"], e["ln"]["eps"])
+    return arch
+
+
+SAME_NETWORK = [(tfl, tfl.parent / tfl.name.replace(".f32.tflite", ".f32.onnx")) for tfl in TFLITE_F32] + [
+    (spec.TINY.path("f32.tflite"), spec.TINY.path("f32-ts.onnx")),
+    (spec.MINILM.path("litert-dq8.tflite"), spec.MINILM.path("dq8pc.onnx")),
+    (spec.SMALL.path("litert-dq8.tflite"), spec.SMALL.path("dq8pc.onnx")),
+    (spec.TINY.path("tf-dq8.tflite"), spec.TINY.path("dq8pt.onnx")),
+]
+
+
+@pytest.mark.parametrize("tflite, onnx_path", SAME_NETWORK, ids=lambda p: p.name)
+def test_tflite_and_onnx_exports_give_the_same_architecture(tflite, onnx_path, irs):
+    assert _architecture(irs(tflite)) == _architecture(irs(onnx_path))
+
+
+def test_float_weights_are_the_same_network(irs):
+    """Same torch module through two exporters: the IR's [out, in] weights agree wherever
+    litert-torch did not fold a LayerNorm's affine into them (the linears no LayerNorm feeds)."""
+    a, b = irs(spec.TINY.path("f32.tflite")), irs(spec.TINY.path("f32.onnx"))
+    names = [lin.name for ly in a.layers for lin in (ly.attn.o, ly.ffn_out)]
+    for name in names:
+        assert np.array_equal(a.weights[f"{name}.weight"], b.weights[f"{name}.weight"]), name
+    assert np.array_equal(a.weights["embed.table"], b.weights["embed.table"])
+
+
+# ---- the executor against onnxruntime -------------------------------------------------------
+
+def _golden_agreement(ir, path):
+    golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
+    total = Agreement(0, 0, 0.0, 0.0)
+    for w in range(golden.windows):
+        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
+        total = total.merge(agreement(ours, golden.logits[w], int(golden.live[w])))
+    return total
+
+
+@pytest.mark.parametrize("path", ONNX_FLOAT, ids=fixture_id)
+def test_float_executor_matches_onnxruntime(path, irs):
+    a = _golden_agreement(irs(path), path)
+    print(f"{path.name} vs ort: {a.line()}")
+    assert a.label_rate == 1.0
+    assert a.max_abs <= 1e-4
+
+
+@pytest.mark.parametrize("path", ONNX_QUANTISED, ids=fixture_id)
+def test_quantised_executor_against_onnxruntime(path, irs):
+    """Every quantised op is emulated exactly (see the test below), but the float kernels around
+    them are not bit-exact, and one ulp before a DynamicQuantizeLinear can move the whole
+    tensor's scale or flip a rounding; deeper networks amplify it. Bounds as measured."""
+    a = _golden_agreement(irs(path), path)
+    print(f"{path.name} vs ort: {a.line()}")
+    measured = {spec.TINY.name: (1.0, 0.02), spec.SMALL.name: (0.995, 0.05),
+                spec.MINILM.name: (0.9, 0.3)}[_network(path).name]
+    assert a.label_rate >= measured[0]
+    assert a.max_abs <= measured[1]
+
+
+def _quantised_linear_model(w_int8, w_scale, bias, rows):
+    """quantize_dynamic's chain for one linear layer, as an ONNX model."""
+    k, n = w_int8.shape
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Mul", ["xs", "ws"], ["s"]),
+             helper.make_node("Mul", ["accf", "s"], ["y0"]),
+             helper.make_node("Add", ["y0", "b"], ["y"])]
+    inits = [numpy_helper.from_array(w_int8, "w"), numpy_helper.from_array(np.zeros(w_scale.size, np.int8), "wz"),
+             numpy_helper.from_array(w_scale, "ws"), numpy_helper.from_array(bias, "b")]
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, rows, k])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, rows, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("path", [spec.TINY.path("dq8pc.onnx"), spec.TINY.path("dq8pt.onnx")], ids=fixture_id)
+def test_dynamically_quantised_linear_is_bit_exact_with_onnxruntime(path, irs):
+    """DynamicQuantizeLinear + MatMulInteger + Cast + Mul + Add on real weights and activations,
+    unfused and as onnxruntime fuses it (DynamicQuantizeMatMul): the same bits as porter.quant
+    with one of the two MLAS u8 x s8 kernel families (int16 pair saturation, or exact dots)."""
+    import onnxruntime as ort
+
+    ir = irs(path)
+    golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
+    trace = {}
+    execute.run(ir, golden.ids[0], golden.attention_mask[0], trace)
+    for lin in (ir.layers[0].ffn_in, ir.layers[0].ffn_out):
+        x = trace[f"{lin.name}.in"]
+        w, scale, bias = (ir.weights[f"{lin.name}.{a}"] for a in ("weight", "scale", "bias"))
+        model = _quantised_linear_model(np.ascontiguousarray(w.T), scale, bias, x.shape[0])
+        ours = {dot: quant.ort_dynamic_linear(x, w, scale, bias, dot)
+                for dot in (quant.INT16_PAIRS_SATURATED, quant.EXACT_DOT)}
+        for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+            options = ort.SessionOptions()
+            options.graph_optimization_level, options.intra_op_num_threads = level, 1
+            session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            theirs = session.run(None, {"x": x[None]})[0][0]
+            assert any(np.array_equal(theirs, y) for y in ours.values()), lin.name
+
+
+def test_dynamic_quantisation_parameters_follow_onnxruntime():
+    x = np.array([[-0.5, 0.25, 1.0], [0.0, 2.0, -1.0]], np.float32)
+    q, scale, zero_point = quant.ort_dynamic_quantize(x)
+    assert scale == np.float32(3.0) / np.float32(255)  # (max(0, 2) - min(0, -1)) / 255
+    assert zero_point == 85  # round_half_even(0 - (-1) / scale)
+    assert np.array_equal(q, np.clip(np.rint(x / scale) + 85, 0, 255).astype(np.uint8))
+    q0, scale0, zp0 = quant.ort_dynamic_quantize(np.zeros((2, 3), np.float32))
+    assert (scale0, zp0, q0.max()) == (1.0, 0, 0)
+
+
+def test_int16_pair_saturation_is_what_changes_the_dot_product():
+    q = np.array([[255, 255, 1, 2]], np.uint8)
+    w = np.array([[127, 127, 3, 4]], np.int8)
+    assert quant.u8s8_dot(q, w, quant.EXACT_DOT)[0, 0] == 255 * 254 + 11
+    assert quant.u8s8_dot(q, w, quant.INT16_PAIRS_SATURATED)[0, 0] == 32767 + 11
+
+
+# ---- spellings without a committed fixture ---------------------------------------------------
+
+def _decompose_layer_norms(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Every LayerNormalization written out as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add."""
+    out = copy.deepcopy(model)
+    nodes = []
+    axes = numpy_helper.from_array(np.array([-1], np.int64), "ln_axes")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "ln_two")
+    out.graph.initializer.extend([axes, two])
+    for k, node in enumerate(model.graph.node):
+        if node.op_type != "LayerNormalization":
+            nodes.append(node)
+            continue
+        x, gamma, beta = node.input
+        eps = next(a.f for a in node.attribute if a.name == "epsilon")
+        out.graph.initializer.append(numpy_helper.from_array(np.array(eps, np.float32), f"ln{k}_eps"))
+        t = [f"ln{k}_{i}" for i in range(8)]
+        nodes += [helper.make_node("ReduceMean", [x, "ln_axes"], [t[0]]),
+                  helper.make_node("Sub", [x, t[0]], [t[1]]),
+                  helper.make_node("Pow", [t[1], "ln_two"], [t[2]]),
+                  helper.make_node("ReduceMean", [t[2], "ln_axes"], [t[3]]),
+                  helper.make_node("Add", [t[3], f"ln{k}_eps"], [t[4]]),
+                  helper.make_node("Sqrt", [t[4]], [t[5]]),
+                  helper.make_node("Div", [t[1], t[5]], [t[6]]),
+                  helper.make_node("Mul", [t[6], gamma], [t[7]]),
+                  helper.make_node("Add", [t[7], beta], [node.output[0]])]
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out
+
+
+def test_decomposed_layer_norm_is_recovered_and_runs(tmp_path):
+    import onnxruntime as ort
+
+    path = tmp_path / "decomposed.onnx"
+    onnx.save(_decompose_layer_norms(onnx.load(str(require(spec.TINY.path("f32.onnx"))))), str(path))
+    ir = recover_encoder(load_graph(path))
+    lns = [ir.embeddings.ln] + [ln for ly in ir.layers for ln in (ly.attn_ln, ly.ffn_ln)]
+    assert {(ln.form, ln.affine_folded) for ln in lns} == {("centred_div", False)}
+    assert all(ln.eps == pytest.approx(1e-12) for ln in lns)
+    golden = load_golden(GOLDEN / f"{spec.TINY.path('f32.onnx').name}.ort.npz")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    for w in range(3):
+        feeds = {"input_ids": golden.ids[w:w + 1].astype(np.int64),
+                 "attention_mask": golden.attention_mask[w:w + 1].astype(np.int64)}
+        a = agreement(execute.run(ir, golden.ids[w], golden.attention_mask[w]),
+                      session.run(None, feeds)[0][0], int(golden.live[w]))
+        assert a.label_rate == 1.0 and a.max_abs <= 1e-4
+
+
+# ---- graphs that do not fit: one clear line each ----------------------------------------------
+
+def _mutated(path=None):
+    return copy.deepcopy(load_graph(require(path or spec.TINY.path("f32.onnx"))))
+
+
+def test_unknown_op_inside_a_block_is_named():
+    g = _mutated()
+    erf = next(op for op in g.ops if op.type == "Erf")
+    erf.type = "Sinh"
+    with pytest.raises(PorterError, match=rf"layer 0 feed-forward: unsupported op inside the block: op {erf.index} Sinh"):
+        recover_encoder(g)
+
+
+def test_unknown_op_inside_a_block_is_one_line_on_the_command_line(tmp_path):
+    model = onnx.load(str(require(spec.TINY.path("dq8pc.onnx"))))
+    k, erf = next((k, n) for k, n in enumerate(model.graph.node) if n.op_type == "Erf")
+    erf.op_type = "Sinh"
+    out = tmp_path / "sinh.onnx"
+    onnx.save(model, str(out))
+    assert_one_line_error(run_porter("inspect", "--ir", out), "layer 0 feed-forward: unsupported op inside the block", "Sinh")
+
+
+def test_mask_that_does_not_drop_padding_is_refused():
+    g = _mutated()
+    where = next(op for op in g.ops if op.type == "Where")
+    g.tensor(where.inputs[2]).data = np.array(-1.0, np.float32)  # padded keys barely penalised
+    with pytest.raises(PorterError, match="attention mask adds 0.0 to kept and -1.0 to dropped keys"):
+        recover_encoder(g)
+
+
+def test_causal_mask_is_refused():
+    g = _mutated()
+    keep = next(op for op in g.ops if op.type == "And")
+    const = next(t for t in keep.inputs if g.tensor(t).is_const)
+    g.tensor(const).data = np.tril(np.ones((64, 64), bool)).reshape(1, 1, 64, 64)
+    with pytest.raises(PorterError, match="causal or per-query mask is not supported"):
+        recover_encoder(g)
+
+
+def test_wrong_gelu_constant_is_refused():
+    g = _mutated()
+    erf = next(op for op in g.ops if op.type == "Erf")
+    divisor = g.producer(erf.inputs[0]).inputs[1]
+    g.tensor(divisor).data = np.array(1.5, np.float32)
+    with pytest.raises(PorterError, match="GELU at .* is 1.5, expected 1.414"):
+        recover_encoder(g)
+
+
+# ---- the command line ------------------------------------------------------------------------
+
+def test_porter_run_against_an_onnxruntime_golden():
+    path = require(spec.TINY.path("f32.onnx"))
+    result = run_porter("run", path, "--golden", GOLDEN / f"{path.name}.ort.npz")
+    assert result.returncode == 0, result.stderr
+    assert "overall vs onnxruntime" in result.stdout and "(100.00%)" in result.stdout
+
+
+def test_porter_run_locate_is_tflite_only():
+    path = require(spec.TINY.path("f32.onnx"))
+    result = run_porter("run", path, "--golden", GOLDEN / f"{path.name}.ort.npz", "--locate")
+    assert_one_line_error(result, "--locate", "TFLite models only")
