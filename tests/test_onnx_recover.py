@@ -270,6 +270,48 @@ def test_decomposed_layer_norm_is_recovered_and_runs(tmp_path):
         assert a.label_rate == 1.0 and a.max_abs <= 1e-4
 
 
+def _fuse_gelus(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Every Div/Erf/Add/Mul/Mul GELU of the dynamo export replaced by one com.microsoft Gelu."""
+    out = copy.deepcopy(model)
+    nodes = list(out.graph.node)
+    users = {}
+    for n in nodes:
+        for name in n.input:
+            users.setdefault(name, []).append(n)
+    drop = set()
+    for erf in (n for n in nodes if n.op_type == "Erf"):
+        div = next(n for n in nodes if erf.input[0] in n.output)
+        add = users[erf.output[0]][0]
+        half = users[add.output[0]][0]
+        final = users[half.output[0]][0]
+        drop |= {id(n) for n in (div, erf, add, half, final)}
+        nodes[nodes.index(final)] = helper.make_node("Gelu", [div.input[0]], list(final.output),
+                                                     domain="com.microsoft")
+    del out.graph.node[:]
+    out.graph.node.extend(n for n in nodes if id(n) not in drop)
+    out.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return out
+
+
+def test_gelu_op_is_recovered_and_runs(tmp_path):
+    import onnxruntime as ort
+
+    path = tmp_path / "gelu.onnx"
+    onnx.save(_fuse_gelus(onnx.load(str(require(spec.TINY.path("f32.onnx"))))), str(path))
+    g = load_graph(path)
+    assert sum(op.type == "com.microsoft.Gelu" for op in g.ops) == spec.TINY.layers
+    ir = recover_encoder(g)
+    assert {ly.gelu for ly in ir.layers} == {"erf"}
+    golden = load_golden(GOLDEN / f"{spec.TINY.path('f32.onnx').name}.ort.npz")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": golden.ids[:1].astype(np.int64), "attention_mask": golden.attention_mask[:1].astype(np.int64)}
+    a = agreement(execute.run(ir, golden.ids[0], golden.attention_mask[0]), session.run(None, feeds)[0][0],
+                  int(golden.live[0]))
+    assert a.label_rate == 1.0 and a.max_abs <= 1e-4
+
+
 # ---- graphs that do not fit: one clear line each ----------------------------------------------
 
 def _mutated(path=None):
