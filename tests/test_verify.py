@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from fixtures import MINILM_LITERT_DQ8, REPO, require, run_porter
 from porter.build import render_and_build
@@ -97,7 +97,7 @@ def perturbed_golden(fake, tmp_path) -> tuple[Path, dict]:
     return write_golden(tmp_path / "fake.perturbed.npz", logits, fake.model_sha256), {"flip": flip}
 
 
-def verify(*args) -> "click.testing.Result":
+def verify(*args) -> Result:
     return CliRunner().invoke(main, ["verify", *map(str, args)])
 
 
