@@ -17,11 +17,14 @@ Truncation and padding in the file are ignored: the caller decides how to window
 Character data. The reference is the `tokenizers` library, whose Unicode tables come from three
 places of different ages: Rust's std (whitespace, lowercase), the `unicode_categories` crate
 (control, punctuation, "non-spacing mark") and `unicode-normalization-alignments` (NFD). They
-disagree with Python's `unicodedata` on ~750 code points (measured: 667 marks, 55 lowercase
-mappings, 13 controls, 1 decomposition), so the tables are read from the reference library
-itself, one normalizer or pre-tokenizer applied to every code point, and stored per code point
-in the blob. Grapheme cluster properties (used by the Precompiled normalizer, which looks up
-whole graphemes shorter than 6 bytes) come from the `regex` module's Unicode database.
+disagree with Python's `unicodedata` on hundreds of code points (measured with tokenizers
+0.23.3: 667 mark classifications, 55 lowercase mappings, 13 controls, 1 decomposition), so the
+tables are read from the reference library itself, one normalizer or pre-tokenizer applied to
+every code point, and stored per code point in the blob. Grapheme cluster properties (used by
+the Precompiled normalizer, which looks up whole graphemes shorter than 6 bytes) come from the
+`regex` module's Unicode database, newer than the reference's segmenter, so which characters
+extend a grapheme is checked against the reference too. Reading all this takes seconds, so the
+tables are cached per library version (see _cached).
 
 Blob layout (little-endian; every section starts on an 8-byte boundary):
 
@@ -38,11 +41,14 @@ Blob layout (little-endian; every section starts on an 8-byte boundary):
                    child is a binary search over labels[first_child[j]..first_child[j + 1]].
                    Node 0 is the root; token_id -1 = no piece ends here.
     SCORES         f64 x vocab_size (Unigram)
-    CHAR_PROPS     n x (first code point u32, properties u32), sorted; a range runs to the next
+    CHAR_PROPS     n u32 | n x (first code point u32, properties u32), sorted; a range runs to
+                   the next. Properties: CharProp bits, combining class << CCC_SHIFT,
+                   GraphemeBreak << GCB_SHIFT, IndicConjunctBreak << INCB_SHIFT
     CHAR_MAPS      two maps (NFD, lowercase), each: n u32 | keys u32 x n (sorted code points) |
                    (string offset u32, length u32) x n
-    CHARSMAP       the Precompiled normalizer's double-array trie units u32 x n, kept as it is
-                   (240 KB; re-encoding its 225k keys as a byte trie would be ~20x larger)
+    CHARSMAP       the Precompiled normalizer's double-array trie units u32 x n, kept as it is:
+                   240 KB, and walked by the same XOR steps as sentencepiece (its 225k keys
+                   re-encoded as a byte trie like TRIE would take megabytes)
     CHARSMAP_TEXT  its NUL-terminated replacement strings
     REPLACE_RULES  n x (pattern offset u32, length u32, min_repeat u32, content offset u32, length u32)
 """
@@ -52,6 +58,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import io
 import json
 import math
 import os
@@ -539,18 +546,59 @@ def _character_tables(builder: _BlobBuilder) -> tuple[bytes, bytes]:
     ops = {op for op, _ in builder.normalizer_ops} | {op[0] for op in builder.pre_tokenizer_ops}
     probe = _ReferenceProbe(builder)
     # Whitespace is always needed: added tokens with lstrip/rstrip take the spaces beside them.
-    props = probe.whitespace()
+    props = _cached(probe.versions, "whitespace", lambda: (probe.whitespace(), {}, {}))[0]
     nfd, lowercase = {}, {}
     if ops & {NormalizerOp.CLEAN_TEXT, NormalizerOp.CHINESE_SPACING, NormalizerOp.NFD,
               NormalizerOp.STRIP_NONSPACING_MARKS, NormalizerOp.STRIP_COMBINING_MARKS,
               NormalizerOp.LOWERCASE, PreTokenizerOp.SPLIT_BERT_PUNCTUATION_ISOLATED}:
-        nfd = probe.mapping(probe.normalizers.NFD())
-        props |= probe.bert_properties(nfd)
-        lowercase = probe.mapping(probe.normalizers.Lowercase())
-        props |= probe.combining_classes(nfd) << CCC_SHIFT
+        bert_props, nfd, lowercase = _cached(probe.versions, "bert", probe.bert_tables)
+        props = props | bert_props
     if NormalizerOp.PRECOMPILED in ops:
-        props |= probe.correct_grapheme_extenders(_grapheme_properties(builder))
+        grapheme_props = _cached(probe.versions + [_regex_version(builder)], "graphemes",
+                                 lambda: (probe.correct_grapheme_extenders(_grapheme_properties()), {}, {}))[0]
+        props = props | grapheme_props
     return _range_table(props), _char_map(nfd, builder) + _char_map(lowercase, builder)
+
+
+Tables = tuple[np.ndarray, dict[int, str], dict[int, str]]
+
+
+def _cached(versions: list[str], name: str, compute) -> Tables:
+    """Character tables depend only on the libraries they are read from, and reading them takes
+    seconds, so they are kept in PORTER_TOKENIZER_CACHE (else ~/.cache/porter/tokenizer-tables),
+    one .npz per table set and library versions; a damaged entry is recomputed."""
+    configured = os.environ.get("PORTER_TOKENIZER_CACHE")
+    cache = Path(configured) if configured else Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "porter" / "tokenizer-tables"
+    path = cache / f"{name}-{'-'.join(versions)}-v{VERSION}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return stored["props"], _decode_map(stored["first"]), _decode_map(stored["second"])
+    except (OSError, KeyError, ValueError):
+        pass
+    props, first, second = compute()
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, props=props, first=_encode_map(first), second=_encode_map(second))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, buffer.getvalue())
+    return props, first, second
+
+
+def _encode_map(mapping: dict[int, str]) -> np.ndarray:
+    return np.frombuffer(json.dumps({str(k): v for k, v in mapping.items()}).encode(), dtype=np.uint8)
+
+
+def _decode_map(stored: np.ndarray) -> dict[int, str]:
+    return {int(k): v for k, v in json.loads(stored.tobytes().decode()).items()}
+
+
+def _regex_version(builder: _BlobBuilder) -> str:
+    try:
+        import regex
+    except ImportError as e:
+        raise builder.fail("compiling a Precompiled normalizer needs the `regex` package for "
+                           "grapheme cluster data (pip install regex)") from e
+    return f"regex{regex.__version__}"
 
 
 class _ReferenceProbe:
@@ -565,7 +613,10 @@ class _ReferenceProbe:
         except ImportError as e:
             raise builder.fail("compiling this tokenizer needs the `tokenizers` package, whose "
                                "Unicode tables are the reference (pip install tokenizers)") from e
+        import tokenizers
+
         self.normalizers, self.pre_tokenizers = normalizers, pre_tokenizers
+        self.versions = [f"tokenizers{tokenizers.__version__}"]
         self.code_points = [c for c in range(UNICODE_SIZE) if c not in SURROGATES]
 
     def _chunks(self, separator: str) -> Iterable[list[int]]:
@@ -589,6 +640,12 @@ class _ReferenceProbe:
         that the normalizer leaves alone and that no character's output contains: NUL, except
         for clean_text, which drops NUL ("x" is safe there, as nothing is decomposed)."""
         return {c: s for c, s in self.per_code_point(normalizer, separator).items() if s != chr(c)}
+
+    def bert_tables(self) -> Tables:
+        """BertNormalizer's and BertPreTokenizer's character classes, NFD and lowercase maps."""
+        nfd = self.mapping(self.normalizers.NFD())
+        props = self.bert_properties(nfd) | (self.combining_classes(nfd) << CCC_SHIFT)
+        return props, nfd, self.mapping(self.normalizers.Lowercase())
 
     def bert_properties(self, nfd: dict[int, str]) -> np.ndarray:
         n = self.normalizers
@@ -672,14 +729,10 @@ class _ReferenceProbe:
         return classes
 
 
-def _grapheme_properties(builder: _BlobBuilder) -> np.ndarray:
+def _grapheme_properties() -> np.ndarray:
     """Grapheme_Cluster_Break, Extended_Pictographic and Indic_Conjunct_Break per code point, from
     the `regex` module's Unicode database (the segmenter the reference uses follows UAX #29)."""
-    try:
-        import regex
-    except ImportError as e:
-        raise builder.fail("compiling a Precompiled normalizer needs the `regex` package for "
-                           "grapheme cluster data (pip install regex)") from e
+    import regex  # present: _regex_version has checked
     text = "".join(chr(c) for c in range(UNICODE_SIZE) if c not in SURROGATES)
     positions = np.array([c for c in range(UNICODE_SIZE) if c not in SURROGATES])
 

@@ -315,8 +315,12 @@ def test_blob_header_and_sections(unigram):
         assert offset % 8 == 0 and offset + length <= len(blob)
 
 
-def test_compiling_twice_gives_the_same_blob(unigram):
-    assert build_blob(read_tokenizer_json(XLMR_47K)) == unigram.blob
+def test_character_tables_read_afresh_and_from_the_cache_give_the_same_blob(unigram, tmp_path, monkeypatch):
+    monkeypatch.setenv("PORTER_TOKENIZER_CACHE", str(tmp_path))
+    spec = read_tokenizer_json(XLMR_47K)
+    assert build_blob(spec) == unigram.blob  # computed, then stored
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".npz", ".npz"]
+    assert build_blob(spec) == unigram.blob  # loaded
 
 
 def porter_cli(*args: str) -> subprocess.CompletedProcess:

@@ -442,10 +442,6 @@ impl<'a> Tokenizer<'a> {
         })
     }
 
-    pub fn vocab_size(&self) -> usize {
-        self.params.get(VOCAB_SIZE) as usize
-    }
-
     pub fn encode(&self, text: &str) -> Encoding {
         let mut ids = Vec::new();
         let mut offsets = Vec::new();
