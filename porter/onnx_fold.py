@@ -148,7 +148,7 @@ def fold_constants(g: Graph) -> tuple[Graph, set[int]]:
     tensors = list(g.tensors)
     folded: set[int] = set()
     for op in g.ops:
-        if len(op.outputs) != 1 or op.type not in EVALUATORS and op.type != "Shape":
+        if len(op.outputs) != 1 or (op.type not in EVALUATORS and op.type != "Shape"):
             continue
         if op.type == "Shape":
             value = _static_shape(g, op.inputs[0])

@@ -126,6 +126,17 @@ def test_float_weights_are_the_same_network(irs):
     assert np.array_equal(a.weights["embed.table"], b.weights["embed.table"])
 
 
+@pytest.mark.parametrize("path", [spec.TINY.path("dq8pc.onnx"), spec.TINY.path("f32-ts.onnx")], ids=fixture_id)
+def test_onnx_ir_packs_into_model_bin(path, irs, tmp_path):
+    from porter import pack
+
+    ir = irs(path)
+    pack.write_model(ir, tmp_path)
+    back = pack.read_model(tmp_path)
+    for name in ir.array_order():
+        assert back[name].dtype == ir.weights[name].dtype and np.array_equal(back[name], ir.weights[name])
+
+
 # ---- the executor against onnxruntime -------------------------------------------------------
 
 def _golden_agreement(ir, path):
