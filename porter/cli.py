@@ -162,7 +162,7 @@ def serve(out_dir, port, timeout_s):
     """Serve a built service (OUT_DIR of serve-build) with `wasmtime serve` on 127.0.0.1."""
     from porter.service import serve as run_server
 
-    sys.exit(run_server(out_dir, port, timeout_s, click.echo))
+    run_server(out_dir, port, timeout_s, click.echo)
 
 
 @main.command()
@@ -170,11 +170,13 @@ def serve(out_dir, port, timeout_s):
 @click.option("--spin", "action", type=click.Choice(["up", "deploy", "aka"]), default="up",
               show_default=True,
               help="What spin runs: up (locally), deploy (Fermyon Cloud), aka (Akamai Functions).")
-def deploy(out_dir, action):
-    """Write OUT_DIR/spin.toml and run spin, or print what to run when spin is not installed."""
+@click.option("--manifest", type=click.Path(path_type=Path),
+              help="Where to write the Spin manifest (default: OUT_DIR/spin.toml).")
+def deploy(out_dir, action, manifest):
+    """Write spin.toml for OUT_DIR and run spin, or print what to run when spin is not installed."""
     from porter.service import deploy as run_deploy
 
-    sys.exit(run_deploy(out_dir, action, click.echo))
+    sys.exit(run_deploy(out_dir, action, manifest, click.echo))
 
 
 @main.command()

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,9 +229,9 @@ def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_
     data = component.read_bytes()
     return {
         "format": "porter.service/1",
-        "model": str(model),
-        "tokenizer": str(tokenizer_json),
-        "labels_file": str(labels_json),
+        "model": str(model.resolve()),
+        "tokenizer": str(tokenizer_json.resolve()),
+        "labels_file": str(labels_json.resolve()),
         "component": component.name,
         "component_bytes": len(data),
         "component_sha256": hashlib.sha256(data).hexdigest(),
@@ -240,8 +243,6 @@ def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_
         "categories": labels.categories,
         "max_body_bytes": max_body_bytes,
         "max_windows": max_windows,
-        "build_command": " ".join(["porter", "serve-build", str(model), "--tokenizer", str(tokenizer_json),
-                                   "--labels", str(labels_json), "-o", "."]),
     }
 
 
@@ -277,9 +278,20 @@ def wasmtime_program() -> Path:
     return finding.path
 
 
-def spin_toml(facts: dict, name: str = "redact") -> str:
-    """Spin manifest v2. The route must be "/...": "/" matches the root path only. The component
-    may call nothing outside (allowed_outbound_hosts = []): the text it redacts cannot leave."""
+def spin_toml(facts: dict, out_dir: Path, manifest_dir: Path, name: str = "redact") -> str:
+    """Spin manifest v2; paths relative to the manifest's directory, where spin runs the build.
+
+    The route must be "/...": "/" matches the root path only. The component may call nothing
+    outside (allowed_outbound_hosts = []), so the text it redacts cannot leave it."""
+    def here(path: Path | str) -> str:
+        return os.path.relpath(Path(path).resolve(), manifest_dir.resolve())
+
+    build = ["porter", "serve-build", here(facts["model"]), "--tokenizer", here(facts["tokenizer"]),
+             "--labels", here(facts["labels_file"]), "-o", here(out_dir)]
+    if facts["max_body_bytes"] != DEFAULT_MAX_BODY_BYTES:
+        build += ["--max-body-bytes", str(facts["max_body_bytes"])]
+    if facts["max_windows"] != DEFAULT_MAX_WINDOWS:
+        build += ["--max-windows", str(facts["max_windows"])]
     return "\n".join([
         "# Written by `porter deploy` from service.json.",
         "spin_manifest_version = 2",
@@ -294,11 +306,11 @@ def spin_toml(facts: dict, name: str = "redact") -> str:
         f'component = "{name}"',
         "",
         f"[component.{name}]",
-        f"source = {json.dumps(facts['component'])}",
+        f"source = {json.dumps(here(out_dir / facts['component']))}",
         "allowed_outbound_hosts = []",
         "",
         f"[component.{name}.build]",
-        f"command = {json.dumps(facts['build_command'])}",
+        f"command = {json.dumps(shlex.join(build))}",
         "",
     ])
 
@@ -306,8 +318,9 @@ def spin_toml(facts: dict, name: str = "redact") -> str:
 SPIN_ACTIONS = {"up": ["up"], "deploy": ["deploy"], "aka": ["aka", "deploy"]}
 
 
-def deploy(out_dir: Path, action: str, echo=print) -> int:
-    """Writes spin.toml; runs `spin <action>` when spin is installed, else says what to run."""
+def deploy(out_dir: Path, action: str, manifest: Path | None = None, echo=print) -> int:
+    """Writes spin.toml (default: in out_dir); runs `spin <action>` when spin is installed, else
+    says what to run."""
     facts = read_facts(out_dir)
     component = out_dir / facts["component"]
     if not component.is_file():
@@ -315,8 +328,8 @@ def deploy(out_dir: Path, action: str, echo=print) -> int:
     size = component.stat().st_size
     if size >= MAX_COMPONENT_BYTES:
         raise PorterError(f"{component} is {size:,} bytes; Spin's limit is {MAX_COMPONENT_BYTES:,}")
-    manifest = out_dir / SPIN_TOML
-    write_atomic(manifest, spin_toml(facts).encode())
+    manifest = manifest or out_dir / SPIN_TOML
+    write_atomic(manifest, spin_toml(facts, out_dir, manifest.parent).encode())
     echo(f"wrote {manifest} (component {component.name}, {size:,} bytes, route /..., no outbound hosts)")
     command = ["spin", *SPIN_ACTIONS[action], "--from", str(manifest)]
     spin = shutil.which("spin")
@@ -330,12 +343,10 @@ def deploy(out_dir: Path, action: str, echo=print) -> int:
     return subprocess.call([spin, *command[1:]])
 
 
-def serve(out_dir: Path, port: int, timeout_s: float, echo=print) -> int:
+def serve(out_dir: Path, port: int, timeout_s: float, echo=print) -> None:
+    """Replaces this process with `wasmtime serve`, so that signals reach the server itself."""
     facts = read_facts(out_dir)
     command = serve_command(wasmtime_program(), out_dir / facts["component"], port, timeout_s)
     echo(f"serving on http://127.0.0.1:{port} (try: curl http://127.0.0.1:{port}/ping)")
-    try:
-        return subprocess.call(command)
-    except KeyboardInterrupt:
-        return 0
-
+    sys.stdout.flush()
+    os.execv(command[0], command)

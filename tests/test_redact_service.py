@@ -16,8 +16,11 @@ import http.client
 import json
 import random
 import re
+import shlex
+import shutil
 import subprocess
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +30,7 @@ import pytest
 from porter import REPO_ROOT, execute
 from porter.compile import recover
 from porter.golden import check_model_matches, load_golden
-from porter.service import free_port, serve_build, serve_command, spin_toml, wasmtime_program
+from porter.service import deploy, free_port, serve_build, serve_command, spin_toml, wasmtime_program
 
 FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
@@ -66,6 +69,7 @@ def minilm_tokenizer() -> Path:
 @dataclass
 class Service:
     port: int
+    out_dir: Path
     facts: dict
     ir: object
     labels: list[str]
@@ -99,7 +103,7 @@ def start_service(out_dir: Path, model: Path, tokenizer: Path, labels_json: Path
     log = open(out_dir / "wasmtime-serve.log", "wb")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     labels = json.loads(labels_json.read_text())["labels"]
-    service = Service(port, facts, recover(model), labels)
+    service = Service(port, out_dir, facts, recover(model), labels)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
@@ -432,9 +436,21 @@ def test_trained_labels_match_the_litert_golden(trained_service):
         assert [t["label"] for t in tokens] == labels, text
 
 
-def test_spin_manifest_routes_everything_and_calls_nothing(service):
-    manifest = spin_toml(service.facts)
-    assert 'route = "/..."' in manifest
-    assert "allowed_outbound_hosts = []" in manifest
-    assert 'source = "redact.wasm"' in manifest
-    assert "spin_manifest_version = 2" in manifest
+def test_deploy_writes_the_spin_manifest(service, tmp_path, capsys):
+    """Without spin installed, deploy writes spin.toml, says what to run and succeeds."""
+    manifest = tmp_path / "app" / "spin.toml"
+    manifest.parent.mkdir()
+    if shutil.which("spin") is None:
+        assert deploy(service.out_dir, "up", manifest) == 0
+        assert "spin up --from" in capsys.readouterr().out
+    else:
+        manifest.write_text(spin_toml(service.facts, service.out_dir, manifest.parent))
+    spec = tomllib.loads(manifest.read_text())
+    assert spec["spin_manifest_version"] == 2
+    assert spec["trigger"]["http"] == [{"route": "/...", "component": "redact"}]
+    component = spec["component"]["redact"]
+    assert component["allowed_outbound_hosts"] == []
+    assert (manifest.parent / component["source"]).resolve() == (service.out_dir / "redact.wasm").resolve()
+    build = shlex.split(component["build"]["command"])
+    assert build[:2] == ["porter", "serve-build"]
+    assert (manifest.parent / build[-1]).resolve() == service.out_dir.resolve()
