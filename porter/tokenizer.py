@@ -24,7 +24,8 @@ every code point, and stored per code point in the blob. Grapheme cluster proper
 the Precompiled normalizer, which looks up whole graphemes shorter than 6 bytes) come from the
 `regex` module's Unicode database, newer than the reference's segmenter, so which characters
 extend a grapheme is checked against the reference too. Reading all this takes seconds, so the
-tables are cached per library version (see _cached).
+tables are cached per library version (see _cached). Unigram scores, too, are the reference's
+own f64 values, which are not always the ones Python parses from the same digits.
 
 Blob layout (little-endian; every section starts on an 8-byte boundary):
 
@@ -206,29 +207,30 @@ def compile_tokenizer(tokenizer_json: Path, out_dir: Path) -> Path:
     return destination
 
 
-def read_tokenizer_json(path: Path) -> dict:
+def read_tokenizer_json(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PorterError(f"cannot read {path}: {e}") from e
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise PorterError(f"{path.name} is not valid JSON: {e}") from e
-    if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
-        raise PorterError(f"{path.name} is not a tokenizer.json: no \"model\" object")
-    return spec
 
 
-def build_blob(spec: dict, name: str = "tokenizer.json") -> bytes:
-    """The tokenizer.bin bytes for a parsed tokenizer.json (validated on the way)."""
+def build_blob(tokenizer_json: str, name: str = "tokenizer.json") -> bytes:
+    """The tokenizer.bin bytes for the text of a tokenizer.json (validated on the way)."""
     builder = _BlobBuilder(name)
+    try:
+        spec = json.loads(tokenizer_json)
+    except json.JSONDecodeError as e:
+        raise builder.fail(f"not valid JSON: {e}") from e
+    if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
+        raise builder.fail("not a tokenizer.json: no \"model\" object")
     model = _model_section(spec["model"], builder)
     builder.normalizer_ops = _normalizer_ops(spec.get("normalizer"), builder)
     builder.pre_tokenizer_ops = _pre_tokenizer_ops(spec.get("pre_tokenizer"), builder)
     builder.post_template = _post_template(spec.get("post_processor"), builder)
     builder.added_tokens = _added_tokens(spec.get("added_tokens") or [], builder)
     builder.char_props, builder.char_maps = _character_tables(builder)
+    if model is Model.UNIGRAM:
+        _unigram_scores(tokenizer_json, builder)
     return builder.pack(model)
 
 
@@ -335,21 +337,43 @@ def _unigram(model: dict, builder: _BlobBuilder) -> None:
     unk_id = model.get("unk_id")
     if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
         raise builder.fail(f"Unigram unk_id {unk_id!r} is not an index into the vocab")
-    scores = []
     for token_id, entry in enumerate(vocab):
         if (
             not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str)
             or not isinstance(entry[1], (int, float)) or not math.isfinite(entry[1])
         ):
             raise builder.fail(f"Unigram vocab entry {token_id} is not [piece, finite score]")
-        scores.append(float(entry[1]))
     builder.params[Param.VOCAB_SIZE] = len(vocab)
     builder.params[Param.UNK_ID] = unk_id
     builder.trie = _trie((piece, token_id) for token_id, (piece, _) in enumerate(vocab))
+
+
+def _unigram_scores(tokenizer_json: str, builder: _BlobBuilder) -> None:
+    """The scores exactly as the reference holds them. Its JSON parser (serde_json without
+    float_roundtrip) reads about a quarter of sentencepiece's scores one ulp away from the
+    correctly rounded value Python reads (12,599 of 47,284 in the 47k XLM-R file), and Viterbi
+    compares sums of scores exactly, so they are taken from the reference's own serialisation
+    (shortest round-trip digits, which Python reads back to the same bits)."""
+    tokenizers = _reference_library(builder)
+    try:
+        loaded = tokenizers.Tokenizer.from_str(tokenizer_json)
+    except Exception as e:  # the binding raises plain Exception subclasses with Rust messages
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise builder.fail(f"the tokenizers library cannot load it: {reason}") from e
+    scores = [float(score) for _, score in json.loads(loaded.to_str())["model"]["vocab"]]
     builder.scores = np.asarray(scores, dtype="<f8").tobytes()
     (min_bits,) = struct.unpack("<Q", struct.pack("<d", min(scores)))
     builder.params[Param.MIN_SCORE_LOW] = min_bits & 0xFFFF_FFFF
     builder.params[Param.MIN_SCORE_HIGH] = min_bits >> 32
+
+
+def _reference_library(builder: _BlobBuilder):
+    try:
+        import tokenizers
+    except ImportError as e:
+        raise builder.fail("compiling a tokenizer needs the `tokenizers` package, the reference "
+                           "whose tables and scores it reads (pip install tokenizers)") from e
+    return tokenizers
 
 
 def _normalizer_ops(normalizer: dict | None, builder: _BlobBuilder) -> list[tuple[int, int]]:
@@ -608,14 +632,8 @@ class _ReferenceProbe:
     CHUNKS = 16
 
     def __init__(self, builder: _BlobBuilder):
-        try:
-            from tokenizers import normalizers, pre_tokenizers
-        except ImportError as e:
-            raise builder.fail("compiling this tokenizer needs the `tokenizers` package, whose "
-                               "Unicode tables are the reference (pip install tokenizers)") from e
-        import tokenizers
-
-        self.normalizers, self.pre_tokenizers = normalizers, pre_tokenizers
+        tokenizers = _reference_library(builder)
+        self.normalizers, self.pre_tokenizers = tokenizers.normalizers, tokenizers.pre_tokenizers
         self.versions = [f"tokenizers{tokenizers.__version__}"]
         self.code_points = [c for c in range(UNICODE_SIZE) if c not in SURROGATES]
 
