@@ -6,6 +6,9 @@
   dynamo float export, for MINILM, TINY and SMALL (SMALL: tests/fixtures.py lists it);
 - `<name>.dq8pt.onnx`: the same with per_channel=False (one scale per weight tensor), for TINY.
 
+The dynamo exporter's per-node Python stack traces (node metadata `pkg.torch.onnx.stack_trace`,
+absolute paths of the export venv) are removed; nothing else is changed.
+
 Inputs `input_ids`, `attention_mask` (int64, [1, seq], the Hugging Face / optimum convention),
 output `logits` (float32, [1, seq, labels]); static shapes. Every file is one self-contained
 .onnx (no external data) and must stay under 45 MiB. Files are written atomically and each gets
@@ -97,11 +100,40 @@ def export_float(net: spec.Network, out: Path, dynamo: bool, size_check: bool = 
     seconds = time.perf_counter() - t0
     # A float file may come back with its weights in a side file: fold them in.
     m = onnx.load(str(tmp))
+    _strip_stack_traces(m)
     onnx.save(m, str(tmp), save_as_external_data=False)
     for side in tmp.parent.glob(tmp.name + ".data"):
         side.unlink()
     _finish(tmp, out, size_check)
     return seconds
+
+
+STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
+
+
+def _strip_stack_traces(model) -> None:
+    """Drops the dynamo exporter's per-node Python stack traces (metadata only).
+
+    They hold absolute paths of the export venv, so with them the file would depend on where the
+    venv lives; without them a re-export is byte-identical anywhere. Every other node metadata
+    (namespace, class hierarchy, FX node) is kept as the exporter wrote it.
+    """
+    import onnx
+
+    def graphs(g):
+        yield g
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from graphs(attr.g)
+
+    nodes = [n for g in graphs(model.graph) for n in g.node]
+    nodes += [n for f in model.functions for n in f.node]
+    for node in nodes:
+        keep = [p for p in node.metadata_props if p.key != STACK_TRACE_KEY]
+        if len(keep) != len(node.metadata_props):
+            del node.metadata_props[:]
+            node.metadata_props.extend(keep)
 
 
 def quantize(src: Path, out: Path, per_channel: bool) -> float:
