@@ -65,6 +65,7 @@ import math
 import os
 import struct
 import tempfile
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -567,17 +568,20 @@ def _trie(pieces: Iterable[tuple[str, int]]) -> bytes:
 
 
 def _character_tables(builder: _BlobBuilder) -> tuple[bytes, bytes]:
-    ops = {op for op, _ in builder.normalizer_ops} | {op[0] for op in builder.pre_tokenizer_ops}
+    normalizer_ops = {op for op, _ in builder.normalizer_ops}
+    pre_tokenizer_ops = {op[0] for op in builder.pre_tokenizer_ops}
     probe = _ReferenceProbe(builder)
     # Whitespace is always needed: added tokens with lstrip/rstrip take the spaces beside them.
     props = _cached(probe.versions, "whitespace", lambda: (probe.whitespace(), {}, {}))[0]
     nfd, lowercase = {}, {}
-    if ops & {NormalizerOp.CLEAN_TEXT, NormalizerOp.CHINESE_SPACING, NormalizerOp.NFD,
-              NormalizerOp.STRIP_NONSPACING_MARKS, NormalizerOp.STRIP_COMBINING_MARKS,
-              NormalizerOp.LOWERCASE, PreTokenizerOp.SPLIT_BERT_PUNCTUATION_ISOLATED}:
+    uses_bert_tables = normalizer_ops & {
+        NormalizerOp.CLEAN_TEXT, NormalizerOp.CHINESE_SPACING, NormalizerOp.NFD,
+        NormalizerOp.STRIP_NONSPACING_MARKS, NormalizerOp.STRIP_COMBINING_MARKS, NormalizerOp.LOWERCASE,
+    } or PreTokenizerOp.SPLIT_BERT_PUNCTUATION_ISOLATED in pre_tokenizer_ops
+    if uses_bert_tables:
         bert_props, nfd, lowercase = _cached(probe.versions, "bert", probe.bert_tables)
         props = props | bert_props
-    if NormalizerOp.PRECOMPILED in ops:
+    if NormalizerOp.PRECOMPILED in normalizer_ops:
         grapheme_props = _cached(probe.versions + [_regex_version(builder)], "graphemes",
                                  lambda: (probe.correct_grapheme_extenders(_grapheme_properties()), {}, {}))[0]
         props = props | grapheme_props
@@ -598,8 +602,8 @@ def _cached(versions: list[str], name: str, compute) -> Tables:
     try:
         with np.load(path, allow_pickle=False) as stored:
             return stored["props"], _decode_map(stored["first"]), _decode_map(stored["second"])
-    except (OSError, KeyError, ValueError):
-        pass
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
+        pass  # absent or damaged: compute it again
     props, first, second = compute()
     buffer = io.BytesIO()
     np.savez_compressed(buffer, props=props, first=_encode_map(first), second=_encode_map(second))

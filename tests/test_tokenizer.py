@@ -28,7 +28,7 @@ import pytest
 
 from porter.build import build_crate
 from porter.errors import PorterError
-from porter.tokenizer import BLOB_NAME, MAGIC, build_blob, read_tokenizer_json, render_tokenizer_crate
+from porter.tokenizer import BLOB_NAME, MAGIC, _cached, build_blob, read_tokenizer_json, render_tokenizer_crate
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -315,12 +315,25 @@ def test_blob_header_and_sections(unigram):
         assert offset % 8 == 0 and offset + length <= len(blob)
 
 
-def test_character_tables_read_afresh_and_from_the_cache_give_the_same_blob(unigram, tmp_path, monkeypatch):
+def test_character_tables_round_trip_through_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PORTER_TOKENIZER_CACHE", str(tmp_path))
-    text = read_tokenizer_json(XLMR_47K)
-    assert build_blob(text) == unigram.blob  # computed, then stored
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".npz", ".npz"]
-    assert build_blob(text) == unigram.blob  # loaded
+    props = np.arange(0x110000, dtype=np.uint32)
+    tables = (props, {0x1E9E: "ß", 0x130: "i\u0307"}, {0x1F3FB: "\U0001f3fb\x00"})
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return tables
+
+    for _ in range(2):
+        got = _cached(["lib1.0"], "test", compute)
+        assert np.array_equal(got[0], props) and got[1:] == tables[1:]
+    assert len(calls) == 1
+    [stored] = tmp_path.iterdir()
+    for damage in (b"damaged", stored.read_bytes()[:1000]):
+        stored.write_bytes(damage)
+        assert _cached(["lib1.0"], "test", compute)[1] == tables[1]
+    assert len(calls) == 3
 
 
 def porter_cli(*args: str) -> subprocess.CompletedProcess:
