@@ -24,7 +24,7 @@ import numpy as np
 from porter import TEMPLATES_DIR, pack
 from porter.build import _render_templates, build_crate, cargo_config_toml, shared_target_dir
 from porter.errors import PorterError
-from porter.ir import MASK_INPUT, EncoderIR, LayerNorm, Linear
+from porter.ir import LITERT_BUILTIN, MASK_INPUT, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear
 from porter.toolchain import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -98,8 +98,23 @@ def _bias_term(ir: EncoderIR, entries: dict, index: int) -> dict:
     return {**term, "row_stride": stride}
 
 
+def require_litert_arithmetic(ir: EncoderIR) -> None:
+    """The kernels reproduce LiteRT's builtin arithmetic; refuse an IR that asks for another
+    (onnxruntime's, for ONNX graphs: not implemented in Rust yet)."""
+    if ir.reference != LITERT_BUILTIN:
+        raise PorterError(f"{Path(ir.source).name}: the Rust kernels reproduce LiteRT's builtin "
+                          f"arithmetic; this IR asks for {ir.reference!r}")
+    for lin in ir.linears():
+        if lin.weight_dtype == "int8" and lin.activation_quant != TFLITE_HYBRID:
+            raise PorterError(f"{lin.name}: no Rust kernel for {lin.activation_quant!r} activations")
+    for ly in ir.layers:
+        if ly.attn.scale_divisor is not None:
+            raise PorterError("attention that divides its scores has no Rust kernel yet")
+
+
 def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning()) -> dict:
     """Everything the templates read: shapes, array offsets and kernel parameters."""
+    require_litert_arithmetic(ir)
     entries = {e["name"]: e for e in manifest["arrays"]}
     head_dims = {ly.attn.head_dim for ly in ir.layers} | {ir.hidden // ir.heads}
     if len(head_dims) != 1 or ir.heads * head_dims.copy().pop() != ir.hidden:

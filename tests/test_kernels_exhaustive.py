@@ -1,0 +1,188 @@
+"""The forward crate's kernel checks (templates/rust_forward/checks), run in wasm.
+
+- SIMD against scalar: GELU and row quantisation over f32 bit patterns (a sample by default,
+  all 2^32 with `-m slow`), 20,000 awkward random rows per quantisation scheme, and the other
+  kernels (GEMM, attention, Eigen sums, float Linear) on random shapes.
+- The scalar references against porter's numpy definitions (porter.quant, porter.litert_float).
+- Mutation: a copy of the crate with one comparison flipped in a SIMD kernel must fail its check.
+"""
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures import require, spec
+from porter import litert_float as LF
+from porter import quant
+from porter.codegen import build_forward_crate, render_forward_crate
+from porter.compile import recover
+
+ALL_PATTERNS = 1 << 32
+EXHAUSTIVE_CHUNKS = 4  # separate runs, so each stays well inside its timeout
+CHUNK_TIMEOUT_S = 3600
+
+
+def render_checks_crate(directory: Path) -> Path:
+    """Kernels do not depend on the model: any fixture's crate carries the same checks."""
+    return render_forward_crate(recover(require(spec.TINY.path("litert-dq8.tflite"))), directory)
+
+
+@pytest.fixture(scope="session")
+def checks_wasm(toolchain, tmp_path_factory) -> Path:
+    crate = render_checks_crate(tmp_path_factory.mktemp("checks") / "crate")
+    return build_forward_crate(crate, toolchain, checks=True)
+
+
+def run_check(wasm_runtime, wasm, *args, timeout_s=600):
+    result = wasm_runtime.run_command(wasm, [str(a) for a in args], timeout_s=timeout_s)
+    return result.exit_code, result.stdout.decode()
+
+
+def assert_check_passes(wasm_runtime, wasm, *args, timeout_s=600):
+    code, out = run_check(wasm_runtime, wasm, *args, timeout_s=timeout_s)
+    print(out.strip())
+    assert code == 0, out
+    assert " 0 mismatches" in out
+
+
+# ---- SIMD against scalar, sampled (default suite) ----------------------------------------------
+
+# A stride coprime with 2^32 visits patterns from every exponent, sign and NaN payload range.
+SAMPLE_STRIDE = 4099
+
+
+@pytest.mark.parametrize("kernel", ["gelu", "quant sym", "quant asym"])
+def test_simd_matches_scalar_on_sampled_bit_patterns(checks_wasm, wasm_runtime, kernel):
+    assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), 0, ALL_PATTERNS // SAMPLE_STRIDE, SAMPLE_STRIDE)
+
+
+@pytest.mark.parametrize("kernel", ["gelu", "quant sym", "quant asym"])
+def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, kernel):
+    """Every pattern near 0.5 (rounding ties), 1.0, 127, infinity and the quiet NaNs, both signs."""
+    for centre in (0x3F000000, 0x3F800000, 0x42FE0000, 0x7F800000, 0x7FC00000):
+        for sign in (0, 0x80000000):
+            start = (centre | sign) - 2048
+            assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), start, 4096, 1)
+
+
+@pytest.mark.parametrize("scheme", ["sym", "asym"])
+def test_quantisation_matches_scalar_on_random_rows(checks_wasm, wasm_runtime, scheme):
+    assert_check_passes(wasm_runtime, checks_wasm, "quant-random", scheme, 7, 20_000)
+
+
+def test_gemm_attention_sums_and_float_linear_match_scalar(checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, checks_wasm, "kernels", 11)
+
+
+# ---- SIMD against scalar, exhaustive (-m slow) ---------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
+@pytest.mark.parametrize("kernel", ["gelu", "quant sym", "quant asym"])
+def test_simd_matches_scalar_on_every_bit_pattern(checks_wasm, wasm_runtime, kernel, chunk):
+    size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
+    assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), chunk * size, size, 1,
+                        timeout_s=CHUNK_TIMEOUT_S)
+
+
+# ---- scalar references against numpy ---------------------------------------------------------------
+
+def scalar_reference(wasm_runtime, wasm, op, x: np.ndarray) -> bytes:
+    x = np.ascontiguousarray(x, dtype="<f4")
+    rows, cols = x.shape
+    stdin = struct.pack("<II", rows, cols) + x.tobytes()
+    result = wasm_runtime.run_command(wasm, ["reference", op], stdin)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def interesting_floats(rng, n) -> np.ndarray:
+    """Random magnitudes over the whole exponent range plus the special values."""
+    special = np.array([0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 11.0, -11.0, 88.7, 89.0, -104.0, -105.0,
+                        1e-40, -1e-40, np.inf, -np.inf, np.float32(3.4028235e38)], np.float32)
+    spread = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 8, n))).astype(np.float32)
+    bits = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    bits = bits[np.isfinite(bits)]
+    return np.concatenate([special, spread, bits])
+
+
+def assert_same_floats(ours: np.ndarray, theirs: np.ndarray):
+    both_nan = np.isnan(ours) & np.isnan(theirs)
+    same = (ours.view(np.uint32) == theirs.view(np.uint32)) | both_nan
+    assert same.all(), (np.flatnonzero(~same)[:5], ours[~same][:5], theirs[~same][:5])
+
+
+@pytest.mark.parametrize("op", ["gelu", "exp", "erfc"])
+def test_scalar_float_functions_match_numpy(checks_wasm, wasm_runtime, op):
+    x = interesting_floats(np.random.default_rng(1), 200_000)
+    ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
+    numpy_version = {"gelu": LF.gelu_exact, "exp": LF.exp, "erfc": LF.erfc}[op]
+    assert_same_floats(ours, numpy_version(x).astype(np.float32))
+
+
+def test_scalar_eigen_sum_matches_numpy(checks_wasm, wasm_runtime):
+    rng = np.random.default_rng(2)
+    for cols in (1, 3, 4, 5, 8, 12, 13, 16, 33, 383, 384, 1536):
+        x = (rng.standard_normal((50, cols)) * 10).astype(np.float32)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "eigen-sum", x), "<f4")
+        assert_same_floats(ours, LF.eigen_sum(x))
+
+
+def decode_quantised(data: bytes, rows: int, cols: int):
+    record = np.dtype([("scale", "<f4"), ("zp", "<i4"), ("q", "<i2", (cols,))])
+    out = np.frombuffer(data, record, count=rows)
+    return out["q"], out["scale"], out["zp"]
+
+
+@pytest.mark.parametrize("scheme", ["sym", "asym"])
+def test_scalar_quantisation_matches_numpy(checks_wasm, wasm_runtime, scheme):
+    rng = np.random.default_rng(3)
+    for cols in (1, 7, 16, 128, 384):
+        x = (rng.standard_normal((400, cols)) * np.exp2(rng.integers(-20, 21, (400, 1)))).astype(np.float32)
+        x[::7] = np.round(x[::7] * 2) / 2  # ties
+        x[::11] = 0.0
+        x[::13, ::2] = -0.0
+        x[::17] = np.abs(x[::17])
+        q, scale, zp = decode_quantised(scalar_reference(wasm_runtime, checks_wasm, f"quant-{scheme}", x), 400, cols)
+        if scheme == "sym":
+            ref_q, ref_scale = quant.quantize_rows_symmetric(x)
+            ref_zp = np.zeros(400, np.int32)
+        else:
+            ref_q, ref_scale, ref_zp = quant.quantize_rows_asymmetric(x)
+        assert_same_floats(scale, ref_scale)
+        assert np.array_equal(zp, ref_zp)
+        # The kernels store q - zp, the value the GEMM multiplies.
+        assert np.array_equal(q.astype(np.int32), ref_q.astype(np.int32) - ref_zp[:, None])
+
+
+# ---- mutation: the checks can fail ---------------------------------------------------------------------
+
+MUTATIONS = {
+    # Round halves toward zero instead of away: 0.5 quantises to 0.
+    "rounding >= becomes >": ("src/kernels/quantize.rs",
+                              "f32x4_ge(f32x4_abs(f32x4_sub(v, t)), f32x4_splat(0.5))",
+                              "f32x4_gt(f32x4_abs(f32x4_sub(v, t)), f32x4_splat(0.5))",
+                              ["quant", "sym", 0x3F000000 - 8, 16, 1]),
+    # pmin with the bound first: a NaN value comes out as 127 instead of 0.
+    "pmin argument order": ("src/kernels/quantize.rs",
+                            "f32x4_pmax(f32x4_pmin(v, f32x4_splat(hi)), f32x4_splat(lo))",
+                            "f32x4_pmax(f32x4_pmin(f32x4_splat(hi), v), f32x4_splat(lo))",
+                            ["quant", "sym", 0x7FC00000, 64, 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_mutated_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
+    source, original, mutated, check = MUTATIONS[name]
+    assert_check_passes(wasm_runtime, checks_wasm, *check)  # the unmutated kernel passes it
+    crate = render_checks_crate(tmp_path / "mutant")
+    path = crate / source
+    text = path.read_text()
+    assert text.count(original) == 1, f"mutation site not found in {source}"
+    path.write_text(text.replace(original, mutated))
+    mutant = build_forward_crate(crate, toolchain, checks=True)
+    code, out = run_check(wasm_runtime, mutant, *check)
+    print(out.strip())
+    assert code == 1 and "MISMATCH" in out
