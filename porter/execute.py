@@ -7,7 +7,8 @@ operation order. The result is meant to be bit-identical to LiteRT's builtin ker
 
 ONNX graphs (ONNXRUNTIME_CPU): quantize_dynamic's layers use onnxruntime's DynamicQuantizeLinear
 and integer matmul exactly (porter.quant); the float steps follow onnxruntime's CPU kernels as
-porter.ort_float emulates them (LayerNorm exactly, GEMM/softmax/erf to within a few ulp).
+porter.ort_float emulates them (attention products, softmax and erf bit-exact as measured;
+LayerNorm and float linears within an ulp).
 Tests measure both against the goldens.
 
 `run(ir, ids, mask, trace=dict)` fills `trace` with every block's output (`embed`, `embed.ln`,

@@ -1,10 +1,11 @@
-"""onnxruntime's CPU float kernels for an encoder, emulated in numpy (close, not bit-exact).
+"""onnxruntime's CPU float kernels for an encoder, emulated in numpy: bit-exact where noted.
 
-What onnxruntime (CPU provider, ORT_ENABLE_ALL) runs for a torch.onnx BERT export, read from
-its optimised graph and its sources:
+What onnxruntime 1.32 (CPU provider, AVX2 machine) runs for a torch.onnx BERT export, read from
+its optimised graph and MLAS's sources, each kernel then measured against onnxruntime:
 
-- residual Add + LayerNormalization become com.microsoft.SkipLayerNormalization (v = input +
-  skip, then LayerNorm): see layer_norm for what was measured; all but an ulp of inv_std exact.
+- LayerNormalization: see layer_norm (all but an ulp of inv_std in 1 row of 4 exact). With
+  ORT_ENABLE_ALL (the goldens) residual Add + LayerNormalization are fused into
+  com.microsoft.SkipLayerNormalization, which rounds differently again and is not reproduced.
 - MatMul (and Q.K^T * scale, fused into FusedMatMul(alpha)): MLAS SGEMM, one fma chain per
   output in k order: emulated exactly (matmul) for the attention products (k = head size, seq).
 - MatMul + Add become Gemm with the bias as C: emulated as an exact dot product rounded once,
@@ -56,7 +57,8 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 def layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """(Skip)LayerNormalization's float kernel on v = input + skip (already summed).
 
-    Measured against onnxruntime 1.32 through LayerNormalization's Mean and InvStdDev outputs:
+    Measured against onnxruntime 1.32 through LayerNormalization's Mean and InvStdDev outputs
+    (the unfused op; SkipLayerNormalization, its fusion with the residual add, differs):
     the mean is the exact mean rounded to float32 (every row matched); the output is
     fma((v - mean) * inv_std, gamma, beta) with one rounding for the fma (every element matched
     given onnxruntime's own mean and inv_std). inv_std = 1 / sqrtf(var + eps) in float32 matches
