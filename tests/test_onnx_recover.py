@@ -348,6 +348,34 @@ def test_gelu_op_is_recovered_and_runs(tmp_path):
     assert a.label_rate == 1.0 and a.max_abs <= 1e-4
 
 
+def test_scores_divided_by_sqrt_d_are_recovered_and_run(tmp_path):
+    """Some exporters divide the scores by sqrt(d) instead of multiplying by 1 / sqrt(d)."""
+    import onnxruntime as ort
+
+    model = onnx.load(str(require(spec.TINY.path("f32.onnx"))))
+    divisor = numpy_helper.from_array(np.array(np.sqrt(32), np.float32), "sqrt_head_dim")
+    model.graph.initializer.append(divisor)
+    producers = {out: n for n in model.graph.node for out in n.output}
+    weights = {i.name for i in model.graph.initializer}
+    for node in model.graph.node:  # Mul(MatMul(q, k^T), 1 / sqrt d): both operands activations
+        scores = producers.get(node.input[0])
+        if node.op_type == "Mul" and scores is not None and scores.op_type == "MatMul" \
+                and not weights & set(scores.input):
+            node.op_type, node.input[1] = "Div", "sqrt_head_dim"
+    path = tmp_path / "div.onnx"
+    onnx.save(model, str(path))
+    ir = recover_encoder(load_graph(path))
+    assert {ly.attn.scale_divisor for ly in ir.layers} == {float(np.float32(np.sqrt(32)))}
+    golden = load_golden(GOLDEN / f"{spec.TINY.path('f32.onnx').name}.ort.npz")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": golden.ids[:1].astype(np.int64), "attention_mask": golden.attention_mask[:1].astype(np.int64)}
+    a = agreement(execute.run(ir, golden.ids[0], golden.attention_mask[0]), session.run(None, feeds)[0][0],
+                  int(golden.live[0]))
+    assert a.label_rate == 1.0 and a.max_abs <= 1e-4
+
+
 # ---- graphs that do not fit: one clear line each ----------------------------------------------
 
 def _mutated(path=None):
