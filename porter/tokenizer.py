@@ -653,7 +653,9 @@ class _ReferenceProbe:
         out = {ord(separator): normalizer.normalize_str(separator)}
         for chunk in self._chunks(separator):
             results = normalizer.normalize_str(separator.join(map(chr, chunk))).split(separator)
-            assert len(results) == len(chunk), "probe separator was altered"
+            if len(results) != len(chunk):
+                raise PorterError(f"reading tables from the tokenizers library: {normalizer} altered "
+                                  f"the separator {separator!r}")
             out.update(zip(chunk, results))
         return out
 

@@ -317,7 +317,7 @@ def test_blob_header_and_sections(unigram):
 
 def test_character_tables_round_trip_through_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PORTER_TOKENIZER_CACHE", str(tmp_path))
-    props = np.arange(0x110000, dtype=np.uint32)
+    props = np.arange(1000, dtype=np.uint32)
     tables = (props, {0x1E9E: "ß", 0x130: "i\u0307"}, {0x1F3FB: "\U0001f3fb\x00"})
     calls = []
 
