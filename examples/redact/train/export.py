@@ -110,6 +110,10 @@ def main():
     ap.add_argument("--checkpoint", type=Path, default=rc.OUT_DIR / "model.pt")
     ap.add_argument("--limit", type=int, default=0, help="evaluate only the first N test windows")
     ap.add_argument("--skip-export", action="store_true")
+    ap.add_argument("--builtin-limit", type=int, default=0,
+                    help="run the (slow) builtin-kernel mode on the first N test windows only")
+    ap.add_argument("--test", type=Path, default=None,
+                    help="held-out JSONL (default: the test file train.py evaluated, from metrics.json)")
     args = ap.parse_args()
     import torch
     from ai_edge_litert.interpreter import OpResolverType
@@ -121,7 +125,7 @@ def main():
     write_tokenizer()
 
     metrics = json.loads(rc.METRICS_PATH.read_text())
-    test_path = rc.OUT_DIR / metrics["data"]["test"]["file"]
+    test_path = args.test or rc.OUT_DIR / metrics["data"]["test"]["file"]
     tok = rc.load_tokenizer()
     test_ex = train.encode_rows(tok, rc.read_jsonl(test_path), rc.SEQ)
     if args.limit:
@@ -133,27 +137,33 @@ def main():
     model.load_state_dict(torch.load(args.checkpoint, map_location="cpu"))
     float_pred = train.predict(model, test_ex)
     out = {"float_torch_on_same_windows": rc.evaluate(gold, float_pred)}
-    flat_f = np.concatenate([np.asarray(p, np.int64) for p in float_pred])
-    for mode, resolver in (("int8_builtin", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
-                           ("int8_xnnpack", OpResolverType.AUTO)):
+    limits = {"int8_builtin": args.builtin_limit or len(test_ex), "int8_xnnpack": len(test_ex)}
+    for mode, resolver in (("int8_xnnpack", OpResolverType.AUTO),
+                           ("int8_builtin", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)):
+        n = limits[mode]
         t0 = time.perf_counter()
-        pred, med = litert_logits(rc.TFLITE_PATH, resolver, [w for w, _ in test_ex])
-        m = rc.evaluate(gold, pred)
+        pred, med = litert_logits(rc.TFLITE_PATH, resolver, [w for w, _ in test_ex[:n]])
+        m = rc.evaluate(gold[:n], pred)
         flat = np.concatenate([np.asarray(p, np.int64) for p in pred])
+        flat_f = np.concatenate([np.asarray(p, np.int64) for p in float_pred[:n]])
+        m["windows"] = n
         m["median_ms_per_window"] = round(1000 * med, 2)
         m["argmax_agreement_with_float"] = round(float((flat == flat_f).mean()), 5)
         m["argmax_disagreements_with_float"] = int((flat != flat_f).sum())
+        if n < len(test_ex):
+            m["float_torch_on_these_windows"] = rc.evaluate(gold[:n], float_pred[:n])
         out[mode] = m
-        print(f"{mode}: micro F1 {m['micro']['f1']:.4f}, token acc {m['token_accuracy']:.4f}, "
+        print(f"{mode}: {n} windows, micro F1 {m['micro']['f1']:.4f}, token acc {m['token_accuracy']:.4f}, "
               f"agreement with float {m['argmax_agreement_with_float']:.5f} "
               f"({m['argmax_disagreements_with_float']} of {len(flat)} pieces differ), "
               f"{1000 * med:.1f} ms/window, {time.perf_counter() - t0:.0f} s", flush=True)
-    print(rc.table({"float": out["float_torch_on_same_windows"], "int8": out["int8_builtin"]}))
+    print(rc.table({"float": out["float_torch_on_same_windows"], "int8 xnnpack": out["int8_xnnpack"]}))
     metrics = json.loads(rc.METRICS_PATH.read_text())
     metrics["int8"] = {
         "model_file": "examples/redact/model/redact-minilm.litert-dq8.tflite",
         "size_bytes": rc.TFLITE_PATH.stat().st_size,
         "runtime": f"ai-edge-litert {version('ai-edge-litert')}, Interpreter(num_threads=1)",
+        "test_file": test_path.name,
         "windows_evaluated": len(test_ex),
         **out,
     }
