@@ -201,8 +201,7 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
     echo(f"recovered {model}: window {ir.seq}, {ir.labels} labels, mask {ir.mask}")
     labels = read_labels(labels_json, ir.labels)
     rule = window_rule(tokenizer_json, pad_id)
-    spec = read_tokenizer_json(tokenizer_json)
-    blob = build_blob(spec, tokenizer_json.name)
+    blob = build_blob(read_tokenizer_json(tokenizer_json), tokenizer_json.name)
     files, modules = forward_files(ir, out_dir / "forward")
     files["tokenizer.bin"] = blob
     files["src/tokenizer.rs"] = TOKENIZER_MODULE.read_bytes()

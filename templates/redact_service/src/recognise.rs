@@ -6,7 +6,10 @@
 //!   pass the Luhn check (ISO/IEC 7812; the same check covers IMEIs);
 //! - BANK_ACCOUNT: an IBAN, two capital letters, two check digits and 11 to 30 capitals or
 //!   digits, optionally in space-separated groups, that is 1 modulo 97 (ISO 13616);
-//! - IP_ADDRESS: a strict dotted quad, four numbers 0..=255 without leading zeros.
+//! - IP_ADDRESS: a strict dotted quad, four numbers 0..=255 without leading zeros;
+//! - EMAIL: local@domain with an ASCII local part and at least two domain labels, the last one
+//!   letters only;
+//! - URL: http://, https:// or www. up to the next whitespace, without trailing punctuation.
 //!
 //! A candidate must not touch letters or digits on either side, so "x4111111111111111" or a
 //! number inside a longer number is not a match. Positions are in chars (code points).
@@ -23,8 +26,10 @@ pub fn find_all(text: &[char]) -> Vec<Found> {
     let mut i = 0;
     while i < text.len() {
         if starts_word(text, i) {
-            let hit = iban_at(text, i)
-                .map(|end| ("BANK_ACCOUNT", end))
+            let hit = url_at(text, i)
+                .map(|end| ("URL", end))
+                .or_else(|| email_at(text, i).map(|end| ("EMAIL", end)))
+                .or_else(|| iban_at(text, i).map(|end| ("BANK_ACCOUNT", end)))
                 .or_else(|| ipv4_at(text, i).map(|end| ("IP_ADDRESS", end)))
                 .or_else(|| card_at(text, i).map(|end| ("CREDIT_CARD", end)));
             if let Some((label, end)) = hit {
@@ -147,4 +152,46 @@ fn ipv4_at(text: &[char], start: usize) -> Option<usize> {
     let continues = |j: usize| text.get(j).is_some_and(|c| c.is_ascii_digit());
     let dotted_more = text.get(i) == Some(&'.') && continues(i + 1);
     (ends_word(text, i) && !dotted_more).then_some(i)
+}
+
+fn is_local_part(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "._%+-".contains(c)
+}
+
+fn email_at(text: &[char], start: usize) -> Option<usize> {
+    if start > 0 && is_local_part(text[start - 1]) {
+        return None;
+    }
+    let mut i = start;
+    while i < text.len() && is_local_part(text[i]) {
+        i += 1;
+    }
+    if i == start || text[start] == '.' || text[i - 1] == '.' || text.get(i) != Some(&'@') {
+        return None;
+    }
+    let domain = i + 1;
+    let ends = group_ends(text, domain, |c| c.is_ascii_alphanumeric() || c == '-', |c| c == '.');
+    // The last label must be a top-level domain: two or more letters ("example.com.", a full
+    // stop after the address, is not part of it).
+    let end = *ends.get(1..)?.last()?;
+    let last_label_start = text[domain..end].iter().rposition(|&c| c == '.')? + domain + 1;
+    let tld = &text[last_label_start..end];
+    (tld.len() >= 2 && tld.iter().all(|c| c.is_ascii_alphabetic()) && ends_word(text, end)).then_some(end)
+}
+
+fn url_at(text: &[char], start: usize) -> Option<usize> {
+    let head: String = text[start..text.len().min(start + 8)].iter().collect::<String>().to_ascii_lowercase();
+    if !["http://", "https://", "www."].iter().any(|scheme| head.starts_with(scheme)) {
+        return None;
+    }
+    let mut end = start;
+    while end < text.len() && !text[end].is_whitespace() {
+        end += 1;
+    }
+    // Punctuation that ends a sentence or closes a bracket around the URL is not part of it.
+    while end > start && ".,;:!?)]}'\"".contains(text[end - 1]) {
+        end -= 1;
+    }
+    let min_length = head.find("//").map_or(4, |at| at + 2) + 1;
+    (end - start > min_length).then_some(end)
 }
