@@ -156,19 +156,35 @@ def test_float_executor_matches_onnxruntime(path, irs):
     assert a.max_abs <= 1e-4
 
 
+def _unfused_onnxruntime_agreement(path):
+    """onnxruntime itself running the graph as written (ORT_DISABLE_ALL) against its golden."""
+    import onnxruntime as ort
+
+    golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    total = Agreement(0, 0, 0.0, 0.0)
+    for w in range(golden.windows):
+        feeds = {"input_ids": golden.ids[w:w + 1].astype(np.int64),
+                 "attention_mask": golden.attention_mask[w:w + 1].astype(np.int64)}
+        total = total.merge(agreement(session.run(None, feeds)[0][0], golden.logits[w], int(golden.live[w])))
+    return total
+
+
 @pytest.mark.parametrize("path", ONNX_QUANTISED, ids=fixture_id)
 def test_quantised_executor_against_onnxruntime(path, irs):
     """Every quantised op is emulated exactly (see the tests below), and so are the unfused float
-    kernels but LayerNorm's last ulp; the goldens come from ORT_ENABLE_ALL, whose fused
+    kernels but LayerNorm's last ulp. The goldens come from ORT_ENABLE_ALL, whose fused
     SkipLayerNormalization rounds differently, and one ulp before a DynamicQuantizeLinear can
-    move the whole tensor's scale or flip a rounding; deeper networks amplify it. Bounds as
-    measured (porter's report lists the numbers)."""
-    a = _golden_agreement(irs(path), path)
-    print(f"{path.name} vs ort: {a.line()}")
-    measured = {spec.TINY.name: (1.0, 0.02), spec.SMALL.name: (0.995, 0.05),
-                spec.MINILM.name: (0.9, 0.3)}[_network(path).name]
-    assert a.label_rate >= measured[0]
-    assert a.max_abs <= measured[1]
+    move the whole tensor's scale or flip a rounding, amplified layer by layer: onnxruntime's own
+    unfused run of the same file is as far from the golden. The executor must be no further."""
+    ours = _golden_agreement(irs(path), path)
+    unfused = _unfused_onnxruntime_agreement(path)
+    print(f"{path.name} vs ort: {ours.line()}; onnxruntime unfused vs ort: {unfused.line()}")
+    assert ours.label_rate >= unfused.label_rate - 0.02
+    assert ours.max_abs <= max(2 * unfused.max_abs, 1e-4)
 
 
 def test_quantised_executor_follows_onnxruntime_unfused_kernels(irs):
