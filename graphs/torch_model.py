@@ -126,6 +126,21 @@ def _perturb_trivial_params(bert: nn.Module) -> nn.Module:
     return bert
 
 
+class WholeWindow(nn.Module):
+    """The classifier without a mask input: every position attends to the whole window.
+
+    This is the redact write-up's situation (a graph traced with an all-ones mask): padding is
+    load-bearing, and porter must see that from the graph. Output named like LogitsDict.
+    """
+
+    def __init__(self, model: TokenClassifier):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> dict:
+        return {"logits": self.model(input_ids, torch.ones_like(input_ids))}
+
+
 def build(net: spec.Network) -> TokenClassifier:
     torch.manual_seed(net.seed)
     model = TokenClassifier(_bert(net), *spec.classifier_head(net))

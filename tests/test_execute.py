@@ -82,3 +82,33 @@ def test_porter_run_refuses_a_golden_of_another_model():
     golden = GOLDEN / f"{spec.TINY.path('tf-dq8.tflite').name}.builtin.npz"
     result = run_porter("run", path, "--golden", golden)
     assert result.returncode == 2 and "was made from a model with sha256" in result.stderr
+
+
+def test_whole_window_graph_makes_padding_load_bearing():
+    """A graph without a mask input (an all-ones mask traced in) attends over the whole window:
+    porter decides WHOLE_WINDOW from the graph, LiteRT confirms that live rows change with the
+    padding, and the executor reproduces LiteRT bit for bit under both paddings."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from porter.ir import WHOLE_WINDOW
+
+    path = require(spec.TINY.path("nomask.litert-dq8.tflite"))
+    ir = recover(path)
+    assert ir.mask == WHOLE_WINDOW and ir.mask_input is None
+    live = 12
+    rng = np.random.default_rng(5)
+    ids = np.zeros(ir.seq, np.int32)
+    ids[:live] = rng.integers(1000, ir.vocab, live)
+    other = ids.copy()
+    other[live:] = 1  # pad with another id, as the redact write-up's model needed
+    runner = Interpreter(model_path=str(path), num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+                         ).get_signature_runner()
+
+    def litert(window):
+        return next(iter(runner(**{ir.ids_input: window[None]}).values()))[0]
+    a, b = litert(ids), litert(other)
+    assert not np.array_equal(a[:live], b[:live])  # the padding changes the live logits
+    mask = np.ones(ir.seq, np.int32)
+    assert np.array_equal(execute.run(ir, ids, mask), a)
+    assert np.array_equal(execute.run(ir, other, mask), b)
