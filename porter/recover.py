@@ -225,8 +225,7 @@ def recover_encoder(g: Graph) -> EncoderIR:
         prev, prev_ir = ffn_ln, ffn_ln_ir
     head, output_name = _head(r, prev)
     prev_ir.affine_folded = _feed_of(prev, head[1], "classifier head", g)
-    mask_mode, mask_input, mask_value = (dialect.mask(r, mask_tensor) if mask_tensor is not None
-                                         else (WHOLE_WINDOW, None, 0.0))
+    mask_mode, mask_input, mask_value = _attention_bias(r, dialect, mask_tensor)
     for ly in layers:
         ly.attn.mask_value = mask_value
     leftover = r.unexplained()
@@ -427,6 +426,41 @@ def _head(r: Recovery, last: FoundLayerNorm):
     head = r.linear("head", m, "head")
     r.claim("head", m.consumed | trailing)
     return (head, m["feed"]), output_name
+
+
+def _attention_bias(r: Recovery, dialect, mask_tensor: int | None):
+    """(mask mode, mask input name, value added to dropped keys) from what the scores get added.
+
+    No bias, or a constant all-zero one (what an exporter leaves of an all-ones mask traced
+    into the graph), means every key is attended: the whole window, padding load-bearing.
+    """
+    g = r.g
+    if mask_tensor is None:
+        return WHOLE_WINDOW, None, 0.0
+    bias, ops = _constant_bias(g, mask_tensor)
+    if bias is not None:
+        if np.any(bias != 0):
+            raise PorterError(f"attention adds a constant bias {g.tensor(mask_tensor).describe()} "
+                              "that drops keys (a causal or fixed mask); only padding masks "
+                              "are supported")
+        r.claim("mask", ops)
+        return WHOLE_WINDOW, None, 0.0
+    return dialect.mask(r, mask_tensor)
+
+
+def _constant_bias(g: Graph, t: int):
+    """The value of a bias computed from constants only, with the ops computing it.
+
+    litert-torch leaves an all-ones mask traced into the graph as SELECT_V2(const all-true,
+    0, most negative float); a plain constant is the other form.
+    """
+    if g.const(t) is not None:
+        return g.const(t), set()
+    op = g.producer(t)
+    if op is not None and op.type == "SELECT_V2" and all(g.const(i) is not None for i in op.inputs):
+        cond, keep, drop = (g.const(i) for i in op.inputs)
+        return np.where(cond, keep, drop), {op.index}
+    return None, set()
 
 
 def _check_same_mask(seen, t, i, g):
