@@ -31,6 +31,7 @@ from pathlib import Path
 
 from porter import TEMPLATES_DIR
 from porter.errors import PorterError
+from porter.ir import WHOLE_WINDOW
 from porter.pack import write_atomic
 
 SERVICE_TEMPLATE = TEMPLATES_DIR / "redact_service"
@@ -167,8 +168,9 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str]
     if rule.vocab_size > ir.vocab and rule.unk_id is None:
         raise PorterError(f"the tokenizer has {rule.vocab_size} ids, the model {ir.vocab}, and "
                           "the tokenizer names no unknown token to stand for the rest")
-    padding_note = ("The model attends to every key, so padding changes its output: this is the "
-                    "id the model's goldens were padded with." if ir.mask == "whole_window" else
+    padding_note = ("The model attends to every key, so the padding id changes its output: it "
+                    "must be the one the model was checked with (the tokenizer's padding token "
+                    "unless --pad-id says otherwise)." if ir.mask == WHOLE_WINDOW else
                     "The model's mask input drops padded keys.")
     return {
         "crate_name": "porter-redact-service",
@@ -178,6 +180,7 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str]
         "pad_id": rule.pad_id,
         "padding_note": padding_note,
         "vocab": ir.vocab,
+        # Without an unknown token every tokenizer id fits the model (checked above): never used.
         "unk_id": rule.unk_id if rule.unk_id is not None else rule.pad_id,
         "max_body_bytes": max_body_bytes,
         "max_windows": max_windows,
