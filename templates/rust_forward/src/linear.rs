@@ -6,13 +6,6 @@ use crate::kernels::quantize::QuantizedRows;
 use crate::model::{Linear, Weights};
 
 impl Linear<'_> {
-    pub fn outs(&self) -> usize {
-        match &self.weights {
-            Weights::Int8 { weights, .. } => weights.outs,
-            Weights::Float(weights) => weights.outs,
-        }
-    }
-
     /// The activation quantisation this layer expects, None for float weights.
     pub fn asymmetric_inputs(&self) -> Option<bool> {
         match &self.weights {

@@ -6,6 +6,9 @@
 //! operation. wasm has no fused multiply-add and Rust never contracts `a * b + c`, so every
 //! product and sum rounds exactly where the reference rounds.
 
+// The forward pass calls the SIMD kernels; the scalar references are called by checks/.
+#![allow(dead_code)]
+
 pub mod attention;
 pub mod eigen;
 pub mod gemm;
