@@ -2,12 +2,14 @@
 session, the real `wasmtime serve` runs it on 127.0.0.1 with epoch interruption on (as Spin
 does), and a real HTTP client drives it.
 
-The committed fixture bert-l4-h256-a8-s128-tok17 (random weights, a 17-label head = O plus four
-BIOES categories, window 128) stands in for a trained model: its spans are arbitrary, so the
-tests check what must hold for any model (offsets, placeholders, restore, recognisers, errors,
-timing) and that the service's per-token labels equal the numpy executor's on the same windows.
-When the trained examples/redact model is present, the same checks run on it too, plus the
-write-up's example sentence.
+Two committed random-weight fixtures stand in for trained models, one per padding regime:
+bert-l4-h256-a8-s128-tok17 (a 17-label head = O plus four BIOES categories, window 128, a mask
+input) and bert-l2-h128-a4-s64-tok3.nomask (3 labels, window 64, no mask input: the padding is
+load-bearing). Their spans are arbitrary, so the tests check what must hold for any model
+(offsets, placeholders, restore, recognisers, errors, timing) and that the service's per-token
+labels equal the numpy executor's on the same windows. When the trained examples/redact model is
+present, the same checks run on it too, plus the write-up's example sentence and its LiteRT
+golden.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from porter.service import deploy, free_port, serve_build, serve_command, spin_t
 
 FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
+WHOLE_WINDOW_MODEL = REPO_ROOT / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
 REDACT_DIR = REPO_ROOT / "examples" / "redact"
 TRAINED_MODEL = REDACT_DIR / "model" / "redact-minilm.litert-dq8.tflite"
 REQUEST_TIMEOUT_S = 60
@@ -142,6 +145,19 @@ def fixture_service(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def whole_window_service(tmp_path_factory):
+    """A model without a mask input: it attends to the padding, so the padding must be the
+    goldens' for its labels to be the reference's."""
+    out = tmp_path_factory.mktemp("redact-whole-window")
+    labels_json = out / "labels.json"
+    labels_json.write_text(json.dumps({"labels": ["O", "B-GIVEN_NAME", "E-GIVEN_NAME"]}))
+    server, log, service = start_service(out / "build", WHOLE_WINDOW_MODEL, minilm_tokenizer(), labels_json)
+    assert service.facts["mask"] == "whole_window"
+    yield service
+    stop(server, log)
+
+
+@pytest.fixture(scope="session")
 def trained_service(tmp_path_factory):
     if not TRAINED_MODEL.is_file():
         pytest.skip(f"{TRAINED_MODEL.relative_to(REPO_ROOT)} is not there yet")
@@ -152,7 +168,7 @@ def trained_service(tmp_path_factory):
     stop(server, log)
 
 
-@pytest.fixture(scope="session", params=["fixture", "trained"])
+@pytest.fixture(scope="session", params=["fixture", "whole_window", "trained"])
 def service(request):
     return request.getfixturevalue(f"{request.param}_service")
 
