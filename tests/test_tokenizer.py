@@ -96,6 +96,21 @@ CODE_POINT_RANGES = [(0x20, 0x7F), (0xA0, 0x800), (0x800, 0xD800), (0xE000, 0x10
                      (0x0900, 0x0E00), (0x1AB0, 0x1B00), (0x1DC0, 0x1E00), (0x20D0, 0x2100), (0xFE00, 0xFE30)]
 
 
+# Marks, joiners and bases that stress canonical reordering and grapheme clustering when packed.
+DENSE_MARKS = [chr(c) for c in [*range(0x300, 0x370), *range(0x1AB0, 0x1B00), *range(0x1DC0, 0x1E00),
+                                *range(0x20D0, 0x2100), *range(0x900, 0x980), 0x200D, 0x200C, 0xFE0F, 0x1F3FB,
+                                0x1F1E6, 0x1F1E9, 0x0F71, 0x0F72, 0x0F74, 0x0F80, 0x05B0, 0x0591, 0x0E33, 0x1100,
+                                0x1161, 0x11A8, 0xAC00, 0x0600, 0x110BD]]
+DENSE_BASES = [*"aAeEiIoOuUnNcCsSzZ09 ▁<>/[]", "Ａ", "ª", "ﬁ", "™", "©", "क", "ा", "्", "가", "ᄀ", "İ", "ß",
+               "\r", "\n", "\t", "\u3000", "\u00a0", "👨", "🇩"]
+
+
+def any_code_point(rng: random.Random) -> str:
+    while 0xD800 <= (c := rng.randrange(0x110000)) < 0xE000:
+        pass
+    return chr(c)
+
+
 def pii(rng: random.Random) -> str:
     choices = [
         lambda: f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}",
@@ -108,7 +123,12 @@ def pii(rng: random.Random) -> str:
 
 
 def fragment(rng: random.Random) -> str:
-    kind = rng.randrange(14)
+    kind = rng.randrange(16)
+    if kind == 14:
+        return "".join(any_code_point(rng) for _ in range(rng.randrange(1, 30)))
+    if kind == 15:
+        return "".join(rng.choice(DENSE_MARKS if rng.random() < 0.5 else DENSE_BASES)
+                       for _ in range(rng.randrange(1, 25)))
     if kind == 0:
         return "".join(chr(rng.randrange(*rng.choice(CODE_POINT_RANGES))) for _ in range(rng.randrange(1, 12)))
     if kind == 1:
