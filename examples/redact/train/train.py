@@ -128,6 +128,18 @@ def gold(examples):
     return [w_tags[1:-1] for _, w_tags in examples]
 
 
+def data_facts(path: Path, rows) -> dict:
+    import hashlib
+
+    per = {c: 0 for c in rc.CATEGORIES}
+    for r in rows:
+        for _, _, lab in r["spans"]:
+            per[lab] += 1
+    return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "texts": len(rows),
+            "texts_without_pii": sum(1 for r in rows if not r["spans"]),
+            "spans": sum(per.values()), "per_label_spans": per}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n-train", type=int, default=8000)
@@ -220,11 +232,9 @@ def main():
     print(rc.table({"float": m}))
     metrics = json.loads(rc.METRICS_PATH.read_text()) if rc.METRICS_PATH.exists() else {}
     metrics.update({
-        "data": {"train": {"file": train_path.name, "texts": len(train_rows), "windows": len(train_ex),
-                           "word_pieces": int(sum(len(x[0]) for x in train_ex)),
-                           "spans": sum(len(r["spans"]) for r in train_rows)},
-                 "test": {"file": test_path.name, "texts": len(test_rows), "windows": len(test_ex),
-                          "spans": sum(len(r["spans"]) for r in test_rows)}},
+        "data": {"train": {**data_facts(train_path, train_rows), "windows": len(train_ex),
+                           "word_pieces": int(sum(len(x[0]) for x in train_ex))},
+                 "test": {**data_facts(test_path, test_rows), "windows": len(test_ex)}},
         "training": {"steps": done, "planned_steps": total, "batch": args.batch, "lr": args.lr,
                      "head_lr": args.head_lr, "epochs": args.epochs, "max_len": args.max_len,
                      "threads": args.threads, "seconds": round(train_seconds, 1), "seed": SEED,
