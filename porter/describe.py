@@ -10,7 +10,10 @@ def _linear(lin: Linear) -> str:
         scheme = "float32"
     else:
         scheme = "int8 " + ("per-channel" if lin.per_channel else "per-tensor")
-        scheme += ", activations " + ("asymmetric" if lin.asymmetric_inputs else "symmetric")
+        if lin.activation_quant == "ort_dynamic_uint8":
+            scheme += ", activations uint8 per tensor (onnxruntime DynamicQuantizeLinear)"
+        else:
+            scheme += ", activations per row " + ("asymmetric" if lin.asymmetric_inputs else "symmetric")
     bias = "+bias" if lin.has_bias else "no bias"
     return f"[{lin.out_features} x {lin.in_features}] {scheme}, {bias} (op {lin.source_op})"
 

@@ -7,4 +7,7 @@ bash scripts/setup.sh
 .venv/bin/porter doctor
 # The exhaustive kernel checks (-m slow, minutes each) are their own step: `bash scripts/test.sh -m slow`
 # (a later -m wins over this one). --durations names the slowest tests, to keep CI's time in view.
+# One BLAS thread: the executor's many small float64 GEMMs only slow down when threads contend
+# for CI's two cores.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 exec .venv/bin/python -m pytest -q -m "not slow" --durations=15 "$@"
