@@ -202,6 +202,8 @@ def table(metrics_by_name: dict) -> str:
             cells += [f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"{m['f1']:.3f}"]
         sup = first["micro"]["support"] if c == "micro" else first["per_label"][c]["support"]
         rows.append(f"| {'**micro**' if c == 'micro' else c} | {sup} | " + " | ".join(cells) + " |")
-    rows.append("| token accuracy | " + str(first["tokens"]) + " | " +
-                " | ".join(f" | | {metrics_by_name[n]['token_accuracy']:.4f}" for n in names)[3:] + " |")
+    acc = []
+    for n in names:
+        acc += ["", "", f"{metrics_by_name[n]['token_accuracy']:.4f}"]
+    rows.append(f"| token accuracy | {first['tokens']} pieces | " + " | ".join(acc) + " |")
     return "\n".join(rows)
