@@ -438,6 +438,9 @@ def test_limits_give_413(service):
     assert service.request("GET", "/ping")[0] == 200
 
 
+# Strict: once the model is retrained well enough to pass, this marker must go.
+@pytest.mark.xfail(strict=True, reason="the committed redact model is under-trained (176 of 501 "
+                   "steps, micro F1 0.42): it tags Paris as STATE; retrain it (issue 5)")
 def test_writeup_sentence(trained_service):
     text = TEXTS[0]
     reply = trained_service.redact(text=text)
