@@ -1,6 +1,6 @@
 """torch.onnx fixtures, float and onnxruntime dynamic int8.
 
-- `<name>.f32.onnx`: torch.onnx.export, dynamo exporter, opset 18, for MINILM_SMALL_F32, TINY, SMALL;
+- `<name>.f32.onnx`: torch.onnx.export, dynamo exporter, opset 18, for MINILM_SMALL_F32 and TINY;
 - `<name>.f32-ts.onnx`: the older TorchScript exporter (dynamo=False), opset 17, for TINY;
 - `<name>.dq8pc.onnx`: onnxruntime.quantization.quantize_dynamic(QInt8, per_channel=True) of the
   dynamo float export, for MINILM, TINY and SMALL (SMALL: tests/fixtures.py lists it);
@@ -35,7 +35,7 @@ import fixture_info  # noqa: E402
 
 DYNAMO_OPSET = 18
 TS_OPSET = 17
-F32 = [spec.MINILM_SMALL_F32, spec.TINY, spec.SMALL]
+F32 = [spec.MINILM_SMALL_F32, spec.TINY]
 F32_TS = [spec.TINY]
 DQ8_PER_CHANNEL = [spec.MINILM, spec.TINY, spec.SMALL]
 DQ8_PER_TENSOR = [spec.TINY]
