@@ -262,7 +262,7 @@ def main():
             rows.append(lg[0])
             i += n
         d_split = max(d_split, float(np.abs(np.concatenate(rows, 0) - full[0]).max()))
-        text = tok.decode(gen)
+        text = tok.decode(gen, skip_special_tokens=False)  # <|endoftext|> kept visible
         golden[f"p{pi}_prompt_ids"] = np.array(pids, np.int64)
         golden[f"p{pi}_prompt_logits"] = plog.astype(np.float32)
         golden[f"p{pi}_step_logits"] = slog.astype(np.float32)
