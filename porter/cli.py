@@ -72,9 +72,9 @@ def inspect(model, as_json, show_ir):
 @main.command("compile")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
-              help="Directory for model.bin, layout.json and ir.json.")
+              help="Directory for the forward-pass crate (with model.bin, layout.json, ir.json).")
 def compile_cmd(model, out_dir):
-    """Recover the encoder IR from MODEL and write model.bin, layout.json and ir.json."""
+    """Recover the encoder IR from MODEL; write the Rust crate, model.bin, layout.json and ir.json."""
     from porter.compile import compile_model
 
     ir = compile_model(model, out_dir)
