@@ -22,6 +22,7 @@ from pathlib import Path
 import jinja2
 
 from porter.errors import PorterError
+from porter.fsutil import copy_atomic, replace_dir
 from porter.toolchain import WASM_TARGET, CrateKind, Toolchain
 
 TEMPLATE_SUFFIX = ".j2"
@@ -63,12 +64,13 @@ def render_crate(
         raise PorterError(f"template directory {template_dir} does not exist")
     crate_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{crate_dir.name}.", dir=crate_dir.parent))
+    os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the crate private to its builder
     try:
         _render_templates(template_dir, staging, variables)
         for relative, data in (extra_files or {}).items():
             _write_file(staging / relative, data)
         _write_file(staging / ".cargo/config.toml", cargo_config_toml(toolchain, kind).encode())
-        _replace_dir(staging, crate_dir)
+        replace_dir(staging, crate_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -123,7 +125,7 @@ def build_crate(crate_dir: Path, toolchain: Toolchain, target_dir: Path | None =
             f"cargo build failed for {crate_dir} (exit {done.returncode}):\n{_tail(done.stderr)}"
         )
     built = _wasm_artifact(done.stdout, crate_dir)
-    return _copy_atomically(built, crate_dir / built.name)
+    return copy_atomic(built, crate_dir / built.name)
 
 
 def render_and_build(
@@ -167,17 +169,6 @@ def _write_file(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def _replace_dir(new: Path, destination: Path) -> None:
-    """Swap new into destination; the old tree is moved aside first, then deleted."""
-    if destination.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent))
-        os.replace(destination, retired / destination.name)
-        os.replace(new, destination)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(new, destination)
-
-
 def _cargo_env(toolchain: Toolchain, target_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     # These would silently take precedence over the generated config's linker and simd128 flags.
@@ -208,13 +199,6 @@ def _wasm_artifact(cargo_json: str, crate_dir: Path) -> Path:
             if filename.endswith(".wasm"):
                 return Path(filename)
     raise PorterError(f"cargo built {crate_dir} but reported no .wasm artifact")
-
-
-def _copy_atomically(source: Path, destination: Path) -> Path:
-    staging = destination.with_name(f".{destination.name}.tmp")
-    shutil.copyfile(source, staging)
-    os.replace(staging, destination)
-    return destination
 
 
 def _tail(text: str) -> str:

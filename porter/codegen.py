@@ -24,6 +24,7 @@ import numpy as np
 from porter import TEMPLATES_DIR, pack
 from porter.build import _render_templates, build_crate, cargo_config_toml, shared_target_dir
 from porter.errors import PorterError
+from porter.fsutil import replace_dir
 from porter.ir import LITERT_BUILTIN, MASK_INPUT, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear
 from porter.toolchain import CrateKind, Toolchain
 
@@ -175,21 +176,11 @@ def render_forward_crate(ir: EncoderIR, out_dir: str | Path, tuning: Tuning = Tu
         (staging / "model.bin").write_bytes(blob)
         (staging / "layout.json").write_text(json.dumps(manifest, indent=1) + "\n")
         (staging / "ir.json").write_text(json.dumps(ir.summary(), indent=1, default=float) + "\n")
-        _swap_into_place(staging, out)
+        replace_dir(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
-
-
-def _swap_into_place(new: Path, destination: Path) -> None:
-    if destination.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent))
-        os.replace(destination, retired / destination.name)
-        os.replace(new, destination)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(new, destination)
 
 
 def write_cargo_config(crate_dir: Path, toolchain: Toolchain) -> None:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from porter.errors import PorterError
+from porter.fsutil import write_atomic
 from porter.ir import EncoderIR
 
 ALIGN = 16
@@ -46,19 +45,6 @@ def layout(ir: EncoderIR) -> list[dict]:
                         "offset": offset, "size": int(a.nbytes)})
         offset = _aligned(offset + a.nbytes)
     return entries
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def pack(ir: EncoderIR) -> tuple[bytes, dict]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from porter import TEMPLATES_DIR
 from porter.errors import PorterError
 from porter.ir import WHOLE_WINDOW
-from porter.pack import write_atomic
+from porter.fsutil import write_atomic
 
 SERVICE_TEMPLATE = TEMPLATES_DIR / "redact_service"
 TOKENIZER_MODULE = TEMPLATES_DIR / "tokenizer" / "src" / "tokenizer.rs"

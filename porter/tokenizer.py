@@ -64,7 +64,6 @@ import json
 import math
 import os
 import struct
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -73,6 +72,7 @@ from pathlib import Path
 import numpy as np
 
 from porter.errors import PorterError
+from porter.fsutil import write_atomic
 
 MAGIC = b"PTOK"
 VERSION = 1
@@ -204,7 +204,7 @@ def compile_tokenizer(tokenizer_json: Path, out_dir: Path) -> Path:
     blob = build_blob(read_tokenizer_json(tokenizer_json), tokenizer_json.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     destination = out_dir / BLOB_NAME
-    _write_atomically(destination, blob)
+    write_atomic(destination, blob)
     return destination
 
 
@@ -608,7 +608,7 @@ def _cached(versions: list[str], name: str, compute) -> Tables:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, props=props, first=_encode_map(first), second=_encode_map(second))
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
     return props, first, second
 
 
@@ -815,14 +815,3 @@ def _u32s(values: Iterable[int]) -> bytes:
 
 def _align(n: int) -> int:
     return (n + SECTION_ALIGN - 1) // SECTION_ALIGN * SECTION_ALIGN
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as staged:
-            staged.write(data)
-        os.replace(staging, path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise

@@ -28,7 +28,7 @@ from porter import REPO_ROOT, evalproto, wasm
 from porter.compare import Agreement, agreement
 from porter.errors import PorterError
 from porter.golden import Golden, check_model_matches, load_golden
-from porter.pack import write_atomic
+from porter.fsutil import write_atomic
 
 REPORT_FORMAT = "porter.verify/1"
 BASELINE_FORMAT = "porter.baseline/1"

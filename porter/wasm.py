@@ -26,6 +26,7 @@ from pathlib import Path
 import wasmtime
 
 from porter.errors import PorterError
+from porter.fsutil import write_atomic
 
 EPOCH_TICK_S = 0.01  # Spin's tick as well: fine enough for sub-second deadlines, cheap to run
 DEFAULT_TIMEOUT_S = 30.0
@@ -160,7 +161,7 @@ class WasmRuntime:
             module = wasmtime.Module(self.engine, code)
         except wasmtime.WasmtimeError as e:
             raise PorterError(f"{wasm} is not a valid wasm module: {e}") from e
-        _write_atomically(cached, bytes(module.serialize()))
+        write_atomic(cached, bytes(module.serialize()))
         return module
 
 
@@ -190,15 +191,3 @@ def _trap_error(wasm: Path, trap: wasmtime.Trap, timeout_s: float, stderr: bytes
         )
     detail = stderr.decode(errors="replace")[-STDERR_TAIL_CHARS:].strip()
     return PorterError(f"{wasm.name} trapped: {trap.message}" + (f"; stderr: {detail}" if detail else ""))
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as staged:
-            staged.write(data)
-        os.replace(staging, path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise

@@ -1,0 +1,44 @@
+"""Writing outputs so that a failure never leaves a partial file or directory behind.
+
+Every file porter writes (model.bin, layouts, reports, tokenizer blobs, cached modules) goes to a
+temporary name in the destination's directory and is renamed into place; a directory (a rendered
+crate) is built beside its destination and swapped in whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same directory and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes the file owner-only; outputs are ordinary files
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def copy_atomic(source: Path, destination: Path) -> Path:
+    write_atomic(destination, Path(source).read_bytes())
+    return destination
+
+
+def replace_dir(new: Path, destination: Path) -> None:
+    """Swap the finished directory `new` into `destination`; the old tree is moved aside first."""
+    if destination.exists():
+        retired = Path(tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent))
+        os.replace(destination, retired / destination.name)
+        os.replace(new, destination)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(new, destination)
