@@ -25,7 +25,7 @@ Exporters covered (see graphs/README.md):
 import numpy as np
 
 from porter.onnx_fold import EVALUATORS
-from porter.patterns import AnyOf, Const, Op, Var
+from porter.patterns import AnyOf, Const, Op, Var, wrapped
 from porter.tflite_patterns import scalar_const, vector_const
 
 RESHAPE = "Reshape"
@@ -48,16 +48,13 @@ def _gathers_rows(op, g) -> bool:
 
 
 def maybe_reshaped(p):
-    return AnyOf(Op("Reshape", p, Const()), p)
+    return wrapped(p, lambda q: Op("Reshape", q, Const()))
 
 
 def layout(p, depth: int = 3):
-    """Up to `depth` Reshape / Transpose ops around `p` (head split and merge)."""
-    alternatives = [p]
-    for _ in range(depth):
-        inner = alternatives[-1]
-        alternatives.append(AnyOf(Op("Reshape", inner, Const()), Op("Transpose", inner)))
-    return AnyOf(*reversed(alternatives))
+    """Up to `depth` Reshape / Transpose ops around `p` (head split and merge); ONNX's Transpose
+    carries its permutation as an attribute, not an input."""
+    return wrapped(p, lambda q: AnyOf(Op("Reshape", q, Const()), Op("Transpose", q)), depth)
 
 
 # ---- LayerNorm -------------------------------------------------------------------------------

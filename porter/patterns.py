@@ -123,6 +123,18 @@ class AnyOf(Pattern):
             yield from alt.match(g, t, m)
 
 
+def wrapped(p: Pattern, wrap: Callable[[Pattern], Pattern], depth: int = 1) -> Pattern:
+    """`p` inside 0 to `depth` layers of `wrap`, deepest tried first.
+
+    Exporters put data-movement ops (reshapes, transposes) around steps freely; each dialect
+    says what one layer of them looks like.
+    """
+    alternatives = [p]
+    for _ in range(depth):
+        alternatives.append(wrap(alternatives[-1]))
+    return AnyOf(*reversed(alternatives))
+
+
 def _match_all(patterns, tensors, g, m) -> Iterator[Match]:
     if not patterns:
         yield m

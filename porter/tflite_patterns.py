@@ -14,21 +14,17 @@ Exporters covered:
   it, inv = rstd * gamma, x * inv + (beta - mean * inv).
 """
 
-from porter.patterns import AnyOf, Const, Op, Var
+from porter.patterns import AnyOf, Const, Op, Var, wrapped
 
 
 def maybe_reshaped(p):
     """Exporters insert RESHAPEs (rank changes only) freely around element-wise steps."""
-    return AnyOf(Op("RESHAPE", p, Const()), p)
+    return wrapped(p, lambda q: Op("RESHAPE", q, Const()))
 
 
 def layout(p, depth: int = 3):
     """Up to `depth` data-movement ops (RESHAPE / TRANSPOSE) around `p`: head split and merge."""
-    alternatives = [p]
-    for _ in range(depth):
-        inner = alternatives[-1]
-        alternatives.append(Op(("RESHAPE", "TRANSPOSE"), inner, Const()))
-    return AnyOf(*reversed(alternatives))
+    return wrapped(p, lambda q: Op(("RESHAPE", "TRANSPOSE"), q, Const()), depth)
 
 
 def scalar_const(name: str):
