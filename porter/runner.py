@@ -16,7 +16,7 @@ from porter import execute
 from porter.compare import Agreement, agreement
 from porter.compile import recover
 from porter.errors import PorterError
-from porter.golden import check_model_matches, load_golden
+from porter.golden import Golden, check_model_matches, load_golden
 from porter.ir import EncoderIR
 
 PAD_ID = 0
@@ -38,19 +38,25 @@ def window_from_ids(ir: EncoderIR, text: str) -> tuple[np.ndarray, np.ndarray, i
     return ids, mask, len(values)
 
 
+def executor_agreement(ir: EncoderIR, golden: Golden, echo=None) -> Agreement:
+    """The numpy executor against every window of a golden; `echo` gets one line per window."""
+    total = Agreement(0, 0, 0.0, 0.0)
+    for w in range(golden.windows):
+        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
+        a = agreement(ours, golden.logits[w], int(golden.live[w]))
+        if echo is not None:
+            echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
+        total = total.merge(a)
+    return total
+
+
 def run_golden(ir: EncoderIR, golden_path: Path, echo) -> Agreement:
     golden = load_golden(golden_path)
     if golden.ids.shape[1] != ir.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {golden.ids.shape[1]} "
                           f"tokens; the model's window is {ir.seq}")
     check_model_matches(golden, ir.source)
-    total = Agreement(0, 0, 0.0, 0.0)
-    for w in range(golden.windows):
-        live = int(golden.live[w])
-        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
-        a = agreement(ours, golden.logits[w], live)
-        echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
-        total = total.merge(a)
+    total = executor_agreement(ir, golden, echo)
     echo(f"overall vs {golden.label} ({golden.windows} windows): {total.line()}")
     return total
 

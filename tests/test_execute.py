@@ -5,22 +5,16 @@ import pytest
 
 from fixtures import REPO, TFLITE_FIXTURES, fixture_id, require, run_porter, spec
 from porter import execute
-from porter.compare import Agreement, agreement
 from porter.compile import recover
 from porter.golden import load_golden
 from porter.ir import MASK_INPUT
+from porter.runner import executor_agreement
 
 GOLDEN = REPO / "golden"
 
 
 def _golden_agreement(path, mode):
-    ir = recover(require(path))
-    golden = load_golden(GOLDEN / f"{path.name}.{mode}.npz")
-    total = Agreement(0, 0, 0.0, 0.0)
-    for w in range(golden.windows):
-        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
-        total = total.merge(agreement(ours, golden.logits[w], int(golden.live[w])))
-    return total
+    return executor_agreement(recover(require(path)), load_golden(GOLDEN / f"{path.name}.{mode}.npz"))
 
 
 @pytest.mark.parametrize("path", TFLITE_FIXTURES, ids=fixture_id)

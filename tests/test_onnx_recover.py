@@ -17,6 +17,7 @@ from porter.frontends import load_graph
 from porter.golden import load_golden
 from porter.ir import (FLOAT_ACTIVATIONS, MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8)
 from porter.recover import recover_encoder
+from porter.runner import executor_agreement
 
 GOLDEN = REPO / "golden"
 ONNX_ALL = ONNX_FIXTURES + [spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pt.onnx")]
@@ -140,12 +141,7 @@ def test_onnx_ir_packs_into_model_bin(path, irs, tmp_path):
 # ---- the executor against onnxruntime -------------------------------------------------------
 
 def _golden_agreement(ir, path):
-    golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
-    total = Agreement(0, 0, 0.0, 0.0)
-    for w in range(golden.windows):
-        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
-        total = total.merge(agreement(ours, golden.logits[w], int(golden.live[w])))
-    return total
+    return executor_agreement(ir, load_golden(GOLDEN / f"{path.name}.ort.npz"))
 
 
 @pytest.mark.parametrize("path", ONNX_FLOAT, ids=fixture_id)
