@@ -12,12 +12,8 @@ same bytes. golden/summary.json is recomputed from every golden present each tim
 script runs (so a script run for some fixtures never drops the others' entries).
 """
 
-import io
 import json
-import os
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +23,12 @@ REPO = GOLDEN_DIR.parent
 GRAPHS_DIR = REPO / "graphs"
 sys.path.insert(0, str(GRAPHS_DIR))
 sys.path.insert(0, str(GOLDEN_DIR))
+sys.path.insert(0, str(REPO))  # porter itself: its atomic, reproducible writers
 
 import spec  # noqa: E402
 import fixture_info  # noqa: E402
 import tokenize_windows  # noqa: E402
+from porter.fsutil import reproducible_npz, write_atomic  # noqa: E402
 
 SUMMARY_PATH = GOLDEN_DIR / "summary.json"
 ARRAYS = ("ids", "attention_mask", "live", "text_index", "logits")
@@ -50,30 +48,13 @@ def texts_sha256() -> str:
     return fixture_info.sha256(tokenize_windows.TEXTS_PATH)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """np.savez_compressed, but byte-for-byte reproducible (fixed member timestamps)."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        for name, arr in arrays.items():
-            member = io.BytesIO()
-            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
-            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            z.writestr(info, member.getvalue())
-    _write_atomic(path, buf.getvalue())
+    write_atomic(path, reproducible_npz(arrays))
 
 
 def write_json(path: Path, obj) -> None:
-    _write_atomic(path, (json.dumps(obj, indent=1, ensure_ascii=False) + "\n").encode())
+    write_atomic(path, (json.dumps(obj, indent=1, ensure_ascii=False) + "\n").encode())
 
 
 def save_golden(fixture: Path, mode: str, w: "tokenize_windows.Windows", logits: np.ndarray,

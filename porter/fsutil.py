@@ -7,10 +7,14 @@ crate) is built beside its destination and swapped in whole.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
+
+import numpy as np
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -26,6 +30,20 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def reproducible_npz(arrays: dict[str, np.ndarray]) -> bytes:
+    """np.savez_compressed's bytes with fixed member timestamps: unchanged arrays, same file."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, member.getvalue())
+    return buffer.getvalue()
 
 
 def copy_atomic(source: Path, destination: Path) -> Path:

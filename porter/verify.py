@@ -28,7 +28,7 @@ from porter import REPO_ROOT, evalproto, wasm
 from porter.compare import Agreement, agreement
 from porter.errors import PorterError
 from porter.golden import Golden, check_model_matches, load_golden
-from porter.fsutil import write_atomic
+from porter.fsutil import reproducible_npz, write_atomic
 
 REPORT_FORMAT = "porter.verify/1"
 BASELINE_FORMAT = "porter.baseline/1"
@@ -249,22 +249,8 @@ def write_baseline(path: Path, module: Module, runs: list[GoldenRun]) -> Baselin
     meta = {"format": BASELINE_FORMAT, "model": module.model.name, "model_sha256": module.model_sha256,
             "goldens": {run.name: run.golden.windows for run in runs}}
     arrays[BASELINE_META] = np.array(json.dumps(meta, sort_keys=True))
-    write_atomic(path, _reproducible_npz(arrays))
+    write_atomic(path, reproducible_npz(arrays))
     return BaselineCheck(path, written=True)
-
-
-def _reproducible_npz(arrays: dict[str, np.ndarray]) -> bytes:
-    """np.savez_compressed with fixed member timestamps, so an unchanged baseline keeps its bytes."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, array in arrays.items():
-            member = io.BytesIO()
-            np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
-            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            archive.writestr(info, member.getvalue())
-    return buffer.getvalue()
 
 
 def check_baseline(path: Path, module: Module, runs: list[GoldenRun]) -> BaselineCheck:
