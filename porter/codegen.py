@@ -152,6 +152,7 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning())
         "seq": ir.seq, "hidden": ir.hidden, "heads": ir.heads, "head_dim": head_dims.pop(),
         "ffn": ir.ffn, "vocab": ir.vocab, "labels": ir.labels,
         "uses_mask": ir.mask == MASK_INPUT,
+        "padding_is_inert": ir.padding_is_inert(),
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),
         "embeddings": embeddings, "layers": layers, "head": _linear(ir.head, entries),

@@ -5,20 +5,23 @@ a plain wasm32-wasip1 command (`_start`), run under wasmtime with epoch interrup
 verify run exercises exactly what a Spin request would (a fresh instance, nothing cached).
 
 Request (little endian):
-    magic  b"PEV1"
+    magic  b"PEV2"
     u32    windows          number of windows that follow
     u32    seq              window length (must equal the model's)
+    u32    extent           0: compute only the rows up to the last kept token where the model's
+                            padding is inert (else every row); 1: every row, as the reference does
     per window:
         u32    live             real tokens at the start of the window (the rest is padding)
         i32    ids[seq]
         i32    mask[seq]        attention mask (ignored by whole-window models)
 
 Reply:
-    magic  b"PEV1"
+    magic  b"PEV2"
     u32    windows
     u32    labels
     per window:
         u32    live
+        u32    rows                    rows the encoder layers computed (<= seq)
         f32    logits[live * labels]   only live rows: the last layer computes no others
         f64    ms[3]                   forward time split: matmul, attention, other
     f64    load_ms                     Model::load (walking model.bin) time, once per process
@@ -33,12 +36,14 @@ import numpy as np
 
 from porter.errors import PorterError
 
-MAGIC = b"PEV1"
+MAGIC = b"PEV2"
+LIVE_ROWS, WHOLE_WINDOW = 0, 1  # the request's extent
 
 
 @dataclass
 class WindowResult:
     logits: np.ndarray  # [live, labels] float32
+    rows: int  # rows the encoder layers computed
     matmul_ms: float
     attention_ms: float
     other_ms: float
@@ -48,12 +53,12 @@ class WindowResult:
         return self.matmul_ms + self.attention_ms + self.other_ms
 
 
-def encode_request(ids: np.ndarray, mask: np.ndarray, live: np.ndarray) -> bytes:
-    """ids, mask [windows, seq] int32; live [windows]."""
+def encode_request(ids: np.ndarray, mask: np.ndarray, live: np.ndarray, extent: int = LIVE_ROWS) -> bytes:
+    """ids, mask [windows, seq] int32; live [windows]; extent LIVE_ROWS or WHOLE_WINDOW."""
     ids = np.asarray(ids, dtype="<i4")
     mask = np.asarray(mask, dtype="<i4")
     n, seq = ids.shape
-    parts = [MAGIC, struct.pack("<II", n, seq)]
+    parts = [MAGIC, struct.pack("<III", n, seq, extent)]
     for w in range(n):
         parts += [struct.pack("<I", int(live[w])), ids[w].tobytes(), mask[w].tobytes()]
     return b"".join(parts)
@@ -67,13 +72,13 @@ def decode_reply(data: bytes) -> tuple[list[WindowResult], float]:
         n, labels = struct.unpack_from("<II", data, 4)
         at, results = 12, []
         for _ in range(n):
-            (live,) = struct.unpack_from("<I", data, at)
-            at += 4
+            live, rows = struct.unpack_from("<II", data, at)
+            at += 8
             logits = np.frombuffer(data, dtype="<f4", count=live * labels, offset=at)
             at += 4 * live * labels
             ms = struct.unpack_from("<3d", data, at)
             at += 24
-            results.append(WindowResult(logits.reshape(live, labels).astype(np.float32), *ms))
+            results.append(WindowResult(logits.reshape(live, labels).astype(np.float32), rows, *ms))
         (load_ms,) = struct.unpack_from("<d", data, at)
         at += 8
     except struct.error:

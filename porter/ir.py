@@ -157,6 +157,13 @@ class EncoderIR:
             out += [a.q, a.k, a.v, a.o, ly.ffn_in, ly.ffn_out]
         return out + [self.head]
 
+    def padding_is_inert(self) -> bool:
+        """Whether rows past the last kept token may be left uncomputed without changing a live
+        row: the mask hides them from attention and nothing else mixes rows. onnxruntime's
+        DynamicQuantizeLinear does mix them: one scale for the whole tensor, padding included."""
+        return self.mask == MASK_INPUT and all(lin.activation_quant != ORT_DYNAMIC_UINT8
+                                               for lin in self.linears())
+
     def array_order(self) -> list[str]:
         """The order arrays are packed in model.bin (and read back by the generated crate)."""
         names = self.embeddings.arrays()

@@ -10,6 +10,11 @@ Goldens given with `--golden` are gated by the thresholds and by the baseline; g
 with `--compare` are reported only (e.g. LiteRT's XNNPACK mode, whose kernels porter does not
 reproduce). A baseline is an .npz of the module's own logits, one array per (golden, window):
 the bar every optimisation must keep is bit-identity with it.
+
+Every set of windows also runs twice: once computing only the rows up to each window's last
+kept token (what the service does, where the model's padding is inert) and once computing the
+whole window (what the reference runtime does). The two must agree bit for bit; the report
+gives the rows computed and both forward times.
 """
 
 from __future__ import annotations
@@ -77,9 +82,9 @@ class GoldenRun:
 
 
 @dataclass
-class BaselineCheck:
-    path: Path
-    written: bool
+class BitComparison:
+    """Logits compared bit for bit (so -0 vs 0 and NaN payloads count)."""
+
     differing_logits: int = 0
     max_abs: float = 0.0
     first_difference: dict | None = None
@@ -87,6 +92,22 @@ class BaselineCheck:
     @property
     def identical(self) -> bool:
         return self.first_difference is None
+
+
+@dataclass
+class BaselineCheck(BitComparison):
+    path: Path = Path()
+    written: bool = False
+
+
+@dataclass
+class LiveRowsCheck(BitComparison):
+    """The live-rows run of some windows against their whole-window run."""
+
+    seq: int = 0
+    rows: list[int] = field(default_factory=list)  # rows computed per window by the live run
+    live_ms: list[float] = field(default_factory=list)  # forward ms per window, live run
+    whole_ms: list[float] = field(default_factory=list)  # forward ms per window, whole window
 
 
 # --- finding the module and its model -------------------------------------------------------
@@ -165,9 +186,9 @@ def _windows_key(golden: Golden) -> bytes:
     return digest.digest()
 
 
-def run_module(module: Module, golden: Golden, timeout_per_window_s: float
-               ) -> tuple[list[evalproto.WindowResult], float]:
-    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live)
+def run_module(module: Module, golden: Golden, timeout_per_window_s: float,
+               extent: int = evalproto.LIVE_ROWS) -> tuple[list[evalproto.WindowResult], float]:
+    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live, extent)
     timeout_s = timeout_per_window_s * max(1, golden.windows)
     try:
         done = wasm.run_command(module.wasm, stdin=request, timeout_s=timeout_s)
@@ -250,19 +271,19 @@ def write_baseline(path: Path, module: Module, runs: list[GoldenRun]) -> Baselin
             "goldens": {run.name: run.golden.windows for run in runs}}
     arrays[BASELINE_META] = np.array(json.dumps(meta, sort_keys=True))
     write_atomic(path, reproducible_npz(arrays))
-    return BaselineCheck(path, written=True)
+    return BaselineCheck(path=path, written=True)
 
 
 def check_baseline(path: Path, module: Module, runs: list[GoldenRun]) -> BaselineCheck:
     stored = _load_baseline(path, module)
-    check = BaselineCheck(path, written=False)
+    check = BaselineCheck(path=path, written=False)
     for run in runs:
         for w, result in enumerate(run.results):
             key = _baseline_key(run, w)
             if key not in stored:
                 raise PorterError(f"baseline {path.name} has no logits for window {w} of golden "
                                   f"{run.name}; write one with --write-baseline")
-            _compare_window(check, run, w, result.logits, stored[key])
+            _compare_window(check, run.golden, w, result.logits, stored[key])
     return check
 
 
@@ -282,14 +303,15 @@ def _load_baseline(path: Path, module: Module) -> dict[str, np.ndarray]:
     return stored
 
 
-def _compare_window(check: BaselineCheck, run: GoldenRun, window: int, ours: np.ndarray,
+def _compare_window(check: BitComparison, golden: Golden, window: int, ours: np.ndarray,
                     base: np.ndarray) -> None:
     """Bit comparison (so -0 vs 0 and NaN payloads count); records the first difference."""
+    name = golden.path.name.removesuffix(".npz")
     if ours.shape != base.shape:
         check.differing_logits += ours.size
         if check.first_difference is None:
-            check.first_difference = {"golden": run.name, "window": window,
-                                      "text_index": int(run.golden.text_index[window]),
+            check.first_difference = {"golden": name, "window": window,
+                                      "text_index": int(golden.text_index[window]),
                                       "shape": list(ours.shape), "baseline_shape": list(base.shape)}
         return
     differs = ours.view(np.uint32) != base.astype(np.float32).view(np.uint32)
@@ -300,8 +322,8 @@ def _compare_window(check: BaselineCheck, run: GoldenRun, window: int, ours: np.
     check.max_abs = float(np.append(delta, check.max_abs).max())  # a NaN on either side stays NaN
     if check.first_difference is None:
         token, label = (int(i) for i in np.argwhere(differs)[0])
-        check.first_difference = {"golden": run.name, "window": window,
-                                  "text_index": int(run.golden.text_index[window]),
+        check.first_difference = {"golden": name, "window": window,
+                                  "text_index": int(golden.text_index[window]),
                                   "token": token, "label": label,
                                   "ours": float(ours[token, label]), "baseline": float(base[token, label])}
 
@@ -314,13 +336,44 @@ def baseline_line(check: BaselineCheck) -> str:
     return f"baseline {check.path.name}: {describe_difference(check)}"
 
 
-def describe_difference(check: BaselineCheck) -> str:
+def describe_difference(check: BitComparison) -> str:
     d = check.first_difference
     where = f"golden {d['golden']} window {d['window']} (text {d['text_index']})"
     if "token" not in d:
-        return f"differs at {where}: logits {d['shape']} vs baseline {d['baseline_shape']}"
-    return (f"differs at {where} token {d['token']} label {d['label']}: {d['ours']!r} vs baseline "
+        return f"differs at {where}: logits {d['shape']} vs {d['baseline_shape']}"
+    return (f"differs at {where} token {d['token']} label {d['label']}: {d['ours']!r} vs "
             f"{d['baseline']!r}; {check.differing_logits} logits differ, max |dlogit| {check.max_abs:.3g}")
+
+
+# --- live rows against the whole window -----------------------------------------------------
+
+
+def compare_extents(check: LiveRowsCheck, golden: Golden, live: list[evalproto.WindowResult],
+                    whole: list[evalproto.WindowResult]) -> None:
+    for w, (a, b) in enumerate(zip(live, whole)):
+        check.rows.append(a.rows)
+        check.live_ms.append(a.forward_ms)
+        check.whole_ms.append(b.forward_ms)
+        _compare_window(check, golden, w, a.logits, b.logits)
+
+
+def live_rows_line(check: LiveRowsCheck) -> str:
+    times = (f"forward {statistics.fmean(check.live_ms):.2f} ms vs {statistics.fmean(check.whole_ms):.2f} ms "
+             f"mean")
+    if all(rows == check.seq for rows in check.rows):
+        return (f"live rows: every window computed all {check.seq} rows (the model's padding is "
+                f"load-bearing, or the windows are full); {times}")
+    verdict = "bit-identical to" if check.identical else "DIFFERENT from"
+    return (f"live rows: {statistics.fmean(check.rows):.1f} of {check.seq} rows computed on average, "
+            f"{verdict} the whole-window run; {times}")
+
+
+def live_rows_report(check: LiveRowsCheck) -> dict:
+    return {"seq": check.seq, "windows": len(check.rows), "rows": check.rows,
+            "rows_mean": statistics.fmean(check.rows) if check.rows else 0.0,
+            "identical": check.identical, "differing_logits": check.differing_logits,
+            "max_abs": check.max_abs, "first_difference": check.first_difference,
+            "live_forward_ms": _stats(check.live_ms), "whole_window_forward_ms": _stats(check.whole_ms)}
 
 
 # --- report and plot ------------------------------------------------------------------------
@@ -341,7 +394,8 @@ def golden_report(run: GoldenRun) -> dict:
 
 
 def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
-                 baseline: BaselineCheck | None, plot: Path, failures: list[str]) -> dict:
+                 baseline: BaselineCheck | None, live_rows: LiveRowsCheck, plot: Path,
+                 failures: list[str]) -> dict:
     baseline_part = None
     if baseline is not None:
         baseline_part = {"path": str(baseline.path), "written": baseline.written,
@@ -353,7 +407,8 @@ def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
             "thresholds": {"min_label_agreement": thresholds.min_label_agreement,
                            "max_abs": thresholds.max_abs},
             "goldens": [golden_report(run) for run in runs], "timing": timing(runs),
-            "baseline": baseline_part, "plot": str(plot), "passed": not failures, "failures": failures}
+            "baseline": baseline_part, "live_rows": live_rows_report(live_rows), "plot": str(plot),
+            "passed": not failures, "failures": failures}
 
 
 def write_plot(path: Path, runs: list[GoldenRun]) -> None:
@@ -438,14 +493,19 @@ def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
     loaded = [(load_matching_golden(module, path), gated) for path, gated in requested]
     echo(f"eval module {module.wasm} (model {module.model.name}, window {module.seq}, "
          f"{module.labels} labels)")
-    runs, replies = [], {}
+    runs, replies, live_rows = [], {}, LiveRowsCheck(seq=module.seq)
     for golden, gated in loaded:
         # Goldens of the same windows (LiteRT's two kernel modes) share one run of the module.
         key = _windows_key(golden)
         if key not in replies:
             replies[key] = run_module(module, golden, timeout_per_window_s)
+            whole, _ = run_module(module, golden, timeout_per_window_s, evalproto.WHOLE_WINDOW)
+            compare_extents(live_rows, golden, replies[key][0], whole)
         runs.append(compare_golden(golden, *replies[key], gated))
     failures = []
+    echo(live_rows_line(live_rows))
+    if not live_rows.identical:
+        failures.append(f"the live-rows run {describe_difference(live_rows)} (whole-window run)")
     for run in runs:
         if run.gated:
             run.failures = threshold_failures(run, thresholds)
@@ -469,7 +529,7 @@ def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
     report_path = report_path or module.compiled_dir / REPORT_NAME
     plot_path = plot_path or module.compiled_dir / PLOT_NAME
     write_plot(plot_path, runs)
-    report = build_report(module, thresholds, runs, check, plot_path, failures)
+    report = build_report(module, thresholds, runs, check, live_rows, plot_path, failures)
     write_atomic(report_path, (json.dumps(report, indent=1) + "\n").encode())
     echo(f"report {report_path}, |dlogit| histogram {plot_path}")
     echo(_verdict(runs, check, failures))

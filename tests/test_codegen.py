@@ -43,8 +43,8 @@ def crates(toolchain, tmp_path_factory):
     return get
 
 
-def run_golden_windows(wasm_runtime, wasm, golden):
-    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live)
+def run_golden_windows(wasm_runtime, wasm, golden, extent=evalproto.LIVE_ROWS):
+    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live, extent)
     result = wasm_runtime.run_command(wasm, [], request, timeout_s=600)
     assert result.exit_code == 0, result.stderr.decode(errors="replace")
     windows, load_ms = evalproto.decode_reply(result.stdout)
@@ -54,16 +54,21 @@ def run_golden_windows(wasm_runtime, wasm, golden):
 
 @pytest.mark.parametrize("path", BUILT, ids=fixture_id)
 def test_eval_module_is_bit_identical_to_executor_and_litert(path, crates, wasm_runtime):
+    """Both the live-rows run and the whole-window run give the executor's bits."""
     ir, wasm = crates(path)
     golden = load_golden(GOLDEN / f"{path.name}.builtin.npz")
     windows = run_golden_windows(wasm_runtime, wasm, golden)
-    assert len(windows) == golden.windows
+    whole = run_golden_windows(wasm_runtime, wasm, golden, evalproto.WHOLE_WINDOW)
+    assert len(windows) == len(whole) == golden.windows
     worst_vs_litert = 0.0
-    for w, ours in enumerate(windows):
+    for w, (ours, ours_whole) in enumerate(zip(windows, whole)):
         live = int(golden.live[w])
         reference = execute.run(ir, golden.ids[w], golden.attention_mask[w])[:live]
         assert ours.logits.shape == (live, ir.labels)
+        assert ours_whole.rows == ir.seq
+        assert ours.rows == (-(-max(live, 1) // 8) * 8 if ir.padding_is_inert() else ir.seq), f"window {w}"
         assert np.array_equal(ours.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"
+        assert np.array_equal(ours_whole.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"
         litert = golden.logits[w][:live]
         assert (ours.logits.argmax(-1) == litert.argmax(-1)).all(), f"window {w}"
         worst_vs_litert = max(worst_vs_litert, float(np.abs(ours.logits - litert).max()))
@@ -72,8 +77,9 @@ def test_eval_module_is_bit_identical_to_executor_and_litert(path, crates, wasm_
     assert worst_vs_litert <= GOLDEN_TOLERANCE.get(path.name, 0.0)
 
 
-def test_padding_rows_are_not_computed_in_the_last_layer(crates, wasm_runtime):
-    """A window's reply holds live rows only, and their logits ignore the padded ids."""
+def test_padding_rows_are_not_computed(crates, wasm_runtime):
+    """A window's reply holds live rows only, its layers compute 8 rows for 7 live tokens, and
+    its logits ignore the padded ids."""
     path = spec.TINY.path("litert-dq8.tflite")
     ir, wasm = crates(path)
     rng = np.random.default_rng(5)
@@ -83,7 +89,7 @@ def test_padding_rows_are_not_computed_in_the_last_layer(crates, wasm_runtime):
     mask = np.tile((np.arange(ir.seq) < live).astype(np.int32), (2, 1))
     request = evalproto.encode_request(ids, mask, np.array([live, live]))
     windows, _ = evalproto.decode_reply(wasm_runtime.run_command(wasm, [], request).stdout)
-    assert windows[0].logits.shape == (live, ir.labels)
+    assert windows[0].logits.shape == (live, ir.labels) and windows[0].rows == 8
     assert np.array_equal(windows[0].logits, windows[1].logits)
     assert np.array_equal(windows[0].logits, execute.run(ir, ids[0], mask[0])[:live])
 

@@ -20,7 +20,8 @@ FAKE_TEMPLATE = Path(__file__).parent / "data" / "fake_eval"
 MINILM_BUILTIN = REPO / "golden" / "minilm6-tok9-s256.litert-dq8.tflite.builtin.npz"
 MINILM_BASELINE = REPO / "golden" / "baselines" / "minilm6-tok9-s256.litert-dq8.eval.npz"
 SEQ, LABELS = 8, 5
-TRAP_ID, SPIN_ID = -1, -2  # window-leading ids that make the fake module trap or loop
+TRAP_ID, SPIN_ID, DRIFT_ID = -1, -2, -3  # window-leading ids that make the fake module trap, loop
+#                                          or answer differently for live rows and whole windows
 LIVE = [5, 8, 2]
 TEXT_INDEX = [0, 0, 1]
 
@@ -142,7 +143,8 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
     assert set(report) == {"format", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
-                           "thresholds", "goldens", "timing", "baseline", "plot", "passed", "failures"}
+                           "thresholds", "goldens", "timing", "baseline", "live_rows", "plot", "passed",
+                           "failures"}
     assert report["format"] == "porter.verify/1"
     assert report["model_sha256"] == fake.model_sha256
     assert Path(report["compiled_dir"]) == fake.compiled_dir.resolve()
@@ -160,6 +162,30 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
     assert informative["overall"]["label_rate"] < 1 and informative["failures"] == []
     # Both goldens hold the same windows, so the module ran once for the two of them.
     assert report["timing"]["model_load_ms"]["runs"] == 1 and report["timing"]["windows"] == 3
+
+
+def test_live_rows_run_is_compared_with_the_whole_window_run(fake, exact_golden, tmp_path):
+    report_path = tmp_path / "r.json"
+    result = verify(fake.compiled_dir, "--golden", exact_golden, "--report", report_path)
+    assert result.exit_code == 0, result.output
+    live_rows = json.loads(report_path.read_text())["live_rows"]
+    # The fake computes live rows rounded up to 8 (all of its 8-token window) in a live-rows run.
+    assert live_rows["rows"] == [8, 8, 8] and live_rows["seq"] == SEQ and live_rows["identical"]
+    assert live_rows["live_forward_ms"] == live_rows["whole_window_forward_ms"] == {"mean": 5.25, "median": 5.25}
+    assert "live rows: every window computed all 8 rows" in result.output
+
+
+def test_a_live_rows_run_that_drifts_from_the_whole_window_fails(fake, tmp_path):
+    ids, mask, live = windows(first_ids=[0, DRIFT_ID])
+    logits = np.stack([fake_logits(ids[w], int(live[w])) for w in range(len(LIVE))])
+    golden = write_golden(tmp_path / "drift.npz", logits, fake.model_sha256, ids, mask, live)
+    result = verify(fake.compiled_dir, "--golden", golden, "--max-abs", "1",
+                    "--report", tmp_path / "r.json", "--plot", tmp_path / "p.png")
+    assert result.exit_code == 1, result.output
+    assert "the live-rows run differs at golden drift window 1 (text 0) token 0 label 0" in last_line(result.stdout)
+    report = json.loads((tmp_path / "r.json").read_text())["live_rows"]
+    assert report["identical"] is False and report["differing_logits"] == LIVE[1] * LABELS
+    assert report["max_abs"] == 0.125
 
 
 def test_default_report_and_plot_go_to_the_compiled_dir(fake, exact_golden):
