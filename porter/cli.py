@@ -132,6 +132,27 @@ def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agr
         sys.exit(1)
 
 
+@main.command()
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option("--onnx", "onnx_path", type=click.Path(path_type=Path),
+              help="An ONNX export of the same network, for the onnxruntime peers.")
+@click.option("--peers", default=",".join(("litert-builtin", "litert-xnnpack", "ort", "ort-web")),
+              show_default=True, help="Comma-separated peers to run beside porter.")
+@click.option("--rounds", type=int, default=5, show_default=True,
+              help="Rounds; each runs every runner on every case, interleaved.")
+@click.option("--iterations", type=int, default=3, show_default=True, help="Forward passes per runner per round.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path),
+              help="Where to write the JSON results (default: TARGET/bench.json).")
+@click.option("--png", "png_path", type=click.Path(path_type=Path),
+              help="Where to write the chart (default: TARGET/bench.png).")
+def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path):
+    """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side."""
+    from porter.bench import bench as run_bench
+
+    chosen = [p.strip() for p in peers.split(",") if p.strip()]
+    run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo)
+
+
 @main.command("serve-build")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--tokenizer", "tokenizer_json", type=click.Path(path_type=Path), required=True,

@@ -16,6 +16,13 @@ rustup_has_wasip1() {
         rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1
 }
 
+apt_install() {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
 install_debian_toolchain() {
     local missing=()
     for p in "${apt_packages[@]}"; do
@@ -26,16 +33,22 @@ install_debian_toolchain() {
         return
     fi
     log "installing Debian packages: ${missing[*]}"
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 }
 
 if rustup_has_wasip1; then
     log "rustup toolchain with wasm32-wasip1 present"
 else
     install_debian_toolchain
+fi
+
+# Node and npm: porter bench runs ONNX Runtime Web (npm onnxruntime-web, installed by the bench
+# into porter's cache on first use) in Node, as one of its peers.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+    log "node and npm present"
+else
+    log "installing Debian packages: nodejs npm"
+    apt_install nodejs npm
 fi
 
 # Python: one virtual environment in the checkout, porter installed editable with its test extras.

@@ -1,0 +1,78 @@
+"""porter bench on the small TINY network: every runner really runs (porter's wasm under wasmtime,
+LiteRT both ways, onnxruntime, ONNX Runtime Web in Node) and the report's numbers hang together.
+Speed itself is not asserted: the numbers are the bench's output, not a test's."""
+
+import json
+
+import pytest
+
+from fixtures import assert_one_line_error, require, run_porter, spec
+from porter.bench import PORTER, make_cases
+from porter.codegen import build_forward_crate
+from porter.compile import compile_model
+
+TINY = spec.TINY.path("litert-dq8.tflite")
+TINY_ONNX = spec.TINY.path("dq8pc.onnx")
+RUNNERS = {PORTER, "LiteRT builtin", "LiteRT XNNPACK", "onnxruntime", "ONNX Runtime Web (Node)"}
+
+
+@pytest.fixture(scope="module")
+def compiled(toolchain, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "tiny"
+    compile_model(require(TINY), out)
+    build_forward_crate(out, toolchain)
+    return out
+
+
+def test_cases_come_from_the_window():
+    full, short = make_cases(64, 30522)
+    assert (full.live, int(full.mask.sum()), short.live, int(short.mask.sum())) == (64, 64, 20, 20)
+    assert (short.ids[20:] == 0).all() and (full.ids[:20] == short.ids[:20]).all()
+    assert [c.name for c in make_cases(16, 100)] == ["full window"]  # no short case in a 16-token window
+
+
+def test_bench_runs_every_peer_and_reports_ratios(compiled, tmp_path):
+    json_path, png_path = tmp_path / "bench.json", tmp_path / "bench.png"
+    result = run_porter("bench", compiled, "--onnx", require(TINY_ONNX), "--rounds", "2", "--iterations", "1",
+                        "--json", json_path, "--png", png_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(json_path.read_text())
+    assert report["format"] == "porter.bench/1" and report["skipped"] == {}
+    assert list(report["cases"]) == ["full window", "20 tokens"]
+    for name, case in report["cases"].items():
+        assert set(case["runners"]) == RUNNERS
+        porter_median = case["runners"][PORTER]["median"]
+        for runner in case["runners"].values():
+            assert runner["runs"] == 2 and 0 < runner["min"] <= runner["median"]
+            assert runner["ratio_to_porter"] == pytest.approx(runner["median"] / porter_median)
+        assert all(ms >= 0 for ms in case["porter_stages_ms"].values())
+    # TINY masks its padding: 20 live tokens compute 24 rows (a multiple of 8), a full window 64.
+    assert report["cases"]["full window"]["porter_rows_computed"] == 64
+    assert report["cases"]["20 tokens"]["porter_rows_computed"] == 24
+    startup = report["porter_startup_ms"]
+    assert startup["instantiate"]["runs"] >= 10
+    assert 0 < startup["instantiate"]["min"] <= startup["instantiate"]["median"]
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "x porter" in result.stdout and "porter start-up: instantiate" in result.stdout
+
+
+def test_peers_without_an_onnx_file_are_skipped_with_the_reason(compiled, tmp_path):
+    result = run_porter("bench", compiled, "--peers", "ort", "--rounds", "1", "--iterations", "1",
+                        "--json", tmp_path / "b.json", "--png", tmp_path / "b.png")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["skipped"] == {"ort": "give --onnx FILE, an ONNX export of the same network"}
+    assert set(report["cases"]["full window"]["runners"]) == {PORTER}
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--peers", "tvm"], "unknown peer tvm"),
+    (["--onnx", "no-such.onnx"], "no-such.onnx: no such ONNX file"),
+    (["--rounds", "0"], "--rounds and --iterations must be at least 1"),
+])
+def test_bad_options_are_one_line_errors(compiled, args, fragment):
+    assert_one_line_error(run_porter("bench", compiled, *args), fragment)
+
+
+def test_a_directory_without_a_module_is_a_one_line_error(tmp_path):
+    assert_one_line_error(run_porter("bench", tmp_path), "no built eval module")
