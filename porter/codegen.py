@@ -25,7 +25,9 @@ from porter import TEMPLATES_DIR, pack
 from porter.build import _render_templates, build_crate, cargo_config_toml, shared_target_dir
 from porter.errors import PorterError
 from porter.fsutil import replace_dir
-from porter.ir import LITERT_BUILTIN, MASK_INPUT, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear
+from porter.ir import (LITERT_BUILTIN, MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8, TFLITE_HYBRID, EncoderIR,
+                       LayerNorm, Linear)
+from porter.quant import EXACT_DOT, INT16_PAIRS_SATURATED
 from porter.toolchain import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -57,22 +59,39 @@ def _array(entries: dict, name: str) -> dict:
     return {"offset": e["offset"], "len": int(np.prod(e["shape"], dtype=np.int64))}
 
 
-def _linear(lin: Linear, entries: dict) -> dict:
-    if lin.weight_dtype not in ("int8", "float32"):
+def _linear_kind(lin: Linear, reference: str) -> str:
+    """Which Rust Weights variant runs this layer: int8 (TFLite hybrid), ort_dynamic, float32
+    (LiteRT's float FC) or float_ort (onnxruntime's Gemm)."""
+    if lin.weight_dtype == "float32":
+        return "float_ort" if reference == ONNXRUNTIME_CPU else "float32"
+    if lin.weight_dtype != "int8":
         raise PorterError(f"{lin.name}: no Rust kernel for {lin.weight_dtype} weights")
+    wanted = TFLITE_HYBRID if reference == LITERT_BUILTIN else ORT_DYNAMIC_UINT8
+    if lin.activation_quant != wanted:
+        raise PorterError(f"{lin.name}: no Rust kernel for {lin.activation_quant!r} activations "
+                          f"under {reference!r} arithmetic")
+    if wanted == ORT_DYNAMIC_UINT8 and lin.integer_dot not in (EXACT_DOT, INT16_PAIRS_SATURATED):
+        raise PorterError(f"{lin.name}: no Rust kernel for the integer dot product {lin.integer_dot!r}")
+    return "int8" if wanted == TFLITE_HYBRID else "ort_dynamic"
+
+
+def _linear(lin: Linear, entries: dict, reference: str) -> dict:
+    kind = _linear_kind(lin, reference)
     return {
-        "kind": lin.weight_dtype,
+        "kind": kind,
         "weight": _array(entries, f"{lin.name}.weight"),
         "scale": _array(entries, f"{lin.name}.scale") if lin.weight_dtype == "int8" else None,
         "bias": _array(entries, f"{lin.name}.bias") if lin.has_bias else None,
         "outs": lin.out_features,
         "k": lin.in_features,
         "asymmetric": lin.asymmetric_inputs,
+        "saturating": lin.integer_dot == INT16_PAIRS_SATURATED,
     }
 
 
-FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras"}
-TABLE_KINDS = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "float32": "Float32"}
+FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx"}
+TABLE_KINDS = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor",
+               "float32": "Float32"}
 
 
 def _layer_norm(ln: LayerNorm, entries: dict) -> dict:
@@ -99,23 +118,26 @@ def _bias_term(ir: EncoderIR, entries: dict, index: int) -> dict:
     return {**term, "row_stride": stride}
 
 
-def require_litert_arithmetic(ir: EncoderIR) -> None:
-    """The kernels reproduce LiteRT's builtin arithmetic; refuse an IR that asks for another
-    (onnxruntime's, for ONNX graphs: not implemented in Rust yet)."""
-    if ir.reference != LITERT_BUILTIN:
-        raise PorterError(f"{Path(ir.source).name}: the Rust kernels reproduce LiteRT's builtin "
-                          f"arithmetic; this IR asks for {ir.reference!r}")
-    for lin in ir.linears():
-        if lin.weight_dtype == "int8" and lin.activation_quant != TFLITE_HYBRID:
-            raise PorterError(f"{lin.name}: no Rust kernel for {lin.activation_quant!r} activations")
+def require_kernels(ir: EncoderIR) -> None:
+    """The Rust kernels reproduce LiteRT's builtin arithmetic and onnxruntime's CPU arithmetic;
+    refuse anything else by name (each Linear is checked as it is rendered)."""
+    if ir.reference not in (LITERT_BUILTIN, ONNXRUNTIME_CPU):
+        raise PorterError(f"{Path(ir.source).name}: no Rust kernels for {ir.reference!r} arithmetic")
+    onnx = ir.reference == ONNXRUNTIME_CPU
+    for ln in [ir.embeddings.ln] + [n for ly in ir.layers for n in (ly.attn_ln, ly.ffn_ln)]:
+        if (ln.form == "onnx") != onnx:
+            raise PorterError(f"{ln.name}: no Rust kernel for LayerNorm form {ln.form!r} under "
+                              f"{ir.reference!r} arithmetic")
     for ly in ir.layers:
         if ly.attn.scale_divisor is not None:
             raise PorterError("attention that divides its scores has no Rust kernel yet")
+        if onnx and ly.gelu != "erf":
+            raise PorterError(f"no Rust kernel for GELU {ly.gelu!r} under onnxruntime arithmetic")
 
 
 def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning()) -> dict:
     """Everything the templates read: shapes, array offsets and kernel parameters."""
-    require_litert_arithmetic(ir)
+    require_kernels(ir)
     entries = {e["name"]: e for e in manifest["arrays"]}
     head_dims = {ly.attn.head_dim for ly in ir.layers} | {ir.hidden // ir.heads}
     if len(head_dims) != 1 or ir.heads * head_dims.copy().pop() != ir.hidden:
@@ -127,6 +149,7 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning())
         "kind": TABLE_KINDS[emb.table_kind],
         "table": _array(entries, "embed.table"),
         "scale": _array(entries, "embed.scale") if emb.table_kind != "float32" else None,
+        "zero_point": _array(entries, "embed.zero_point") if emb.table_kind == "uint8_tensor" else None,
         "bias_terms": [_bias_term(ir, entries, i) for i in range(emb.bias_terms)],
         "ln": _layer_norm(emb.ln, entries),
     }
@@ -136,14 +159,16 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning())
         if a.scale_on not in ("scores", "query"):
             raise PorterError(f"attention scale on {a.scale_on!r} is not supported")
         layers.append({
-            "q": _linear(a.q, entries), "k": _linear(a.k, entries),
-            "v": _linear(a.v, entries), "o": _linear(a.o, entries),
+            "q": _linear(a.q, entries, ir.reference), "k": _linear(a.k, entries, ir.reference),
+            "v": _linear(a.v, entries, ir.reference), "o": _linear(a.o, entries, ir.reference),
             "attention": {"scale": f32_literal(a.scale), "scale_on_query": a.scale_on == "query",
                           "softmax_beta": f32_literal(a.softmax_beta),
-                          "mask_value": f32_literal(a.mask_value)},
+                          "mask_value": f32_literal(a.mask_value),
+                          "onnxruntime": ir.reference == ONNXRUNTIME_CPU},
             "attn_ln": _layer_norm(ly.attn_ln, entries),
-            "ffn_in": _linear(ly.ffn_in, entries), "ffn_out": _linear(ly.ffn_out, entries),
-            "gelu": {"erf": "Erf", "tanh": "Tanh"}[ly.gelu],
+            "ffn_in": _linear(ly.ffn_in, entries, ir.reference),
+            "ffn_out": _linear(ly.ffn_out, entries, ir.reference),
+            "gelu": ("ErfOrt" if ir.reference == ONNXRUNTIME_CPU else "Erf") if ly.gelu == "erf" else "Tanh",
             "ffn_ln": _layer_norm(ly.ffn_ln, entries),
         })
     return {
@@ -153,9 +178,10 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning())
         "ffn": ir.ffn, "vocab": ir.vocab, "labels": ir.labels,
         "uses_mask": ir.mask == MASK_INPUT,
         "padding_is_inert": ir.padding_is_inert(),
+        "rows_independent": ir.rows_independent(),
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),
-        "embeddings": embeddings, "layers": layers, "head": _linear(ir.head, entries),
+        "embeddings": embeddings, "layers": layers, "head": _linear(ir.head, entries, ir.reference),
         "tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
     }
 

@@ -157,12 +157,18 @@ class EncoderIR:
             out += [a.q, a.k, a.v, a.o, ly.ffn_in, ly.ffn_out]
         return out + [self.head]
 
+    def rows_independent(self) -> bool:
+        """Whether every Linear treats its input rows independently. onnxruntime's
+        DynamicQuantizeLinear does not: one scale for the whole tensor, padding included."""
+        return all(lin.activation_quant != ORT_DYNAMIC_UINT8 for lin in self.linears())
+
     def padding_is_inert(self) -> bool:
         """Whether rows past the last kept token may be left uncomputed without changing a live
-        row: the mask hides them from attention and nothing else mixes rows. onnxruntime's
-        DynamicQuantizeLinear does mix them: one scale for the whole tensor, padding included."""
-        return self.mask == MASK_INPUT and all(lin.activation_quant != ORT_DYNAMIC_UINT8
-                                               for lin in self.linears())
+        row: the mask hides them from attention, nothing else mixes rows, and a dropped key's
+        probability is exactly 0. LiteRT's exp underflows to 0 for the mask value; MLAS's exp
+        (onnxruntime) clamps its input at -88.38 and returns a tiny non-zero value instead, which
+        still adds to the softmax sum."""
+        return self.mask == MASK_INPUT and self.rows_independent() and self.reference == LITERT_BUILTIN
 
     def array_order(self) -> list[str]:
         """The order arrays are packed in model.bin (and read back by the generated crate)."""

@@ -3,8 +3,12 @@
 - SIMD against scalar: GELU and row quantisation over f32 bit patterns (a sample by default,
   all 2^32 with `-m slow`), 20,000 awkward random rows per quantisation scheme, and the other
   kernels (GEMM, attention, Eigen sums, float Linear) on random shapes.
-- The scalar references against porter's numpy definitions (porter.quant, porter.litert_float).
-- Mutation: a copy of the crate with one comparison flipped in a SIMD kernel must fail its check.
+- The scalar references against porter's numpy definitions (porter.quant, porter.litert_float,
+  porter.ort_float). onnxruntime's one-input functions (erf and softmax's exp) have only a
+  scalar Rust version: those are compared with numpy over every f32 bit pattern with `-m slow`
+  (about 20 minutes each on this machine; GELU adds only IEEE divisions and products to erf).
+- Mutation: a copy of the crate with one comparison flipped in a SIMD kernel, or one constant
+  changed in a scalar one, must fail its check.
 """
 
 import struct
@@ -15,6 +19,7 @@ import pytest
 
 from fixtures import require, spec
 from porter import litert_float as LF
+from porter import ort_float as OF
 from porter import quant
 from porter.codegen import build_forward_crate, render_forward_crate
 from porter.compile import recover
@@ -122,6 +127,47 @@ def test_scalar_float_functions_match_numpy(checks_wasm, wasm_runtime, op):
     assert_same_floats(ours, numpy_version(x).astype(np.float32))
 
 
+ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-exp": OF._sum_exp}
+
+
+@pytest.mark.parametrize("op", list(ORT_FUNCTIONS))
+def test_scalar_onnxruntime_functions_match_numpy(checks_wasm, wasm_runtime, op):
+    x = interesting_floats(np.random.default_rng(4), 200_000)
+    x = np.concatenate([x, np.linspace(-12, 12, 100_001, dtype=np.float32), np.float32([-88.5, -88.3, 0.921875])])
+    ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
+    with np.errstate(all="ignore"):
+        assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["ort-erf", "ort-exp"])  # GELU adds only IEEE steps around erf
+def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(checks_wasm, wasm_runtime, op):
+    chunk = 1 << 24
+    for start in range(0, ALL_PATTERNS, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
+        with np.errstate(all="ignore"):
+            assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
+
+
+def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(checks_wasm, wasm_runtime):
+    rng = np.random.default_rng(5)
+    for cols in (1, 7, 8, 9, 64, 256, 257):
+        x = (rng.standard_normal((40, cols)) * 8).astype(np.float32)
+        x[::5, ::3] += np.float32(-3.4028235e38)  # masked keys
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "ort-softmax", x), "<f4").reshape(x.shape)
+        assert_same_floats(ours, OF.softmax(x))
+    for scale in (1e-3, 1.0, 40.0):
+        x = (rng.standard_normal((30, 128)) * scale).astype(np.float32)
+        x[3, :5] = [0.5, -0.5, 1.5, 2.5, 0.0]
+        data = scalar_reference(wasm_runtime, checks_wasm, "ort-quantize", x)
+        ours_scale, ours_zp = struct.unpack_from("<fi", data)
+        ours_q = np.frombuffer(data, "<i2", offset=8)
+        ref_q, ref_scale, ref_zp = quant.ort_dynamic_quantize(x)
+        assert (ours_scale, ours_zp) == (ref_scale, ref_zp)
+        assert np.array_equal(ours_q, ref_q.ravel().astype(np.int16))
+
+
 def test_scalar_eigen_sum_matches_numpy(checks_wasm, wasm_runtime):
     rng = np.random.default_rng(2)
     for cols in (1, 3, 4, 5, 8, 12, 13, 16, 33, 383, 384, 1536):
@@ -170,6 +216,10 @@ MUTATIONS = {
                             "f32x4_pmax(f32x4_pmin(v, f32x4_splat(hi)), f32x4_splat(lo))",
                             "f32x4_pmax(f32x4_pmin(f32x4_splat(hi), v), f32x4_splat(lo))",
                             ["quant", "sym", 0x7FC00000, 64, 1]),
+    # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
+    "ort dot saturation dropped": ("src/kernels/ort_quant.rs",
+                                   "pairs = i32x4_min(i32x4_max(pairs, lo), hi);", "",
+                                   ["kernels", 11]),
 }
 
 
@@ -186,3 +236,17 @@ def test_mutated_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, check
     code, out = run_check(wasm_runtime, mutant, *check)
     print(out.strip())
     assert code == 1 and "MISMATCH" in out
+
+
+def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    """erf's polynomial switch point moved by one ulp: the numpy comparison must see it."""
+    crate = render_checks_crate(tmp_path / "mutant")
+    path = crate / "src" / "kernels" / "ort_float.rs"
+    text = path.read_text()
+    original = "const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000);"
+    assert text.count(original) == 1
+    path.write_text(text.replace(original, "const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0001);"))
+    mutant = build_forward_crate(crate, toolchain, checks=True)
+    x = np.uint32([0x3F6C0001, 0xBF6C0001, 0x3F6C0002]).view(np.float32)  # just past the switch
+    ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-erf", x[None, :]), "<f4")
+    assert not np.array_equal(ours.view(np.uint32), OF.erf(x).view(np.uint32))

@@ -1,34 +1,43 @@
-//! Applying one Linear layer: hybrid int8 (quantise the rows, then the integer GEMM) or float.
+//! Applying one Linear layer: hybrid int8 (quantise each row, then the integer GEMM),
+//! onnxruntime's dynamic uint8 (quantise the whole input, then its integer dot), or float.
 
 use crate::kernels::gemm::gemm;
 use crate::kernels::linear_f32::linear_f32;
+use crate::kernels::ort_float;
+use crate::kernels::ort_quant::{self, TensorQuantized};
 use crate::kernels::quantize::QuantizedRows;
 use crate::model::{Linear, Weights};
 
 impl Linear<'_> {
-    /// The activation quantisation this layer expects, None for float weights.
+    /// The per-row activation quantisation this layer expects (TFLite's hybrid layers only).
     pub fn asymmetric_inputs(&self) -> Option<bool> {
         match &self.weights {
             Weights::Int8 { asymmetric, .. } => Some(*asymmetric),
-            Weights::Float(_) => None,
+            _ => None,
         }
     }
 
-    /// out[..rows * outs] = this layer applied to x[..rows * k].
+    /// out[..rows * outs] = this layer applied to x[..rows * k]. An OrtDynamic layer quantises
+    /// exactly those rows as one tensor: the caller passes every row of it.
     pub fn apply(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut LinearScratch) {
         match &self.weights {
             Weights::Int8 { weights, asymmetric } => {
                 scratch.quantized.quantize(x, rows, weights.k, *asymmetric);
                 self.apply_quantized(&scratch.quantized, rows, out);
             }
+            Weights::OrtDynamic { weights, saturating } => {
+                scratch.tensor.quantize(x, rows, weights.k);
+                ort_quant::linear(&scratch.tensor, rows, weights, *saturating, out);
+            }
             Weights::Float(weights) => linear_f32(x, rows, weights, out, &mut scratch.transposed),
+            Weights::FloatOrt(weights) => ort_float::linear(x, rows, weights, out),
         }
     }
 
     /// The GEMM on rows quantised already (Q, K and V share one quantisation of their input).
     pub fn apply_quantized(&self, xq: &QuantizedRows, rows: usize, out: &mut [f32]) {
         let Weights::Int8 { weights, .. } = &self.weights else {
-            panic!("apply_quantized on a float Linear");
+            panic!("apply_quantized on a Linear that is not a hybrid int8 one");
         };
         assert!(rows <= xq.rows && xq.cols == weights.k);
         gemm(&xq.values, &xq.scales, rows, xq.all_zero, weights, out);
@@ -38,11 +47,16 @@ impl Linear<'_> {
 /// Buffers a Linear needs, sized for the widest input.
 pub struct LinearScratch {
     pub quantized: QuantizedRows,
+    tensor: TensorQuantized,
     transposed: Vec<f32>,
 }
 
 impl LinearScratch {
     pub fn new(rows: usize, widest: usize) -> Self {
-        LinearScratch { quantized: QuantizedRows::new(rows, widest), transposed: vec![0.0; rows * widest] }
+        LinearScratch {
+            quantized: QuantizedRows::new(rows, widest),
+            tensor: TensorQuantized::new(),
+            transposed: vec![0.0; rows * widest],
+        }
     }
 }

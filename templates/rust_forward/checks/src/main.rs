@@ -4,8 +4,12 @@
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
-//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear on random data
+//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear, onnxruntime's
+//!                                     u8 x s8 dot (saturating and exact) on random data
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
+//!                                     (LiteRT's: gelu exp erfc eigen-sum quant-sym quant-asym;
+//!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
+//!                                     ort-quantize)
 //!
 //! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
 //! NaN results compare equal to each other whatever their payload.
@@ -25,6 +29,8 @@ use kernels::eigen::{eigen_sum, eigen_sum_scalar};
 use kernels::gemm::{gemm, gemm_scalar, Int8Weights};
 use kernels::linear_f32::{linear_f32, linear_f32_scalar, FloatWeights};
 use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
+use kernels::ort_float;
+use kernels::ort_quant::{self, TensorQuantized};
 use kernels::quantize::*;
 
 const MAX_REPORTED: usize = 5;
@@ -226,6 +232,15 @@ fn check_kernels(seed: u64) -> ! {
         let n = 1 + rng.below(600) as usize;
         let v: Vec<f32> = (0..n).map(|_| rng.unit() * 100.0).collect();
         tally.record(same_f32(eigen_sum(&v), eigen_sum_scalar(&v)), || format!("eigen_sum n={n}"));
+
+        // uint8 activations against int8 weights; large weights make int16 pair sums saturate.
+        let n = 1 + rng.below(200) as usize;
+        let q: Vec<i16> = (0..n).map(|_| rng.below(256) as i16).collect();
+        let w: Vec<i8> = (0..n).map(|_| if rng.below(2) == 0 { rng.i8() } else { [-128, 127, -100, 120][rng.below(4) as usize] }).collect();
+        for saturating in [true, false] {
+            let (simd, scalar) = (ort_quant::dot(&q, &w, saturating), ort_quant::dot_scalar(&q, &w, saturating));
+            tally.record(simd == scalar, || format!("ort dot n={n} saturating={saturating}: {simd} vs {scalar}"));
+        }
     }
     for trial in 0..12 {
         let heads = 1 + rng.below(3) as usize;
@@ -240,6 +255,7 @@ fn check_kernels(seed: u64) -> ! {
             scale_on_query: trial % 2 == 1,
             softmax_beta: 1.0,
             mask_value: -3.402_823_5e38,
+            onnxruntime: false,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
         let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
@@ -269,6 +285,15 @@ fn reference(op: &str) -> ! {
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
             }
             "eigen-sum" => out.extend_from_slice(&eigen_sum_scalar(row).to_le_bytes()),
+            "ort-erf" | "ort-gelu" | "ort-exp" => {
+                let f = match op { "ort-erf" => ort_float::erf, "ort-gelu" => ort_float::gelu_erf, _ => ort_float::sum_exp };
+                row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
+            }
+            "ort-softmax" => {
+                let mut r = row.to_vec();
+                ort_float::softmax(&mut r);
+                r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
             "quant-sym" | "quant-asym" => {
                 let mut q = vec![0i16; cols];
                 let p = if op == "quant-sym" { quantize_row_symmetric_scalar(row, &mut q) } else { quantize_row_asymmetric_scalar(row, &mut q) };
@@ -276,15 +301,24 @@ fn reference(op: &str) -> ! {
                 out.extend_from_slice(&p.zero_point.to_le_bytes());
                 q.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
+            "ort-quantize" => {}
             _ => usage(),
         }
+    }
+    if op == "ort-quantize" {
+        // The whole input is one tensor: f32 scale, i32 zero point, then i16 values.
+        let mut t = TensorQuantized::new();
+        t.quantize(&data, rows, cols);
+        out.extend_from_slice(&t.scale.to_le_bytes());
+        out.extend_from_slice(&t.zero_point.to_le_bytes());
+        t.values[..rows * cols].iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
     }
     std::io::stdout().write_all(&out).expect("write stdout");
     exit(0)
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym");
+    eprintln!("usage: gelu START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize");
     exit(2)
 }
 

@@ -9,6 +9,7 @@
 use core::arch::wasm32::*;
 
 use super::eigen::{eigen_sum, eigen_sum_scalar};
+use super::ort_float;
 use super::mathfn::{exp_in_place, exp_scalar};
 use crate::tuning::ATTENTION_QUERY_ROWS;
 
@@ -22,6 +23,8 @@ pub struct AttentionParams {
     pub softmax_beta: f32,
     /// Added to the score of every key whose mask is 0 (mask-input models only).
     pub mask_value: f32,
+    /// onnxruntime's arithmetic (ort_float::attention) instead of LiteRT's.
+    pub onnxruntime: bool,
 }
 
 /// Work buffers, allocated once per forward pass.
@@ -137,6 +140,10 @@ pub fn attention(
     let hidden = p.heads * p.head_dim;
     assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
     assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys);
+    if p.onnxruntime {
+        return ort_float::attention(p.heads, p.head_dim, p.scale, p.scale_on_query, p.mask_value, q, k, v, keep,
+                                    rows, keys, ctx, &mut scratch.probs);
+    }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
             *lane = if kept { u32::MAX } else { 0 };

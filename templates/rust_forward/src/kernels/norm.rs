@@ -4,8 +4,11 @@
 //! eps). Each form then produces two rows: `normalised` (before gamma and beta) and `affine`
 //! (after). When the graph folded gamma and beta into the next Linear layers, those read
 //! `normalised` and only the residual reads `affine`.
+//!
+//! ONNX's LayerNormalization (form Onnx) follows onnxruntime instead (ort_float::layer_norm_row).
 
 use super::eigen::eigen_mean;
+use super::ort_float;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Form {
@@ -15,6 +18,20 @@ pub enum Form {
     Centred,
     /// inv = r * gamma; out = x * inv + (beta - mean * inv), both rows the same
     Keras,
+    /// onnxruntime's LayerNormalization, both rows the same
+    Onnx,
+}
+
+/// One row of work space.
+pub struct NormScratch {
+    row: Vec<f32>,
+    wide: Vec<f64>,
+}
+
+impl NormScratch {
+    pub fn new(n: usize) -> Self {
+        NormScratch { row: vec![0.0; n], wide: vec![0.0; n] }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -25,19 +42,24 @@ pub struct LayerNormParams<'a> {
     pub form: Form,
 }
 
-/// Normalise `rows` rows of `x` (row length = gamma.len()). `centred` is scratch of one row.
+/// Normalise `rows` rows of `x` (row length = gamma.len()).
 pub fn layer_norm(
     p: &LayerNormParams,
     x: &[f32],
     rows: usize,
     normalised: &mut [f32],
     affine: &mut [f32],
-    centred: &mut [f32],
+    scratch: &mut NormScratch,
 ) {
     let n = p.gamma.len();
     for r in 0..rows {
         let span = r * n..(r + 1) * n;
-        layer_norm_row(p, &x[span.clone()], &mut normalised[span.clone()], &mut affine[span], centred);
+        if p.form == Form::Onnx {
+            ort_float::layer_norm_row(&x[span.clone()], p.gamma, p.beta, p.eps, &mut affine[span.clone()], &mut scratch.wide);
+            normalised[span.clone()].copy_from_slice(&affine[span]);
+        } else {
+            layer_norm_row(p, &x[span.clone()], &mut normalised[span.clone()], &mut affine[span], &mut scratch.row);
+        }
     }
 }
 
@@ -73,5 +95,6 @@ fn layer_norm_row(p: &LayerNormParams, x: &[f32], normalised: &mut [f32], affine
                 affine[i] = v;
             }
         }
+        Form::Onnx => unreachable!("layer_norm hands the Onnx form to ort_float"),
     }
 }
