@@ -222,7 +222,10 @@ def tokenizer(tokenizer_json, out_dir, crate_dir):
 @main.command()
 @click.argument("crate_dir", type=click.Path(path_type=Path))
 @click.option("--checks", is_flag=True, help="Build the kernel-check module (checks/) instead of the eval module.")
-def build(crate_dir, checks):
+@click.option("--tune", is_flag=True,
+              help="Time the kernels' tile shapes on a full window under wasmtime and build with the fastest "
+                   "(recorded in src/tuning.rs and tuning.json).")
+def build(crate_dir, checks, tune):
     """Build a crate from `porter compile` to a wasm32-wasip1 eval module."""
     import threading
     import time
@@ -245,6 +248,10 @@ def build(crate_dir, checks):
     spinner = threading.Thread(target=show_elapsed, daemon=True)
     spinner.start()
     try:
+        if tune:
+            from porter.tune import tune as run_tune
+
+            run_tune(crate_dir, toolchain, echo=lambda line: click.echo(f"\r{line:78s}"))
         wasm = build_forward_crate(crate_dir, toolchain, checks=checks)
     finally:
         done.set()

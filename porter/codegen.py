@@ -182,8 +182,14 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning())
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),
         "embeddings": embeddings, "layers": layers, "head": _linear(ir.head, entries, ir.reference),
-        "tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
+        **tuning_variables(tuning),
     }
+
+
+def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
+    """What templates/rust_forward/src/tuning.rs.j2 reads; `tuned` records a --tune run."""
+    return {"tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
+            "tuned": tuned}
 
 
 def render_forward_crate(ir: EncoderIR, out_dir: str | Path, tuning: Tuning = Tuning()) -> Path:

@@ -1,0 +1,101 @@
+"""`porter build --tune`: pick the kernels' work per loop iteration by measuring on the target.
+
+The knobs in src/tuning.rs (GEMM register tile, attention query rows) never change a result bit,
+only speed, and the best values depend on the runtime's code generator and the CPU. So porter
+builds each candidate, runs a full window (every token live) under wasmtime with epoch
+interruption, as Spin runs it, and keeps the fastest: GEMM tiles by the forward pass's matmul
+time, then query rows by its attention time. Every candidate's logits must equal the default
+tuning's bit for bit, or tuning stops with an error. The winner and the measurements are written
+into src/tuning.rs (as a comment) and tuning.json, and the crate is built with it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from porter import evalproto, wasm
+from porter.bench import make_cases
+from porter.codegen import TEMPLATE, Tuning, build_forward_crate, tuning_variables
+from porter.errors import PorterError
+from porter.fsutil import write_atomic
+from porter.toolchain import Toolchain
+
+GEMM_TILES = [(1, 4), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 1)]
+QUERY_ROWS = [1, 2, 4, 8]
+TUNING_JSON = "tuning.json"
+
+
+def write_tuning_rs(crate: Path, tuning: Tuning, tuned: dict | None = None) -> None:
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE), undefined=jinja2.StrictUndefined,
+                                     keep_trailing_newline=True, autoescape=False)
+    text = environment.get_template("src/tuning.rs.j2").render(**tuning_variables(tuning, tuned))
+    write_atomic(crate / "src" / "tuning.rs", text.encode())
+
+
+class Trial:
+    """Builds and runs the crate with one tuning; remembers the default's logits."""
+
+    def __init__(self, crate: Path, toolchain: Toolchain, runs: int):
+        ir = json.loads((crate / "ir.json").read_text())
+        case = make_cases(int(ir["seq"]), int(ir["vocab"]))[0]
+        self.crate, self.toolchain = crate, toolchain
+        self.request = evalproto.encode_request(np.tile(case.ids, (runs, 1)), np.tile(case.mask, (runs, 1)),
+                                                np.full(runs, case.live))
+        self.reference: list[np.ndarray] | None = None
+
+    def run(self, tuning: Tuning) -> dict:
+        write_tuning_rs(self.crate, tuning)
+        module = build_forward_crate(self.crate, self.toolchain)
+        done = wasm.run_command(module, stdin=self.request, timeout_s=600)
+        if done.exit_code != 0:
+            raise PorterError(f"tuning {tuning}: the module exited with {done.exit_code}")
+        results, _ = evalproto.decode_reply(done.stdout)
+        logits = [r.logits for r in results]
+        if self.reference is None:
+            self.reference = logits
+        elif not all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(logits, self.reference)):
+            raise PorterError(f"tuning {tuning} changed the logits: the kernels are not exact under it")
+        return {part: statistics.median(getattr(r, f"{part}_ms") for r in results)
+                for part in ("matmul", "attention", "forward")}
+
+
+def tune(crate_dir: Path, toolchain: Toolchain, runs: int = 3, echo=print) -> Tuning:
+    crate = Path(crate_dir)
+    if not (crate / "ir.json").is_file():
+        raise PorterError(f"{crate} is not a porter forward crate (run `porter compile MODEL -o {crate}`)")
+    trial = Trial(crate, toolchain, runs)
+    default = Tuning()
+    measured = {default: trial.run(default)}
+    echo(f"default {default}: matmul {measured[default]['matmul']:.2f} ms, "
+         f"attention {measured[default]['attention']:.2f} ms")
+    for rows, outs in GEMM_TILES:
+        candidate = Tuning(rows, outs, default.query_rows)
+        if candidate not in measured:
+            measured[candidate] = trial.run(candidate)
+            echo(f"GEMM tile {rows}x{outs}: matmul {measured[candidate]['matmul']:.2f} ms")
+    gemm = min((t for t in measured if t.query_rows == default.query_rows), key=lambda t: measured[t]["matmul"])
+    for query_rows in QUERY_ROWS:
+        candidate = Tuning(gemm.tile_rows, gemm.tile_outs, query_rows)
+        if candidate not in measured:
+            measured[candidate] = trial.run(candidate)
+            echo(f"attention query rows {query_rows}: attention {measured[candidate]['attention']:.2f} ms")
+    attention_trials = [t for t in measured if (t.tile_rows, t.tile_outs) == (gemm.tile_rows, gemm.tile_outs)]
+    best = min(attention_trials, key=lambda t: measured[t]["attention"])
+    lines = [f"GEMM {t.tile_rows}x{t.tile_outs}, query rows {t.query_rows}: matmul {m['matmul']:.2f} ms, "
+             f"attention {m['attention']:.2f} ms, forward {m['forward']:.2f} ms" for t, m in measured.items()]
+    write_tuning_rs(crate, best, {"runs": runs, "lines": lines})
+    build_forward_crate(crate, toolchain)
+    record = {"chosen": asdict(best), "runs_per_candidate": runs,
+              "candidates": [{"tile_rows": t.tile_rows, "tile_outs": t.tile_outs, "query_rows": t.query_rows,
+                              **{f"{k}_ms": v for k, v in m.items()}} for t, m in measured.items()]}
+    write_atomic(crate / TUNING_JSON, (json.dumps(record, indent=1) + "\n").encode())
+    echo(f"chosen: GEMM tile {best.tile_rows}x{best.tile_outs}, attention query rows {best.query_rows} "
+         f"(forward {measured[best]['forward']:.2f} ms vs default {measured[default]['forward']:.2f} ms); "
+         f"recorded in {crate / 'src' / 'tuning.rs'} and {crate / TUNING_JSON}")
+    return best
