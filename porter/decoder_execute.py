@@ -1,0 +1,77 @@
+"""The numpy decoder executor: a DecoderIR run step by step with a KV cache, in onnxruntime's
+float arithmetic (porter.ort_float), the reference for the generated decoder crate.
+
+`Session.step(ids)` feeds the next tokens (a prompt, then one token at a time), appends their
+keys and values to the cache, and returns their logits [len(ids), vocab], like one call of the
+exported graph with past_* = the cache so far.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter import ort_float as OF
+from porter.decoder import DecoderIR
+from porter.errors import PorterError
+
+F32 = np.float32
+
+
+class Session:
+    def __init__(self, ir: DecoderIR):
+        self.ir = ir
+        shape = (ir.heads, 0, ir.head_dim)
+        self.keys = [np.zeros(shape, F32) for _ in ir.layers]
+        self.values = [np.zeros(shape, F32) for _ in ir.layers]
+
+    @property
+    def past(self) -> int:
+        return self.keys[0].shape[1]
+
+    def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
+        w = self.ir.weights
+        return OF.linear(x, w[f"{name}.weight"], w[f"{name}.bias"])
+
+    def _layer_norm(self, ln, x: np.ndarray) -> np.ndarray:
+        w = self.ir.weights
+        return OF.layer_norm(x, w[f"{ln.name}.gamma"], w[f"{ln.name}.beta"], ln.eps)
+
+    def _attention(self, index: int, a: np.ndarray, past: int) -> np.ndarray:
+        ir, seq = self.ir, a.shape[0]
+        qkv = self._linear(ir.layers[index].qkv.name, a)
+        heads = lambda t: t.reshape(seq, ir.heads, ir.head_dim).transpose(1, 0, 2)  # noqa: E731
+        q, k, v = (heads(part) for part in np.split(qkv, 3, axis=-1))
+        self.keys[index] = np.concatenate([self.keys[index], k], axis=1)
+        self.values[index] = np.concatenate([self.values[index], v], axis=1)
+        scores = (OF.matmul(q, self.keys[index].transpose(0, 2, 1)) * F32(ir.scale)).astype(F32)
+        hidden = np.arange(past + seq)[None, :] > (np.arange(seq)[:, None] + past)
+        scores = np.where(hidden[None], F32(-np.inf), scores)
+        context = OF.matmul(OF.softmax(scores), self.values[index])
+        return context.transpose(1, 0, 2).reshape(seq, ir.hidden)
+
+    def step(self, ids) -> np.ndarray:
+        ir = self.ir
+        ids, past = np.asarray(ids, np.int64), self.past
+        if past + len(ids) > ir.n_ctx:
+            raise PorterError(f"context full: {past} + {len(ids)} tokens > {ir.n_ctx}")
+        w = ir.weights
+        x = (w["wte"][ids] + w["wpe"][past + np.arange(len(ids))]).astype(F32)
+        for i, ly in enumerate(ir.layers):
+            attn = self._linear(ly.o.name, self._attention(i, self._layer_norm(ly.ln1, x), past))
+            x = (x + attn).astype(F32)
+            h = OF.gelu_erf(self._linear(ly.fc.name, self._layer_norm(ly.ln2, x)))
+            x = (x + self._linear(ly.fc_out.name, h)).astype(F32)
+        return OF.linear(self._layer_norm(ir.final_ln, x), w["wte"], None)
+
+
+def greedy(ir: DecoderIR, prompt, steps: int) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(generated ids, prompt logits [T, vocab], step logits [steps, vocab]): row k of the step
+    logits chose generated token k (row 0 is the prompt's last row)."""
+    session = Session(ir)
+    prompt_logits = session.step(prompt)
+    rows, ids = [prompt_logits[-1]], []
+    for k in range(steps):
+        ids.append(int(np.argmax(rows[-1])))
+        if k + 1 < steps:
+            rows.append(session.step([ids[-1]])[0])
+    return ids, prompt_logits, np.stack(rows)
