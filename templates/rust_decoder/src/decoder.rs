@@ -1,0 +1,144 @@
+//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic
+//! (the same operations as porter/decoder_execute.py).
+//!
+//! The cache holds every layer's keys and values for the whole context, [LAYERS][HEADS][N_CTX]
+//! [HEAD_DIM] each, allocated once; a step writes only its new positions and reads the ones
+//! before, so a token costs its own work plus attention over the tokens so far.
+
+use crate::kernels::ort_float::{fma, gelu_erf_in_place, layer_norm_row, softmax};
+use crate::model::*;
+
+pub struct Cache {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    /// Positions filled so far (the graph's `past`).
+    pub len: usize,
+}
+
+impl Cache {
+    pub fn new() -> Self {
+        let size = LAYERS * HEADS * N_CTX * HEAD_DIM;
+        Cache { keys: vec![0.0; size], values: vec![0.0; size], len: 0 }
+    }
+
+    fn at(layer: usize, head: usize, pos: usize) -> usize {
+        ((layer * HEADS + head) * N_CTX + pos) * HEAD_DIM
+    }
+}
+
+/// Work buffers for up to `rows` new tokens, allocated once.
+pub struct Scratch {
+    x: Vec<f32>,
+    normed: Vec<f32>,
+    qkv: Vec<f32>,
+    context: Vec<f32>,
+    block: Vec<f32>,
+    hidden: Vec<f32>,
+    scores: Vec<f32>,
+    weight_row: Vec<f32>,
+    wide: Vec<f64>,
+}
+
+impl Scratch {
+    pub fn new(rows: usize) -> Self {
+        Scratch {
+            x: vec![0.0; rows * HIDDEN],
+            normed: vec![0.0; rows * HIDDEN],
+            qkv: vec![0.0; rows * 3 * HIDDEN],
+            context: vec![0.0; rows * HIDDEN],
+            block: vec![0.0; rows * HIDDEN],
+            hidden: vec![0.0; rows * FFN],
+            scores: vec![0.0; N_CTX],
+            weight_row: vec![0.0; HIDDEN.max(FFN)],
+            wide: vec![0.0; HIDDEN],
+        }
+    }
+}
+
+fn layer_norm(ln: &LayerNorm, x: &[f32], rows: usize, out: &mut [f32], wide: &mut [f64]) {
+    for r in 0..rows {
+        let span = r * HIDDEN..(r + 1) * HIDDEN;
+        layer_norm_row(&x[span.clone()], ln.gamma, ln.beta, ln.eps, &mut out[span], wide);
+    }
+}
+
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Attention of `rows` new tokens at positions past.. over every cached key up to theirs.
+fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
+    let past = cache.len;
+    let keys = past + rows;
+    for r in 0..rows {
+        for h in 0..HEADS {
+            let slot = Cache::at(layer, h, past + r);
+            let k = &s.qkv[r * 3 * HIDDEN + HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+            cache.keys[slot..slot + HEAD_DIM].copy_from_slice(k);
+            let v = &s.qkv[r * 3 * HIDDEN + 2 * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+            cache.values[slot..slot + HEAD_DIM].copy_from_slice(v);
+        }
+    }
+    for r in 0..rows {
+        for h in 0..HEADS {
+            let q = &s.qkv[r * 3 * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+            let scores = &mut s.scores[..keys];
+            for (j, score) in scores.iter_mut().enumerate() {
+                if j > past + r {
+                    *score = f32::NEG_INFINITY; // the causal mask: a later token
+                    continue;
+                }
+                let key = &cache.keys[Cache::at(layer, h, j)..][..HEAD_DIM];
+                let mut acc = 0.0f32;
+                for (&qc, &kc) in q.iter().zip(key) {
+                    acc = fma(qc, kc, acc);
+                }
+                *score = acc * SCALE;
+            }
+            softmax(scores);
+            let out = &mut s.context[r * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+            for (c, o) in out.iter_mut().enumerate() {
+                let mut acc = 0.0f32;
+                for (j, &p) in scores.iter().enumerate() {
+                    acc = fma(p, cache.values[Cache::at(layer, h, j) + c], acc);
+                }
+                *o = acc;
+            }
+        }
+    }
+}
+
+/// Feeds `ids` at positions cache.len.. and returns the logits of the last `wanted` of them
+/// ([wanted, VOCAB]); the cache then holds them too.
+pub fn step(model: &Model, cache: &mut Cache, ids: &[u32], wanted: usize, s: &mut Scratch) -> Vec<f32> {
+    let rows = ids.len();
+    assert!(rows >= 1 && wanted >= 1 && wanted <= rows && cache.len + rows <= N_CTX);
+    for (r, &id) in ids.iter().enumerate() {
+        let token = model.head.row(id as usize, &mut s.weight_row);
+        let position = &model.wpe[(cache.len + r) * HIDDEN..][..HIDDEN];
+        for ((x, &t), &p) in s.x[r * HIDDEN..(r + 1) * HIDDEN].iter_mut().zip(token).zip(position) {
+            *x = t + p;
+        }
+    }
+    for (index, layer) in model.layers.iter().enumerate() {
+        layer_norm(&layer.ln1, &s.x, rows, &mut s.normed, &mut s.wide);
+        layer.qkv.apply(&s.normed, rows, &mut s.qkv, &mut s.weight_row);
+        attention(index, cache, rows, s);
+        layer.o.apply(&s.context, rows, &mut s.block, &mut s.weight_row);
+        add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
+        layer_norm(&layer.ln2, &s.x, rows, &mut s.normed, &mut s.wide);
+        layer.fc.apply(&s.normed, rows, &mut s.hidden, &mut s.weight_row);
+        gelu_erf_in_place(&mut s.hidden[..rows * FFN]);
+        layer.fc_out.apply(&s.hidden, rows, &mut s.block, &mut s.weight_row);
+        add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
+    }
+    cache.len += rows;
+    let first = rows - wanted;
+    let last_rows = &s.x[first * HIDDEN..rows * HIDDEN];
+    layer_norm(&model.final_ln, last_rows, wanted, &mut s.normed, &mut s.wide);
+    let mut logits = vec![0.0; wanted * VOCAB];
+    model.head.apply(&s.normed, wanted, &mut logits, &mut s.weight_row);
+    logits
+}
