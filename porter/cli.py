@@ -72,12 +72,22 @@ def inspect(model, as_json, show_ir):
 @main.command("compile")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
-              help="Directory for the forward-pass crate (with model.bin, layout.json, ir.json).")
-def compile_cmd(model, out_dir):
-    """Recover the encoder IR from MODEL; write the Rust crate, model.bin, layout.json and ir.json."""
+              help="Directory for the crate (with model.bin, layout.json, ir.json).")
+@click.option("--quant", type=click.Choice(["float32", "q8_0"]),
+              help="Decoders: how the Linear weights and the token table are stored (default float32).")
+def compile_cmd(model, out_dir, quant):
+    """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
+    model.bin, layout.json and ir.json."""
     from porter.compile import compile_model
+    from porter.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir)
+    ir = compile_model(model, out_dir, quant)
+    if isinstance(ir, DecoderIR):
+        size_mb = (Path(out_dir) / "model.bin").stat().st_size / 1e6
+        click.echo(f"{model}: decoder, {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
+                   f"FFN {ir.ffn}, vocab {ir.vocab}, context {ir.n_ctx}, {quant or 'float32'} weights "
+                   f"(model.bin {size_mb:.1f} MB) -> {out_dir}")
+        return
     click.echo(f"{model}: {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
                f"FFN {ir.ffn}, vocab {ir.vocab}, window {ir.seq}, {ir.labels} labels, "
                f"mask {ir.mask} -> {out_dir}")

@@ -1,11 +1,15 @@
-"""`porter compile`: graph file -> recovered IR -> a Rust forward-pass crate with model.bin,
-layout.json and ir.json beside its sources (porter.codegen)."""
+"""`porter compile`: graph file -> recovered IR -> a Rust crate with model.bin, layout.json and
+ir.json beside its sources: the encoder forward pass (porter.codegen), or for a GPT-style decoder
+with a KV cache the generation crate (porter.decoder_codegen)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from porter.codegen import render_forward_crate
+from porter.decoder import DecoderIR, is_decoder_graph, recover_decoder
+from porter.decoder_codegen import render_decoder_crate
+from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.ir import EncoderIR
 from porter.recover import recover_encoder
@@ -15,7 +19,14 @@ def recover(model_path: str | Path) -> EncoderIR:
     return recover_encoder(load_graph(model_path))
 
 
-def compile_model(model_path: str | Path, out_dir: str | Path) -> EncoderIR:
-    ir = recover(model_path)
+def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None) -> EncoderIR | DecoderIR:
+    g = load_graph(model_path)
+    if is_decoder_graph(g):
+        ir = recover_decoder(g, str(model_path))
+        render_decoder_crate(ir, out_dir, quant or "float32")
+        return ir
+    if quant not in (None, "hybrid"):
+        raise PorterError(f"--quant {quant}: encoders keep the quantisation their graph was exported with")
+    ir = recover_encoder(g)
     render_forward_crate(ir, out_dir)
     return ir

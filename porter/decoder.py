@@ -202,6 +202,11 @@ def _block(g: Graph, x: int, index: int) -> tuple[DecoderLayer, int, dict, float
     return layer, attn["resid"], {**arrays, **a1, **a2, **a3, **a4, **a5}, scale
 
 
+def is_decoder_graph(g: Graph) -> bool:
+    """A graph with a KV cache: past_key_* inputs (the decoders porter compiles)."""
+    return any(name.startswith("past_key") for name in g.inputs)
+
+
 def recover_decoder(g: Graph, source: str) -> DecoderIR:
     if "logits" not in g.outputs or "input_ids" not in g.inputs:
         raise PorterError(f"{source}: a decoder graph has an input_ids input and a logits output")
