@@ -1,0 +1,133 @@
+"""GPT-style decoders (examples/tinystories): recovery from the real torch.onnx export, the
+numpy step executor and the generated crate against onnxruntime, float32 and Q8_0 weights."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from fixtures import REPO, assert_one_line_error, run_porter
+from porter import decoder_proto
+from porter.decoder import (Q8_0_BLOCK, dequantize_q8_0, quantize_q8_0, recover_decoder, with_q8_0_weights)
+from porter.decoder_execute import greedy
+from porter.decoder_reference import model_with_weights, ort_greedy
+from porter.errors import PorterError
+from porter.frontends import load_graph
+
+EXAMPLE = REPO / "examples" / "tinystories"
+MODEL = EXAMPLE / "model" / "tinystories.onnx"
+GOLDEN = np.load(EXAMPLE / "golden" / "tinystories_greedy.npz")
+PROMPTS = [GOLDEN[f"p{i}_prompt_ids"] for i in range(6)]
+LONG_STEPS = 64
+
+
+@pytest.fixture(scope="module")
+def ir():
+    return recover_decoder(load_graph(MODEL), str(MODEL))
+
+
+@pytest.fixture(scope="module")
+def modules(toolchain, tmp_path_factory):
+    """quant -> built generation module."""
+    built = {}
+    for quant in ("float32", "q8_0"):
+        out = tmp_path_factory.mktemp("decoder") / quant
+        result = run_porter("compile", MODEL, "-o", out, "--quant", quant)
+        assert result.returncode == 0, result.stderr
+        assert "decoder, 4 layers" in result.stdout
+        result = run_porter("build", out)
+        assert result.returncode == 0, result.stderr
+        built[quant] = next(out.glob("*.wasm"))
+    return built
+
+
+def test_architecture_comes_from_the_graph(ir):
+    assert (len(ir.layers), ir.hidden, ir.heads, ir.head_dim, ir.ffn, ir.vocab, ir.n_ctx) == (4, 192, 4, 48, 768, 2048, 128)
+    assert ir.scale == pytest.approx(48 ** -0.5)
+    assert [ly.past_key for ly in ir.layers] == [f"past_key_{i}" for i in range(4)]
+    assert ir.summary()["parameters"] == 2_197_632  # every parameter of the checkpoint
+
+
+def test_executor_follows_onnxruntime(ir):
+    for i, prompt in enumerate(PROMPTS):
+        ids, prompt_logits, step_logits = greedy(ir, prompt, 32)
+        assert ids == GOLDEN[f"p{i}_generated_ids"].tolist()
+        assert np.abs(prompt_logits - GOLDEN[f"p{i}_prompt_logits"]).max() <= 2e-5
+        assert np.abs(step_logits - GOLDEN[f"p{i}_step_logits"]).max() <= 2e-5
+
+
+def test_float_module_matches_onnxruntime_and_the_executor(ir, modules):
+    results, load_ms = decoder_proto.generate(modules["float32"], PROMPTS, 32, with_logits=True)
+    assert load_ms < 1.0
+    for i, r in enumerate(results):
+        assert r.generated == GOLDEN[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
+        assert np.abs(r.prompt_logits - GOLDEN[f"p{i}_prompt_logits"]).max() <= 2e-5
+        assert np.abs(r.step_logits - GOLDEN[f"p{i}_step_logits"]).max() <= 2e-5
+        _, prompt_logits, step_logits = greedy(ir, PROMPTS[i], 32)
+        # the executor's dot products are BLAS's; the crate's f64 sums differ only below f32
+        assert np.abs(r.step_logits - step_logits).max() <= 1e-6
+
+
+def test_q8_0_module_generates_what_onnxruntime_does_with_the_same_weights(ir, modules):
+    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), ir, PROMPTS, LONG_STEPS)
+    results, _ = decoder_proto.generate(modules["q8_0"], PROMPTS, LONG_STEPS, with_logits=True)
+    for i, (r, (ids, prompt_logits, step_logits)) in enumerate(zip(results, reference)):
+        assert r.generated == ids, f"prompt {i}"
+        assert np.abs(r.prompt_logits - prompt_logits).max() <= 5e-5
+        assert np.abs(r.step_logits - step_logits).max() <= 5e-5
+
+
+def test_q8_0_model_bin_is_an_eighth_bigger_than_int8(modules, ir):
+    model_bin = modules["q8_0"].parent / "model.bin"
+    quantised = ir.weights["wte"].size + sum(ir.weights[f"{lin.name}.weight"].size for lin in ir.linears())
+    rest = ir.summary()["parameters"] - quantised
+    # one int8 per weight and one float32 per 32 of them; the rest float32; 16-byte alignment
+    expected = quantised * (1 + 4 / Q8_0_BLOCK) + 4 * rest
+    assert expected <= model_bin.stat().st_size <= expected + 16 * 64
+    layout = json.loads((modules["q8_0"].parent / "layout.json").read_text())
+    names = [e["name"] for e in layout["arrays"]]
+    assert names[:3] == ["wte.q", "wte.scale", "wpe"] and "layer0.qkv.weight.q" in names
+
+
+def test_q8_0_rounds_half_away_from_zero_and_keeps_zero_blocks():
+    w = np.zeros((2, 64), np.float32)
+    w[0, :32] = 127.0
+    w[0, 0] = 63.5  # exactly half way: 63.5 / 1.0 rounds away from zero to 64
+    w[0, 1] = -63.5
+    w[1, 32:] = np.linspace(-1, 1, 32, dtype=np.float32)
+    q, scale = quantize_q8_0(w)
+    assert scale.tolist() == [[1.0, 0.0], [0.0, np.float32(1 / 127)]] and q[0, 0] == 64 and q[0, 1] == -64
+    assert (q[0, 32:] == 0).all() and (q[1, :32] == 0).all()
+    assert q[1, 32] == -127 and q[1, 63] == 127
+    assert np.abs(dequantize_q8_0(q, scale) - w).max() <= scale.max() / 2
+    with pytest.raises(PorterError, match="multiple of 32"):
+        quantize_q8_0(np.zeros((1, 33), np.float32))
+
+
+def test_a_mask_that_does_not_hide_later_tokens_is_refused(tmp_path):
+    model = onnx.load(MODEL)
+    where = next(n for n in model.graph.node if n.op_type == "Where")
+    fill = next(i for i in model.graph.initializer if i.name == where.input[1])
+    fill.CopyFrom(numpy_helper.from_array(np.array(0.0, np.float32), fill.name))
+    path = tmp_path / "no-mask.onnx"
+    onnx.save(model, path)
+    with pytest.raises(PorterError, match="fills 0, not -inf"):
+        recover_decoder(load_graph(path), str(path))
+    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out"), "not -inf")
+
+
+def test_bad_generation_requests_exit_2_with_a_message(modules, wasm_runtime):
+    module = modules["float32"]
+    too_long = decoder_proto.encode_request([np.zeros(100, np.int32)], 40, False)
+    result = wasm_runtime.run_command(module, [], too_long)
+    assert result.exit_code == 2 and b"exceed the context of 128" in result.stderr
+    bad_id = decoder_proto.encode_request([np.array([5, 2048])], 2, False)
+    result = wasm_runtime.run_command(module, [], bad_id)
+    assert result.exit_code == 2 and b"outside the vocabulary" in result.stderr
+
+
+def test_encoders_refuse_a_decoder_quantisation(tmp_path):
+    tflite = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.litert-dq8.tflite"
+    assert_one_line_error(run_porter("compile", tflite, "-o", tmp_path / "x", "--quant", "q8_0"), "--quant q8_0")
