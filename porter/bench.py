@@ -7,7 +7,7 @@ Runners (each one thread):
 - onnxruntime native (CPU execution provider) and ONNX Runtime Web's wasm SIMD build in Node,
   on an ONNX export of the same network (`--onnx`).
 
-Cases: a full window (every token live) and a short input (20 live tokens). Porter computes only
+Encoder cases: a full window (every token live) and a short input (20 live tokens). Porter computes only
 the live rows where the model's padding is inert; the peers run the graph as exported (a fixed
 window pads the short input to the full window, which is what serving that file costs).
 
@@ -16,6 +16,10 @@ all of them alike; each (runner, case) reports its min and median over all round
 of its median to porter's. Only the forward pass is timed for every runner (sessions and
 interpreters are created once, outside the timing); porter's start-up (instantiation, model load)
 is reported on its own.
+
+Decoders (a module from `porter compile` of a graph with a KV cache): the cases are a prompt
+pass of 8 tokens (ms per pass) and greedy decoding of 64 tokens (ms per token, and tokens per
+second); the peer is onnxruntime native running the same graph with the same cache loop.
 """
 
 from __future__ import annotations
@@ -63,6 +67,23 @@ class Timings:
         self.ms.setdefault((runner, case), []).extend(values)
 
 
+@dataclass(frozen=True)
+class DecoderCase:
+    name: str
+    prompt: np.ndarray  # token ids
+    steps: int  # greedy tokens generated after the prompt pass
+    per_token: bool  # time per generated token (else per prompt pass)
+
+
+DECODER_PROMPT, DECODER_STEPS = 8, 64
+
+
+def make_decoder_cases(vocab: int) -> list[DecoderCase]:
+    prompt = np.random.default_rng(0).integers(1, vocab, DECODER_PROMPT).astype(np.int32)
+    return [DecoderCase(f"prompt ({DECODER_PROMPT} tokens)", prompt, 1, False),
+            DecoderCase(f"decode ({DECODER_STEPS} tokens, per token)", prompt, DECODER_STEPS, True)]
+
+
 def make_cases(seq: int, vocab: int) -> list[Case]:
     """Deterministic ids away from the special tokens; the short case is right-padded with 0."""
     rng = np.random.default_rng(0)
@@ -102,17 +123,20 @@ class PorterRunner:
         stages.setdefault("model_load", []).append(load_ms)
         return [r.forward_ms for r in results]
 
-    def instantiate_ms(self, n: int) -> list[float]:
-        """Instance start: a fresh store and instance of the compiled module, as a server makes
-        per request (model.bin is in the data segment: copy-on-write mapped, not copied)."""
-        module = self.runtime.module(self.wasm_path)
-        out = []
-        for _ in range(n):
-            store = self.runtime.new_store(10.0)
-            start = time.perf_counter()
-            self.runtime.linker.instantiate(store, module)
-            out.append(1000 * (time.perf_counter() - start))
-        return out
+
+
+def instantiate_ms(wasm_path: Path, n: int) -> list[float]:
+    """Instance start: a fresh store and instance of the compiled module, as a server makes per
+    request (model.bin is in the data segment: copy-on-write mapped, not copied)."""
+    runtime = wasm.default_runtime()
+    module = runtime.module(wasm_path)
+    out = []
+    for _ in range(n):
+        store = runtime.new_store(10.0)
+        start = time.perf_counter()
+        runtime.linker.instantiate(store, module)
+        out.append(1000 * (time.perf_counter() - start))
+    return out
 
 
 class LiteRTRunner:
@@ -138,6 +162,56 @@ class LiteRTRunner:
             start = time.perf_counter()
             self.interp.invoke()
             out.append(1000 * (time.perf_counter() - start))
+        return out
+
+
+class DecoderPorterRunner:
+    name = PORTER
+
+    def __init__(self, wasm_path: Path, timings: Timings):
+        self.wasm_path, self.timings = wasm_path, timings
+
+    def run(self, case: DecoderCase, n: int) -> list[float]:
+        from porter.decoder_proto import generate
+
+        results, load_ms = generate(self.wasm_path, [case.prompt] * n, case.steps)
+        self.timings.stages.setdefault(case.name, {}).setdefault("model_load", []).append(load_ms)
+        return [r.decode_ms / (case.steps - 1) if case.per_token else r.prompt_ms for r in results]
+
+
+class DecoderOrtRunner:
+    """The decoder's own ONNX graph in onnxruntime, with the same prompt pass + one-token loop."""
+
+    name = "onnxruntime"
+
+    def __init__(self, source: Path, ir: dict):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        self.layers = ir["layers"]
+        self.empty = np.zeros((1, ir["heads"], 0, ir["head_dim"]), np.float32)
+
+    def _generate(self, case: DecoderCase) -> tuple[float, float]:
+        cache = {name: self.empty for ly in self.layers for name in (ly["past_key"], ly["past_value"])}
+        feed, prompt_ms, decode_ms = case.prompt.astype(np.int64)[None], 0.0, 0.0
+        names = [o.name for o in self.session.get_outputs()]
+        for k in range(case.steps):
+            start = time.perf_counter()
+            outputs = dict(zip(names, self.session.run(None, {"input_ids": feed, **cache})))
+            elapsed = 1000 * (time.perf_counter() - start)
+            prompt_ms, decode_ms = (elapsed, decode_ms) if k == 0 else (prompt_ms, decode_ms + elapsed)
+            for ly in self.layers:
+                cache[ly["past_key"]], cache[ly["past_value"]] = outputs[ly["present_key"]], outputs[ly["present_value"]]
+            feed = np.array([[int(np.argmax(outputs["logits"][0, -1]))]], np.int64)
+        return prompt_ms, decode_ms
+
+    def run(self, case: DecoderCase, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            prompt_ms, decode_ms = self._generate(case)
+            out.append(decode_ms / (case.steps - 1) if case.per_token else prompt_ms)
         return out
 
 
@@ -286,6 +360,11 @@ def build_report(module, onnx_path: Path | None, cases: list[Case], runners: lis
             s = _summary(timings.ms[(runner.name, case.name)])
             per_runner[runner.name] = {**s, "ratio_to_porter": s["median"] / porter_median}
         stages = timings.stages[case.name]
+        if isinstance(case, DecoderCase):
+            results[case.name] = {"runners": per_runner, "prompt_tokens": len(case.prompt),
+                                  "tokens_per_second": {name: 1000 / r["median"] for name, r in per_runner.items()}
+                                  if case.per_token else None}
+            continue
         results[case.name] = {
             "live_tokens": case.live, "runners": per_runner,
             "porter_stages_ms": {part: statistics.median(stages[part]) for part in ("matmul", "attention", "other")},
@@ -301,10 +380,16 @@ def build_report(module, onnx_path: Path | None, cases: list[Case], runners: lis
 def report_lines(report: dict) -> list[str]:
     lines = []
     for case, r in report["cases"].items():
-        lines.append(f"{case} ({r['live_tokens']} live tokens of {report['seq']}):")
+        lines.append(f"{case}:" if "live_tokens" not in r else
+                     f"{case} ({r['live_tokens']} live tokens of {report['seq']}):")
         lines.append(f"  {'runner':28s} {'min ms':>9s} {'median ms':>10s} {'x porter':>9s}")
         for name, s in r["runners"].items():
             lines.append(f"  {name:28s} {s['min']:9.2f} {s['median']:10.2f} {s['ratio_to_porter']:9.2f}")
+        if "porter_stages_ms" not in r:
+            if r.get("tokens_per_second"):
+                lines.append("  tokens per second (median): " + ", ".join(
+                    f"{name} {tps:.1f}" for name, tps in r["tokens_per_second"].items()))
+            continue
         st = r["porter_stages_ms"]
         lines.append(f"  porter stages (median ms): matmul {st['matmul']:.2f}, attention {st['attention']:.2f}, "
                      f"other {st['other']:.2f}; rows computed {r['porter_rows_computed']}")
@@ -356,10 +441,16 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
         raise PorterError(f"{onnx_path}: no such ONNX file")
     module = locate_module(target)
     ir = json.loads((module.compiled_dir / "ir.json").read_text())
-    cases = make_cases(module.seq, int(ir["vocab"]))
     timings = Timings()
-    porter = PorterRunner(module.wasm, timings)
-    peer_runners, skipped = make_peers(list(peers), module.model, ir, onnx_path, echo)
+    if ir.get("kind") == "decoder":
+        cases = make_decoder_cases(int(ir["vocab"]))
+        porter = DecoderPorterRunner(module.wasm, timings)
+        peer_runners = [DecoderOrtRunner(module.model, ir)] if "ort" in peers else []
+        skipped = {peer: "decoders are compared with onnxruntime native only" for peer in peers if peer != "ort"}
+    else:
+        cases = make_cases(module.seq, int(ir["vocab"]))
+        porter = PorterRunner(module.wasm, timings)
+        peer_runners, skipped = make_peers(list(peers), module.model, ir, onnx_path, echo)
     runners = [porter, *peer_runners]
     echo(f"porter bench: {module.model.name}, {len(runners)} runners x {len(cases)} cases x "
          f"{rounds} rounds x {iterations} runs, interleaved")
@@ -369,7 +460,7 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
         for runner in peer_runners:
             getattr(runner, "close", lambda: None)()
     model_load = [ms for case in cases for ms in timings.stages[case.name]["model_load"]]
-    startup = {"instantiate": _summary(porter.instantiate_ms(max(10, rounds * iterations))),
+    startup = {"instantiate": _summary(instantiate_ms(module.wasm, max(10, rounds * iterations))),
                "model_load": _summary(model_load)}
     report = build_report(module, onnx_path, cases, runners, timings, startup, skipped, rounds, iterations)
     for line in report_lines(report):

@@ -123,7 +123,10 @@ def locate_module(target: Path) -> Module:
         raise PorterError(f"{target}: no such eval module or compiled directory")
     try:
         ir = json.loads((compiled_dir / IR_NAME).read_text())
-        seq, labels, source = int(ir["seq"]), int(ir["labels"]), ir["source"]
+        if ir.get("kind") == "decoder":  # a generation module: its context and vocabulary
+            seq, labels, source = int(ir["n_ctx"]), int(ir["vocab"]), ir["source"]
+        else:
+            seq, labels, source = int(ir["seq"]), int(ir["labels"]), ir["source"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise PorterError(f"{compiled_dir / IR_NAME}: not a porter compile output ({e})") from None
     model = _resolve_source(Path(source), compiled_dir)

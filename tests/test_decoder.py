@@ -131,3 +131,15 @@ def test_bad_generation_requests_exit_2_with_a_message(modules, wasm_runtime):
 def test_encoders_refuse_a_decoder_quantisation(tmp_path):
     tflite = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.litert-dq8.tflite"
     assert_one_line_error(run_porter("compile", tflite, "-o", tmp_path / "x", "--quant", "q8_0"), "--quant q8_0")
+
+
+def test_bench_reports_tokens_per_second_beside_onnxruntime(modules, tmp_path):
+    result = run_porter("bench", modules["q8_0"].parent, "--rounds", "1", "--iterations", "1",
+                        "--json", tmp_path / "b.json", "--png", tmp_path / "b.png")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert list(report["cases"]) == ["prompt (8 tokens)", "decode (64 tokens, per token)"]
+    decode = report["cases"]["decode (64 tokens, per token)"]
+    assert set(decode["runners"]) == {"porter wasm", "onnxruntime"}
+    assert decode["tokens_per_second"]["porter wasm"] == pytest.approx(1000 / decode["runners"]["porter wasm"]["median"])
+    assert "ort-web" in report["skipped"] and "tokens per second" in result.stdout
