@@ -184,6 +184,26 @@ def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_by
           max_body_bytes=max_body_bytes, max_windows=max_windows, echo=click.echo)
 
 
+@main.command("generate-build")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--tokenizer", "tokenizer_json", type=click.Path(path_type=Path), required=True,
+              help="The model's Hugging Face tokenizer.json (byte-level BPE).")
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
+              help="Directory for the crates, the component (generate.wasm) and service.json.")
+@click.option("--quant", type=click.Choice(["float32", "q8_0"]), default="float32", show_default=True,
+              help="How the decoder's weights are stored.")
+@click.option("--max-body-bytes", type=int, default=16 * 1024, show_default=True,
+              help="Larger request bodies get 413.")
+@click.option("--max-prompt-bytes", type=int, default=4096, show_default=True,
+              help="Longer prompts (UTF-8 bytes) get 413.")
+def generate_build(model, tokenizer_json, out_dir, quant, max_body_bytes, max_prompt_bytes):
+    """Build decoder MODEL into a text-generation service: a wasi:http component for Spin."""
+    from porter.generate_service import generate_build as build
+
+    build(model, tokenizer_json, out_dir, quant=quant, max_body_bytes=max_body_bytes,
+          max_prompt_bytes=max_prompt_bytes, echo=click.echo)
+
+
 @main.command()
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--port", type=int, default=3000, show_default=True)

@@ -26,6 +26,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -280,20 +281,36 @@ def wasmtime_program() -> Path:
     return finding.path
 
 
-def spin_toml(facts: dict, out_dir: Path, manifest_dir: Path, name: str = "redact") -> str:
-    """Spin manifest v2; paths relative to the manifest's directory, where spin runs the build.
-
-    The route must be "/...": "/" matches the root path only. The component may call nothing
-    outside (allowed_outbound_hosts = []), so the text it redacts cannot leave it."""
-    def here(path: Path | str) -> str:
-        return os.path.relpath(Path(path).resolve(), manifest_dir.resolve())
-
+def _redact_build_command(facts: dict, out_dir: Path, here) -> list[str]:
     build = ["porter", "serve-build", here(facts["model"]), "--tokenizer", here(facts["tokenizer"]),
              "--labels", here(facts["labels_file"]), "-o", here(out_dir)]
     if facts["max_body_bytes"] != DEFAULT_MAX_BODY_BYTES:
         build += ["--max-body-bytes", str(facts["max_body_bytes"])]
     if facts["max_windows"] != DEFAULT_MAX_WINDOWS:
         build += ["--max-windows", str(facts["max_windows"])]
+    return build
+
+
+def application(facts: dict) -> tuple[str, str, Callable]:
+    """(name, description, build command maker) of the service that service.json describes: the
+    redaction service, or the generation service of porter.generate_service."""
+    if facts.get("format") == "porter.generate/1":  # porter.generate_service.FORMAT
+        from porter import generate_service
+
+        return generate_service.APP_NAME, generate_service.DESCRIPTION, generate_service.build_command
+    return "redact", "PII redaction: a token classifier compiled to wasm by porter", _redact_build_command
+
+
+def spin_toml(facts: dict, out_dir: Path, manifest_dir: Path, name: str | None = None) -> str:
+    """Spin manifest v2; paths relative to the manifest's directory, where spin runs the build.
+
+    The route must be "/...": "/" matches the root path only. The component may call nothing
+    outside (allowed_outbound_hosts = []), so the text it handles cannot leave it."""
+    def here(path: Path | str) -> str:
+        return os.path.relpath(Path(path).resolve(), manifest_dir.resolve())
+
+    default_name, description, build_command = application(facts)
+    name = name or default_name
     return "\n".join([
         "# Written by `porter deploy` from service.json.",
         "spin_manifest_version = 2",
@@ -301,7 +318,7 @@ def spin_toml(facts: dict, out_dir: Path, manifest_dir: Path, name: str = "redac
         "[application]",
         f'name = "{name}"',
         'version = "0.1.0"',
-        'description = "PII redaction: a token classifier compiled to wasm by porter"',
+        f"description = {json.dumps(description)}",
         "",
         "[[trigger.http]]",
         'route = "/..."',
@@ -312,7 +329,7 @@ def spin_toml(facts: dict, out_dir: Path, manifest_dir: Path, name: str = "redac
         "allowed_outbound_hosts = []",
         "",
         f"[component.{name}.build]",
-        f"command = {json.dumps(shlex.join(build))}",
+        f"command = {json.dumps(shlex.join(build_command(facts, out_dir, here)))}",
         "",
     ])
 

@@ -1,0 +1,365 @@
+"""The text-generation service end to end: `porter generate-build` builds the wasi:http component
+of examples/tinystories (float32 and Q8_0) once per module, the real `wasmtime serve` runs it on
+127.0.0.1, and a real HTTP client drives it. Greedy output is checked token for token against the
+decoder crate's own eval module (`porter build` of the rendered decoder/ crate, over
+porter.decoder_proto) and, for float32, against the onnxruntime golden; text and ids against the
+`tokenizers` library."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shlex
+import shutil
+import subprocess
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from fixtures import REPO, assert_one_line_error, run_porter
+from porter import decoder_proto
+from porter.generate_service import generate_build
+from porter.service import deploy, free_port, serve_command, spin_toml, wasmtime_program
+
+EXAMPLE = REPO / "examples" / "tinystories"
+MODEL = EXAMPLE / "model" / "tinystories.onnx"
+TOKENIZER_JSON = EXAMPLE / "model" / "tokenizer.json"
+GOLDEN = np.load(EXAMPLE / "golden" / "tinystories_greedy.npz")
+PROMPTS = [p["prompt"] for p in json.loads((EXAMPLE / "golden" / "manifest.json").read_text())["prompts"]]
+STEPS = 32
+N_CTX = 128
+END_OF_TEXT = 0
+REQUEST_TIMEOUT_S = 60
+START_TIMEOUT_S = 60
+SERVE_TIMEOUT_S = 30
+MAX_PROMPT_BYTES = 4096
+MAX_BODY_BYTES = 16 * 1024
+
+TEXTS = [
+    "Once upon a time, there was a little girl named Lily.",
+    "Hello  world, it's 2024!\n\n  ok",
+    "don't I'LL you've we'd they're  \t\n x",
+    "Ünïcödé 日本語 😀 αβγ ٣٤ Ⅻ ½ ﬁ e\u0301 ﷽",
+    "   leading spaces", "trailing spaces   ", "a\u00a0b\u2003c\u3000d",
+    "<|endoftext|>Tom<|endoftext|><|endoftext|>", "x<|endoftext", "'s's'S''",
+    "tab\there\r\n\r\n", "1234567890 3.14 1,000,000", "$$$ ### ... !!!?", "👩‍💻🎉 emoji",
+    "Sehr geehrte Frau Müller, bitte überweisen Sie den Betrag.", "Nazywam się Łukasz Wiśniewski.",
+    "Привет, мир!", "مرحبا بالعالم", "\u0085next line\u2028sep", " ", "\n", "a",
+]
+
+
+@dataclass
+class Service:
+    port: int
+    out_dir: Path
+    facts: dict
+
+    def request(self, method: str, path: str, body: bytes | str | None = None,
+                headers: dict | None = None) -> tuple[int, dict, bytes]:
+        """(status, lower-cased headers, raw body)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        try:
+            data = body.encode() if isinstance(body, str) else body
+            connection.request(method, path, body=data, headers=headers or {})
+            response = connection.getresponse()
+            raw = response.read()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
+        finally:
+            connection.close()
+
+    def post(self, path: str, payload) -> tuple[int, dict, dict]:
+        status, headers, raw = self.request("POST", path, json.dumps(payload), {"content-type": "application/json"})
+        return status, headers, json.loads(raw)
+
+    def generate(self, **payload) -> dict:
+        status, _, body = self.post("/generate", payload)
+        assert status == 200, body
+        return body
+
+    def stream(self, **payload) -> tuple[dict, list[bytes]]:
+        """(headers, the body's pieces as they arrived)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        try:
+            connection.request("POST", "/generate", body=json.dumps({**payload, "stream": True}).encode())
+            response = connection.getresponse()
+            assert response.status == 200, response.read()
+            pieces = []
+            while piece := response.read1(65536):  # one chunk at a time
+                pieces.append(piece)
+            return {k.lower(): v for k, v in response.getheaders()}, pieces
+        finally:
+            connection.close()
+
+
+def start(out_dir: Path, facts: dict):
+    port = free_port()
+    command = serve_command(wasmtime_program(), out_dir / facts["component"], port, SERVE_TIMEOUT_S)
+    log = open(out_dir / "wasmtime-serve.log", "wb")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    service = Service(port, out_dir, facts)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            if service.request("GET", "/ping")[0] == 200:
+                return server, log, service
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise RuntimeError(f"wasmtime serve did not come up: {(out_dir / 'wasmtime-serve.log').read_text()}")
+        time.sleep(0.2)
+
+
+def stop(server, log) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    log.close()
+
+
+def build_decoder_module(out_dir: Path) -> Path:
+    """`porter build` of the decoder crate that generate-build rendered. Run right after the
+    render: the builds share one cargo target directory and a crate name, and cargo takes an
+    artifact built after a crate's files were written as fresh, even for another crate's files."""
+    result = run_porter("build", out_dir / "decoder")
+    assert result.returncode == 0, result.stderr
+    return next((out_dir / "decoder").glob("*.wasm"))
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    """quant -> (a running service built with those weights, its decoder crate's eval module)."""
+    running, started = {}, []
+    try:
+        for quant in ("float32", "q8_0"):
+            out = tmp_path_factory.mktemp("generate") / quant
+            facts = generate_build(MODEL, TOKENIZER_JSON, out, quant=quant, echo=lambda *_: None)
+            module = build_decoder_module(out)
+            server, log, service = start(out, facts)
+            started.append((server, log))
+            running[quant] = (service, module)
+        yield running
+    finally:
+        for server, log in started:
+            stop(server, log)
+
+
+@pytest.fixture(scope="module")
+def service(services):
+    return services["float32"][0]
+
+
+@pytest.fixture(scope="module")
+def crate_greedy(services):
+    """quant -> the decoder crate's own greedy ids for the golden prompts (its eval module)."""
+    modules = {quant: module for quant, (_, module) in services.items()}
+    # The two weight formats must really be two modules (see build_decoder_module).
+    assert modules["q8_0"].stat().st_size < modules["float32"].stat().st_size / 2
+    prompts = [GOLDEN[f"p{i}_prompt_ids"] for i in range(len(PROMPTS))]
+    return {quant: [g.generated for g in decoder_proto.generate(module, prompts, STEPS)[0]]
+            for quant, module in modules.items()}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.from_file(str(TOKENIZER_JSON))
+
+
+def parse_server_timing(header: str) -> dict[str, tuple[float, str | None]]:
+    entries = {}
+    for entry in header.split(", "):
+        name, *params = entry.split(";")
+        values = dict(p.split("=", 1) for p in params)
+        entries[name] = (float(values["dur"]), values.get("desc", "").strip('"') or None)
+    return entries
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+
+def test_ping_answers_without_the_model(service):
+    status, headers, body = service.request("GET", "/ping")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    assert list(parse_server_timing(headers["server-timing"])) == ["total"]
+
+
+def test_component_fits_spin(services):
+    services = {quant: service for quant, (service, _) in services.items()}
+    for service in services.values():
+        assert service.facts["component_bytes"] == (service.out_dir / "generate.wasm").stat().st_size
+        assert service.facts["component_bytes"] < 50 * 1024 * 1024
+    assert services["q8_0"].facts["component_bytes"] < services["float32"].facts["component_bytes"]
+
+
+@pytest.mark.parametrize("quant", ["float32", "q8_0"])
+def test_greedy_equals_the_decoder_crate(services, crate_greedy, tokenizer, quant):
+    """32 greedy steps without stopping at <|endoftext|>, as the crate and the golden decode."""
+    for i, prompt in enumerate(PROMPTS):
+        assert tokenizer.encode(prompt).ids == GOLDEN[f"p{i}_prompt_ids"].tolist()
+        reply = services[quant][0].generate(prompt=prompt, maxTokens=STEPS, stopAtEndOfText=False)
+        assert reply["tokens"] == crate_greedy[quant][i], prompt
+        if quant == "float32":
+            assert reply["tokens"] == GOLDEN[f"p{i}_generated_ids"].tolist(), prompt
+        assert reply["promptTokens"] == len(GOLDEN[f"p{i}_prompt_ids"])
+        assert reply["stop"] == "length"
+        assert reply["text"] == tokenizer.decode(reply["tokens"])
+
+
+def test_greedy_stops_at_end_of_text(service, tokenizer):
+    for i, prompt in enumerate(PROMPTS):
+        golden = GOLDEN[f"p{i}_generated_ids"].tolist()
+        reply = service.generate(prompt=prompt, maxTokens=STEPS)
+        if END_OF_TEXT in golden:
+            assert reply["tokens"] == golden[:golden.index(END_OF_TEXT) + 1]
+            assert reply["stop"] == "endoftext"
+        else:
+            assert (reply["tokens"], reply["stop"]) == (golden, "length")
+        assert reply["text"] == tokenizer.decode(reply["tokens"])
+
+
+def test_context_stop(service):
+    prompt = "Tom and Sue went to the park. " * 12
+    prompt_tokens = service.post("/tokenize", {"prompt": prompt})[2]["promptTokens"]
+    reply = service.generate(prompt=prompt, maxTokens=N_CTX - prompt_tokens, stopAtEndOfText=False)
+    assert reply["stop"] == "context"
+    assert reply["promptTokens"] + len(reply["tokens"]) == N_CTX
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_tokenizer_matches_the_reference(service, tokenizer, text):
+    status, _, reply = service.post("/tokenize", {"prompt": text})
+    assert status == 200, reply
+    ids = tokenizer.encode(text).ids
+    assert reply["tokens"] == ids
+    assert reply["promptTokens"] == len(ids)
+    assert reply["text"] == tokenizer.decode(ids)
+
+
+def test_sampling_is_deterministic(service, tokenizer):
+    def sample(seed):
+        return service.generate(prompt="Once upon a time", maxTokens=24, temperature=1.5, seed=seed,
+                                stopAtEndOfText=False)
+
+    first = sample(7)
+    assert sample(7) == first
+    others = [sample(seed)["tokens"] for seed in (8, 9, 10)]
+    assert any(tokens != first["tokens"] for tokens in others)
+    # Hot sampling draws rare tokens, byte pieces included: the text is still the reference's.
+    for seed in (7, 8, 9, 10, 11):
+        reply = sample(seed)
+        assert reply["text"] == tokenizer.decode(reply["tokens"])
+
+
+def test_top_k_1_is_greedy(service):
+    greedy = service.generate(prompt="Love is", maxTokens=20)
+    for seed in (1, 2):
+        reply = service.generate(prompt="Love is", maxTokens=20, temperature=0.9, topK=1, seed=seed)
+        assert reply["tokens"] == greedy["tokens"]
+
+
+@pytest.mark.parametrize("payload", [{}, {"temperature": 1.2, "seed": 3, "topK": 40}])
+def test_stream_equals_the_whole_text(service, payload):
+    request = {"prompt": "The secret of life is", "maxTokens": 32, "stopAtEndOfText": False, **payload}
+    whole = service.generate(**request)
+    headers, pieces = service.stream(**request)
+    assert headers["transfer-encoding"] == "chunked"
+    assert headers["content-type"].startswith("text/plain")
+    assert len(pieces) > 1
+    assert b"".join(pieces).decode() == whole["text"]
+    # The prompt pass is done before the headers go; the rest of the timing is a trailer.
+    assert list(parse_server_timing(headers["server-timing"])) == ["tokenizer", "model", "prompt"]
+
+
+def test_server_timing_splits_the_request(service):
+    status, headers, raw = service.request("POST", "/generate", json.dumps(
+        {"prompt": "A man walks into a bar", "maxTokens": STEPS, "stopAtEndOfText": False}))
+    assert status == 200
+    timing = parse_server_timing(headers["server-timing"])
+    assert list(timing) == ["tokenizer", "model", "prompt", "decode", "per_token", "total"]
+    assert timing["prompt"][1] == "7 tokens"
+    assert timing["decode"][1] == f"{STEPS - 1} steps"
+    assert timing["per_token"][0] == pytest.approx(timing["decode"][0] / (STEPS - 1), abs=0.01)
+    assert timing["total"][0] >= timing["prompt"][0] + timing["decode"][0]
+    print(f"\nServer-Timing of {STEPS} greedy tokens: {headers['server-timing']}")
+
+
+LONG = "a" * (MAX_PROMPT_BYTES + 1)
+BAD_REQUESTS = [
+    ("POST", "/generate", "{not json", 400),
+    ("POST", "/generate", "[1, 2]", 400),
+    ("POST", "/generate", "{}", 400),
+    ("POST", "/generate", json.dumps({"prompt": 5}), 400),
+    ("POST", "/generate", json.dumps({"prompt": "a", "maxTokens": "5"}), 400),
+    ("POST", "/generate", json.dumps({"prompt": "a", "maxTokens": 1.5}), 400),
+    ("POST", "/generate", json.dumps({"prompt": "a", "maxTokens": 0}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "a", "maxTokens": N_CTX}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "a", "maxTokens": -3}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "a", "temperature": "hot"}), 400),
+    ("POST", "/generate", json.dumps({"prompt": "a", "temperature": -0.5}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "a", "topK": 2049}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "a", "seed": -1}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "a", "stream": "yes"}), 400),
+    ("POST", "/generate", json.dumps({"prompt": "a", "maxtokens": 5}), 400),
+    ("POST", "/generate", json.dumps({"prompt": ""}), 422),
+    ("POST", "/generate", json.dumps({"prompt": "Tom ran. " * 40, "maxTokens": 100}), 422),
+    ("POST", "/generate", json.dumps({"prompt": LONG}), 413),
+    ("POST", "/generate", json.dumps({"prompt": "a", "pad": "x" * MAX_BODY_BYTES}), 413),
+    ("POST", "/tokenize", json.dumps({"text": "a"}), 400),
+    ("GET", "/generate", None, 405),
+    ("POST", "/ping", "{}", 405),
+    ("GET", "/nope", None, 404),
+]
+
+
+@pytest.mark.parametrize("method, path, body, status", BAD_REQUESTS)
+def test_bad_requests_get_json_errors(service, method, path, body, status):
+    got, headers, raw = service.request(method, path, body)
+    reply = json.loads(raw)
+    assert (got, reply["status"]) == (status, status), reply
+    assert reply["error"]
+    assert "total" in parse_server_timing(headers["server-timing"])
+    if status == 405:
+        assert headers["allow"] == ("POST" if path == "/generate" else "GET")
+
+
+def test_deploy_writes_the_spin_manifest(services, tmp_path, capsys):
+    service = services["q8_0"][0]
+    manifest = tmp_path / "app" / "spin.toml"
+    manifest.parent.mkdir()
+    if shutil.which("spin") is None:
+        assert deploy(service.out_dir, "up", manifest) == 0
+        assert "spin up --from" in capsys.readouterr().out
+    else:
+        manifest.write_text(spin_toml(service.facts, service.out_dir, manifest.parent))
+    spec = tomllib.loads(manifest.read_text())
+    assert spec["trigger"]["http"] == [{"route": "/...", "component": "generate"}]
+    component = spec["component"]["generate"]
+    assert component["allowed_outbound_hosts"] == []
+    assert (manifest.parent / component["source"]).resolve() == (service.out_dir / "generate.wasm").resolve()
+    build = shlex.split(component["build"]["command"])
+    assert build[:2] == ["porter", "generate-build"]
+    assert build[build.index("--quant") + 1] == "q8_0"
+    assert (manifest.parent / build[-1]).resolve() == service.out_dir.resolve()
+
+
+def test_an_encoder_is_refused(tmp_path):
+    encoder = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
+    result = run_porter("generate-build", encoder, "--tokenizer", TOKENIZER_JSON, "-o", tmp_path / "out")
+    assert_one_line_error(result, "not a decoder", "serve-build")
+
+
+def test_a_wordpiece_tokenizer_is_refused(tmp_path):
+    spec = json.loads(TOKENIZER_JSON.read_text())
+    spec["model"]["type"] = "WordPiece"
+    wordpiece = tmp_path / "tokenizer.json"
+    wordpiece.write_text(json.dumps(spec))
+    result = run_porter("generate-build", MODEL, "--tokenizer", wordpiece, "-o", tmp_path / "out")
+    assert_one_line_error(result, "WordPiece", "byte-level BPE")
