@@ -11,6 +11,7 @@ builds, so `build_forward_crate` (`porter build`) writes it just before building
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -49,9 +50,15 @@ def f32_literal(value: float) -> str:
     return f"f32::from_bits({bits:#010x})"
 
 
-def crate_name(source: str) -> str:
+def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
+    """porter-<model stem>, plus a hash of the crate's directory when given: every crate builds
+    in one shared cargo target directory, where two crates of the same package name would hand
+    each other's artifact out (cargo re-uses the uplifted binary of a fresh build)."""
     stem = Path(source).name.split(".")[0]
-    return "porter-" + (re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-") or "model")
+    name = "porter-" + (re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-") or "model")
+    if crate_dir is None:
+        return name
+    return f"{name}-{hashlib.sha256(str(Path(crate_dir).resolve()).encode()).hexdigest()[:8]}"
 
 
 def _array(entries: dict, name: str) -> dict:
@@ -135,7 +142,8 @@ def require_kernels(ir: EncoderIR) -> None:
             raise PorterError(f"no Rust kernel for GELU {ly.gelu!r} under onnxruntime arithmetic")
 
 
-def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning()) -> dict:
+def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning(),
+                       crate_dir: Path | None = None) -> dict:
     """Everything the templates read: shapes, array offsets and kernel parameters."""
     require_kernels(ir)
     entries = {e["name"]: e for e in manifest["arrays"]}
@@ -172,7 +180,7 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning())
             "ffn_ln": _layer_norm(ly.ffn_ln, entries),
         })
     return {
-        "crate_name": crate_name(ir.source),
+        "crate_name": crate_name(ir.source, crate_dir),
         "source_name": Path(ir.source).name,
         "seq": ir.seq, "hidden": ir.hidden, "heads": ir.heads, "head_dim": head_dims.pop(),
         "ffn": ir.ffn, "vocab": ir.vocab, "labels": ir.labels,
@@ -200,7 +208,7 @@ def render_forward_crate(ir: EncoderIR, out_dir: str | Path, tuning: Tuning = Tu
     """
     out = Path(out_dir)
     blob, manifest = pack.pack(ir)
-    variables = template_variables(ir, manifest, tuning)
+    variables = template_variables(ir, manifest, tuning, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

@@ -78,12 +78,12 @@ def _layer_norm(entries: dict, ln) -> dict:
             "eps": f32_literal(ln.eps)}
 
 
-def template_variables(ir: DecoderIR, manifest: dict, quant: str) -> dict:
+def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Path | None = None) -> dict:
     entries = {e["name"]: e for e in manifest["arrays"]}
     if ir.heads * ir.head_dim != ir.hidden:
         raise PorterError(f"{ir.heads} heads of {ir.head_dim} do not make hidden {ir.hidden}")
     return {
-        "crate_name": crate_name(ir.source), "source_name": Path(ir.source).name,
+        "crate_name": crate_name(ir.source, crate_dir), "source_name": Path(ir.source).name,
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads,
         "head_dim": ir.head_dim, "ffn": ir.ffn, "scale": f32_literal(ir.scale), "weight_format": quant,
         "model_bytes": manifest["total_size"], "align": manifest["align"], "array_count": len(entries),
@@ -101,7 +101,7 @@ def render_decoder_crate(ir: DecoderIR, out_dir: str | Path, quant: str = "float
     """Writes the crate, model.bin, layout.json and ir.json into out_dir, replacing it whole."""
     out = Path(out_dir)
     blob, manifest = pack.pack(packed_arrays(ir, quant))
-    variables = template_variables(ir, manifest, quant)
+    variables = template_variables(ir, manifest, quant, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

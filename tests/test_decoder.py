@@ -143,3 +143,14 @@ def test_bench_reports_tokens_per_second_beside_onnxruntime(modules, tmp_path):
     assert set(decode["runners"]) == {"porter wasm", "onnxruntime"}
     assert decode["tokens_per_second"]["porter wasm"] == pytest.approx(1000 / decode["runners"]["porter wasm"]["median"])
     assert "ort-web" in report["skipped"] and "tokens per second" in result.stdout
+
+
+def test_rebuilding_one_crate_after_another_of_the_same_model_keeps_its_own_module(modules):
+    """Both crates come from tinystories.onnx and build in the shared cargo target directory:
+    their package names differ by directory, so a rebuild cannot hand out the other's binary."""
+    float_module = modules["float32"]
+    size = float_module.stat().st_size
+    result = run_porter("build", float_module.parent)
+    assert result.returncode == 0, result.stderr
+    assert float_module.stat().st_size == size != modules["q8_0"].stat().st_size
+    assert float_module.name != modules["q8_0"].name
