@@ -45,8 +45,8 @@ from pathlib import Path
 
 from porter import TEMPLATES_DIR
 from porter.errors import PorterError
-from porter.fsutil import copy_atomic, write_atomic
-from porter.service import MAX_COMPONENT_BYTES, SERVICE_JSON, SERVICE_TEMPLATE, forward_modules
+from porter.fsutil import copy_atomic
+from porter.service import SERVICE_TEMPLATE, forward_modules, record_component
 
 TEMPLATE = TEMPLATES_DIR / "generate_service"
 COMPONENT_NAME = "generate.wasm"
@@ -267,13 +267,7 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     echo(f"building the component in {crate} (the first build compiles std for it: minutes)")
     component = copy_atomic(build_crate(crate, toolchain), out_dir / COMPONENT_NAME)
     facts = _facts(model, tokenizer_json, component, ir, quant, end_of_text, max_body_bytes, max_prompt_bytes)
-    write_atomic(out_dir / SERVICE_JSON, (json.dumps(facts, indent=1) + "\n").encode())
-    if facts["component_bytes"] >= MAX_COMPONENT_BYTES:
-        raise PorterError(f"{component} is {facts['component_bytes']:,} bytes; Spin's limit is "
-                          f"{MAX_COMPONENT_BYTES:,}")
-    echo(f"{component}: {facts['component_bytes']:,} bytes "
-         f"({facts['component_bytes'] / MAX_COMPONENT_BYTES:.0%} of the 50 MiB limit)")
-    return facts
+    return record_component(out_dir, component, facts, echo)
 
 
 def _facts(model, tokenizer_json, component, ir, quant, end_of_text, max_body_bytes, max_prompt_bytes) -> dict:

@@ -218,6 +218,11 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
     shutil.copyfile(built, component)
     facts = _facts(model, tokenizer_json, labels_json, component, ir, rule, labels,
                    max_body_bytes, max_windows)
+    return record_component(out_dir, component, facts, echo)
+
+
+def record_component(out_dir: Path, component: Path, facts: dict, echo) -> dict:
+    """Writes service.json; refuses a component over Spin's size limit."""
     write_atomic(out_dir / SERVICE_JSON, (json.dumps(facts, indent=1) + "\n").encode())
     if facts["component_bytes"] >= MAX_COMPONENT_BYTES:
         raise PorterError(f"{component} is {facts['component_bytes']:,} bytes; Spin's limit is "
