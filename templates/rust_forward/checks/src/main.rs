@@ -235,7 +235,7 @@ fn check_kernels(seed: u64) -> ! {
 
         // uint8 activations against int8 weights; large weights make int16 pair sums saturate.
         let n = 1 + rng.below(200) as usize;
-        let q: Vec<i16> = (0..n).map(|_| rng.below(256) as i16).collect();
+        let q: Vec<i16> = (0..n).map(|_| rng.below(u8::MAX as u64 + 1) as i16).collect();
         let w: Vec<i8> = (0..n).map(|_| if rng.below(2) == 0 { rng.i8() } else { [-128, 127, -100, 120][rng.below(4) as usize] }).collect();
         for saturating in [true, false] {
             let (simd, scalar) = (ort_quant::dot(&q, &w, saturating), ort_quant::dot_scalar(&q, &w, saturating));
