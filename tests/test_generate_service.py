@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixtures import REPO, assert_one_line_error, run_porter
+from fixtures import REPO, assert_one_line_error, http_request, run_porter
 from porter import decoder_proto
 from porter.generate_service import generate_build
 from porter.service import deploy, free_port, serve_command, spin_toml, wasmtime_program
@@ -62,15 +62,7 @@ class Service:
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict | None = None) -> tuple[int, dict, bytes]:
         """(status, lower-cased headers, raw body)."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
-        try:
-            data = body.encode() if isinstance(body, str) else body
-            connection.request(method, path, body=data, headers=headers or {})
-            response = connection.getresponse()
-            raw = response.read()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
-        finally:
-            connection.close()
+        return http_request(self.port, method, path, body, headers)
 
     def post(self, path: str, payload) -> tuple[int, dict, dict]:
         status, headers, raw = self.request("POST", path, json.dumps(payload), {"content-type": "application/json"})

@@ -14,7 +14,6 @@ golden.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures import http_request
 from porter import REPO_ROOT, execute
 from porter.compile import recover
 from porter.golden import check_model_matches, load_golden
@@ -39,7 +39,6 @@ FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
 WHOLE_WINDOW_MODEL = REPO_ROOT / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
 REDACT_DIR = REPO_ROOT / "examples" / "redact"
 TRAINED_MODEL = REDACT_DIR / "model" / "redact-minilm.litert-dq8.tflite"
-REQUEST_TIMEOUT_S = 60
 START_TIMEOUT_S = 120
 SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline
 EDGE_ATTEMPTS = 12
@@ -82,15 +81,8 @@ class Service:
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict | None = None) -> tuple[int, dict, dict]:
         """(status, lower-cased headers, parsed JSON body)."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
-        try:
-            data = body.encode() if isinstance(body, str) else body
-            connection.request(method, path, body=data, headers=headers or {})
-            response = connection.getresponse()
-            raw = response.read()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, json.loads(raw)
-        finally:
-            connection.close()
+        status, response_headers, raw = http_request(self.port, method, path, body, headers)
+        return status, response_headers, json.loads(raw)
 
     def post(self, path: str, payload: dict) -> tuple[int, dict, dict]:
         return self.request("POST", path, json.dumps(payload), {"content-type": "application/json"})
