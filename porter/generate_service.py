@@ -5,7 +5,7 @@ generate-build recovers the decoder (porter.decoder), renders its generation cra
 (porter.decoder_codegen, kept in OUT/decoder: `porter build OUT/decoder` builds the greedy eval
 module the service is checked against), copies that crate's modules and model.bin into the
 service crate (templates/generate_service), and precompiles the byte-level BPE tokenizer into
-bpe.bin (below). The wasi:http glue (http.rs, json.rs, timing.rs) is the redaction service's,
+bpe.bin (below). The wasi:http glue (error.rs, http.rs, json.rs, timing.rs) is the redaction service's,
 copied from templates/redact_service. The output directory then holds:
 
     decoder/        the generated decoder crate with model.bin, layout.json, ir.json
@@ -54,7 +54,7 @@ FORMAT = "porter.generate/1"
 APP_NAME = "generate"
 DESCRIPTION = "Text generation: a GPT-style decoder compiled to wasm by porter"
 # The redaction service's wasi:http glue, copied into the generation service unchanged.
-SHARED_SOURCES = ("http.rs", "json.rs", "timing.rs")
+SHARED_SOURCES = ("error.rs", "http.rs", "json.rs", "timing.rs")
 DECODER_MAIN = "src/main.rs"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024
 # Bounds the tokenizer's work; a prompt this long is more tokens than a small context holds anyway.

@@ -13,29 +13,15 @@ use crate::{config, json};
 const FIELDS: &[&str] = &["prompt", "maxTokens", "temperature", "topK", "seed", "stream", "stopAtEndOfText"];
 const DEFAULT_MAX_TOKENS: u64 = 32;
 
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: u16,
-    pub message: String,
-    /// For 405: the method the route accepts (the Allow header).
-    pub allow: Option<&'static str>,
-}
+pub use crate::error::ApiError;
 
 impl ApiError {
-    pub fn new(status: u16, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), allow: None }
-    }
-
     fn bad(message: impl Into<String>) -> Self {
         ApiError::new(400, message)
     }
 
     fn out_of_range(message: impl Into<String>) -> Self {
         ApiError::new(422, message)
-    }
-
-    pub fn to_json(&self) -> String {
-        json::Object::new().string("error", &self.message).number("status", self.status).finish()
     }
 }
 

@@ -9,25 +9,11 @@ use serde_json::{Map, Value};
 
 use crate::{config, json};
 
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: u16,
-    pub message: String,
-    /// For 405: the method the route accepts (the Allow header).
-    pub allow: Option<&'static str>,
-}
+pub use crate::error::ApiError;
 
 impl ApiError {
-    pub fn new(status: u16, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), allow: None }
-    }
-
     fn bad(message: impl Into<String>) -> Self {
         ApiError::new(400, message)
-    }
-
-    pub fn to_json(&self) -> String {
-        json::Object::new().string("error", &self.message).number("status", self.status).finish()
     }
 }
 
