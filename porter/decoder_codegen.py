@@ -20,7 +20,7 @@ import numpy as np
 
 from porter import TEMPLATES_DIR, pack
 from porter.build import _render_templates
-from porter.codegen import crate_name, f32_literal, write_cargo_config
+from porter.codegen import crate_name, f32_literal
 from porter.decoder import DecoderIR, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 from porter.fsutil import replace_dir

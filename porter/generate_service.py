@@ -106,7 +106,7 @@ def _check_pipeline(spec: dict, path: Path) -> None:
         raise _refuse(path, "it has a normalizer")
     pre = spec.get("pre_tokenizer") or {}
     if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True):
-        raise _refuse(path, f"the pre-tokenizer is not ByteLevel with the GPT-2 split regex (use_regex)")
+        raise _refuse(path, "the pre-tokenizer is not ByteLevel with the GPT-2 split regex (use_regex)")
     if (spec.get("decoder") or {}).get("type") != "ByteLevel":
         raise _refuse(path, "the decoder is not ByteLevel")
     # A ByteLevel post-processor only trims offsets; the ids stay as the model made them.

@@ -63,7 +63,6 @@ def test_porter_compile_writes_model_layout_and_ir(tmp_path):
 
 
 def test_porter_compile_on_a_non_encoder_gives_one_line(tmp_path):
-    path = require(spec.TINY.path("litert-dq8.tflite"))
     bogus = tmp_path / "bogus.tflite"
     bogus.write_bytes(b"\x00" * 64)
     result = run_porter("compile", bogus, "-o", tmp_path / "out")
