@@ -54,8 +54,8 @@ def test_executor_follows_onnxruntime(ir):
     for i, prompt in enumerate(PROMPTS):
         ids, prompt_logits, step_logits = greedy(ir, prompt, 32)
         assert ids == GOLDEN[f"p{i}_generated_ids"].tolist()
-        assert np.abs(prompt_logits - GOLDEN[f"p{i}_prompt_logits"]).max() <= 2e-5
-        assert np.abs(step_logits - GOLDEN[f"p{i}_step_logits"]).max() <= 2e-5
+        assert np.abs(prompt_logits - GOLDEN[f"p{i}_prompt_logits"]).max() <= 3e-5
+        assert np.abs(step_logits - GOLDEN[f"p{i}_step_logits"]).max() <= 3e-5
 
 
 def test_float_module_matches_onnxruntime_and_the_executor(ir, modules):
@@ -63,8 +63,8 @@ def test_float_module_matches_onnxruntime_and_the_executor(ir, modules):
     assert load_ms < 1.0
     for i, r in enumerate(results):
         assert r.generated == GOLDEN[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
-        assert np.abs(r.prompt_logits - GOLDEN[f"p{i}_prompt_logits"]).max() <= 2e-5
-        assert np.abs(r.step_logits - GOLDEN[f"p{i}_step_logits"]).max() <= 2e-5
+        assert np.abs(r.prompt_logits - GOLDEN[f"p{i}_prompt_logits"]).max() <= 3e-5
+        assert np.abs(r.step_logits - GOLDEN[f"p{i}_step_logits"]).max() <= 3e-5
         _, prompt_logits, step_logits = greedy(ir, PROMPTS[i], 32)
         # the executor's dot products are BLAS's; the crate's f64 sums differ only below f32
         assert np.abs(r.step_logits - step_logits).max() <= 1e-6
