@@ -49,13 +49,60 @@ impl<'a> Linear<'a> {
         let k = self.k;
         for o in 0..self.outs {
             let bias = self.bias.map_or(0.0, |b| b[o]);
-            let w = self.row(o, scratch);
-            for r in 0..rows {
-                let y = dot_f64(&x[r * k..(r + 1) * k], w) as f32;
+            let mut finish = |r: usize, dot: f64| {
+                let y = dot as f32;
                 out[r * self.outs + o] = if self.bias.is_some() { y + bias } else { y };
+            };
+            match &self.weights {
+                // One row of input (a generated token): dequantise inside the dot product.
+                Weights::Q8_0 { q, scale } if rows == 1 => {
+                    let blocks = k / Q8_0_BLOCK;
+                    finish(0, dot_f64_q8_0(&x[..k], &q[o * k..(o + 1) * k], &scale[o * blocks..(o + 1) * blocks]));
+                }
+                // Several rows (a prompt): dequantise the weight row once for all of them.
+                _ => {
+                    let w = self.row(o, scratch);
+                    for r in 0..rows {
+                        finish(r, dot_f64(&x[r * k..(r + 1) * k], w));
+                    }
+                }
             }
         }
     }
+}
+
+/// The four f64 products of x[0..4] and w[0..4] added to (lo, hi) as dot_f64 adds them.
+#[inline(always)]
+fn add_products(lo: &mut v128, hi: &mut v128, xv: v128, wv: v128) {
+    *lo = f64x2_add(*lo, f64x2_mul(f64x2_promote_low_f32x4(xv), f64x2_promote_low_f32x4(wv)));
+    let (xh, wh) = (i32x4_shuffle::<2, 3, 0, 1>(xv, xv), i32x4_shuffle::<2, 3, 0, 1>(wv, wv));
+    *hi = f64x2_add(*hi, f64x2_mul(f64x2_promote_low_f32x4(xh), f64x2_promote_low_f32x4(wh)));
+}
+
+/// dot_f64(x, float32(q * d) per block), without writing the dequantised row anywhere: the
+/// same weights, products and additions in the same order, so the same result bit for bit.
+pub fn dot_f64_q8_0(x: &[f32], q: &[i8], scale: &[f32]) -> f64 {
+    assert!(x.len() == q.len() && q.len() == scale.len() * Q8_0_BLOCK);
+    let (mut lo, mut hi) = (f64x2_splat(0.0), f64x2_splat(0.0));
+    for (b, &d) in scale.iter().enumerate() {
+        let d = f32x4_splat(d);
+        for half in 0..2 {
+            let at = b * Q8_0_BLOCK + half * 16;
+            // SAFETY: at + 16 <= q.len() == x.len().
+            let bytes = unsafe { v128_load(q.as_ptr().add(at) as *const v128) };
+            for (quarter, wide) in [i16x8_extend_low_i8x16(bytes), i16x8_extend_high_i8x16(bytes)].into_iter().enumerate() {
+                for (eighth, ints) in [i32x4_extend_low_i16x8(wide), i32x4_extend_high_i16x8(wide)].into_iter().enumerate() {
+                    let i = at + quarter * 8 + eighth * 4;
+                    let wv = f32x4_mul(f32x4_convert_i32x4(ints), d);
+                    // SAFETY: i + 4 <= x.len().
+                    let xv = unsafe { v128_load(x.as_ptr().add(i) as *const v128) };
+                    add_products(&mut lo, &mut hi, xv, wv);
+                }
+            }
+        }
+    }
+    let sum = f64x2_add(lo, hi);
+    f64x2_extract_lane::<0>(sum) + f64x2_extract_lane::<1>(sum)
 }
 
 /// sum x[i] * w[i] in f64 (every product exact), two lanes of two accumulators.
@@ -67,9 +114,7 @@ pub fn dot_f64(x: &[f32], w: &[f32]) -> f64 {
     while i < full {
         // SAFETY: i + 4 <= full <= the length of both slices.
         let (xv, wv) = unsafe { (v128_load(x.as_ptr().add(i) as *const v128), v128_load(w.as_ptr().add(i) as *const v128)) };
-        lo = f64x2_add(lo, f64x2_mul(f64x2_promote_low_f32x4(xv), f64x2_promote_low_f32x4(wv)));
-        let (xh, wh) = (i32x4_shuffle::<2, 3, 0, 1>(xv, xv), i32x4_shuffle::<2, 3, 0, 1>(wv, wv));
-        hi = f64x2_add(hi, f64x2_mul(f64x2_promote_low_f32x4(xh), f64x2_promote_low_f32x4(wh)));
+        add_products(&mut lo, &mut hi, xv, wv);
         i += 4;
     }
     let sum = f64x2_add(lo, hi);
