@@ -91,3 +91,16 @@ def http_request(port: int, method: str, path: str, body: bytes | str | None = N
         return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
     finally:
         connection.close()
+
+
+def stop_server(server, log) -> None:
+    """Stops a `wasmtime serve` started by a test (killed if it does not stop) and closes its log."""
+    import subprocess
+
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    log.close()

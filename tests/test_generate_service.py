@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixtures import REPO, assert_one_line_error, http_request, run_porter
+from fixtures import REPO, assert_one_line_error, http_request, run_porter, stop_server
 from porter import decoder_proto
 from porter.generate_service import generate_build
 from porter.service import deploy, free_port, serve_command, spin_toml, wasmtime_program
@@ -107,16 +107,6 @@ def start(out_dir: Path, facts: dict):
         time.sleep(0.2)
 
 
-def stop(server, log) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    log.close()
-
-
 def build_decoder_module(out_dir: Path) -> Path:
     """`porter build` of the decoder crate that generate-build rendered. Run right after the
     render: the builds share one cargo target directory and a crate name, and cargo takes an
@@ -141,7 +131,7 @@ def services(tmp_path_factory):
         yield running
     finally:
         for server, log in started:
-            stop(server, log)
+            stop_server(server, log)
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import http_request
+from fixtures import http_request, stop_server
 from porter import REPO_ROOT, execute
 from porter.compile import recover
 from porter.golden import check_model_matches, load_golden
@@ -115,16 +115,6 @@ def start_service(out_dir: Path, model: Path, tokenizer: Path, labels_json: Path
     return server, log, service
 
 
-def stop(server, log) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    log.close()
-
-
 @pytest.fixture(scope="session")
 def fixture_service(tmp_path_factory):
     out = tmp_path_factory.mktemp("redact-service")
@@ -133,7 +123,7 @@ def fixture_service(tmp_path_factory):
     labels_json.write_text(json.dumps({"labels": labels}))
     server, log, service = start_service(out / "build", FIXTURE_MODEL, minilm_tokenizer(), labels_json)
     yield service
-    stop(server, log)
+    stop_server(server, log)
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +136,7 @@ def whole_window_service(tmp_path_factory):
     server, log, service = start_service(out / "build", WHOLE_WINDOW_MODEL, minilm_tokenizer(), labels_json)
     assert service.facts["mask"] == "whole_window"
     yield service
-    stop(server, log)
+    stop_server(server, log)
 
 
 @pytest.fixture(scope="session")
@@ -157,7 +147,7 @@ def trained_service(tmp_path_factory):
     server, log, service = start_service(out / "build", TRAINED_MODEL, TRAINED_MODEL.parent / "tokenizer.json",
                                          REDACT_DIR / "labels.json")
     yield service
-    stop(server, log)
+    stop_server(server, log)
 
 
 @pytest.fixture(scope="session", params=["fixture", "whole_window", "trained"])

@@ -14,6 +14,7 @@ const FIELDS: &[&str] = &["prompt", "maxTokens", "temperature", "topK", "seed", 
 const DEFAULT_MAX_TOKENS: u64 = 32;
 
 pub use crate::error::ApiError;
+use crate::error::parse_object;
 
 impl ApiError {
     fn bad(message: impl Into<String>) -> Self {
@@ -70,17 +71,6 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateRequest, ApiError> {
         stream: take_bool(&mut object, "stream", false)?,
         stop_at_end_of_text: take_bool(&mut object, "stopAtEndOfText", true)?,
     })
-}
-
-fn parse_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))?;
-    let Value::Object(object) = value else {
-        return Err(ApiError::bad("the body must be a JSON object"));
-    };
-    if let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(ApiError::bad(format!("unknown field \"{unknown}\"; expected {}", allowed.join(", "))));
-    }
-    Ok(object)
 }
 
 fn take_prompt(object: &mut Map<String, Value>) -> Result<String, ApiError> {

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::{config, json};
 
 pub use crate::error::ApiError;
+use crate::error::parse_object;
 
 impl ApiError {
     fn bad(message: impl Into<String>) -> Self {
@@ -84,17 +85,6 @@ pub fn parse_restore(body: &[u8]) -> Result<RestoreRequest, ApiError> {
         items.push(RestoreItem { placeholder, original });
     }
     Ok(RestoreRequest { text, items })
-}
-
-fn parse_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))?;
-    let Value::Object(object) = value else {
-        return Err(ApiError::bad("the body must be a JSON object"));
-    };
-    if let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(ApiError::bad(format!("unknown field \"{unknown}\"; expected {}", allowed.join(", "))));
-    }
-    Ok(object)
 }
 
 fn take_string(object: &mut Map<String, Value>, key: &str) -> Result<String, ApiError> {

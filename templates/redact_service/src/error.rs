@@ -1,5 +1,7 @@
-//! The JSON error every bad request gets (shared by porter's services; each api.rs adds its own
-//! shorthands for the statuses it uses).
+//! The JSON error every bad request gets, and the first parsing step every request body takes
+//! (shared by porter's services; each api.rs adds its own fields and shorthands).
+
+use serde_json::{Map, Value};
 
 use crate::json;
 
@@ -19,4 +21,18 @@ impl ApiError {
     pub fn to_json(&self) -> String {
         json::Object::new().string("error", &self.message).number("status", self.status).finish()
     }
+}
+
+/// The body as a JSON object with only the `allowed` fields: anything else is a 400 (a typo in a
+/// field name should not be silently ignored).
+pub fn parse_object(body: &[u8], allowed: &[&str]) -> Result<Map<String, Value>, ApiError> {
+    let bad = |message: String| ApiError::new(400, message);
+    let value: Value = serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+    let Value::Object(object) = value else {
+        return Err(bad("the body must be a JSON object".into()));
+    };
+    if let Some(unknown) = object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(bad(format!("unknown field \"{unknown}\"; expected {}", allowed.join(", "))));
+    }
+    Ok(object)
 }
