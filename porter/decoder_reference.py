@@ -18,10 +18,8 @@ from porter.frontends import load_graph
 def _initializer_names(ir: DecoderIR) -> dict[str, tuple[str, bool]]:
     """IR array -> (ONNX initializer name, transposed): MatMul weights are [in, out] there."""
     g = load_graph(ir.source)
-    names = {"wte": ("m.wte.weight" if "m.wte.weight" in {t.name for t in g.tensors} else None, False)}
-    for lin in ir.linears():
-        op = g.ops[lin.source_op]
-        names[f"{lin.name}.weight"] = (g.tensor(op.inputs[1]).name, True)
+    names = {f"{lin.name}.weight": (g.tensor(g.ops[lin.source_op].inputs[1]).name, True) for lin in ir.linears()}
+    # The token table: the constant a Gather reads rows of, shaped [vocab, hidden].
     gather = next(op for op in g.ops if op.type == "Gather" and g.tensor(op.inputs[0]).is_const
                   and g.tensor(op.inputs[0]).shape == tuple(ir.weights["wte"].shape))
     names["wte"] = (g.tensor(gather.inputs[0]).name, False)
