@@ -104,3 +104,22 @@ def stop_server(server, log) -> None:
         server.kill()
         server.wait()
     log.close()
+
+
+def deployed_manifest(out_dir, facts, tmp_path, capsys) -> dict:
+    """`porter deploy` of a built service into tmp_path/app: without spin installed it writes
+    spin.toml, says what to run and succeeds; with spin, the manifest is written directly.
+    Returns the parsed manifest."""
+    import shutil
+    import tomllib
+
+    from porter.service import deploy, spin_toml
+
+    manifest = tmp_path / "app" / "spin.toml"
+    manifest.parent.mkdir()
+    if shutil.which("spin") is None:
+        assert deploy(out_dir, "up", manifest) == 0
+        assert "spin up --from" in capsys.readouterr().out
+    else:
+        manifest.write_text(spin_toml(facts, out_dir, manifest.parent))
+    return tomllib.loads(manifest.read_text())

@@ -10,10 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import shlex
-import shutil
 import subprocess
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +19,10 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixtures import REPO, assert_one_line_error, http_request, run_porter, stop_server
+from fixtures import REPO, assert_one_line_error, deployed_manifest, http_request, run_porter, stop_server
 from porter import decoder_proto
 from porter.generate_service import generate_build
-from porter.service import deploy, free_port, serve_command, spin_toml, wasmtime_program
+from porter.service import free_port, serve_command, wasmtime_program
 
 EXAMPLE = REPO / "examples" / "tinystories"
 MODEL = EXAMPLE / "model" / "tinystories.onnx"
@@ -314,14 +312,8 @@ def test_bad_requests_get_json_errors(service, method, path, body, status):
 
 def test_deploy_writes_the_spin_manifest(services, tmp_path, capsys):
     service = services["q8_0"][0]
+    spec = deployed_manifest(service.out_dir, service.facts, tmp_path, capsys)
     manifest = tmp_path / "app" / "spin.toml"
-    manifest.parent.mkdir()
-    if shutil.which("spin") is None:
-        assert deploy(service.out_dir, "up", manifest) == 0
-        assert "spin up --from" in capsys.readouterr().out
-    else:
-        manifest.write_text(spin_toml(service.facts, service.out_dir, manifest.parent))
-    spec = tomllib.loads(manifest.read_text())
     assert spec["trigger"]["http"] == [{"route": "/...", "component": "generate"}]
     component = spec["component"]["generate"]
     assert component["allowed_outbound_hosts"] == []

@@ -18,21 +18,19 @@ import json
 import random
 import re
 import shlex
-import shutil
 import subprocess
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fixtures import http_request, stop_server
+from fixtures import deployed_manifest, http_request, stop_server
 from porter import REPO_ROOT, execute
 from porter.compile import recover
 from porter.golden import check_model_matches, load_golden
-from porter.service import deploy, free_port, serve_build, serve_command, spin_toml, wasmtime_program
+from porter.service import free_port, serve_build, serve_command, wasmtime_program
 
 FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
@@ -463,14 +461,8 @@ def test_trained_labels_match_the_litert_golden(trained_service):
 
 def test_deploy_writes_the_spin_manifest(service, tmp_path, capsys):
     """Without spin installed, deploy writes spin.toml, says what to run and succeeds."""
+    spec = deployed_manifest(service.out_dir, service.facts, tmp_path, capsys)
     manifest = tmp_path / "app" / "spin.toml"
-    manifest.parent.mkdir()
-    if shutil.which("spin") is None:
-        assert deploy(service.out_dir, "up", manifest) == 0
-        assert "spin up --from" in capsys.readouterr().out
-    else:
-        manifest.write_text(spin_toml(service.facts, service.out_dir, manifest.parent))
-    spec = tomllib.loads(manifest.read_text())
     assert spec["spin_manifest_version"] == 2
     assert spec["trigger"]["http"] == [{"route": "/...", "component": "redact"}]
     component = spec["component"]["redact"]
