@@ -121,6 +121,19 @@ def main():
 
     curve, t0, step, stopped = [], time.time(), 0, "steps"
     ema = None
+
+    def record(at_step, loss_ema):
+        """A validation point on the curve (printed as it is made)."""
+        curve.append({"step": at_step, "train_loss_ema": round(loss_ema, 4),
+                      "val_loss": round(evaluate(model, val, a.ctx), 4), "lr": lr_at(at_step - 1),
+                      "minutes": round((time.time() - t0) / 60, 2),
+                      "tokens_seen": at_step * a.batch * a.ctx})
+        print(json.dumps(curve[-1]), flush=True)
+
+    def save(at_step):
+        torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": at_step},
+                   HERE.parent / "model/model.pt")
+
     while step < a.steps:
         if (time.time() - t0) / 60 >= a.max_minutes:
             stopped = "wall-clock guard"
@@ -139,23 +152,12 @@ def main():
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         step += 1
         if step % a.eval_every == 0 or step == a.steps:
-            vl = evaluate(model, val, a.ctx)
-            el = (time.time() - t0) / 60
-            curve.append({"step": step, "train_loss_ema": round(ema, 4), "val_loss": round(vl, 4),
-                          "lr": lr_at(step - 1), "minutes": round(el, 2),
-                          "tokens_seen": step * a.batch * a.ctx})
-            print(json.dumps(curve[-1]), flush=True)
-            torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step},
-                       HERE.parent / "model/model.pt")
+            record(step, ema)
+            save(step)
     minutes = (time.time() - t0) / 60
     if not curve or curve[-1]["step"] != step:
-        vl = evaluate(model, val, a.ctx)
-        curve.append({"step": step, "train_loss_ema": round(ema, 4), "val_loss": round(vl, 4),
-                      "lr": lr_at(step - 1), "minutes": round(minutes, 2),
-                      "tokens_seen": step * a.batch * a.ctx})
-        print(json.dumps(curve[-1]), flush=True)
-    torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step},
-               HERE.parent / "model/model.pt")
+        record(step, ema)
+    save(step)
     samples = {"greedy": [generate(model, tok, p, 40) for p in PROMPTS],
                "top_k40_t0.8_seed0": [generate(model, tok, p, 40, 0.8, 40, 0) for p in PROMPTS]}
     for k, v in samples.items():
