@@ -7,6 +7,9 @@ import click
 
 from porter.errors import PorterError
 
+# porter.decoder_codegen.QUANT_MODES, spelled here so that --help imports nothing heavy
+QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+
 
 class PorterGroup(click.Group):
     """Turns PorterError into one line on stderr and exit code 2, with no traceback."""
@@ -73,8 +76,9 @@ def inspect(model, as_json, show_ir):
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
               help="Directory for the crate (with model.bin, layout.json, ir.json).")
-@click.option("--quant", type=click.Choice(["float32", "q8_0"]),
-              help="Decoders: how the Linear weights and the token table are stored (default float32).")
+@click.option("--quant", type=click.Choice(QUANT_MODES),
+              help="Decoders: float32 weights (the default); q8_0 weights; or q8_0_int8, q8_0 weights "
+                   "times inputs quantised to q8_0 in integers (faster; not onnxruntime's arithmetic).")
 def compile_cmd(model, out_dir, quant):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
@@ -190,8 +194,8 @@ def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_by
               help="The model's Hugging Face tokenizer.json (byte-level BPE).")
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
               help="Directory for the crates, the component (generate.wasm) and service.json.")
-@click.option("--quant", type=click.Choice(["float32", "q8_0"]), default="float32", show_default=True,
-              help="How the decoder's weights are stored.")
+@click.option("--quant", type=click.Choice(QUANT_MODES), default="float32", show_default=True,
+              help="How the decoder's weights are stored and multiplied (see `porter compile`).")
 @click.option("--max-body-bytes", type=int, default=16 * 1024, show_default=True,
               help="Larger request bodies get 413.")
 @click.option("--max-prompt-bytes", type=int, default=4096, show_default=True,

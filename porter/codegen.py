@@ -26,8 +26,8 @@ from porter import TEMPLATES_DIR, pack
 from porter.build import _render_templates, build_crate, cargo_config_toml, shared_target_dir
 from porter.errors import PorterError
 from porter.fsutil import replace_dir
-from porter.ir import (LITERT_BUILTIN, MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8, TFLITE_HYBRID, EncoderIR,
-                       LayerNorm, Linear)
+from porter.ir import (LITERT_BUILTIN, MASK_INPUT, ONNX_LAYER_NORM_FORMS, ONNXRUNTIME_CPU,
+                       ORT_DYNAMIC_UINT8, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear)
 from porter.quant import EXACT_DOT, INT16_PAIRS_SATURATED
 from porter.toolchain import CrateKind, Toolchain
 
@@ -98,7 +98,7 @@ def _linear(lin: Linear, entries: dict, reference: str) -> dict:
     }
 
 
-FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx"}
+FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
 TABLE_KINDS = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor",
                "float32": "Float32"}
 
@@ -134,7 +134,7 @@ def require_kernels(ir: EncoderIR) -> None:
         raise PorterError(f"{Path(ir.source).name}: no Rust kernels for {ir.reference!r} arithmetic")
     onnx = ir.reference == ONNXRUNTIME_CPU
     for ln in [ir.embeddings.ln] + [n for ly in ir.layers for n in (ly.attn_ln, ly.ffn_ln)]:
-        if (ln.form == "onnx") != onnx:
+        if (ln.form in ONNX_LAYER_NORM_FORMS) != onnx:
             raise PorterError(f"{ln.name}: no Rust kernel for LayerNorm form {ln.form!r} under "
                               f"{ir.reference!r} arithmetic")
     for ly in ir.layers:

@@ -27,7 +27,9 @@ from porter.fsutil import replace_dir
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
 SHARED_KERNELS = ("linear_f32.rs", "ort_float.rs")
-QUANT_MODES = ("float32", "q8_0")
+# float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
+# Q8_0-quantised inputs in integers (porter.decoder.q8_0_int8_linear)
+QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
 
 
 @dataclass
@@ -45,7 +47,7 @@ def packed_arrays(ir: DecoderIR, quant: str) -> PackedDecoder:
     if quant not in QUANT_MODES:
         raise PorterError(f"--quant {quant!r}: choose {' or '.join(QUANT_MODES)}")
     names, weights = [], {}
-    quantised = quantized_arrays(ir) if quant == "q8_0" else set()
+    quantised = quantized_arrays(ir) if quant != "float32" else set()
     for name in ir.array_order():
         if name in quantised:
             q, scale = quantize_q8_0(ir.weights[name])
@@ -86,6 +88,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
         "crate_name": crate_name(ir.source, crate_dir), "source_name": Path(ir.source).name,
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads,
         "head_dim": ir.head_dim, "ffn": ir.ffn, "scale": f32_literal(ir.scale), "weight_format": quant,
+        "int8_dot": quant == "q8_0_int8",
         "model_bytes": manifest["total_size"], "align": manifest["align"], "array_count": len(entries),
         "head": {**_weights(entries, "wte"), "bias": None, "outs": ir.vocab, "k": ir.hidden},
         "wpe": _array(entries, "wpe"),

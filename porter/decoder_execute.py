@@ -1,6 +1,9 @@
 """The numpy decoder executor: a DecoderIR run step by step with a KV cache, in onnxruntime's
 float arithmetic (porter.ort_float), the reference for the generated decoder crate.
 
+With int8_dot the Linear layers and the LM head take Q8_0 x Q8_0 integer dot products instead
+(porter.decoder.q8_0_int8_linear, the `q8_0_int8` crates' arithmetic).
+
 `Session.step(ids)` feeds the next tokens (a prompt, then one token at a time), appends their
 keys and values to the cache, and returns their logits [len(ids), vocab], like one call of the
 exported graph with past_* = the cache so far.
@@ -11,15 +14,17 @@ from __future__ import annotations
 import numpy as np
 
 from porter import ort_float as OF
-from porter.decoder import DecoderIR
+from porter.decoder import DecoderIR, dequantize_q8_0, q8_0_int8_linear, quantize_q8_0
 from porter.errors import PorterError
 
 F32 = np.float32
 
 
 class Session:
-    def __init__(self, ir: DecoderIR):
+    def __init__(self, ir: DecoderIR, int8_dot: bool = False):
         self.ir = ir
+        self.int8_dot = int8_dot
+        self._q8_0: dict[str, tuple] = {}
         shape = (ir.heads, 0, ir.head_dim)
         self.keys = [np.zeros(shape, F32) for _ in ir.layers]
         self.values = [np.zeros(shape, F32) for _ in ir.layers]
@@ -29,8 +34,17 @@ class Session:
         return self.keys[0].shape[1]
 
     def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
-        w = self.ir.weights
-        return OF.linear(x, w[f"{name}.weight"], w[f"{name}.bias"])
+        return self._product(f"{name}.weight", x, self.ir.weights[f"{name}.bias"])
+
+    def _product(self, weight: str, x: np.ndarray, bias) -> np.ndarray:
+        if not self.int8_dot:
+            return OF.linear(x, self.ir.weights[weight], bias)
+        return q8_0_int8_linear(x, *self._quantized(weight), bias)
+
+    def _quantized(self, weight: str) -> tuple[np.ndarray, np.ndarray]:
+        if weight not in self._q8_0:
+            self._q8_0[weight] = quantize_q8_0(self.ir.weights[weight])
+        return self._q8_0[weight]
 
     def _layer_norm(self, ln, x: np.ndarray) -> np.ndarray:
         w = self.ir.weights
@@ -55,19 +69,20 @@ class Session:
         if past + len(ids) > ir.n_ctx:
             raise PorterError(f"context full: {past} + {len(ids)} tokens > {ir.n_ctx}")
         w = ir.weights
-        x = (w["wte"][ids] + w["wpe"][past + np.arange(len(ids))]).astype(F32)
+        table = dequantize_q8_0(*self._quantized("wte")) if self.int8_dot else w["wte"]
+        x = (table[ids] + w["wpe"][past + np.arange(len(ids))]).astype(F32)
         for i, ly in enumerate(ir.layers):
             attn = self._linear(ly.o.name, self._attention(i, self._layer_norm(ly.ln1, x), past))
             x = (x + attn).astype(F32)
             h = OF.gelu_erf(self._linear(ly.fc.name, self._layer_norm(ly.ln2, x)))
             x = (x + self._linear(ly.fc_out.name, h)).astype(F32)
-        return OF.linear(self._layer_norm(ir.final_ln, x), w["wte"], None)
+        return self._product("wte", self._layer_norm(ir.final_ln, x), None)
 
 
-def greedy(ir: DecoderIR, prompt, steps: int) -> tuple[list[int], np.ndarray, np.ndarray]:
+def greedy(ir: DecoderIR, prompt, steps: int, int8_dot: bool = False) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(generated ids, prompt logits [T, vocab], step logits [steps, vocab]): row k of the step
     logits chose generated token k (row 0 is the prompt's last row)."""
-    session = Session(ir)
+    session = Session(ir, int8_dot)
     prompt_logits = session.step(prompt)
     rows, ids = [prompt_logits[-1]], []
     for k in range(steps):

@@ -29,6 +29,8 @@ from porter import quant
 from porter.ir import MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8, EncoderIR, LayerNorm, Linear
 
 F32 = np.float32
+# LayerNorm forms that are one onnxruntime kernel (porter.ir.LayerNorm.form)
+ONNX_LAYER_NORMS = {"onnx": OF.layer_norm, "onnx_skip": OF.skip_layer_norm}
 
 
 def linear(ir: EncoderIR, lin: Linear, x: np.ndarray, trace: dict) -> np.ndarray:
@@ -51,11 +53,9 @@ def linear(ir: EncoderIR, lin: Linear, x: np.ndarray, trace: dict) -> np.ndarray
 def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Returns (normalised, affine). With a folded affine the next layers read `normalised`."""
     gamma, beta = ir.weights[f"{ln.name}.gamma"], ir.weights[f"{ln.name}.beta"]
-    if ln.form == "onnx":
-        out = OF.layer_norm(x, gamma, beta, ln.eps)
+    if ln.form in ONNX_LAYER_NORMS:
+        out = ONNX_LAYER_NORMS[ln.form](x, gamma, beta, ln.eps)
         return out, out
-    if ln.form == "centred_div":
-        return _layer_norm_centred_div(x, gamma, beta, ln.eps)
     mean = LF.mean_last_axis(x)
     centred = (x - mean).astype(F32)
     var = LF.mean_last_axis((centred * centred).astype(F32))
@@ -72,16 +72,6 @@ def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray,
     normalised = ((x * rstd).astype(F32) + shift).astype(F32)
     affine = ((normalised * gamma).astype(F32) + beta).astype(F32)
     return normalised, affine
-
-
-def _layer_norm_centred_div(x, gamma, beta, eps):
-    """ONNX's decomposed LayerNorm as written: c = x - mean, c / sqrt(mean(c * c) + eps)."""
-    def mean(v):
-        return (v.astype(np.float64).sum(axis=-1, keepdims=True) / v.shape[-1]).astype(F32)
-    centred = (x - mean(x)).astype(F32)
-    std = np.sqrt((mean((centred * centred).astype(F32)) + F32(eps)).astype(F32)).astype(F32)
-    normalised = (centred / std).astype(F32)
-    return normalised, ((normalised * gamma).astype(F32) + beta).astype(F32)
 
 
 def gelu(ir: EncoderIR, x: np.ndarray, kind: str) -> np.ndarray:

@@ -52,6 +52,10 @@ class Linear:
         return names
 
 
+# LayerNorm forms computed by one onnxruntime kernel (see LayerNorm.form)
+ONNX_LAYER_NORM_FORMS = ("onnx", "onnx_skip")
+
+
 @dataclass
 class LayerNorm:
     """(x - mean) / sqrt(var + eps), then * gamma + beta.
@@ -67,10 +71,9 @@ class LayerNorm:
     #   "shift": r = rsqrt(var + eps); norm = x * r + (0 - r * mean); out = norm * gamma + beta
     #   "centred": norm = (x - mean) * r; out = norm * gamma + beta
     #   "keras": r as above; inv = r * gamma; out = x * inv + (beta - mean * inv)
-    #   "onnx": one LayerNormalization op, as porter.ort_float.layer_norm models onnxruntime's
-    #           kernel: mean and variance in float64, inv_std = 1 / sqrtf(var + eps) in float32,
-    #           out = fma((x - mean) * inv_std, gamma, beta) (an ulp of inv_std off in ~1 row in 5)
-    #   "centred_div": c = x - mean; std = sqrt(mean(c * c) + eps); norm = c / std, then affine
+    #   "onnx": onnxruntime's LayerNormalization kernel (porter.ort_float.layer_norm)
+    #   "onnx_skip": onnxruntime's SkipLayerNormalization kernel, which its optimiser puts in
+    #           place of a LayerNorm whose input is a residual Add (porter.ort_float.skip_layer_norm)
     form: str = "shift"
     ops: list[int] = field(default_factory=list)
 

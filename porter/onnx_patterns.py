@@ -75,8 +75,9 @@ def _layer_norm_decomposed():
 
 
 LAYER_NORM_DECOMPOSED = _layer_norm_decomposed()
-# (form, pattern): the form names the float operation order for the executor (porter.ir).
-LAYER_NORMS = (("onnx", LAYER_NORM_OP), ("centred_div", LAYER_NORM_DECOMPOSED))
+# (form, pattern): onnxruntime fuses the decomposed spelling into one LayerNormalization, and
+# the recovery then picks the kernel onnxruntime runs for each (porter.recover._onnxruntime_form).
+LAYER_NORMS = (("onnx", LAYER_NORM_OP), ("onnx", LAYER_NORM_DECOMPOSED))
 AFFINE = Op("Add", Op("Mul", Var("norm"), vector_const("gamma"), commutative=True),
             vector_const("beta"), commutative=True, name="affine")
 

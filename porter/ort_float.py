@@ -3,9 +3,10 @@
 What onnxruntime 1.32 (CPU provider, AVX2 machine) runs for a torch.onnx BERT export, read from
 its optimised graph and MLAS's sources, each kernel then measured against onnxruntime:
 
-- LayerNormalization: see layer_norm (all but an ulp of inv_std in 1 row of 4 exact). With
-  ORT_ENABLE_ALL (the goldens) residual Add + LayerNormalization are fused into
-  com.microsoft.SkipLayerNormalization, which rounds differently again and is not reproduced.
+- LayerNormalization: its AVX2 kernel, read from onnxruntime 1.32's machine code and emulated
+  exactly (layer_norm). With ORT_ENABLE_ALL (the goldens) a LayerNormalization that reads a
+  residual Add is fused with it into com.microsoft.SkipLayerNormalization, a different kernel
+  (Welford's running mean and variance in float32), also emulated exactly (skip_layer_norm).
 - MatMul (and Q.K^T * scale, fused into FusedMatMul(alpha)): MLAS SGEMM, one fma chain per
   output in k order: emulated exactly (matmul) for the attention products (k = head size, seq).
 - MatMul + Add become Gemm with the bias as C: emulated as an exact dot product rounded once,
@@ -13,10 +14,11 @@ its optimised graph and MLAS's sources, each kernel then measured against onnxru
 - Erf: MLAS's polynomial, emulated step by step (erf).
 - Softmax: MLAS's exp polynomial, an 8-lane sum, then * (1 / sum): emulated exactly (softmax).
 
-This is why the ONNX float path is measured against the ort goldens with a tolerance (1e-4)
-rather than bit for bit. The dynamically quantised layers are exact given their input
-(porter.quant), but an ulp upstream can move a whole tensor's uint8 scale or flip a rounding, so
-quantised graphs inherit the float path's small differences, amplified.
+The float Gemm is the one kernel left within an ulp rather than exact, which is why the ONNX
+float path is measured against the ort goldens with a tolerance (1e-4). The dynamically
+quantised layers are exact given their input (porter.quant), but an ulp upstream can move a
+whole tensor's uint8 scale or flip a rounding, so quantised graphs inherit any float
+difference, amplified.
 """
 
 from __future__ import annotations
@@ -54,26 +56,76 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     return y if bias is None else (y + bias.astype(F32)).astype(F32)
 
 
-def layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """(Skip)LayerNormalization's float kernel on v = input + skip (already summed).
+# Both LayerNorm kernels were read from onnxruntime 1.32's x86-64 machine code (found by a
+# hardware watchpoint on the op's output under gdb) and then measured element for element
+# against onnxruntime on random rows (tests/test_ort_float.py).
+_MEAN_LANES = 4  # float64 accumulators of the mean
+_VAR_LANES = 8  # float32 fma accumulators of the squared deviations
+MIN_LAYER_NORM_WIDTH = 8  # narrower rows take another code path, not reproduced
 
-    Measured against onnxruntime 1.32 through LayerNormalization's Mean and InvStdDev outputs
-    (the unfused op; SkipLayerNormalization, its fusion with the residual add, differs):
-    the mean is the exact mean rounded to float32 (every row matched); the output is
-    fma((v - mean) * inv_std, gamma, beta) with one rounding for the fma (every element matched
-    given onnxruntime's own mean and inv_std). inv_std = 1 / sqrtf(var + eps) in float32 matches
-    about 3 rows in 4; the others differ by an ulp (the kernel's exact variance and reciprocal
-    steps are not known), which is what keeps the float path from being bit-exact.
-    """
+
+def layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNormalization's AVX2 kernel. The mean: four float64 lanes over blocks of four, the
+    lanes added as (0 + 2) + (1 + 3), the tail after them, divided in float64 and rounded.
+    The variance of d = x - mean (float32): eight fma lanes over blocks of eight, reduced as
+    ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)); a tail of four or more adds four rounded
+    squares one by one, the last one to three are fma'd; then / n, + eps, sqrtf, 1 / that.
+    out = fma(d * inv_std, gamma, beta)."""
     v = np.asarray(v, F32)
+    n = v.shape[-1]
+    if n < MIN_LAYER_NORM_WIDTH:
+        raise ValueError(f"onnxruntime's LayerNormalization kernel is reproduced for rows of "
+                         f"{MIN_LAYER_NORM_WIDTH} or more values, not {n}")
     wide = v.astype(np.float64)
-    mean64 = wide.mean(axis=-1, keepdims=True)
-    mean = mean64.astype(F32)
-    var = ((wide - mean64) ** 2).mean(axis=-1, keepdims=True).astype(F32)
-    inv_std = (F32(1) / np.sqrt((var + F32(eps)).astype(F32))).astype(F32)
-    normalised = ((v - mean).astype(F32) * inv_std).astype(F32)
-    # fma: the product and the sum with one rounding (exact in float64 for float32 inputs)
-    return (normalised.astype(np.float64) * gamma + beta.astype(np.float64)).astype(F32)
+    blocks = n - n % _MEAN_LANES
+    lanes = np.zeros(v.shape[:-1] + (_MEAN_LANES,))
+    for i in range(0, blocks, _MEAN_LANES):
+        lanes = lanes + wide[..., i:i + _MEAN_LANES]
+    total = (lanes[..., 0] + lanes[..., 2]) + (lanes[..., 1] + lanes[..., 3])
+    for i in range(blocks, n):
+        total = total + wide[..., i]
+    mean = (total / n).astype(F32)[..., None]
+    d = (v - mean).astype(F32)
+    var = _squared_deviations(d)
+    inv_std = (F32(1) / np.sqrt((var / F32(n)).astype(F32) + F32(eps)).astype(F32)).astype(F32)
+    return _fma((d * inv_std[..., None]).astype(F32), gamma, beta)
+
+
+def _squared_deviations(d: np.ndarray) -> np.ndarray:
+    n = d.shape[-1]
+    blocks = n - n % _VAR_LANES
+    acc = np.zeros(d.shape[:-1] + (_VAR_LANES,), F32)
+    for i in range(0, blocks, _VAR_LANES):
+        acc = _fma(d[..., i:i + _VAR_LANES], d[..., i:i + _VAR_LANES], acc)
+    half = (acc[..., :4] + acc[..., 4:]).astype(F32)
+    total = ((half[..., 0] + half[..., 2]).astype(F32) + (half[..., 1] + half[..., 3])).astype(F32)
+    i = blocks
+    if n - blocks >= 4:  # one four-wide step: rounded squares, added in order
+        for i in range(blocks, blocks + 4):
+            total = (total + (d[..., i] * d[..., i]).astype(F32)).astype(F32)
+        i = blocks + 4
+    for j in range(i, n):
+        total = _fma(d[..., j], d[..., j], total)
+    return total
+
+
+def skip_layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """SkipLayerNormalization's float kernel on v = input + skip (the caller adds them: float
+    addition commutes). Welford's algorithm, all float32: for k = 1..n, delta = x - mean,
+    mean += delta / k, m2 += (x - mean) * delta; std = sqrtf(m2 / n + eps);
+    out = (x - mean) / std * gamma + beta, each step rounded (no fma)."""
+    v = np.asarray(v, F32)
+    n = v.shape[-1]
+    mean = np.zeros(v.shape[:-1], F32)
+    m2 = np.zeros(v.shape[:-1], F32)
+    for k in range(n):
+        x = v[..., k]
+        delta = (x - mean).astype(F32)
+        mean = (mean + (delta / F32(k + 1)).astype(F32)).astype(F32)
+        m2 = (m2 + ((x - mean).astype(F32) * delta).astype(F32)).astype(F32)
+    std = np.sqrt(((m2 / F32(n)).astype(F32) + F32(eps)).astype(F32)).astype(F32)[..., None]
+    normalised = ((v - mean[..., None]).astype(F32) / std).astype(F32)
+    return ((normalised * gamma).astype(F32) + beta).astype(F32)
 
 
 # MLAS's exp for softmax (mlas/lib/compute.cpp, MlasComputeSumExpVector): range reduction by

@@ -49,10 +49,26 @@ class Dialect:
     reference: str  # whose kernels the IR's arithmetic reproduces
     prepare: Callable  # Graph -> (graph to match, ops explained by preparing it)
     mask: Callable  # (Recovery, mask bias tensor) -> (mask mode, mask input, mask value)
+    runtime_form: Callable  # (Graph, FoundLayerNorm) -> the form the reference runtime computes
 
 
 def _as_is(g: Graph):
     return g, set()
+
+
+def _as_written(g: Graph, ln: "FoundLayerNorm") -> str:
+    return ln.form
+
+
+def _onnxruntime_form(g: Graph, ln: "FoundLayerNorm") -> str:
+    """onnxruntime's optimiser first fuses a decomposed LayerNorm into one LayerNormalization,
+    then fuses a LayerNormalization whose input is an Add read by nothing else into
+    SkipLayerNormalization (SkipLayerNormFusion); each kernel rounds differently."""
+    producer = g.producer(ln.x)
+    only_reader = all(user.index in ln.ops for user in g.users(ln.x))
+    if producer is not None and producer.type == "Add" and only_reader:
+        return "onnx_skip"
+    return "onnx"
 
 
 @dataclass
@@ -102,11 +118,13 @@ class Recovery:
                 raise PorterError(f"LayerNorm at {self.g.producer(m['norm']).describe()}: "
                                   f"expected 0 - rstd * mean, found {zero} - rstd * mean")
         if "out" in m.tensors:
-            return FoundLayerNorm(m["x"], m["out"], m["out"], form, self._eps(m),
-                                  self._vector(m["gamma"]), self._vector(m["beta"]),
-                                  set(m.consumed))
-        return self._with_affine(FoundLayerNorm(m["x"], m["norm"], m["norm"], form,
-                                                self._eps(m), None, None, set(m.consumed)))
+            ln = FoundLayerNorm(m["x"], m["out"], m["out"], form, self._eps(m),
+                                self._vector(m["gamma"]), self._vector(m["beta"]), set(m.consumed))
+        else:
+            ln = self._with_affine(FoundLayerNorm(m["x"], m["norm"], m["norm"], form,
+                                                  self._eps(m), None, None, set(m.consumed)))
+        ln.form = self.d.runtime_form(self.g, ln)
+        return ln
 
     def _with_affine(self, ln: FoundLayerNorm) -> FoundLayerNorm:
         """Attach the `* gamma + beta` that follows the normalised tensor, if the graph has one."""
@@ -602,10 +620,12 @@ DIALECTS = {
                      ("keras", TP.LAYER_NORM_KERAS)),
         affine=TP.AFFINE, embeddings=TP.EMBEDDINGS, attention=TP.ATTENTION, ffn=TP.FFN,
         head=TP.HEAD, known_ops=TP.KNOWN_OPS, reshape="RESHAPE", weight_out_axis=0,
-        reference=LITERT_BUILTIN, prepare=_as_is, mask=_mask_by_pattern),
+        reference=LITERT_BUILTIN, prepare=_as_is, mask=_mask_by_pattern,
+        runtime_form=_as_written),
     "onnx": Dialect(
         layer_norms=OP.LAYER_NORMS, affine=OP.AFFINE, embeddings=OP.EMBEDDINGS,
         attention=OP.ATTENTION, ffn=OP.FFN, head=OP.HEAD, known_ops=OP.KNOWN_OPS,
         reshape=OP.RESHAPE, weight_out_axis=OP.WEIGHT_OUT_AXIS, reference=ONNXRUNTIME_CPU,
-        prepare=onnx_fold.fold_constants, mask=_mask_by_evaluation),
+        prepare=onnx_fold.fold_constants, mask=_mask_by_evaluation,
+        runtime_form=_onnxruntime_form),
 }

@@ -191,13 +191,12 @@ def test_whole_window_module_attends_over_the_padding(crates, wasm_runtime):
 
 
 # ONNX graphs: the crate runs onnxruntime's arithmetic (kernels/ort_float.rs, ort_quant.rs), the
-# same bits as the numpy executor. Against onnxruntime's goldens (ORT_ENABLE_ALL, which fuses
-# residual + LayerNorm into SkipLayerNormalization and rounds its inverse standard deviation
-# differently) the float graphs agree to ~1e-6; the quantised ones inherit each LayerNorm ulp
-# through the next whole-tensor uint8 scale, so their bound is looser (see porter/ort_float.py).
+# same bits as the numpy executor. Against onnxruntime's goldens (ORT_ENABLE_ALL) the quantised
+# graphs are bit-exact; the float ones are within ~2e-6 (its float Gemm blocks the dot product in
+# an order porter does not reproduce; see porter/ort_float.py).
 ONNX_BUILT = {spec.TINY.path("f32.onnx"): 1e-5, spec.TINY.path("f32-ts.onnx"): 1e-5,
-              spec.TINY.path("dq8pc.onnx"): 0.02, spec.TINY.path("dq8pt.onnx"): 0.02,
-              spec.SMALL.path("dq8pc.onnx"): 0.05}
+              spec.TINY.path("dq8pc.onnx"): 0.0, spec.TINY.path("dq8pt.onnx"): 0.0,
+              spec.SMALL.path("dq8pc.onnx"): 0.0}
 
 
 @pytest.mark.parametrize("path", list(ONNX_BUILT), ids=fixture_id)
@@ -220,4 +219,4 @@ def test_onnx_module_is_bit_identical_to_the_executor(path, crates, wasm_runtime
     print(f"{path.name}: bit-identical to the executor on {golden.windows} windows; vs onnxruntime: "
           f"labels {labels}/{tokens}, max |dlogit| {worst:.3g}")
     assert worst <= ONNX_BUILT[path]
-    assert labels >= tokens - (0 if "f32" in path.name else 2)
+    assert labels == tokens

@@ -150,6 +150,20 @@ def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(checks_wa
             assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
 
 
+@pytest.mark.parametrize("op, numpy_kernel", [("ort-layer-norm", OF.layer_norm),
+                                               ("ort-skip-layer-norm", OF.skip_layer_norm)])
+def test_rust_layer_norms_match_numpy(checks_wasm, wasm_runtime, op, numpy_kernel):
+    """Every lane and tail path: widths of 8 to 390, row scales and offsets far apart."""
+    rng = np.random.default_rng(11)
+    for cols in (8, 11, 12, 13, 15, 16, 128, 384, 390):
+        gamma, beta = rng.uniform(0.5, 1.5, (2, cols)).astype(np.float32)
+        x = (rng.standard_normal((60, cols)) * rng.uniform(1e-3, 50, (60, 1))
+             + rng.uniform(-20, 20, (60, 1))).astype(np.float32)
+        data = np.concatenate([gamma[None], beta[None], x])
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, data), "<f4").reshape(x.shape)
+        assert_same_floats(ours, numpy_kernel(x, gamma, beta, 1e-12))
+
+
 def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(checks_wasm, wasm_runtime):
     rng = np.random.default_rng(5)
     for cols in (1, 7, 8, 9, 64, 256, 257):

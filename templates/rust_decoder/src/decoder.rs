@@ -6,6 +6,7 @@
 //! before, so a token costs its own work plus attention over the tokens so far.
 
 use crate::kernels::ort_float::{fma, gelu_erf_in_place, layer_norm_row, softmax};
+use crate::linear::LinearScratch;
 use crate::model::*;
 
 pub struct Cache {
@@ -35,8 +36,7 @@ pub struct Scratch {
     block: Vec<f32>,
     hidden: Vec<f32>,
     scores: Vec<f32>,
-    weight_row: Vec<f32>,
-    wide: Vec<f64>,
+    linear: LinearScratch,
 }
 
 impl Scratch {
@@ -49,16 +49,15 @@ impl Scratch {
             block: vec![0.0; rows * HIDDEN],
             hidden: vec![0.0; rows * FFN],
             scores: vec![0.0; N_CTX],
-            weight_row: vec![0.0; HIDDEN.max(FFN)],
-            wide: vec![0.0; HIDDEN],
+            linear: LinearScratch::new(rows, HIDDEN.max(FFN)),
         }
     }
 }
 
-fn layer_norm(ln: &LayerNorm, x: &[f32], rows: usize, out: &mut [f32], wide: &mut [f64]) {
+fn layer_norm(ln: &LayerNorm, x: &[f32], rows: usize, out: &mut [f32]) {
     for r in 0..rows {
         let span = r * HIDDEN..(r + 1) * HIDDEN;
-        layer_norm_row(&x[span.clone()], ln.gamma, ln.beta, ln.eps, &mut out[span], wide);
+        layer_norm_row(&x[span.clone()], ln.gamma, ln.beta, ln.eps, &mut out[span]);
     }
 }
 
@@ -116,29 +115,29 @@ pub fn step(model: &Model, cache: &mut Cache, ids: &[u32], wanted: usize, s: &mu
     let rows = ids.len();
     assert!(rows >= 1 && wanted >= 1 && wanted <= rows && cache.len + rows <= N_CTX);
     for (r, &id) in ids.iter().enumerate() {
-        let token = model.head.row(id as usize, &mut s.weight_row);
+        let token = model.head.row(id as usize, s.linear.row_buffer());
         let position = &model.wpe[(cache.len + r) * HIDDEN..][..HIDDEN];
         for ((x, &t), &p) in s.x[r * HIDDEN..(r + 1) * HIDDEN].iter_mut().zip(token).zip(position) {
             *x = t + p;
         }
     }
     for (index, layer) in model.layers.iter().enumerate() {
-        layer_norm(&layer.ln1, &s.x, rows, &mut s.normed, &mut s.wide);
-        layer.qkv.apply(&s.normed, rows, &mut s.qkv, &mut s.weight_row);
+        layer_norm(&layer.ln1, &s.x, rows, &mut s.normed);
+        layer.qkv.apply(&s.normed, rows, &mut s.qkv, &mut s.linear);
         attention(index, cache, rows, s);
-        layer.o.apply(&s.context, rows, &mut s.block, &mut s.weight_row);
+        layer.o.apply(&s.context, rows, &mut s.block, &mut s.linear);
         add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
-        layer_norm(&layer.ln2, &s.x, rows, &mut s.normed, &mut s.wide);
-        layer.fc.apply(&s.normed, rows, &mut s.hidden, &mut s.weight_row);
+        layer_norm(&layer.ln2, &s.x, rows, &mut s.normed);
+        layer.fc.apply(&s.normed, rows, &mut s.hidden, &mut s.linear);
         gelu_erf_in_place(&mut s.hidden[..rows * FFN]);
-        layer.fc_out.apply(&s.hidden, rows, &mut s.block, &mut s.weight_row);
+        layer.fc_out.apply(&s.hidden, rows, &mut s.block, &mut s.linear);
         add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
     }
     cache.len += rows;
     let first = rows - wanted;
     let last_rows = &s.x[first * HIDDEN..rows * HIDDEN];
-    layer_norm(&model.final_ln, last_rows, wanted, &mut s.normed, &mut s.wide);
+    layer_norm(&model.final_ln, last_rows, wanted, &mut s.normed);
     let mut logits = vec![0.0; wanted * VOCAB];
-    model.head.apply(&s.normed, wanted, &mut logits, &mut s.weight_row);
+    model.head.apply(&s.normed, wanted, &mut logits, &mut s.linear);
     logits
 }

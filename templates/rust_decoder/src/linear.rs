@@ -2,6 +2,10 @@
 //! computes it on the (dequantised) float weights: each dot product exact enough in f64 and
 //! rounded once to f32, then + bias (porter/ort_float.py `linear`).
 //!
+//! Or, for Q8_0 weights with int8 dot products (`q8_0_int8`), as porter.decoder's
+//! q8_0_int8_linear computes it: each input row quantised to Q8_0, integer block dot products,
+//! float32 only to scale and add the block sums (see `dot_q8_0_int8`).
+//!
 //! Q8_0 rows are dequantised block by block, float32(q * d) exactly as porter.decoder defines
 //! the weights onnxruntime is verified with, into one row of scratch, then used for every input
 //! row. The f64 sums run two lanes at a time: their order differs from numpy's BLAS only in
@@ -15,6 +19,27 @@ pub enum Weights<'a> {
     Float(&'a [f32]),
     /// int8 values [outs, k] and one f32 scale per block of 32 along k.
     Q8_0 { q: &'a [i8], scale: &'a [f32] },
+    /// The same storage, multiplied by Q8_0-quantised inputs in integers.
+    Q8_0Int8 { q: &'a [i8], scale: &'a [f32] },
+}
+
+/// Work space of the widest Linear for `rows` input rows, allocated once.
+pub struct LinearScratch {
+    /// One dequantised weight row.
+    row: Vec<f32>,
+    /// The input rows quantised to Q8_0: values widened to i16, one scale per block.
+    values: Vec<i16>,
+    scales: Vec<f32>,
+}
+
+impl LinearScratch {
+    pub fn new(rows: usize, widest: usize) -> Self {
+        LinearScratch { row: vec![0.0; widest], values: vec![0; rows * widest], scales: vec![0.0; rows * widest / Q8_0_BLOCK] }
+    }
+
+    pub fn row_buffer(&mut self) -> &mut [f32] {
+        &mut self.row
+    }
 }
 
 pub struct Linear<'a> {
@@ -30,7 +55,7 @@ impl<'a> Linear<'a> {
         let k = self.k;
         match &self.weights {
             Weights::Float(w) => &w[o * k..(o + 1) * k],
-            Weights::Q8_0 { q, scale } => {
+            Weights::Q8_0 { q, scale } | Weights::Q8_0Int8 { q, scale } => {
                 let blocks = k / Q8_0_BLOCK;
                 for b in 0..blocks {
                     let d = scale[o * blocks + b];
@@ -45,8 +70,18 @@ impl<'a> Linear<'a> {
     }
 
     /// out[r * outs + o] for the first `rows` rows of x ([rows, k]).
-    pub fn apply(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut [f32]) {
+    pub fn apply(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut LinearScratch) {
         let k = self.k;
+        if let Weights::Q8_0Int8 { q, scale } = &self.weights {
+            let (values, scales) = (&mut scratch.values[..rows * k], &mut scratch.scales[..rows * k / Q8_0_BLOCK]);
+            quantize_rows_q8_0(&x[..rows * k], values, scales);
+            for r in 0..rows {
+                let (xq, xd) = (&values[r * k..(r + 1) * k], &scales[r * k / Q8_0_BLOCK..(r + 1) * k / Q8_0_BLOCK]);
+                dot_q8_0_int8(xq, xd, q, scale, self.bias, &mut out[r * self.outs..(r + 1) * self.outs]);
+            }
+            return;
+        }
+        let scratch = &mut scratch.row;
         for o in 0..self.outs {
             let bias = self.bias.map_or(0.0, |b| b[o]);
             let mut finish = |r: usize, dot: f64| {
@@ -123,4 +158,89 @@ pub fn dot_f64(x: &[f32], w: &[f32]) -> f64 {
         total += x[j] as f64 * w[j] as f64;
     }
     total
+}
+
+/// Q8_0 of each block of 32: d = max|x| / 127, q = trunc(x / d + copysign(0.5)) (round half
+/// away from zero, the addition in f32 as porter.decoder.quantize_q8_0 does it), 0 where d = 0.
+fn quantize_rows_q8_0(x: &[f32], values: &mut [i16], scales: &mut [f32]) {
+    for ((block, q), d) in x.chunks_exact(Q8_0_BLOCK).zip(values.chunks_exact_mut(Q8_0_BLOCK)).zip(scales.iter_mut()) {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        *d = amax / 127.0;
+        let safe = if *d == 0.0 { 1.0 } else { *d };
+        for (qv, &v) in q.iter_mut().zip(block) {
+            let ratio = v / safe;
+            *qv = if *d == 0.0 { 0 } else { (ratio + 0.5f32.copysign(ratio)).trunc().clamp(-127.0, 127.0) as i16 };
+        }
+    }
+}
+
+/// The integer products of one block of 32 as four i32 lanes: lane l holds the pairs
+/// (8g + 2l, 8g + 2l + 1), g = 0..3 (i32x4.dot_i16x8_s of each eight). Each eight weights are
+/// loaded already widened to i16 (v128.load8x8_s: one x86 instruction, no shuffles).
+///
+/// SAFETY: w points at 32 readable i8, x at 32 readable i16.
+#[inline(always)]
+unsafe fn block_lanes(w: *const i8, x: *const i16) -> v128 {
+    unsafe {
+        let x = x as *const v128;
+        let d0 = i32x4_dot_i16x8(i16x8_load_extend_i8x8(w), v128_load(x));
+        let d1 = i32x4_dot_i16x8(i16x8_load_extend_i8x8(w.add(8)), v128_load(x.add(1)));
+        let d2 = i32x4_dot_i16x8(i16x8_load_extend_i8x8(w.add(16)), v128_load(x.add(2)));
+        let d3 = i32x4_dot_i16x8(i16x8_load_extend_i8x8(w.add(24)), v128_load(x.add(3)));
+        i32x4_add(i32x4_add(d0, d1), i32x4_add(d2, d3))
+    }
+}
+
+/// acc_l += float(lane_l) * (d_w * d_x): one block of one output row.
+#[inline(always)]
+fn accumulate(acc: v128, lanes: v128, block_scale: f32) -> v128 {
+    f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(lanes), f32x4_splat(block_scale)))
+}
+
+fn finish_q8_0(acc: v128, bias: Option<f32>) -> f32 {
+    let y = (f32x4_extract_lane::<0>(acc) + f32x4_extract_lane::<1>(acc)) + (f32x4_extract_lane::<2>(acc) + f32x4_extract_lane::<3>(acc));
+    bias.map_or(y, |b| y + b)
+}
+
+/// One quantised input row (xq, xd) against every Q8_0 weight row, two output rows at a time,
+/// walking weights and inputs by pointer so that each load is one x86 instruction. Under epoch
+/// interruption Cranelift keeps a loop's vector accumulator in a stack slot (the epoch check's
+/// slow path is a call), so each accumulation waits on a store and a load: two rows give two
+/// independent chains per iteration. Each row's arithmetic is the same as alone.
+fn dot_q8_0_int8(xq: &[i16], xd: &[f32], q: &[i8], scale: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    let (k, blocks) = (xq.len(), xd.len());
+    let outs = out.len();
+    assert!(q.len() >= outs * k && scale.len() >= outs * blocks && k == blocks * Q8_0_BLOCK);
+    let finish = |acc: v128, row: usize| finish_q8_0(acc, bias.map(|b| b[row]));
+    let mut row = 0;
+    while row + 2 <= outs {
+        let (d0, d1) = (&scale[row * blocks..(row + 1) * blocks], &scale[(row + 1) * blocks..(row + 2) * blocks]);
+        let (mut a0, mut a1) = (f32x4_splat(0.0), f32x4_splat(0.0));
+        // SAFETY: row + 1 < outs, so both rows' k weights lie inside q (asserted); x has k values.
+        unsafe {
+            let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr());
+            for b in 0..blocks {
+                a0 = accumulate(a0, block_lanes(w, x), d0[b] * xd[b]);
+                a1 = accumulate(a1, block_lanes(w.add(k), x), d1[b] * xd[b]);
+                w = w.add(Q8_0_BLOCK);
+                x = x.add(Q8_0_BLOCK);
+            }
+        }
+        out[row] = finish(a0, row);
+        out[row + 1] = finish(a1, row + 1);
+        row += 2;
+    }
+    if row < outs {
+        let mut acc = f32x4_splat(0.0);
+        // SAFETY: as above, for the last row.
+        unsafe {
+            let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr());
+            for b in 0..blocks {
+                acc = accumulate(acc, block_lanes(w, x), scale[row * blocks + b] * xd[b]);
+                w = w.add(Q8_0_BLOCK);
+                x = x.add(Q8_0_BLOCK);
+            }
+        }
+        out[row] = finish(acc, row);
+    }
 }

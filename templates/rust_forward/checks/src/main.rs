@@ -9,7 +9,8 @@
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
 //!                                     (LiteRT's: gelu exp erfc eigen-sum quant-sym quant-asym;
 //!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
-//!                                     ort-quantize)
+//!                                     ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
+//!                                     first two rows are gamma and beta, eps 1e-12)
 //!
 //! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
 //! NaN results compare equal to each other whatever their payload.
@@ -278,6 +279,18 @@ fn reference(op: &str) -> ! {
     let (rows, cols) = (word(0) as usize, word(1) as usize);
     let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
     let mut out = Vec::new();
+    if op == "ort-layer-norm" || op == "ort-skip-layer-norm" {
+        let kernel = if op == "ort-layer-norm" { ort_float::layer_norm_row } else { ort_float::skip_layer_norm_row };
+        let (gamma, rest) = data.split_at(cols);
+        let (beta, x) = rest.split_at(cols);
+        let mut y = vec![0.0f32; cols];
+        for row in x.chunks(cols) {
+            kernel(row, gamma, beta, 1e-12, &mut y);
+            y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        }
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
     for row in data.chunks(cols.max(1)).take(rows) {
         match op {
             "gelu" | "exp" | "erfc" => {
@@ -318,7 +331,7 @@ fn reference(op: &str) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize");
+    eprintln!("usage: gelu START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
     exit(2)
 }
 

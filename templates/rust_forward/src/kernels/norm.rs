@@ -5,7 +5,8 @@
 //! (after). When the graph folded gamma and beta into the next Linear layers, those read
 //! `normalised` and only the residual reads `affine`.
 //!
-//! ONNX's LayerNormalization (form Onnx) follows onnxruntime instead (ort_float::layer_norm_row).
+//! ONNX graphs follow onnxruntime's kernels instead: LayerNormalization (form Onnx) or, where its
+//! optimiser fuses the residual Add into it, SkipLayerNormalization (form OnnxSkip).
 
 use super::eigen::eigen_mean;
 use super::ort_float;
@@ -20,17 +21,18 @@ pub enum Form {
     Keras,
     /// onnxruntime's LayerNormalization, both rows the same
     Onnx,
+    /// onnxruntime's SkipLayerNormalization, both rows the same
+    OnnxSkip,
 }
 
 /// One row of work space.
 pub struct NormScratch {
     row: Vec<f32>,
-    wide: Vec<f64>,
 }
 
 impl NormScratch {
     pub fn new(n: usize) -> Self {
-        NormScratch { row: vec![0.0; n], wide: vec![0.0; n] }
+        NormScratch { row: vec![0.0; n] }
     }
 }
 
@@ -54,12 +56,16 @@ pub fn layer_norm(
     let n = p.gamma.len();
     for r in 0..rows {
         let span = r * n..(r + 1) * n;
-        if p.form == Form::Onnx {
-            ort_float::layer_norm_row(&x[span.clone()], p.gamma, p.beta, p.eps, &mut affine[span.clone()], &mut scratch.wide);
-            normalised[span.clone()].copy_from_slice(&affine[span]);
-        } else {
-            layer_norm_row(p, &x[span.clone()], &mut normalised[span.clone()], &mut affine[span], &mut scratch.row);
+        let (row, out) = (&x[span.clone()], &mut affine[span.clone()]);
+        match p.form {
+            Form::Onnx => ort_float::layer_norm_row(row, p.gamma, p.beta, p.eps, out),
+            Form::OnnxSkip => ort_float::skip_layer_norm_row(row, p.gamma, p.beta, p.eps, out),
+            _ => {
+                layer_norm_row(p, row, &mut normalised[span], out, &mut scratch.row);
+                continue;
+            }
         }
+        normalised[span.clone()].copy_from_slice(&affine[span]);
     }
 }
 
@@ -95,6 +101,6 @@ fn layer_norm_row(p: &LayerNormParams, x: &[f32], normalised: &mut [f32], affine
                 affine[i] = v;
             }
         }
-        Form::Onnx => unreachable!("layer_norm hands the Onnx form to ort_float"),
+        Form::Onnx | Form::OnnxSkip => unreachable!("layer_norm hands the onnxruntime forms to ort_float"),
     }
 }

@@ -128,57 +128,70 @@ pub fn gelu_erf_in_place(values: &mut [f32]) {
 
 // ---- LayerNormalization ----------------------------------------------------------------------
 
-/// numpy's pairwise float64 sum (as np.add.reduce runs it over a contiguous row).
-fn pairwise_sum(a: &[f64]) -> f64 {
-    const BLOCK: usize = 128;
-    let n = a.len();
-    if n < 8 {
-        let mut s = 0.0;
-        for &v in a {
-            s += v;
+/// onnxruntime's LayerNormalization AVX2 kernel on one row (at least 8 values; see
+/// porter/ort_float.py layer_norm for the order, read from its machine code).
+pub fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len();
+    let mut lanes = [0.0f64; 4];
+    let blocks = n - n % 4;
+    for block in x[..blocks].chunks_exact(4) {
+        for (lane, &v) in lanes.iter_mut().zip(block) {
+            *lane += v as f64;
         }
-        return s;
     }
-    if n <= BLOCK {
-        let mut r = [0.0f64; 8];
-        r.copy_from_slice(&a[..8]);
-        let full = n - n % 8;
-        let mut i = 8;
-        while i < full {
-            for j in 0..8 {
-                r[j] += a[i + j];
-            }
-            i += 8;
-        }
-        let mut s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for &v in &a[full..] {
-            s += v;
-        }
-        return s;
+    let mut total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
+    for &v in &x[blocks..] {
+        total += v as f64;
     }
-    let half = n / 2;
-    let half = half - half % 8;
-    pairwise_sum(&a[..half]) + pairwise_sum(&a[half..])
+    let mean = (total / n as f64) as f32;
+    let inv_std = 1.0 / (squared_deviations(x, mean) / n as f32 + eps).sqrt();
+    for i in 0..n {
+        out[i] = fma((x[i] - mean) * inv_std, gamma[i], beta[i]);
+    }
 }
 
-/// LayerNormalization on one row: float64 mean and variance (numpy's sums), inv_std in f32,
-/// then fma((v - mean) * inv_std, gamma, beta). `wide` is scratch of one row.
-pub fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out: &mut [f32], wide: &mut [f64]) {
+/// Sum of (x - mean)^2: eight fma lanes over blocks of eight, reduced pairwise; then a four-wide
+/// step of rounded squares added in order if four or more are left; fma for the last ones.
+fn squared_deviations(x: &[f32], mean: f32) -> f32 {
     let n = x.len();
-    for (w, &v) in wide.iter_mut().zip(x) {
-        *w = v as f64;
+    let mut lanes = [0.0f32; 8];
+    let blocks = n - n % 8;
+    for block in x[..blocks].chunks_exact(8) {
+        for (lane, &v) in lanes.iter_mut().zip(block) {
+            let d = v - mean;
+            *lane = fma(d, d, *lane);
+        }
     }
-    let mean64 = (0.0 + pairwise_sum(&wide[..n])) / n as f64;
-    let mean = mean64 as f32;
-    for w in wide[..n].iter_mut() {
-        let d = *w - mean64;
-        *w = d * d;
+    let half = [lanes[0] + lanes[4], lanes[1] + lanes[5], lanes[2] + lanes[6], lanes[3] + lanes[7]];
+    let mut total = (half[0] + half[2]) + (half[1] + half[3]);
+    let mut i = blocks;
+    if n - blocks >= 4 {
+        for &v in &x[blocks..blocks + 4] {
+            let d = v - mean;
+            total += d * d;
+        }
+        i += 4;
     }
-    let var = ((0.0 + pairwise_sum(&wide[..n])) / n as f64) as f32;
-    let inv_std = 1.0 / (var + eps).sqrt();
+    for &v in &x[i..] {
+        let d = v - mean;
+        total = fma(d, d, total);
+    }
+    total
+}
+
+/// onnxruntime's SkipLayerNormalization float kernel on one row of v = input + skip: Welford's
+/// running mean and variance in float32, then (v - mean) / std * gamma + beta, no fma.
+pub fn skip_layer_norm_row(v: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out: &mut [f32]) {
+    let n = v.len();
+    let (mut mean, mut m2) = (0.0f32, 0.0f32);
+    for (k, &x) in v.iter().enumerate() {
+        let delta = x - mean;
+        mean += delta / (k + 1) as f32;
+        m2 += (x - mean) * delta;
+    }
+    let std = (m2 / n as f32 + eps).sqrt();
     for i in 0..n {
-        let normalised = (x[i] - mean) * inv_std;
-        out[i] = fma(normalised, gamma[i], beta[i]);
+        out[i] = (v[i] - mean) / std * gamma[i] + beta[i];
     }
 }
 
