@@ -98,6 +98,9 @@ def _linear(lin: Linear, entries: dict, reference: str) -> dict:
     }
 
 
+# (onnxruntime arithmetic, IR gelu) -> the crate's Gelu kernel
+GELU_KERNELS = {(False, "erf"): "Erf", (False, "tanh"): "Tanh", (True, "erf"): "ErfOrt",
+                (True, "erf_mul"): "ErfOrtMul", (True, "tanh"): "Tanh"}
 FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
 TABLE_KINDS = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor",
                "float32": "Float32"}
@@ -140,7 +143,7 @@ def require_kernels(ir: EncoderIR) -> None:
     for ly in ir.layers:
         if ly.attn.scale_divisor is not None:
             raise PorterError("attention that divides its scores has no Rust kernel yet")
-        if onnx and ly.gelu != "erf":
+        if onnx and ly.gelu not in ("erf", "erf_mul"):
             raise PorterError(f"no Rust kernel for GELU {ly.gelu!r} under onnxruntime arithmetic")
 
 
@@ -178,7 +181,7 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning(),
             "attn_ln": _layer_norm(ly.attn_ln, entries),
             "ffn_in": _linear(ly.ffn_in, entries, ir.reference),
             "ffn_out": _linear(ly.ffn_out, entries, ir.reference),
-            "gelu": ("ErfOrt" if ir.reference == ONNXRUNTIME_CPU else "Erf") if ly.gelu == "erf" else "Tanh",
+            "gelu": GELU_KERNELS[ir.reference == ONNXRUNTIME_CPU, ly.gelu],
             "ffn_ln": _layer_norm(ly.ffn_ln, entries),
         })
     return {

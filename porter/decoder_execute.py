@@ -38,7 +38,7 @@ class Session:
 
     def _product(self, weight: str, x: np.ndarray, bias) -> np.ndarray:
         if not self.int8_dot:
-            return OF.linear(x, self.ir.weights[weight], bias)
+            return OF.matmul_add(x, self.ir.weights[weight], bias)
         return q8_0_int8_linear(x, *self._quantized(weight), bias)
 
     def _quantized(self, weight: str) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +57,7 @@ class Session:
         q, k, v = (heads(part) for part in np.split(qkv, 3, axis=-1))
         self.keys[index] = np.concatenate([self.keys[index], k], axis=1)
         self.values[index] = np.concatenate([self.values[index], v], axis=1)
-        scores = (OF.matmul(q, self.keys[index].transpose(0, 2, 1)) * F32(ir.scale)).astype(F32)
+        scores = OF.sgemm(q, self.keys[index].transpose(0, 2, 1), alpha=ir.scale)  # FusedMatMul
         hidden = np.arange(past + seq)[None, :] > (np.arange(seq)[:, None] + past)
         scores = np.where(hidden[None], F32(-np.inf), scores)
         context = OF.matmul(OF.softmax(scores), self.values[index])
@@ -75,8 +75,17 @@ class Session:
             attn = self._linear(ly.o.name, self._attention(i, self._layer_norm(ly.ln1, x), past))
             x = (x + attn).astype(F32)
             h = OF.gelu_erf(self._linear(ly.fc.name, self._layer_norm(ly.ln2, x)))
-            x = (x + self._linear(ly.fc_out.name, h)).astype(F32)
-        return self._product("wte", self._layer_norm(ir.final_ln, x), None)
+            if i + 1 < len(ir.layers):
+                x = (x + self._linear(ly.fc_out.name, h)).astype(F32)
+        return self._product("wte", self._final_layer_norm(x, ir.layers[-1].fc_out.name, h), None)
+
+    def _final_layer_norm(self, x: np.ndarray, fc_out: str, h: np.ndarray) -> np.ndarray:
+        """The last residual sum is read by the final LayerNorm alone, so onnxruntime fuses the
+        two: SkipLayerNormalization(x, h @ W, bias) adds (x + h @ W) + bias, then normalises."""
+        w = self.ir.weights
+        v = ((x + self._product(f"{fc_out}.weight", h, None)).astype(F32) + w[f"{fc_out}.bias"]).astype(F32)
+        ln = self.ir.final_ln
+        return OF.skip_layer_norm(v, w[f"{ln.name}.gamma"], w[f"{ln.name}.beta"], ln.eps)
 
 
 def greedy(ir: DecoderIR, prompt, steps: int, int8_dot: bool = False) -> tuple[list[int], np.ndarray, np.ndarray]:

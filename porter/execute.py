@@ -7,8 +7,7 @@ operation order. The result is meant to be bit-identical to LiteRT's builtin ker
 
 ONNX graphs (ONNXRUNTIME_CPU): quantize_dynamic's layers use onnxruntime's DynamicQuantizeLinear
 and integer matmul exactly (porter.quant); the float steps follow onnxruntime's CPU kernels as
-porter.ort_float emulates them (attention products, softmax and erf bit-exact as measured;
-LayerNorm and float linears within an ulp).
+porter.ort_float emulates them (every one bit-exact as measured).
 Tests measure both against the goldens.
 
 `run(ir, ids, mask, trace=dict)` fills `trace` with every block's output (`embed`, `embed.ln`,
@@ -75,8 +74,8 @@ def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray,
 
 
 def gelu(ir: EncoderIR, x: np.ndarray, kind: str) -> np.ndarray:
-    if kind == "erf" and ir.reference == ONNXRUNTIME_CPU:
-        return OF.gelu_erf(x)
+    if kind in ("erf", "erf_mul") and ir.reference == ONNXRUNTIME_CPU:
+        return OF.gelu_erf(x, multiply=kind == "erf_mul")
     if kind == "tanh":
         x64 = x.astype(np.float64)
         inner = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
@@ -109,11 +108,11 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
     split = lambda t: t.reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
     qh, kh, vh = split(q), split(k), split(v)
     onnx = ir.reference == ONNXRUNTIME_CPU
-    matmul = OF.matmul if onnx else LF.batch_matmul
     scale = F32(a.scale)
     if a.scale_on == "query":
         qh = (qh * scale).astype(F32)
-    scores = matmul(qh, kh.transpose(0, 2, 1))
+    # onnxruntime fuses the scaling into FusedMatMul(alpha), which never takes MLAS's M = 1 kernel
+    scores = (OF.sgemm if onnx else LF.batch_matmul)(qh, kh.transpose(0, 2, 1))
     if a.scale_divisor is not None:
         scores = (scores / F32(a.scale_divisor)).astype(F32)
     elif a.scale_on == "scores":
@@ -123,7 +122,8 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
         scores = np.where(mask[None, None, :] != 0, scores,
                           (scores + F32(a.mask_value)).astype(F32))
     probs = OF.softmax(scores) if onnx else LF.softmax(scores, a.softmax_beta)
-    ctx = matmul(probs, vh).transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
+    ctx = (OF.matmul if onnx else LF.batch_matmul)(probs, vh)
+    ctx = ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
     trace[f"layer{layer_index}.attn.probs"] = probs
     return linear(ir, a.o, ctx, trace)
 

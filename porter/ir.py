@@ -128,7 +128,9 @@ class EncoderLayer:
     attn: Attention
     attn_ln: LayerNorm
     ffn_in: Linear
-    gelu: str  # "erf" (exact) or "tanh" (approximate)
+    # "erf" (exact), "tanh" (approximate); ONNX: "erf" divides by sqrt 2 before the erf,
+    # "erf_mul" multiplies by 1 / sqrt 2 (onnxruntime's Gelu kernel, and graphs that spell it so)
+    gelu: str
     ffn_out: Linear
     ffn_ln: LayerNorm
 

@@ -7,18 +7,16 @@ its optimised graph and MLAS's sources, each kernel then measured against onnxru
   exactly (layer_norm). With ORT_ENABLE_ALL (the goldens) a LayerNormalization that reads a
   residual Add is fused with it into com.microsoft.SkipLayerNormalization, a different kernel
   (Welford's running mean and variance in float32), also emulated exactly (skip_layer_norm).
-- MatMul (and Q.K^T * scale, fused into FusedMatMul(alpha)): MLAS SGEMM, one fma chain per
-  output in k order: emulated exactly (matmul) for the attention products (k = head size, seq).
-- MatMul + Add become Gemm with the bias as C: emulated as an exact dot product rounded once,
-  then + bias (MLAS blocks long k into several chains): within an ulp, not bit-exact.
+- MatMul, FusedMatMul(alpha) (Q.K^T * scale) and Gemm (MatMul + Add fused, the bias as C):
+  MLAS SGEMM, one fma chain per output and block along k (256 deep for a prepacked weight, a
+  size-dependent depth otherwise), each block fma'd into C; a one-row MatMul of two
+  activations takes MLAS's M = 1 kernel instead: emulated exactly (sgemm, matmul).
 - Erf: MLAS's polynomial, emulated step by step (erf).
 - Softmax: MLAS's exp polynomial, an 8-lane sum, then * (1 / sum): emulated exactly (softmax).
 
-The float Gemm is the one kernel left within an ulp rather than exact, which is why the ONNX
-float path is measured against the ort goldens with a tolerance (1e-4). The dynamically
-quantised layers are exact given their input (porter.quant), but an ulp upstream can move a
-whole tensor's uint8 scale or flip a rounding, so quantised graphs inherit any float
-difference, amplified.
+The dynamically quantised layers are exact too (porter.quant), so an encoder graph reproduces
+onnxruntime's logits bit for bit; that matters most for them, since an ulp before a
+DynamicQuantizeLinear can move the whole tensor's uint8 scale, amplified layer by layer.
 """
 
 from __future__ import annotations
@@ -29,36 +27,99 @@ F32 = np.float32
 
 
 def _fma(a, b, c):
-    """fmaf through float64: the product is exact; the sum rounds once more than a true fma
-    only when it needs more than 53 bits, which float32 operands of similar size never do."""
-    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + c).astype(F32)
+    """fmaf, correctly rounded, through float64. The product of two float32 values is exact in
+    float64; the float64 sum is rounded to odd (nudged off an even last bit when inexact, its
+    exact error found by TwoSum), which makes the final rounding to float32 correct. A plain
+    float64 sum would round twice and, rarely, differ from the hardware fma onnxruntime runs."""
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    s = p + c
+    back = s - p
+    error = (p - (s - back)) + (c - back)
+    with np.errstate(invalid="ignore"):
+        even = (s.view(np.int64) & 1) == 0
+        nudge = np.isfinite(s) & (error != 0) & even
+    s = np.where(nudge, np.nextafter(s, np.where(error > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+PACKED_STRIDE_K = 256  # depth of MLAS's blocks of a prepacked B (a constant weight)
+_STRIDE = 128  # MLAS_SGEMM_STRIDEN and _STRIDEK: blocks of a B packed on the fly
+
+
+def stride_k(n: int, k: int, prepacked: bool) -> int:
+    """The depth of MLAS's SGEMM blocks: fixed for a prepacked B; otherwise 128, doubled while
+    the N stride (128, halved each time, down to 16) still covers n, when n < k."""
+    if prepacked:
+        return PACKED_STRIDE_K
+    stride_n, depth = _STRIDE, _STRIDE
+    if n < k:
+        while stride_n > 16 and stride_n // 2 >= n:
+            stride_n, depth = stride_n // 2, depth * 2
+    return depth
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0,
+          prepacked: bool = False) -> np.ndarray:
+    """alpha * a [..., m, k] @ b [..., k, n] (+ c) as MLAS's SGEMM computes it: for each block
+    along k (stride_k), one fma chain per output in k order from zero, then C = fma(chain,
+    alpha, C) (the first block writes chain * alpha when there is no C). Measured bit-exact on
+    MatMul, Gemm and FusedMatMul."""
+    a, b = np.asarray(a, F32), np.asarray(b, F32)
+    shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1] + (a.shape[-2], b.shape[-1])
+    depth = a.shape[-1]
+    block = stride_k(b.shape[-1], depth, prepacked)
+    for start in range(0, depth, block):
+        chain = np.zeros(shape, F32)
+        for k in range(start, min(depth, start + block)):
+            chain = _fma(a[..., :, k:k + 1], b[..., k:k + 1, :], chain)
+        # the kernel's first store multiplies by alpha; later blocks fma into C
+        c = (chain * F32(alpha)).astype(F32) if c is None else _fma(chain, F32(alpha), c)
+    return np.zeros(shape, F32) if c is None else c
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a [..., m, k] @ b [..., k, n] as MLAS's SGEMM kernels compute it for k <= 256: one fma
-    chain per output, in k order (measured bit-exact on the attention MatMuls)."""
+    """MatMul of two activations (B not prepacked, alpha 1): for one row of A, MLAS's M = 1
+    kernel; otherwise sgemm. (FusedMatMul's alpha and the weights' prepacked B take sgemm.)"""
+    return _sgemm_m1(a, b) if np.shape(a)[-2] == 1 else sgemm(a, b)
+
+
+def _sgemm_m1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """MLAS's SgemmKernelM1Avx: k in groups of four, then two, then one; each group's rounded
+    products added left to right (no fma), then added to C (zero before the first group)."""
     a, b = np.asarray(a, F32), np.asarray(b, F32)
-    acc = np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1]
-                   + (a.shape[-2], b.shape[-1]), F32)
-    for k in range(a.shape[-1]):
-        acc = _fma(a[..., :, k:k + 1], b[..., k:k + 1, :], acc)
-    return acc
-
-
-def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """An exact dot product rounded once: within an ulp of MLAS's blocked fma chains."""
-    return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(F32)
+    depth = a.shape[-1]
+    product = lambda k: (a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(F32)  # noqa: E731
+    c = np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1] + (1, b.shape[-1]), F32)
+    k = 0
+    for group in (4, 2, 1):
+        while depth - k >= group:
+            t = product(k)
+            for j in range(k + 1, k + group):
+                t = (t + product(j)).astype(F32)
+            c = (t + c).astype(F32)
+            k += group
+            if group < 4:
+                break
+    return c
 
 
 def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """Gemm with the bias as C: round(x @ w^T), then + bias (MLAS adds the block to C)."""
-    y = _dot(x, np.asarray(w).T)
+    """Gemm (MatMul + Add fused by onnxruntime) with the bias as C: C starts as the bias."""
+    x = np.asarray(x, F32)
+    c = None if bias is None else np.broadcast_to(bias.astype(F32), x.shape[:-1] + (len(bias),)).copy()
+    return sgemm(x, np.asarray(w, F32).T, c, prepacked=True)
+
+
+def matmul_add(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """MatMul, then Add of the bias (what onnxruntime leaves unfused for 3-D inputs)."""
+    y = sgemm(x, np.asarray(w, F32).T, prepacked=True)
     return y if bias is None else (y + bias.astype(F32)).astype(F32)
 
 
 # Both LayerNorm kernels were read from onnxruntime 1.32's x86-64 machine code (found by a
 # hardware watchpoint on the op's output under gdb) and then measured element for element
-# against onnxruntime on random rows (tests/test_ort_float.py).
+# against onnxruntime on random rows (tests/test_onnx_recover.py).
 _MEAN_LANES = 4  # float64 accumulators of the mean
 _VAR_LANES = 8  # float32 fma accumulators of the squared deviations
 MIN_LAYER_NORM_WIDTH = 8  # narrower rows take another code path, not reproduced
@@ -153,19 +214,16 @@ def _sum_exp(x: np.ndarray) -> np.ndarray:
 
 
 def _lane_sum(e: np.ndarray) -> np.ndarray:
-    """One 8-lane accumulator over the row, lanes added in adjacent pairs, then the tail
-    (measured: every softmax output bit-exact on MiniLM rows of 256 keys)."""
+    """One 8-lane accumulator over the row, the tail added into its first lanes (MLAS loads it
+    masked), then the lanes added in adjacent pairs (measured: bit-exact for every length)."""
     n = e.shape[-1]
-    full = n - n % _SUM_LANES
     acc = np.zeros(e.shape[:-1] + (_SUM_LANES,), F32)
-    for i in range(0, full, _SUM_LANES):
-        acc = (acc + e[..., i:i + _SUM_LANES]).astype(F32)
+    for i in range(0, n, _SUM_LANES):
+        block = e[..., i:i + _SUM_LANES]
+        acc[..., :block.shape[-1]] = (acc[..., :block.shape[-1]] + block).astype(F32)
     while acc.shape[-1] > 1:
         acc = (acc[..., 0::2] + acc[..., 1::2]).astype(F32)
-    total = acc[..., 0]
-    for i in range(full, n):
-        total = (total + e[..., i]).astype(F32)
-    return total
+    return acc[..., 0]
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -211,8 +269,13 @@ def erf(x: np.ndarray) -> np.ndarray:
 _SQRT2 = F32(np.sqrt(2))
 
 
-def gelu_erf(h: np.ndarray) -> np.ndarray:
-    """h * (0.5 * (erf(h / sqrt 2) + 1)) in the graph's order (the * 0.5 is exact either way)."""
+_SQRT1_2 = F32(np.sqrt(0.5))
+
+
+def gelu_erf(h: np.ndarray, multiply: bool = False) -> np.ndarray:
+    """h * (0.5 * (erf(h / sqrt 2) + 1)) in the graph's order (the * 0.5 is exact either way).
+    multiply: erf(h * (1 / sqrt 2)) instead, as onnxruntime's Gelu kernel (and a graph that
+    spells it with Mul) computes it."""
     h = np.asarray(h, F32)
-    e = erf((h / _SQRT2).astype(F32))
+    e = erf((h * _SQRT1_2 if multiply else h / _SQRT2).astype(F32))
     return (h * ((e + F32(1)).astype(F32) * F32(0.5)).astype(F32)).astype(F32)

@@ -419,14 +419,21 @@ _GELU_CONSTANTS = {"erf_divisor": np.float32(np.sqrt(2)), "erf_factor": np.float
 
 def _gelu_kind(g: Graph, m: Match) -> str:
     """"erf" or "tanh": the GELU op's option (TFLite: a bool; ONNX: "none" / "tanh"), or the
-    erf formula checked constant by constant."""
+    erf formula checked constant by constant. ONNX: "erf_mul" where the erf's input is h times
+    1 / sqrt 2 rather than h / sqrt 2: onnxruntime's Gelu kernel (the op itself, or the
+    (h * (1 + erf)) * 0.5 spelling, which its optimiser fuses into it) and a Mul spelling."""
     for name, expected in _GELU_CONSTANTS.items():
         if name in m.tensors and g.const(m[name]).reshape(-1)[0] != expected:
             raise PorterError(f"GELU at {g.ops[m.ops['gelu']].describe()}: constant "
                               f"{g.tensor(m[name]).describe()} is "
                               f"{g.const(m[name]).reshape(-1)[0]}, expected {expected}")
-    approximate = g.ops[m.ops["gelu"]].options.get("approximate", False)
-    return "tanh" if approximate in (True, "tanh") else "erf"
+    op = g.ops[m.ops["gelu"]]
+    if op.options.get("approximate", False) in (True, "tanh"):
+        return "tanh"
+    if g.format != "onnx":
+        return "erf"
+    fused_by_onnxruntime = op.type in ("Gelu", "com.microsoft.Gelu") or "half" in m.tensors and m["half"] in op.inputs
+    return "erf_mul" if fused_by_onnxruntime or "erf_factor" in m.tensors else "erf"
 
 
 def _head(r: Recovery, last: FoundLayerNorm):

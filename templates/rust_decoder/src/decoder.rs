@@ -5,7 +5,7 @@
 //! [HEAD_DIM] each, allocated once; a step writes only its new positions and reads the ones
 //! before, so a token costs its own work plus attention over the tokens so far.
 
-use crate::kernels::ort_float::{fma, gelu_erf_in_place, layer_norm_row, softmax};
+use crate::kernels::ort_float::{gelu_erf_in_place, layer_norm_row, m1_dot, sgemm_dot, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
 
@@ -90,22 +90,37 @@ fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
                     continue;
                 }
                 let key = &cache.keys[Cache::at(layer, h, j)..][..HEAD_DIM];
-                let mut acc = 0.0f32;
-                for (&qc, &kc) in q.iter().zip(key) {
-                    acc = fma(qc, kc, acc);
-                }
-                *score = acc * SCALE;
+                *score = sgemm_dot(HEAD_DIM, stride_k(keys, HEAD_DIM, false), |c| q[c], |c| key[c], None, SCALE); // FusedMatMul
             }
             softmax(scores);
             let out = &mut s.context[r * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
             for (c, o) in out.iter_mut().enumerate() {
-                let mut acc = 0.0f32;
-                for (j, &p) in scores.iter().enumerate() {
-                    acc = fma(p, cache.values[Cache::at(layer, h, j) + c], acc);
-                }
-                *o = acc;
+                let value = |j: usize| cache.values[Cache::at(layer, h, j) + c];
+                // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
+                *o = if rows == 1 {
+                    m1_dot(keys, |j| scores[j], value)
+                } else {
+                    sgemm_dot(keys, stride_k(HEAD_DIM, keys, false), |j| scores[j], value, None, 1.0)
+                };
             }
         }
+    }
+}
+
+/// The last residual sum is read by the final LayerNorm alone, so onnxruntime fuses the two
+/// into SkipLayerNormalization(x, h . W, bias): (x + h . W) + bias, then normalised. `x` holds
+/// the residual stream and `h` the last layer's GELU output for the `rows` rows wanted.
+fn final_layer_norm(model: &Model, x: &mut [f32], h: &[f32], rows: usize, product: &mut [f32], out: &mut [f32], linear: &mut LinearScratch) {
+    let fc_out = &model.layers[LAYERS - 1].fc_out;
+    fc_out.apply_without_bias(h, rows, product, linear);
+    let bias = fc_out.bias.expect("the last Linear of a block has a bias");
+    for r in 0..rows {
+        let span = r * HIDDEN..(r + 1) * HIDDEN;
+        for ((v, &p), &b) in x[span.clone()].iter_mut().zip(&product[span.clone()]).zip(bias) {
+            *v = (*v + p) + b;
+        }
+        let ln = &model.final_ln;
+        skip_layer_norm_row(&x[span.clone()], ln.gamma, ln.beta, ln.eps, &mut out[span]);
     }
 }
 
@@ -130,13 +145,14 @@ pub fn step(model: &Model, cache: &mut Cache, ids: &[u32], wanted: usize, s: &mu
         layer_norm(&layer.ln2, &s.x, rows, &mut s.normed);
         layer.fc.apply(&s.normed, rows, &mut s.hidden, &mut s.linear);
         gelu_erf_in_place(&mut s.hidden[..rows * FFN]);
-        layer.fc_out.apply(&s.hidden, rows, &mut s.block, &mut s.linear);
-        add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
+        if index + 1 < LAYERS {
+            layer.fc_out.apply(&s.hidden, rows, &mut s.block, &mut s.linear);
+            add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
+        }
     }
     cache.len += rows;
     let first = rows - wanted;
-    let last_rows = &s.x[first * HIDDEN..rows * HIDDEN];
-    layer_norm(&model.final_ln, last_rows, wanted, &mut s.normed);
+    final_layer_norm(model, &mut s.x[first * HIDDEN..rows * HIDDEN], &s.hidden[first * FFN..rows * FFN], wanted, &mut s.block, &mut s.normed, &mut s.linear);
     let mut logits = vec![0.0; wanted * VOCAB];
     model.head.apply(&s.normed, wanted, &mut logits, &mut s.linear);
     logits

@@ -1,17 +1,16 @@
-//! A decoder Linear: y = x . W^T + b with float32 or Q8_0 weights, as onnxruntime's Gemm
-//! computes it on the (dequantised) float weights: each dot product exact enough in f64 and
-//! rounded once to f32, then + bias (porter/ort_float.py `linear`).
+//! A decoder Linear: y = x . W^T + b with float32 or Q8_0 weights, as onnxruntime's MatMul
+//! then Add compute it on the (dequantised) float weights (porter/ort_float.py `matmul_add`).
 //!
 //! Or, for Q8_0 weights with int8 dot products (`q8_0_int8`), as porter.decoder's
 //! q8_0_int8_linear computes it: each input row quantised to Q8_0, integer block dot products,
 //! float32 only to scale and add the block sums (see `dot_q8_0_int8`).
 //!
-//! Q8_0 rows are dequantised block by block, float32(q * d) exactly as porter.decoder defines
-//! the weights onnxruntime is verified with, into one row of scratch, then used for every input
-//! row. The f64 sums run two lanes at a time: their order differs from numpy's BLAS only in
-//! f64 rounding, far below the single f32 rounding that follows.
+//! Q8_0 weights are dequantised as they are read, float32(q * d) exactly as porter.decoder
+//! defines the weights onnxruntime is verified with.
 
 use core::arch::wasm32::*;
+
+use crate::kernels::ort_float::{sgemm_dot, PACKED_STRIDE_K};
 
 pub const Q8_0_BLOCK: usize = 32;
 
@@ -25,7 +24,7 @@ pub enum Weights<'a> {
 
 /// Work space of the widest Linear for `rows` input rows, allocated once.
 pub struct LinearScratch {
-    /// One dequantised weight row.
+    /// One dequantised weight row (a token's embedding).
     row: Vec<f32>,
     /// The input rows quantised to Q8_0: values widened to i16, one scale per block.
     values: Vec<i16>,
@@ -69,95 +68,48 @@ impl<'a> Linear<'a> {
         }
     }
 
-    /// out[r * outs + o] for the first `rows` rows of x ([rows, k]).
+    /// out[r * outs + o] for the first `rows` rows of x ([rows, k]), bias included.
     pub fn apply(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut LinearScratch) {
-        let k = self.k;
-        if let Weights::Q8_0Int8 { q, scale } = &self.weights {
-            let (values, scales) = (&mut scratch.values[..rows * k], &mut scratch.scales[..rows * k / Q8_0_BLOCK]);
-            quantize_rows_q8_0(&x[..rows * k], values, scales);
-            for r in 0..rows {
-                let (xq, xd) = (&values[r * k..(r + 1) * k], &scales[r * k / Q8_0_BLOCK..(r + 1) * k / Q8_0_BLOCK]);
-                dot_q8_0_int8(xq, xd, q, scale, self.bias, &mut out[r * self.outs..(r + 1) * self.outs]);
+        self.apply_with(x, rows, out, scratch, self.bias);
+    }
+
+    /// The product alone, for a caller that adds the bias in its own order.
+    pub fn apply_without_bias(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut LinearScratch) {
+        self.apply_with(x, rows, out, scratch, None);
+    }
+
+    fn apply_with(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut LinearScratch, bias: Option<&[f32]>) {
+        let (k, outs) = (self.k, self.outs);
+        match &self.weights {
+            Weights::Q8_0Int8 { q, scale } => {
+                let (values, scales) = (&mut scratch.values[..rows * k], &mut scratch.scales[..rows * k / Q8_0_BLOCK]);
+                quantize_rows_q8_0(&x[..rows * k], values, scales);
+                for r in 0..rows {
+                    let (xq, xd) = (&values[r * k..(r + 1) * k], &scales[r * k / Q8_0_BLOCK..(r + 1) * k / Q8_0_BLOCK]);
+                    dot_q8_0_int8(xq, xd, q, scale, bias, &mut out[r * outs..(r + 1) * outs]);
+                }
             }
-            return;
-        }
-        let scratch = &mut scratch.row;
-        for o in 0..self.outs {
-            let bias = self.bias.map_or(0.0, |b| b[o]);
-            let mut finish = |r: usize, dot: f64| {
-                let y = dot as f32;
-                out[r * self.outs + o] = if self.bias.is_some() { y + bias } else { y };
-            };
-            match &self.weights {
-                // One row of input (a generated token): dequantise inside the dot product.
-                Weights::Q8_0 { q, scale } if rows == 1 => {
-                    let blocks = k / Q8_0_BLOCK;
-                    finish(0, dot_f64_q8_0(&x[..k], &q[o * k..(o + 1) * k], &scale[o * blocks..(o + 1) * blocks]));
-                }
-                // Several rows (a prompt): dequantise the weight row once for all of them.
-                _ => {
-                    let w = self.row(o, scratch);
-                    for r in 0..rows {
-                        finish(r, dot_f64(&x[r * k..(r + 1) * k], w));
-                    }
-                }
+            // MatMul on the prepacked (dequantised) weights, then Add of the bias
+            Weights::Float(w) => product_then_bias(x, rows, k, outs, |o, i| w[o * k + i], bias, out),
+            Weights::Q8_0 { q, scale } => {
+                let blocks = k / Q8_0_BLOCK;
+                let weight = |o: usize, i: usize| q[o * k + i] as f32 * scale[o * blocks + i / Q8_0_BLOCK];
+                product_then_bias(x, rows, k, outs, weight, bias, out)
             }
         }
     }
 }
 
-/// The four f64 products of x[0..4] and w[0..4] added to (lo, hi) as dot_f64 adds them.
-#[inline(always)]
-fn add_products(lo: &mut v128, hi: &mut v128, xv: v128, wv: v128) {
-    *lo = f64x2_add(*lo, f64x2_mul(f64x2_promote_low_f32x4(xv), f64x2_promote_low_f32x4(wv)));
-    let (xh, wh) = (i32x4_shuffle::<2, 3, 0, 1>(xv, xv), i32x4_shuffle::<2, 3, 0, 1>(wv, wv));
-    *hi = f64x2_add(*hi, f64x2_mul(f64x2_promote_low_f32x4(xh), f64x2_promote_low_f32x4(wh)));
-}
-
-/// dot_f64(x, float32(q * d) per block), without writing the dequantised row anywhere: the
-/// same weights, products and additions in the same order, so the same result bit for bit.
-pub fn dot_f64_q8_0(x: &[f32], q: &[i8], scale: &[f32]) -> f64 {
-    assert!(x.len() == q.len() && q.len() == scale.len() * Q8_0_BLOCK);
-    let (mut lo, mut hi) = (f64x2_splat(0.0), f64x2_splat(0.0));
-    for (b, &d) in scale.iter().enumerate() {
-        let d = f32x4_splat(d);
-        for half in 0..2 {
-            let at = b * Q8_0_BLOCK + half * 16;
-            // SAFETY: at + 16 <= q.len() == x.len().
-            let bytes = unsafe { v128_load(q.as_ptr().add(at) as *const v128) };
-            for (quarter, wide) in [i16x8_extend_low_i8x16(bytes), i16x8_extend_high_i8x16(bytes)].into_iter().enumerate() {
-                for (eighth, ints) in [i32x4_extend_low_i16x8(wide), i32x4_extend_high_i16x8(wide)].into_iter().enumerate() {
-                    let i = at + quarter * 8 + eighth * 4;
-                    let wv = f32x4_mul(f32x4_convert_i32x4(ints), d);
-                    // SAFETY: i + 4 <= x.len().
-                    let xv = unsafe { v128_load(x.as_ptr().add(i) as *const v128) };
-                    add_products(&mut lo, &mut hi, xv, wv);
-                }
-            }
+/// y = x . W^T as MLAS's SGEMM computes it on a prepacked weight (fma chains per block of 256
+/// along k), then + bias.
+fn product_then_bias(x: &[f32], rows: usize, k: usize, outs: usize, weight: impl Fn(usize, usize) -> f32, bias: Option<&[f32]>, out: &mut [f32]) {
+    for r in 0..rows {
+        let row = &x[r * k..(r + 1) * k];
+        for o in 0..outs {
+            let y = sgemm_dot(k, PACKED_STRIDE_K, |i| row[i], |i| weight(o, i), None, 1.0);
+            out[r * outs + o] = bias.map_or(y, |b| y + b[o]);
         }
     }
-    let sum = f64x2_add(lo, hi);
-    f64x2_extract_lane::<0>(sum) + f64x2_extract_lane::<1>(sum)
-}
-
-/// sum x[i] * w[i] in f64 (every product exact), two lanes of two accumulators.
-pub fn dot_f64(x: &[f32], w: &[f32]) -> f64 {
-    let n = x.len().min(w.len());
-    let full = n / 4 * 4;
-    let (mut lo, mut hi) = (f64x2_splat(0.0), f64x2_splat(0.0));
-    let mut i = 0;
-    while i < full {
-        // SAFETY: i + 4 <= full <= the length of both slices.
-        let (xv, wv) = unsafe { (v128_load(x.as_ptr().add(i) as *const v128), v128_load(w.as_ptr().add(i) as *const v128)) };
-        add_products(&mut lo, &mut hi, xv, wv);
-        i += 4;
-    }
-    let sum = f64x2_add(lo, hi);
-    let mut total = f64x2_extract_lane::<0>(sum) + f64x2_extract_lane::<1>(sum);
-    for j in full..n {
-        total += x[j] as f64 * w[j] as f64;
-    }
-    total
 }
 
 /// Q8_0 of each block of 32: d = max|x| / 127, q = trunc(x / d + copysign(0.5)) (round half

@@ -11,9 +11,21 @@
 
 use super::linear_f32::FloatWeights;
 
+/// fmaf, correctly rounded (porter/ort_float.py `_fma`): the float64 product is exact, the
+/// float64 sum is rounded to odd (nudged off an even last bit when inexact, its error found by
+/// TwoSum), so that the one rounding to float32 is the hardware fma's.
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {
-    (a as f64 * b as f64 + c as f64) as f32
+    let (p, c) = (a as f64 * b as f64, c as f64);
+    let s = p + c;
+    let back = s - p;
+    let error = (p - (s - back)) + (c - back);
+    let bits = s.to_bits();
+    if error != 0.0 && bits & 1 == 0 && s.is_finite() {
+        let away_from_zero = (error > 0.0) == (s > 0.0);
+        return f64::from_bits(if away_from_zero { bits + 1 } else { bits - 1 }) as f32;
+    }
+    s as f32
 }
 
 // ---- constants (bit patterns of porter/ort_float.py's float32 values) -----------------------
@@ -29,6 +41,7 @@ const ERF_SMALL: [u32; 6] = [0xba1d0d41, 0x3ba39fa4, 0xbcdb45e9, 0x3de70d23, 0xb
 const ERF_BIG: [u32; 7] = [0x37911480, 0xb9c8e966, 0x3b7e899b, 0xbcc6b180, 0x3ddaae58, 0x3f228550, 0x3e03ce86];
 const EXP_POLY: [u32; 7] = [0x3ab54c6d, 0x3c093965, 0x3d2aad10, 0x3e2aaa17, 0x3efffffb, 0x3f800000, 0x3f800000];
 const SQRT2: f32 = f32::from_bits(0x3fb504f3);
+const SQRT1_2: f32 = f32::from_bits(0x3f3504f3);
 const SUM_LANES: usize = 8;
 
 #[inline(always)]
@@ -54,20 +67,16 @@ pub fn sum_exp(x: f32) -> f32 {
     p * scale
 }
 
-/// One 8-lane accumulator over the row, the lanes added in adjacent pairs, then the tail.
+/// One 8-lane accumulator over the row, the tail added into its first lanes (MLAS loads it
+/// masked), then the lanes added in adjacent pairs.
 fn lane_sum(e: &[f32]) -> f32 {
-    let full = e.len() / SUM_LANES * SUM_LANES;
     let mut acc = [0.0f32; SUM_LANES];
-    for block in e[..full].chunks_exact(SUM_LANES) {
+    for block in e.chunks(SUM_LANES) {
         for (a, &v) in acc.iter_mut().zip(block) {
             *a += v;
         }
     }
-    let mut total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for &v in &e[full..] {
-        total += v;
-    }
-    total
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
 /// e = exp(x - max), then e * (1 / sum e), in place.
@@ -116,13 +125,23 @@ pub fn erf(x: f32) -> f32 {
 
 /// h * (0.5 * (erf(h / sqrt 2) + 1)) in the graph's order.
 pub fn gelu_erf(h: f32) -> f32 {
-    let e = erf(h / SQRT2);
-    h * ((e + 1.0) * 0.5)
+    h * ((erf(h / SQRT2) + 1.0) * 0.5)
+}
+
+/// The same with erf(h * (1 / sqrt 2)): onnxruntime's Gelu kernel.
+pub fn gelu_erf_mul(h: f32) -> f32 {
+    h * ((erf(h * SQRT1_2) + 1.0) * 0.5)
 }
 
 pub fn gelu_erf_in_place(values: &mut [f32]) {
     for v in values {
         *v = gelu_erf(*v);
+    }
+}
+
+pub fn gelu_erf_mul_in_place(values: &mut [f32]) {
+    for v in values {
+        *v = gelu_erf_mul(*v);
     }
 }
 
@@ -195,10 +214,74 @@ pub fn skip_layer_norm_row(v: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out
     }
 }
 
+// ---- matrix products (MLAS SGEMM) ------------------------------------------------------------
+
+/// MLAS's block sizes (MLAS_SGEMM_STRIDEN/K, MLAS_SGEMM_PACKED_STRIDEK), written as powers of
+/// two: they are its constants, not a model's shapes.
+const STRIDE: usize = 1 << 7;
+/// The depth of MLAS's blocks of a prepacked B (a constant weight).
+pub const PACKED_STRIDE_K: usize = 1 << 8;
+
+/// The depth of MLAS's SGEMM blocks for an n-column product over k (porter/ort_float.py
+/// stride_k): fixed for a prepacked B; otherwise 128, doubled while the N stride (128, halved
+/// each time, down to 16) still covers n, when n < k.
+pub fn stride_k(n: usize, k: usize, prepacked: bool) -> usize {
+    if prepacked {
+        return PACKED_STRIDE_K;
+    }
+    let (mut stride_n, mut depth) = (STRIDE, STRIDE);
+    if n < k {
+        while stride_n > 16 && stride_n / 2 >= n {
+            stride_n /= 2;
+            depth *= 2;
+        }
+    }
+    depth
+}
+
+/// One output of MLAS's SGEMM: for each block of `block` along k an fma chain in k order from
+/// zero, then c = fma(chain, alpha, c) (the first block is chain * alpha when there is no c).
+#[inline(always)]
+pub fn sgemm_dot(depth: usize, block: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32, c: Option<f32>, alpha: f32) -> f32 {
+    let mut out = c;
+    for start in (0..depth).step_by(block) {
+        let mut chain = 0.0f32;
+        for i in start..depth.min(start + block) {
+            chain = fma(a(i), b(i), chain);
+        }
+        out = Some(out.map_or(chain * alpha, |v| fma(chain, alpha, v)));
+    }
+    out.unwrap_or(0.0)
+}
+
+/// One output of MLAS's M = 1 kernel (a one-row MatMul of two activations): k in groups of
+/// four, then two, then one; each group's rounded products added left to right (no fma), then
+/// added to the result, which starts at zero.
+#[inline(always)]
+pub fn m1_dot(depth: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) -> f32 {
+    let mut out = 0.0f32;
+    let mut i = 0;
+    for group in [4, 2, 1] {
+        while depth - i >= group {
+            let mut t = a(i) * b(i);
+            for j in i + 1..i + group {
+                t += a(j) * b(j);
+            }
+            out = t + out;
+            i += group;
+            if group < 4 {
+                break;
+            }
+        }
+    }
+    out
+}
+
 // ---- attention -------------------------------------------------------------------------------
 
 /// Attention with onnxruntime's arithmetic for the first `rows` query rows over `keys` keys:
-/// scores and context are fma chains in k order (MLAS SGEMM for these sizes), softmax MLAS's.
+/// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's, context by MatMul (SGEMM,
+/// or the M = 1 kernel for a single query row).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     heads: usize,
@@ -221,14 +304,14 @@ pub fn attention(
     for h in 0..heads {
         for i in 0..rows {
             let query = &q[i * hidden + h * d..i * hidden + (h + 1) * d];
+            let block = stride_k(keys, d, false);
             for (j, s) in scores.iter_mut().enumerate() {
                 let key = &k[j * hidden + h * d..j * hidden + (h + 1) * d];
-                let mut acc = 0.0f32;
-                for (&qc, &kc) in query.iter().zip(key) {
-                    let qc = if scale_on_query { qc * scale } else { qc };
-                    acc = fma(qc, kc, acc);
-                }
-                *s = if scale_on_query { acc } else { acc * scale };
+                *s = if scale_on_query {
+                    sgemm_dot(d, block, |c| query[c] * scale, |c| key[c], None, 1.0)
+                } else {
+                    sgemm_dot(d, block, |c| query[c], |c| key[c], None, scale)
+                };
             }
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
@@ -238,12 +321,14 @@ pub fn attention(
                 }
             }
             softmax(scores);
+            let column = |c: usize| move |j: usize| v[j * hidden + h * d + c];
+            let block = stride_k(d, keys, false);
             for c in 0..d {
-                let mut acc = 0.0f32;
-                for (j, &p) in scores.iter().enumerate() {
-                    acc = fma(p, v[j * hidden + h * d + c], acc);
-                }
-                ctx[i * hidden + h * d + c] = acc;
+                ctx[i * hidden + h * d + c] = if rows == 1 {
+                    m1_dot(keys, |j| scores[j], column(c))
+                } else {
+                    sgemm_dot(keys, block, |j| scores[j], column(c), None, 1.0)
+                };
             }
         }
     }
@@ -251,22 +336,14 @@ pub fn attention(
 
 // ---- float linear ----------------------------------------------------------------------------
 
-/// Gemm with the bias as C: the dot product in f64 rounded once to f32, then + bias (MLAS
-/// blocks long k into several fma chains: this is within an ulp of it, not bit-exact).
+/// Gemm with the bias as C (MLAS SGEMM, its B prepacked).
 pub fn linear(x: &[f32], rows: usize, w: &FloatWeights, out: &mut [f32]) {
     let k = w.k;
     for r in 0..rows {
         let row = &x[r * k..(r + 1) * k];
         for o in 0..w.outs {
-            let mut acc = 0.0f64;
-            for (&a, &b) in row.iter().zip(&w.w[o * k..(o + 1) * k]) {
-                acc += a as f64 * b as f64;
-            }
-            let y = acc as f32;
-            out[r * w.outs + o] = match w.bias {
-                Some(b) => y + b[o],
-                None => y,
-            };
+            let weights = &w.w[o * k..(o + 1) * k];
+            out[r * w.outs + o] = sgemm_dot(k, PACKED_STRIDE_K, |i| row[i], |i| weights[i], w.bias.map(|b| b[o]), 1.0);
         }
     }
 }
