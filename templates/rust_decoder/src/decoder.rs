@@ -5,7 +5,7 @@
 //! [HEAD_DIM] each, allocated once; a step writes only its new positions and reads the ones
 //! before, so a token costs its own work plus attention over the tokens so far.
 
-use crate::kernels::ort_float::{gelu_erf_in_place, layer_norm_row, m1_dot, sgemm_dot, skip_layer_norm_row, softmax, stride_k};
+use crate::kernels::ort_float::{gelu_erf_in_place, layer_norm_row, m1_columns, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
 
@@ -84,24 +84,20 @@ fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
         for h in 0..HEADS {
             let q = &s.qkv[r * 3 * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
             let scores = &mut s.scores[..keys];
-            for (j, score) in scores.iter_mut().enumerate() {
-                if j > past + r {
-                    *score = f32::NEG_INFINITY; // the causal mask: a later token
-                    continue;
-                }
-                let key = &cache.keys[Cache::at(layer, h, j)..][..HEAD_DIM];
-                *score = sgemm_dot(HEAD_DIM, stride_k(keys, HEAD_DIM, false), |c| q[c], |c| key[c], None, SCALE); // FusedMatMul
-            }
+            // FusedMatMul over every key the graph multiplies; the causal mask then hides the
+            // later ones, so only the visible keys are computed.
+            let visible = past + r + 1;
+            let head_keys = &cache.keys[Cache::at(layer, h, 0)..];
+            sgemm_outputs(q, head_keys, HEAD_DIM, visible, stride_k(keys, HEAD_DIM, false), SCALE, None, &mut scores[..visible]);
+            scores[visible..].fill(f32::NEG_INFINITY);
             softmax(scores);
             let out = &mut s.context[r * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
-            for (c, o) in out.iter_mut().enumerate() {
-                let value = |j: usize| cache.values[Cache::at(layer, h, j) + c];
-                // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
-                *o = if rows == 1 {
-                    m1_dot(keys, |j| scores[j], value)
-                } else {
-                    sgemm_dot(keys, stride_k(HEAD_DIM, keys, false), |j| scores[j], value, None, 1.0)
-                };
+            let head_values = &cache.values[Cache::at(layer, h, 0)..];
+            // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
+            if rows == 1 {
+                m1_columns(scores, head_values, HEAD_DIM, HEAD_DIM, out);
+            } else {
+                sgemm_columns(scores, head_values, HEAD_DIM, HEAD_DIM, stride_k(HEAD_DIM, keys, false), out);
             }
         }
     }

@@ -10,9 +10,11 @@
 
 use core::arch::wasm32::*;
 
-use crate::kernels::ort_float::{sgemm_dot, PACKED_STRIDE_K};
+use crate::kernels::ort_float::{sgemm_outputs, PACKED_STRIDE_K};
 
 pub const Q8_0_BLOCK: usize = 32;
+/// Q8_0 weight rows dequantised at a time: the outputs a SIMD product advances together.
+const DEQUANTISED_ROWS: usize = 8;
 
 pub enum Weights<'a> {
     Float(&'a [f32]),
@@ -24,7 +26,7 @@ pub enum Weights<'a> {
 
 /// Work space of the widest Linear for `rows` input rows, allocated once.
 pub struct LinearScratch {
-    /// One dequantised weight row (a token's embedding).
+    /// Dequantised weight rows: a token's embedding, or a group of rows for a product.
     row: Vec<f32>,
     /// The input rows quantised to Q8_0: values widened to i16, one scale per block.
     values: Vec<i16>,
@@ -33,7 +35,7 @@ pub struct LinearScratch {
 
 impl LinearScratch {
     pub fn new(rows: usize, widest: usize) -> Self {
-        LinearScratch { row: vec![0.0; widest], values: vec![0; rows * widest], scales: vec![0.0; rows * widest / Q8_0_BLOCK] }
+        LinearScratch { row: vec![0.0; DEQUANTISED_ROWS * widest], values: vec![0; rows * widest], scales: vec![0.0; rows * widest / Q8_0_BLOCK] }
     }
 
     pub fn row_buffer(&mut self) -> &mut [f32] {
@@ -56,12 +58,9 @@ impl<'a> Linear<'a> {
             Weights::Float(w) => &w[o * k..(o + 1) * k],
             Weights::Q8_0 { q, scale } | Weights::Q8_0Int8 { q, scale } => {
                 let blocks = k / Q8_0_BLOCK;
-                for b in 0..blocks {
-                    let d = scale[o * blocks + b];
-                    let at = o * k + b * Q8_0_BLOCK;
-                    for (out, &v) in scratch[b * Q8_0_BLOCK..(b + 1) * Q8_0_BLOCK].iter_mut().zip(&q[at..at + Q8_0_BLOCK]) {
-                        *out = v as f32 * d;
-                    }
+                let (q, scale) = (&q[o * k..(o + 1) * k], &scale[o * blocks..(o + 1) * blocks]);
+                for ((values, out), &d) in q.chunks_exact(Q8_0_BLOCK).zip(scratch.chunks_exact_mut(Q8_0_BLOCK)).zip(scale) {
+                    dequantize_block(values, d, out);
                 }
                 &scratch[..k]
             }
@@ -90,24 +89,50 @@ impl<'a> Linear<'a> {
                 }
             }
             // MatMul on the prepacked (dequantised) weights, then Add of the bias
-            Weights::Float(w) => product_then_bias(x, rows, k, outs, |o, i| w[o * k + i], bias, out),
-            Weights::Q8_0 { q, scale } => {
-                let blocks = k / Q8_0_BLOCK;
-                let weight = |o: usize, i: usize| q[o * k + i] as f32 * scale[o * blocks + i / Q8_0_BLOCK];
-                product_then_bias(x, rows, k, outs, weight, bias, out)
+            Weights::Float(w) => {
+                for r in 0..rows {
+                    let y = &mut out[r * outs..(r + 1) * outs];
+                    sgemm_outputs(&x[r * k..(r + 1) * k], w, k, outs, PACKED_STRIDE_K, 1.0, None, y);
+                    add_bias(y, bias);
+                }
+            }
+            Weights::Q8_0 { .. } => {
+                for first in (0..outs).step_by(DEQUANTISED_ROWS) {
+                    let group = DEQUANTISED_ROWS.min(outs - first);
+                    for g in 0..group {
+                        self.row(first + g, &mut scratch.row[g * k..(g + 1) * k]);
+                    }
+                    for r in 0..rows {
+                        let y = &mut out[r * outs + first..r * outs + first + group];
+                        sgemm_outputs(&x[r * k..(r + 1) * k], &scratch.row, k, group, PACKED_STRIDE_K, 1.0, None, y);
+                        add_bias(y, bias.map(|b| &b[first..first + group]));
+                    }
+                }
             }
         }
     }
 }
 
-/// y = x . W^T as MLAS's SGEMM computes it on a prepacked weight (fma chains per block of 256
-/// along k), then + bias.
-fn product_then_bias(x: &[f32], rows: usize, k: usize, outs: usize, weight: impl Fn(usize, usize) -> f32, bias: Option<&[f32]>, out: &mut [f32]) {
-    for r in 0..rows {
-        let row = &x[r * k..(r + 1) * k];
-        for o in 0..outs {
-            let y = sgemm_dot(k, PACKED_STRIDE_K, |i| row[i], |i| weight(o, i), None, 1.0);
-            out[r * outs + o] = bias.map_or(y, |b| y + b[o]);
+/// out[i] = float32(q[i] * d) for one block of 32, eight values per step.
+#[inline(always)]
+fn dequantize_block(q: &[i8], d: f32, out: &mut [f32]) {
+    assert!(q.len() == Q8_0_BLOCK && out.len() == Q8_0_BLOCK);
+    let d = f32x4_splat(d);
+    for (eight, out) in q.chunks_exact(8).zip(out.chunks_exact_mut(8)) {
+        // SAFETY: eight values read, eight written, inside the asserted blocks.
+        unsafe {
+            let wide = i16x8_load_extend_i8x8(eight.as_ptr());
+            let (lo, hi) = (i32x4_extend_low_i16x8(wide), i32x4_extend_high_i16x8(wide));
+            v128_store(out.as_mut_ptr() as *mut v128, f32x4_mul(f32x4_convert_i32x4(lo), d));
+            v128_store(out.as_mut_ptr().add(4) as *mut v128, f32x4_mul(f32x4_convert_i32x4(hi), d));
+        }
+    }
+}
+
+fn add_bias(y: &mut [f32], bias: Option<&[f32]>) {
+    if let Some(b) = bias {
+        for (v, &b) in y.iter_mut().zip(b) {
+            *v += b;
         }
     }
 }

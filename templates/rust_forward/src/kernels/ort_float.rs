@@ -2,12 +2,15 @@
 //!
 //! Same operations, same order, same roundings as the numpy definitions (which were measured
 //! against onnxruntime 1.32's MLAS kernels on an AVX2 machine): fused multiply-adds, MLAS's exp
-//! and erf polynomials, the 8-lane softmax sum, numpy's pairwise float64 sums for LayerNorm.
-//! wasm has no fma instruction; `fma` below is the numpy definition's own: the product is
-//! exact in f64 and the sum rounds there before rounding to f32.
+//! and erf polynomials and softmax sum, its LayerNorm kernels, its SGEMM blocking.
 //!
-//! Scalar code: these kernels serve ONNX graphs, whose reference is onnxruntime; speed here
-//! matters less than for the TFLite path, and every step stays visible.
+//! wasm has no fma instruction. `fma` below emulates a correctly rounded one in f64, and the
+//! matrix products use f32x4.relaxed_madd four outputs at a time when a probe shows that this
+//! engine fuses it (wasmtime does on x86 with FMA and on ARM); both give the same bits, so the
+//! choice never shows in a result, only in the time.
+
+use core::arch::wasm32::*;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use super::linear_f32::FloatWeights;
 
@@ -277,6 +280,176 @@ pub fn m1_dot(depth: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) 
     out
 }
 
+// ---- the same products four outputs at a time, with a fused relaxed_madd --------------------
+
+static MADD: AtomicU8 = AtomicU8::new(0); // 0: not probed yet, 1: unfused, 2: fused
+
+/// Whether f32x4.relaxed_madd rounds once on this engine (probed once: a case where a product
+/// rounded before the add gives another result).
+pub fn fused_madd() -> bool {
+    if MADD.load(Ordering::Relaxed) == 0 {
+        // SAFETY: an engine that validated this module runs relaxed-simd instructions.
+        let fused = unsafe { madd_is_fused() };
+        MADD.store(if fused { 2 } else { 1 }, Ordering::Relaxed);
+    }
+    MADD.load(Ordering::Relaxed) == 2
+}
+
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn madd_is_fused() -> bool {
+    let a = core::hint::black_box(1.0f32 + 1.0 / 4096.0);
+    let c = core::hint::black_box(-1.0f32);
+    f32x4_extract_lane::<0>(f32x4_relaxed_madd(f32x4_splat(a), f32x4_splat(a), f32x4_splat(c))) == fma(a, a, c)
+}
+
+#[inline(always)]
+fn lanes(v: v128) -> [f32; 4] {
+    [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)]
+}
+
+/// out[o] = the SGEMM product of x (k values) with row o of w (rows `ldw` apart), o < outs,
+/// each output as `sgemm_dot` computes it, with c[o] as its initial C when given.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_outputs(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) {
+    let k = x.len();
+    let mut o = 0;
+    if fused_madd() {
+        while o + TILE <= outs {
+            // SAFETY: probed above; tile_outputs checks its slice bounds.
+            let y = unsafe { tile_outputs(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + TILE])) };
+            out[o..o + TILE].copy_from_slice(&y);
+            o += TILE;
+        }
+    }
+    for o in o..outs {
+        let row = &w[o * ldw..o * ldw + k];
+        out[o] = sgemm_dot(k, block, |i| x[i], |i| row[i], c.map(|c| c[o]), alpha);
+    }
+}
+
+/// Outputs per tile: two groups of four, so that two independent chains of relaxed_madd hide
+/// each other's latency.
+const TILE: usize = 8;
+
+/// Eight rows of w against x: each four-by-four block of a group is transposed so that one
+/// relaxed_madd advances its four outputs' chains by one step of k, in k order.
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn tile_outputs(x: &[f32], w: &[f32], ldw: usize, block: usize, alpha: f32, c: Option<&[f32]>) -> [f32; TILE] {
+    let k = x.len();
+    assert!(w.len() >= (TILE - 1) * ldw + k);
+    let mut result = c.map(|c| [f32x4(c[0], c[1], c[2], c[3]), f32x4(c[4], c[5], c[6], c[7])]);
+    for start in (0..k).step_by(block) {
+        let end = k.min(start + block);
+        let mut chains = [f32x4_splat(0.0); 2];
+        let mut i = start;
+        while i + 4 <= end {
+            for (group, chain) in chains.iter_mut().enumerate() {
+                // SAFETY: i + 4 <= k and the tile's rows lie inside w (asserted).
+                let p = unsafe { w.as_ptr().add(group * 4 * ldw + i) };
+                let r = unsafe { [0, 1, 2, 3].map(|row| v128_load(p.add(row * ldw) as *const v128)) };
+                for (step, column) in transpose(r).into_iter().enumerate() {
+                    *chain = f32x4_relaxed_madd(f32x4_splat(x[i + step]), column, *chain);
+                }
+            }
+            i += 4;
+        }
+        for i in i..end {
+            for (group, chain) in chains.iter_mut().enumerate() {
+                let row = |r: usize| w[(group * 4 + r) * ldw + i];
+                *chain = f32x4_relaxed_madd(f32x4_splat(x[i]), f32x4(row(0), row(1), row(2), row(3)), *chain);
+            }
+        }
+        let alpha = f32x4_splat(alpha);
+        result = Some(match result {
+            None => chains.map(|chain| f32x4_mul(chain, alpha)),
+            Some(c) => [f32x4_relaxed_madd(chains[0], alpha, c[0]), f32x4_relaxed_madd(chains[1], alpha, c[1])],
+        });
+    }
+    let [a, b] = result.unwrap_or([f32x4_splat(0.0); 2]).map(lanes);
+    [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+}
+
+/// Rows r[0..4] of four values -> columns: column j holds r[0][j], r[1][j], r[2][j], r[3][j].
+#[inline(always)]
+fn transpose(r: [v128; 4]) -> [v128; 4] {
+    let (t0, t1) = (i32x4_shuffle::<0, 4, 1, 5>(r[0], r[1]), i32x4_shuffle::<2, 6, 3, 7>(r[0], r[1]));
+    let (t2, t3) = (i32x4_shuffle::<0, 4, 1, 5>(r[2], r[3]), i32x4_shuffle::<2, 6, 3, 7>(r[2], r[3]));
+    [
+        i32x4_shuffle::<0, 1, 4, 5>(t0, t2),
+        i32x4_shuffle::<2, 3, 6, 7>(t0, t2),
+        i32x4_shuffle::<0, 1, 4, 5>(t1, t3),
+        i32x4_shuffle::<2, 3, 6, 7>(t1, t3),
+    ]
+}
+
+/// out[c] = the SGEMM product of p (k values) with column c of v (rows `ldv` apart), c < d.
+pub fn sgemm_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) {
+    let k = p.len();
+    let mut c = 0;
+    if fused_madd() {
+        while c + 4 <= d {
+            // SAFETY: probed above; four_columns checks its slice bounds.
+            let y = unsafe { four_columns(p, &v[c..], ldv, block) };
+            out[c..c + 4].copy_from_slice(&y);
+            c += 4;
+        }
+    }
+    for c in c..d {
+        out[c] = sgemm_dot(k, block, |j| p[j], |j| v[j * ldv + c], None, 1.0);
+    }
+}
+
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn four_columns(p: &[f32], v: &[f32], ldv: usize, block: usize) -> [f32; 4] {
+    let k = p.len();
+    assert!(k == 0 || v.len() >= (k - 1) * ldv + 4);
+    let mut result: Option<v128> = None;
+    for start in (0..k).step_by(block) {
+        let mut chain = f32x4_splat(0.0);
+        for j in start..k.min(start + block) {
+            // SAFETY: j < k, so row j's four values lie inside v (asserted).
+            let row = unsafe { v128_load(v.as_ptr().add(j * ldv) as *const v128) };
+            chain = f32x4_relaxed_madd(f32x4_splat(p[j]), row, chain);
+        }
+        result = Some(match result {
+            None => chain,
+            Some(c) => f32x4_add(chain, c), // fma(chain, 1, C)
+        });
+    }
+    lanes(result.unwrap_or(f32x4_splat(0.0)))
+}
+
+/// out[c] = `m1_dot` of p with column c of v (rows `ldv` apart), c < d: no fma, so plain SIMD.
+pub fn m1_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, out: &mut [f32]) {
+    let k = p.len();
+    assert!(k == 0 || v.len() >= (k - 1) * ldv + d);
+    let mut c = 0;
+    while c + 4 <= d {
+        // SAFETY: j < k and c + 4 <= d, inside v (asserted).
+        let row = |j: usize| unsafe { v128_load(v.as_ptr().add(j * ldv + c) as *const v128) };
+        let mut result = f32x4_splat(0.0);
+        let mut j = 0;
+        for group in [4, 2, 1] {
+            while k - j >= group {
+                let mut t = f32x4_mul(f32x4_splat(p[j]), row(j));
+                for i in j + 1..j + group {
+                    t = f32x4_add(t, f32x4_mul(f32x4_splat(p[i]), row(i)));
+                }
+                result = f32x4_add(t, result);
+                j += group;
+                if group < 4 {
+                    break;
+                }
+            }
+        }
+        out[c..c + 4].copy_from_slice(&lanes(result));
+        c += 4;
+    }
+    for c in c..d {
+        out[c] = m1_dot(k, |j| p[j], |j| v[j * ldv + c]);
+    }
+}
+
 // ---- attention -------------------------------------------------------------------------------
 
 /// Attention with onnxruntime's arithmetic for the first `rows` query rows over `keys` keys:
@@ -301,18 +474,20 @@ pub fn attention(
     let d = head_dim;
     let hidden = heads * d;
     let scores = &mut scores[..keys];
+    let mut scaled = vec![0.0f32; d];
     for h in 0..heads {
+        let (k_head, v_head) = (&k[h * d..], &v[h * d..]);
         for i in 0..rows {
-            let query = &q[i * hidden + h * d..i * hidden + (h + 1) * d];
-            let block = stride_k(keys, d, false);
-            for (j, s) in scores.iter_mut().enumerate() {
-                let key = &k[j * hidden + h * d..j * hidden + (h + 1) * d];
-                *s = if scale_on_query {
-                    sgemm_dot(d, block, |c| query[c] * scale, |c| key[c], None, 1.0)
-                } else {
-                    sgemm_dot(d, block, |c| query[c], |c| key[c], None, scale)
-                };
+            let mut query = &q[i * hidden + h * d..i * hidden + (h + 1) * d];
+            let mut alpha = scale;
+            if scale_on_query {
+                // the graph scales Q before the product, which then has no alpha
+                for (s, &qc) in scaled.iter_mut().zip(query) {
+                    *s = qc * scale;
+                }
+                (query, alpha) = (&scaled, 1.0);
             }
+            sgemm_outputs(query, k_head, hidden, keys, stride_k(keys, d, false), alpha, None, scores);
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {
@@ -321,14 +496,11 @@ pub fn attention(
                 }
             }
             softmax(scores);
-            let column = |c: usize| move |j: usize| v[j * hidden + h * d + c];
-            let block = stride_k(d, keys, false);
-            for c in 0..d {
-                ctx[i * hidden + h * d + c] = if rows == 1 {
-                    m1_dot(keys, |j| scores[j], column(c))
-                } else {
-                    sgemm_dot(keys, block, |j| scores[j], column(c), None, 1.0)
-                };
+            let out = &mut ctx[i * hidden + h * d..i * hidden + (h + 1) * d];
+            if rows == 1 {
+                m1_columns(scores, v_head, hidden, d, out);
+            } else {
+                sgemm_columns(scores, v_head, hidden, d, stride_k(d, keys, false), out);
             }
         }
     }
@@ -340,10 +512,7 @@ pub fn attention(
 pub fn linear(x: &[f32], rows: usize, w: &FloatWeights, out: &mut [f32]) {
     let k = w.k;
     for r in 0..rows {
-        let row = &x[r * k..(r + 1) * k];
-        for o in 0..w.outs {
-            let weights = &w.w[o * k..(o + 1) * k];
-            out[r * w.outs + o] = sgemm_dot(k, PACKED_STRIDE_K, |i| row[i], |i| weights[i], w.bias.map(|b| b[o]), 1.0);
-        }
+        let y = &mut out[r * w.outs..(r + 1) * w.outs];
+        sgemm_outputs(&x[r * k..(r + 1) * k], w.w, k, w.outs, PACKED_STRIDE_K, 1.0, w.bias, y);
     }
 }
