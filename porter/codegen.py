@@ -192,6 +192,9 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning(),
         "uses_mask": ir.mask == MASK_INPUT,
         "padding_is_inert": ir.padding_is_inert(),
         "rows_independent": ir.rows_independent(),
+        # relaxed_madd for onnxruntime's products (Cargo feature fused-madd); never beside
+        # LiteRT's kernels, whose standard SIMD code it would change (ort_float.rs)
+        "fused_madd": ir.reference == ONNXRUNTIME_CPU,
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),
         "embeddings": embeddings, "layers": layers, "head": _linear(ir.head, entries, ir.reference),

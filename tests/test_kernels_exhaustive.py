@@ -29,14 +29,23 @@ EXHAUSTIVE_CHUNKS = 4  # separate runs, so each stays well inside its timeout
 CHUNK_TIMEOUT_S = 3600
 
 
-def render_checks_crate(directory: Path) -> Path:
-    """Kernels do not depend on the model: any fixture's crate carries the same checks."""
-    return render_forward_crate(recover(require(spec.TINY.path("litert-dq8.tflite"))), directory)
+def render_checks_crate(directory: Path, fixture: str = "litert-dq8.tflite") -> Path:
+    """Kernels do not depend on the model: any fixture's crate carries the same checks. An ONNX
+    fixture's crate is built with relaxed_madd (the fused-madd feature), a TFLite one without."""
+    return render_forward_crate(recover(require(spec.TINY.path(fixture))), directory)
 
 
 @pytest.fixture(scope="session")
 def checks_wasm(toolchain, tmp_path_factory) -> Path:
+    """Built as a TFLite model's crate is: LiteRT's kernels compile as they are deployed."""
     crate = render_checks_crate(tmp_path_factory.mktemp("checks") / "crate")
+    return build_forward_crate(crate, toolchain, checks=True)
+
+
+@pytest.fixture(scope="session")
+def ort_checks_wasm(toolchain, tmp_path_factory) -> Path:
+    """Built as an ONNX model's crate is, with relaxed_madd for onnxruntime's products."""
+    crate = render_checks_crate(tmp_path_factory.mktemp("ort-checks") / "crate", "dq8pc.onnx")
     return build_forward_crate(crate, toolchain, checks=True)
 
 
@@ -77,8 +86,10 @@ def test_quantisation_matches_scalar_on_random_rows(checks_wasm, wasm_runtime, s
     assert_check_passes(wasm_runtime, checks_wasm, "quant-random", scheme, 7, 20_000)
 
 
-def test_gemm_attention_sums_and_float_linear_match_scalar(checks_wasm, wasm_runtime):
+def test_gemm_attention_sums_and_float_linear_match_scalar(checks_wasm, ort_checks_wasm, wasm_runtime):
     assert_check_passes(wasm_runtime, checks_wasm, "kernels", 11)
+    # onnxruntime's products: relaxed_madd tiles against the exact scalar emulation
+    assert_check_passes(wasm_runtime, ort_checks_wasm, "kernels", 11)
 
 
 # ---- SIMD against scalar, exhaustive (-m slow) ---------------------------------------------------
@@ -131,28 +142,28 @@ ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-exp": OF._sum_
 
 
 @pytest.mark.parametrize("op", list(ORT_FUNCTIONS))
-def test_scalar_onnxruntime_functions_match_numpy(checks_wasm, wasm_runtime, op):
+def test_scalar_onnxruntime_functions_match_numpy(ort_checks_wasm, wasm_runtime, op):
     x = interesting_floats(np.random.default_rng(4), 200_000)
     x = np.concatenate([x, np.linspace(-12, 12, 100_001, dtype=np.float32), np.float32([-88.5, -88.3, 0.921875])])
-    ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
+    ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op, x[None, :]), "<f4")
     with np.errstate(all="ignore"):
         assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["ort-erf", "ort-exp"])  # GELU adds only IEEE steps around erf
-def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(checks_wasm, wasm_runtime, op):
+def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, op):
     chunk = 1 << 24
     for start in range(0, ALL_PATTERNS, chunk):
         x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
-        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
+        ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op, x[None, :]), "<f4")
         with np.errstate(all="ignore"):
             assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
 
 
 @pytest.mark.parametrize("op, numpy_kernel", [("ort-layer-norm", OF.layer_norm),
                                                ("ort-skip-layer-norm", OF.skip_layer_norm)])
-def test_rust_layer_norms_match_numpy(checks_wasm, wasm_runtime, op, numpy_kernel):
+def test_rust_layer_norms_match_numpy(ort_checks_wasm, wasm_runtime, op, numpy_kernel):
     """Every lane and tail path: widths of 8 to 390, row scales and offsets far apart."""
     rng = np.random.default_rng(11)
     for cols in (8, 11, 12, 13, 15, 16, 128, 384, 390):
@@ -160,21 +171,21 @@ def test_rust_layer_norms_match_numpy(checks_wasm, wasm_runtime, op, numpy_kerne
         x = (rng.standard_normal((60, cols)) * rng.uniform(1e-3, 50, (60, 1))
              + rng.uniform(-20, 20, (60, 1))).astype(np.float32)
         data = np.concatenate([gamma[None], beta[None], x])
-        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, data), "<f4").reshape(x.shape)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op, data), "<f4").reshape(x.shape)
         assert_same_floats(ours, numpy_kernel(x, gamma, beta, 1e-12))
 
 
-def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(checks_wasm, wasm_runtime):
+def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(ort_checks_wasm, wasm_runtime):
     rng = np.random.default_rng(5)
     for cols in (1, 7, 8, 9, 64, 256, 257):
         x = (rng.standard_normal((40, cols)) * 8).astype(np.float32)
         x[::5, ::3] += np.float32(-3.4028235e38)  # masked keys
-        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "ort-softmax", x), "<f4").reshape(x.shape)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, "ort-softmax", x), "<f4").reshape(x.shape)
         assert_same_floats(ours, OF.softmax(x))
     for scale in (1e-3, 1.0, 40.0):
         x = (rng.standard_normal((30, 128)) * scale).astype(np.float32)
         x[3, :5] = [0.5, -0.5, 1.5, 2.5, 0.0]
-        data = scalar_reference(wasm_runtime, checks_wasm, "ort-quantize", x)
+        data = scalar_reference(wasm_runtime, ort_checks_wasm, "ort-quantize", x)
         ours_scale, ours_zp = struct.unpack_from("<fi", data)
         ours_q = np.frombuffer(data, "<i2", offset=8)
         ref_q, ref_scale, ref_zp = quant.ort_dynamic_quantize(x)

@@ -5,7 +5,9 @@
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
 //!   kernels SEED                      GEMM, attention, Eigen sums, float Linear, onnxruntime's
-//!                                     u8 x s8 dot (saturating and exact) on random data
+//!                                     u8 x s8 dot (saturating and exact) and its SGEMM and M = 1
+//!                                     products (relaxed_madd tiles against the exact scalar
+//!                                     emulation) on random data
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
 //!                                     (LiteRT's: gelu exp erfc eigen-sum quant-sym quant-asym;
 //!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
@@ -242,6 +244,7 @@ fn check_kernels(seed: u64) -> ! {
             let (simd, scalar) = (ort_quant::dot(&q, &w, saturating), ort_quant::dot_scalar(&q, &w, saturating));
             tally.record(simd == scalar, || format!("ort dot n={n} saturating={saturating}: {simd} vs {scalar}"));
         }
+        check_ort_products(&mut tally, &mut rng);
     }
     for trial in 0..12 {
         let heads = 1 + rng.below(3) as usize;
@@ -269,6 +272,33 @@ fn check_kernels(seed: u64) -> ! {
         tally.record(c1.iter().zip(&c2).all(|(x, y)| same_f32(*x, *y)), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
     }
     tally.finish()
+}
+
+/// onnxruntime's products as the crates run them (relaxed_madd tiles, where the engine fuses
+/// it) against one output at a time through the exact scalar fma emulation.
+fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
+    let (k, outs) = (1 + rng.below(700) as usize, 1 + rng.below(21) as usize);
+    let ldw = k + rng.below(3) as usize; // rows with and without a gap
+    let block = [1usize << 7, 1 << 8, 1 << 9][rng.below(3) as usize];
+    let alpha = [1.0, 0.125, 0.3][rng.below(3) as usize];
+    // scales far apart make the chains' roundings matter
+    let x: Vec<f32> = (0..k).map(|_| rng.unit() * [1e-3, 1.0, 300.0][rng.below(3) as usize]).collect();
+    let w: Vec<f32> = (0..outs * ldw).map(|_| rng.unit()).collect();
+    let c: Vec<f32> = (0..outs).map(|_| rng.unit() * 10.0).collect();
+    let c = (rng.below(2) == 0).then_some(&c[..]);
+    let mut simd = vec![0.0; outs];
+    ort_float::sgemm_outputs(&x, &w, ldw, outs, block, alpha, c, &mut simd);
+    let scalar: Vec<f32> = (0..outs).map(|o| ort_float::sgemm_dot(k, block, |i| x[i], |i| w[o * ldw + i], c.map(|c| c[o]), alpha)).collect();
+    tally.record(simd.iter().zip(&scalar).all(|(a, b)| same_f32(*a, *b)), || format!("sgemm_outputs k={k} outs={outs} block={block} fused={}", ort_float::fused_madd()));
+    let d = outs;
+    let (mut columns, mut m1) = (vec![0.0; d], vec![0.0; d]);
+    ort_float::sgemm_columns(&x, &w, d, d, block, &mut columns);
+    ort_float::m1_columns(&x, &w, d, d, &mut m1);
+    let ok = (0..d).all(|c| {
+        same_f32(columns[c], ort_float::sgemm_dot(k, block, |j| x[j], |j| w[j * d + c], None, 1.0))
+            && same_f32(m1[c], ort_float::m1_dot(k, |j| x[j], |j| w[j * d + c]))
+    });
+    tally.record(ok, || format!("sgemm_columns / m1_columns k={k} d={d} block={block}"));
 }
 
 /// Scalar references for porter's tests: stdin u32 rows, u32 cols, f32 data[rows * cols].

@@ -4,12 +4,15 @@
 //! against onnxruntime 1.32's MLAS kernels on an AVX2 machine): fused multiply-adds, MLAS's exp
 //! and erf polynomials and softmax sum, its LayerNorm kernels, its SGEMM blocking.
 //!
-//! wasm has no fma instruction. `fma` below emulates a correctly rounded one in f64, and the
-//! matrix products use f32x4.relaxed_madd four outputs at a time when a probe shows that this
-//! engine fuses it (wasmtime does on x86 with FMA and on ARM); both give the same bits, so the
-//! choice never shows in a result, only in the time.
+//! wasm has no fma instruction. `fma` below emulates a correctly rounded one in f64, and, in
+//! crates built with the `fused-madd` feature, the matrix products use f32x4.relaxed_madd
+//! several outputs at a time when a probe shows that this engine fuses it (wasmtime does on
+//! x86 with FMA and on ARM); both give the same bits, so the choice never shows in a result,
+//! only in the time. (LLVM enables a wasm target feature for the whole module, so crates that
+//! run LiteRT's arithmetic are built without it and keep their kernels' standard SIMD code.)
 
 use core::arch::wasm32::*;
+#[cfg(feature = "fused-madd")]
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use super::linear_f32::FloatWeights;
@@ -282,19 +285,26 @@ pub fn m1_dot(depth: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) 
 
 // ---- the same products four outputs at a time, with a fused relaxed_madd --------------------
 
+#[cfg(feature = "fused-madd")]
 static MADD: AtomicU8 = AtomicU8::new(0); // 0: not probed yet, 1: unfused, 2: fused
 
 /// Whether f32x4.relaxed_madd rounds once on this engine (probed once: a case where a product
-/// rounded before the add gives another result).
+/// rounded before the add gives another result); false in crates without `fused-madd`.
 pub fn fused_madd() -> bool {
-    if MADD.load(Ordering::Relaxed) == 0 {
-        // SAFETY: an engine that validated this module runs relaxed-simd instructions.
-        let fused = unsafe { madd_is_fused() };
-        MADD.store(if fused { 2 } else { 1 }, Ordering::Relaxed);
+    #[cfg(feature = "fused-madd")]
+    {
+        if MADD.load(Ordering::Relaxed) == 0 {
+            // SAFETY: an engine that validated this module runs relaxed-simd instructions.
+            let fused = unsafe { madd_is_fused() };
+            MADD.store(if fused { 2 } else { 1 }, Ordering::Relaxed);
+        }
+        MADD.load(Ordering::Relaxed) == 2
     }
-    MADD.load(Ordering::Relaxed) == 2
+    #[cfg(not(feature = "fused-madd"))]
+    false
 }
 
+#[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 unsafe fn madd_is_fused() -> bool {
     let a = core::hint::black_box(1.0f32 + 1.0 / 4096.0);
@@ -312,27 +322,43 @@ fn lanes(v: v128) -> [f32; 4] {
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_outputs(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) {
     let k = x.len();
-    let mut o = 0;
-    if fused_madd() {
-        while o + TILE <= outs {
-            // SAFETY: probed above; tile_outputs checks its slice bounds.
-            let y = unsafe { tile_outputs(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + TILE])) };
-            out[o..o + TILE].copy_from_slice(&y);
-            o += TILE;
-        }
-    }
-    for o in o..outs {
+    for o in fused_output_tiles(x, w, ldw, outs, block, alpha, c, out)..outs {
         let row = &w[o * ldw..o * ldw + k];
         out[o] = sgemm_dot(k, block, |i| x[i], |i| row[i], c.map(|c| c[o]), alpha);
     }
 }
 
+/// The outputs sgemm_outputs takes TILE at a time with relaxed_madd: how many it computed.
+#[cfg(feature = "fused-madd")]
+#[allow(clippy::too_many_arguments)]
+fn fused_output_tiles(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) -> usize {
+    if !fused_madd() {
+        return 0;
+    }
+    let mut o = 0;
+    while o + TILE <= outs {
+        // SAFETY: probed above; tile_outputs checks its slice bounds.
+        let y = unsafe { tile_outputs(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + TILE])) };
+        out[o..o + TILE].copy_from_slice(&y);
+        o += TILE;
+    }
+    o
+}
+
+#[cfg(not(feature = "fused-madd"))]
+#[allow(clippy::too_many_arguments)]
+fn fused_output_tiles(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f32, _: Option<&[f32]>, _: &mut [f32]) -> usize {
+    0
+}
+
 /// Outputs per tile: two groups of four, so that two independent chains of relaxed_madd hide
 /// each other's latency.
+#[cfg(feature = "fused-madd")]
 const TILE: usize = 8;
 
 /// Eight rows of w against x: each four-by-four block of a group is transposed so that one
 /// relaxed_madd advances its four outputs' chains by one step of k, in k order.
+#[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 unsafe fn tile_outputs(x: &[f32], w: &[f32], ldw: usize, block: usize, alpha: f32, c: Option<&[f32]>) -> [f32; TILE] {
     let k = x.len();
@@ -370,6 +396,7 @@ unsafe fn tile_outputs(x: &[f32], w: &[f32], ldw: usize, block: usize, alpha: f3
 }
 
 /// Rows r[0..4] of four values -> columns: column j holds r[0][j], r[1][j], r[2][j], r[3][j].
+#[cfg(feature = "fused-madd")]
 #[inline(always)]
 fn transpose(r: [v128; 4]) -> [v128; 4] {
     let (t0, t1) = (i32x4_shuffle::<0, 4, 1, 5>(r[0], r[1]), i32x4_shuffle::<2, 6, 3, 7>(r[0], r[1]));
@@ -385,20 +412,33 @@ fn transpose(r: [v128; 4]) -> [v128; 4] {
 /// out[c] = the SGEMM product of p (k values) with column c of v (rows `ldv` apart), c < d.
 pub fn sgemm_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) {
     let k = p.len();
-    let mut c = 0;
-    if fused_madd() {
-        while c + 4 <= d {
-            // SAFETY: probed above; four_columns checks its slice bounds.
-            let y = unsafe { four_columns(p, &v[c..], ldv, block) };
-            out[c..c + 4].copy_from_slice(&y);
-            c += 4;
-        }
-    }
-    for c in c..d {
+    for c in fused_column_groups(p, v, ldv, d, block, out)..d {
         out[c] = sgemm_dot(k, block, |j| p[j], |j| v[j * ldv + c], None, 1.0);
     }
 }
 
+/// The columns sgemm_columns takes four at a time with relaxed_madd: how many it computed.
+#[cfg(feature = "fused-madd")]
+fn fused_column_groups(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) -> usize {
+    if !fused_madd() {
+        return 0;
+    }
+    let mut c = 0;
+    while c + 4 <= d {
+        // SAFETY: probed above; four_columns checks its slice bounds.
+        let y = unsafe { four_columns(p, &v[c..], ldv, block) };
+        out[c..c + 4].copy_from_slice(&y);
+        c += 4;
+    }
+    c
+}
+
+#[cfg(not(feature = "fused-madd"))]
+fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: &mut [f32]) -> usize {
+    0
+}
+
+#[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 unsafe fn four_columns(p: &[f32], v: &[f32], ldv: usize, block: usize) -> [f32; 4] {
     let k = p.len();
