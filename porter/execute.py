@@ -111,11 +111,16 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
     scale = F32(a.scale)
     if a.scale_on == "query":
         qh = (qh * scale).astype(F32)
-    # onnxruntime fuses the scaling into FusedMatMul(alpha), which never takes MLAS's M = 1 kernel
-    scores = (OF.sgemm if onnx else LF.batch_matmul)(qh, kh.transpose(0, 2, 1))
+    if onnx:
+        # onnxruntime fuses the scaling into FusedMatMul(alpha), which never takes MLAS's M = 1
+        # kernel and applies alpha per SGEMM block
+        alpha = scale if a.scale_on == "scores" and a.scale_divisor is None else F32(1)
+        scores = OF.sgemm(qh, kh.transpose(0, 2, 1), alpha=alpha)
+    else:
+        scores = LF.batch_matmul(qh, kh.transpose(0, 2, 1))
     if a.scale_divisor is not None:
         scores = (scores / F32(a.scale_divisor)).astype(F32)
-    elif a.scale_on == "scores":
+    elif a.scale_on == "scores" and not onnx:
         scores = (scores * scale).astype(F32)
     if ir.mask == MASK_INPUT and mask is not None:
         # The graph adds 0 to kept keys and mask_value to dropped ones.
