@@ -59,7 +59,9 @@ def test_architecture_comes_from_the_graph(path, irs):
     # HF's mask: finfo(float32).min added to padded keys, found by running the mask path
     assert {ly.attn.mask_value for ly in ir.layers} == {float(np.finfo(np.float32).min)}
     assert all(ly.attn.scale == pytest.approx(1 / np.sqrt(ir.hidden // ir.heads)) for ly in ir.layers)
-    assert {ly.gelu for ly in ir.layers} == {"erf"}
+    # TorchScript writes (h * (1 + erf(h / sqrt 2))) * 0.5, which onnxruntime fuses into its Gelu
+    # kernel (erf of h * (1 / sqrt 2)); dynamo's association order stays unfused
+    assert {ly.gelu for ly in ir.layers} == {"erf_mul" if "f32-ts" in path.name else "erf"}
     lns = [ir.embeddings.ln] + [ln for ly in ir.layers for ln in (ly.attn_ln, ly.ffn_ln)]
     assert {(ln.form, ln.affine_folded) for ln in lns} == {("onnx_skip", False)}  # residual + LN fused
     assert all(ln.eps == pytest.approx(1e-12) for ln in lns)
@@ -94,7 +96,10 @@ def _architecture(ir) -> dict:
 
     def clean(value):
         if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if k not in drop_any}
+            cleaned = {k: clean(v) for k, v in value.items() if k not in drop_any}
+            if cleaned.get("gelu") == "erf_mul":  # the same exact GELU, its erf input rounded apart
+                cleaned["gelu"] = "erf"
+            return cleaned
         if isinstance(value, list):
             return [clean(v) for v in value]
         return value
@@ -409,7 +414,7 @@ def test_gelu_op_is_recovered_and_runs(tmp_path):
     g = load_graph(path)
     assert sum(op.type == "com.microsoft.Gelu" for op in g.ops) == spec.TINY.layers
     ir = recover_encoder(g)
-    assert {ly.gelu for ly in ir.layers} == {"erf"}
+    assert {ly.gelu for ly in ir.layers} == {"erf_mul"}  # onnxruntime's Gelu kernel
     golden = load_golden(GOLDEN / f"{spec.TINY.path('f32.onnx').name}.ort.npz")
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
