@@ -432,7 +432,8 @@ def _gelu_kind(g: Graph, m: Match) -> str:
         return "tanh"
     if g.format != "onnx":
         return "erf"
-    fused_by_onnxruntime = op.type in ("Gelu", "com.microsoft.Gelu") or "half" in m.tensors and m["half"] in op.inputs
+    torchscript_order = "half" in m.tensors and m["half"] in op.inputs  # (h * (1 + erf)) * 0.5
+    fused_by_onnxruntime = op.type in ("Gelu", "com.microsoft.Gelu") or torchscript_order
     return "erf_mul" if fused_by_onnxruntime or "erf_factor" in m.tensors else "erf"
 
 

@@ -139,6 +139,12 @@ def test_bad_generation_requests_exit_2_with_a_message(modules, wasm_runtime):
     assert result.exit_code == 2 and b"outside the vocabulary" in result.stderr
 
 
+def test_the_command_line_offers_every_decoder_quantisation():
+    from porter import cli, decoder_codegen
+
+    assert cli.QUANT_MODES == decoder_codegen.QUANT_MODES
+
+
 def test_encoders_refuse_a_decoder_quantisation(tmp_path):
     tflite = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.litert-dq8.tflite"
     assert_one_line_error(run_porter("compile", tflite, "-o", tmp_path / "x", "--quant", "q8_0"), "--quant q8_0")
