@@ -431,7 +431,8 @@ def write_chart(path: Path, report: dict) -> None:
 
 
 def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS, rounds: int = 5,
-          iterations: int = 3, json_path: Path | None = None, png_path: Path | None = None, echo=print) -> dict:
+          iterations: int = 3, json_path: Path | None = None, png_path: Path | None = None, echo=print,
+          service_dir: Path | None = None) -> dict:
     if rounds < 1 or iterations < 1:
         raise PorterError("--rounds and --iterations must be at least 1")
     unknown = sorted(set(peers) - set(PEERS))
@@ -439,6 +440,10 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
         raise PorterError(f"unknown peer {', '.join(unknown)}; choose from {', '.join(PEERS)}")
     if onnx_path is not None and not onnx_path.is_file():
         raise PorterError(f"{onnx_path}: no such ONNX file")
+    if service_dir is not None:
+        from porter.bench_service import redaction_facts
+
+        redaction_facts(service_dir)  # fail before the long part
     module = locate_module(target)
     ir = json.loads((module.compiled_dir / "ir.json").read_text())
     timings = Timings()
@@ -465,6 +470,10 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
     report = build_report(module, onnx_path, cases, runners, timings, startup, skipped, rounds, iterations)
     for line in report_lines(report):
         echo(line)
+    if service_dir is not None:
+        from porter.bench_service import bench_service
+
+        report["service"] = bench_service(service_dir, SHORT_TOKENS, rounds * iterations, echo)
     json_path = json_path or module.compiled_dir / "bench.json"
     png_path = png_path or module.compiled_dir / "bench.png"
     write_atomic(json_path, (json.dumps(report, indent=1) + "\n").encode())

@@ -159,12 +159,15 @@ def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agr
               help="Where to write the JSON results (default: TARGET/bench.json).")
 @click.option("--png", "png_path", type=click.Path(path_type=Path),
               help="Where to write the chart (default: TARGET/bench.png).")
-def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path):
+@click.option("--service", "service_dir", type=click.Path(path_type=Path),
+              help="A built redaction service (OUT_DIR of serve-build): also time 20-token and "
+                   "one-window requests inside wasmtime serve, from its Server-Timing.")
+def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir):
     """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side."""
     from porter.bench import bench as run_bench
 
     chosen = [p.strip() for p in peers.split(",") if p.strip()]
-    run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo)
+    run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo, service_dir)
 
 
 @main.command("serve-build")

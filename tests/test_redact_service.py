@@ -28,7 +28,9 @@ import pytest
 
 from fixtures import deployed_manifest, http_request, stop_server
 from porter import REPO_ROOT, execute
+from porter.bench_service import bench_service, text_of_tokens
 from porter.compile import recover
+from porter.errors import PorterError
 from porter.golden import check_model_matches, load_golden
 from porter.service import free_port, serve_build, serve_command, wasmtime_program
 
@@ -325,6 +327,30 @@ def test_server_timing_splits_the_request(service):
     assert all(ms >= 0 for ms, _ in timing.values())
     assert timing["total"][0] >= timing["forward"][0] >= timing["matmul"][0]
     check_consistent(text, reply)
+
+
+def test_bench_times_requests_of_exact_token_counts(fixture_service):
+    """porter bench --service: a 20-token and a one-window request, timed by Server-Timing."""
+    facts = fixture_service.facts
+    specials = len(facts["prefix_ids"]) + len(facts["suffix_ids"])
+    report = bench_service(fixture_service.out_dir, 20, runs=2, echo=lambda *_: None)
+    assert list(report["cases"]) == ["20 tokens", "full window"]
+    for case in report["cases"].values():
+        text = text_of_tokens(Path(facts["tokenizer"]), case["tokens"] - specials)
+        status, _, reply = fixture_service.post("/redact", {"text": text, "tokens": True})
+        assert status == 200 and len(reply["tokens"]) == case["tokens"] - specials
+        stages = case["server_ms"]
+        assert {"total", "forward", "encode", "decode"} <= set(stages)
+        assert all(s["runs"] == 2 and 0 <= s["min"] <= s["median"] for s in stages.values())
+        assert stages["total"]["min"] >= stages["forward"]["min"] > 0
+        assert case["client_ms"]["median"] >= stages["total"]["min"]
+    assert report["cases"]["full window"]["tokens"] == facts["window"]
+
+
+def test_bench_refuses_a_service_that_is_not_a_redaction_service(tmp_path):
+    (tmp_path / "service.json").write_text(json.dumps({"format": "porter.generate/1"}))
+    with pytest.raises(PorterError, match="redaction service"):
+        bench_service(tmp_path, 20, runs=1)
 
 
 def test_labels_match_the_numpy_executor(service):
