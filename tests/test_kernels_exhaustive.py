@@ -3,10 +3,13 @@
 - SIMD against scalar: GELU and row quantisation over f32 bit patterns (a sample by default,
   all 2^32 with `-m slow`), 20,000 awkward random rows per quantisation scheme, and the other
   kernels (GEMM, attention, Eigen sums, float Linear) on random shapes.
+- onnxruntime's one-input functions (erf, its two GELU spellings, softmax's exp) four lanes at a
+  time with relaxed_madd against their scalar emulation, in a crate built as ONNX crates are;
+  sampled by default, erf and exp over all 2^32 with `-m slow`.
 - The scalar references against porter's numpy definitions (porter.quant, porter.litert_float,
-  porter.ort_float). onnxruntime's one-input functions (erf and softmax's exp) have only a
-  scalar Rust version: those are compared with numpy over every f32 bit pattern with `-m slow`
-  (erf 26 minutes, exp 9 minutes on this machine; GELU adds only IEEE divisions and products to erf).
+  porter.ort_float). onnxruntime's scalar erf and exp are compared with numpy over every f32
+  bit pattern with `-m slow` (erf 26 minutes, exp 9 minutes on this machine; GELU adds only
+  IEEE divisions and products to erf).
 - Mutation: a copy of the crate with one comparison flipped in a SIMD kernel, or one constant
   changed in a scalar one, must fail its check.
 """
@@ -54,11 +57,12 @@ def run_check(wasm_runtime, wasm, *args, timeout_s=600):
     return result.exit_code, result.stdout.decode()
 
 
-def assert_check_passes(wasm_runtime, wasm, *args, timeout_s=600):
+def assert_check_passes(wasm_runtime, wasm, *args, timeout_s=600) -> str:
     code, out = run_check(wasm_runtime, wasm, *args, timeout_s=timeout_s)
     print(out.strip())
     assert code == 0, out
     assert " 0 mismatches" in out
+    return out
 
 
 # ---- SIMD against scalar, sampled (default suite) ----------------------------------------------
@@ -81,6 +85,31 @@ def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, ke
             assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), start, 4096, 1)
 
 
+ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "exp"]
+# erf's polynomial switch, exp's input clamp, 0 and the subnormals, 1, infinity, the quiet NaNs
+ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000)
+
+
+def assert_fused_check_passes(wasm_runtime, wasm, *args, timeout_s=600):
+    """The check passed, and compared relaxed_madd lanes (not the scalar path with itself)."""
+    out = assert_check_passes(wasm_runtime, wasm, *args, timeout_s=timeout_s)
+    assert "fused=true" in out, "this engine does not fuse f32x4.relaxed_madd: the lanes went unchecked"
+
+
+@pytest.mark.parametrize("function", ORT_FUNCTIONS_X4)
+def test_onnxruntime_function_lanes_match_scalar_on_sampled_bit_patterns(ort_checks_wasm, wasm_runtime, function):
+    assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, 0, ALL_PATTERNS // SAMPLE_STRIDE,
+                              SAMPLE_STRIDE)
+
+
+@pytest.mark.parametrize("function", ORT_FUNCTIONS_X4)
+def test_onnxruntime_function_lanes_match_scalar_around_special_values(ort_checks_wasm, wasm_runtime, function):
+    for centre in ORT_CENTRES:
+        for sign in (0, 0x80000000):
+            start = ((centre | sign) - 2048) % ALL_PATTERNS
+            assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, start, 4096, 1)
+
+
 @pytest.mark.parametrize("scheme", ["sym", "asym"])
 def test_quantisation_matches_scalar_on_random_rows(checks_wasm, wasm_runtime, scheme):
     assert_check_passes(wasm_runtime, checks_wasm, "quant-random", scheme, 7, 20_000)
@@ -101,6 +130,15 @@ def test_simd_matches_scalar_on_every_bit_pattern(checks_wasm, wasm_runtime, ker
     size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
     assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), chunk * size, size, 1,
                         timeout_s=CHUNK_TIMEOUT_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
+@pytest.mark.parametrize("function", ["erf", "exp"])  # GELU adds only IEEE steps around erf
+def test_onnxruntime_function_lanes_match_scalar_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, function, chunk):
+    size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
+    assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, chunk * size, size, 1,
+                              timeout_s=CHUNK_TIMEOUT_S)
 
 
 # ---- scalar references against numpy ---------------------------------------------------------------
@@ -248,11 +286,33 @@ MUTATIONS = {
 }
 
 
+# The same for the relaxed_madd lanes of onnxruntime's functions, in an ONNX model's crate.
+ORT_MUTATIONS = {
+    # erf's first polynomial in x * |x| instead of |x|^2: wrong for every negative x below the switch.
+    "erf square loses its sign": ("src/kernels/ort_float.rs",
+                                  "horner4(&ERF_SMALL, f32x4_mul(a, a))", "horner4(&ERF_SMALL, f32x4_mul(a, x))",
+                                  ["ort-fn", "erf", 0xBF000000 - 8, 16, 1]),
+    # exp's range reduction subtracting ln 2's two parts in the other order: off by an ulp here and there.
+    "exp reduction order": ("src/kernels/ort_float.rs",
+                            "fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x))",
+                            "fma4(m, f32x4_splat(LN2_HI), fma4(m, f32x4_splat(LN2_LO), x))",
+                            ["ort-fn", "exp", 0x40000000, 4096, 1]),
+}
+
+
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_mutated_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
-    source, original, mutated, check = MUTATIONS[name]
-    assert_check_passes(wasm_runtime, checks_wasm, *check)  # the unmutated kernel passes it
-    crate = render_checks_crate(tmp_path / "mutant")
+    assert_mutant_fails(toolchain, wasm_runtime, tmp_path, checks_wasm, "litert-dq8.tflite", *MUTATIONS[name])
+
+
+@pytest.mark.parametrize("name", list(ORT_MUTATIONS))
+def test_mutated_onnxruntime_lanes_fail_their_check(toolchain, wasm_runtime, tmp_path, ort_checks_wasm, name):
+    assert_mutant_fails(toolchain, wasm_runtime, tmp_path, ort_checks_wasm, "dq8pc.onnx", *ORT_MUTATIONS[name])
+
+
+def assert_mutant_fails(toolchain, wasm_runtime, tmp_path, unmutated, fixture, source, original, mutated, check):
+    assert_check_passes(wasm_runtime, unmutated, *check)  # the unmutated kernel passes it
+    crate = render_checks_crate(tmp_path / "mutant", fixture)
     path = crate / source
     text = path.read_text()
     assert text.count(original) == 1, f"mutation site not found in {source}"

@@ -1,6 +1,9 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
+//!   ort-fn erf|gelu|gelu-mul|exp START COUNT STEP
+//!                                     onnxruntime's one-input functions over a slice (relaxed_madd
+//!                                     lanes where the engine fuses it) against the scalar emulation
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
@@ -95,6 +98,32 @@ fn check_gelu(start: u64, count: u64, step: u64) -> ! {
             });
         }
     }
+    tally.finish()
+}
+
+fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
+    const BLOCK: usize = 2000;
+    let f = match name {
+        "erf" => ort_float::Elementwise::Erf,
+        "gelu" => ort_float::Elementwise::Gelu,
+        "gelu-mul" => ort_float::Elementwise::GeluMul,
+        "exp" => ort_float::Elementwise::Exp,
+        _ => usage(),
+    };
+    let mut tally = Tally::new("ort-fn");
+    let mut inputs = patterns(start, count, step).peekable();
+    while inputs.peek().is_some() {
+        let originals: Vec<f32> = inputs.by_ref().take(BLOCK).map(f32::from_bits).collect();
+        let (mut lanes, mut scalar) = (originals.clone(), originals.clone());
+        ort_float::apply_in_place(f, &mut lanes);
+        ort_float::apply_in_place_scalar(f, &mut scalar);
+        for i in 0..originals.len() {
+            tally.record(same_f32(lanes[i], scalar[i]), || {
+                format!("{f:?} x={:#010x} ({:e}) lanes={:e} scalar={:e}", originals[i].to_bits(), originals[i], lanes[i], scalar[i])
+            });
+        }
+    }
+    println!("fused={}", ort_float::fused_madd());
     tally.finish()
 }
 
@@ -361,7 +390,7 @@ fn reference(op: &str) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
+    eprintln!("usage: gelu START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
     exit(2)
 }
 
@@ -375,6 +404,7 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some("gelu") => check_gelu(number(1), number(2), number(3)),
+        Some("ort-fn") => check_ort_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
         Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
         Some("kernels") => check_kernels(number(1)),
