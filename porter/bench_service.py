@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from porter.errors import PorterError
-from porter.service import free_port, read_facts, serve_command, wasmtime_program
+from porter.service import free_port, read_facts, serve_command, stop_server, wasmtime_program
 
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 120.0
@@ -65,12 +65,7 @@ def running(out_dir: Path, log_path: Path):
             wait_until_up(server, port, log_path)
             yield port
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_server(server)
 
 
 def wait_until_up(server: subprocess.Popen, port: int, log_path: Path) -> None:

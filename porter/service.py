@@ -277,6 +277,18 @@ def serve_command(wasmtime: Path, component: Path, port: int, timeout_s: float) 
             str(component)]
 
 
+def stop_server(server) -> None:
+    """Stops a `wasmtime serve` subprocess: terminate, then kill if it does not stop."""
+    import subprocess
+
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def wasmtime_program() -> Path:
     from porter.toolchain import find_wasmtime_cli
 

@@ -95,14 +95,9 @@ def http_request(port: int, method: str, path: str, body: bytes | str | None = N
 
 def stop_server(server, log) -> None:
     """Stops a `wasmtime serve` started by a test (killed if it does not stop) and closes its log."""
-    import subprocess
+    from porter.service import stop_server as stop
 
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop(server)
     log.close()
 
 
