@@ -208,6 +208,12 @@ pub fn erfc_x4(x_in: v128) -> v128 {
     let x = f32x4_min(f32x4_max(x_in, splat(-ERFC_CLAMP)), splat(ERFC_CLAMP));
     let x2 = f32x4_mul(x, x);
     let small = madd(x, horner_x4(x2, &ERFC_ALPHA), splat(1.0));
+    let takes_large = f32x4_gt(x2, splat(1.0));
+    // Each lane's result is the path it selects, so when no lane selects the long path (as for
+    // most of a GELU's inputs, |h| < sqrt 2) computing it would change nothing.
+    if !v128_any_true(takes_large) {
+        return small;
+    }
     let x2_lo = square_error_x4(x, x2);
     let exp_hi = exp_x4(f32x4_neg(x2));
     let z = f32x4_sub(exp_hi, f32x4_mul(exp_hi, x2_lo));
@@ -217,7 +223,7 @@ pub fn erfc_x4(x_in: v128) -> v128 {
     let r = f32x4_div(num, den);
     let two = v128_and(f32x4_lt(x, splat(0.0)), splat(2.0));
     let large = madd(z, r, two);
-    v128_bitselect(large, small, f32x4_gt(x2, splat(1.0)))
+    v128_bitselect(large, small, takes_large)
 }
 
 #[inline(always)]
