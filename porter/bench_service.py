@@ -10,7 +10,6 @@ and one whole window.
 
 from __future__ import annotations
 
-import http.client
 import json
 import statistics
 import subprocess
@@ -19,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from porter.errors import PorterError
-from porter.service import free_port, read_facts, serve_command, stop_server, wasmtime_program
+from porter.service import (free_port, http_request, parse_server_timing, read_facts, serve_command, stop_server,
+                            wait_until_serving, wasmtime_program)
 
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 120.0
@@ -54,52 +54,17 @@ def text_of_tokens(tokenizer_json: Path, tokens: int) -> str:
 
 
 @contextmanager
-def running(out_dir: Path, log_path: Path):
-    """`wasmtime serve` on a free loopback port until the block ends; yields the port."""
-    facts = read_facts(out_dir)
+def running(component: Path, log_path: Path):
+    """`wasmtime serve` of `component` on a free loopback port until the block ends; yields the port."""
     port = free_port()
-    command = serve_command(wasmtime_program(), out_dir / facts["component"], port, SERVE_DEADLINE_S)
+    command = serve_command(wasmtime_program(), component, port, SERVE_DEADLINE_S)
     with open(log_path, "wb") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
-            wait_until_up(server, port, log_path)
+            wait_until_serving(server, port, log_path, START_TIMEOUT_S)
             yield port
         finally:
             stop_server(server)
-
-
-def wait_until_up(server: subprocess.Popen, port: int, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if request(port, "GET", "/ping")[0] == 200:
-                return
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            raise PorterError(f"wasmtime serve did not come up; its log: {log_path}")
-        time.sleep(0.2)
-
-
-def request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, dict, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
-    try:
-        connection.request(method, path, body=body, headers={"content-type": "application/json"} if body else {})
-        response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        connection.close()
-
-
-def server_timing(header: str) -> dict[str, float]:
-    """Server-Timing `name;dur=ms;desc="..."` entries as {name: ms}."""
-    entries = {}
-    for part in header.split(","):
-        fields = [f.strip() for f in part.split(";")]
-        params = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
-        if "dur" in params:
-            entries[fields[0]] = float(params["dur"])
-    return entries
 
 
 def time_redact(port: int, text: str, runs: int) -> tuple[list[dict[str, float]], list[float]]:
@@ -108,11 +73,14 @@ def time_redact(port: int, text: str, runs: int) -> tuple[list[dict[str, float]]
     served, round_trips = [], []
     for _ in range(runs):
         started = time.perf_counter()
-        status, headers, raw = request(port, "POST", "/redact", body)
+        status, headers, raw = http_request(port, "POST", "/redact", body, {"content-type": "application/json"},
+                                            REQUEST_TIMEOUT_S)
         round_trips.append((time.perf_counter() - started) * 1000.0)
         if status != 200:
             raise PorterError(f"POST /redact answered {status}: {raw[:200]!r}")
-        served.append(server_timing(headers.get("server-timing", "")))
+        if "server-timing" not in headers:
+            raise PorterError("POST /redact answered without a Server-Timing header")
+        served.append({name: ms for name, (ms, _) in parse_server_timing(headers["server-timing"]).items()})
     return served, round_trips
 
 
@@ -136,7 +104,7 @@ def bench_service(out_dir: Path, short_tokens: int, runs: int, echo=print) -> di
     window = int(facts["window"])
     cases = {f"{short_tokens} tokens": short_tokens, "full window": window}
     report = {"component": str(out_dir / facts["component"]), "runs": runs, "cases": {}}
-    with running(out_dir, out_dir / "bench-serve.log") as port:
+    with running(out_dir / facts["component"], out_dir / "bench-serve.log") as port:
         for name, tokens in cases.items():
             text = text_of_tokens(Path(facts["tokenizer"]), tokens - specials)
             served, round_trips = time_redact(port, text, runs + 1)

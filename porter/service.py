@@ -289,6 +289,55 @@ def stop_server(server) -> None:
         server.wait()
 
 
+HTTP_TIMEOUT_S = 60.0
+
+
+def http_request(port: int, method: str, path: str, body: bytes | str | None = None,
+                 headers: dict | None = None, timeout_s: float = HTTP_TIMEOUT_S) -> tuple[int, dict, bytes]:
+    """One request to a server on loopback: (status, lower-cased headers, raw body)."""
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        data = body.encode() if isinstance(body, str) else body
+        connection.request(method, path, body=data, headers=headers or {})
+        response = connection.getresponse()
+        raw = response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
+    finally:
+        connection.close()
+
+
+def wait_until_serving(server, port: int, log_path: Path, timeout_s: float) -> None:
+    """Polls GET /ping until a `wasmtime serve` started on `port` answers 200; if the server
+    exits or `timeout_s` passes first, kills it and fails with its log."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if http_request(port, "GET", "/ping")[0] == 200:
+                return
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            server.wait()
+            log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+            raise PorterError(f"wasmtime serve did not come up: {log}")
+        time.sleep(0.2)
+
+
+def parse_server_timing(header: str) -> dict[str, tuple[float, str | None]]:
+    """A Server-Timing header (`name;dur=ms;desc="..."`, comma-separated) as {name: (ms, desc)}."""
+    entries = {}
+    for part in header.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        params = dict(f.split("=", 1) for f in fields[1:])
+        entries[fields[0]] = (float(params["dur"]), params.get("desc", "").strip('"') or None)
+    return entries
+
+
 def wasmtime_program() -> Path:
     from porter.toolchain import find_wasmtime_cli
 

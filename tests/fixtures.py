@@ -74,25 +74,6 @@ def assert_one_line_error(result, *fragments: str) -> str:
     return lines[0]
 
 
-HTTP_TIMEOUT_S = 60
-
-
-def http_request(port: int, method: str, path: str, body: bytes | str | None = None,
-                 headers: dict | None = None) -> tuple[int, dict, bytes]:
-    """One request to a local server: (status, lower-cased headers, raw body)."""
-    import http.client
-
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
-    try:
-        data = body.encode() if isinstance(body, str) else body
-        connection.request(method, path, body=data, headers=headers or {})
-        response = connection.getresponse()
-        raw = response.read()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, raw
-    finally:
-        connection.close()
-
-
 def stop_server(server, log) -> None:
     """Stops a `wasmtime serve` started by a test (killed if it does not stop) and closes its log."""
     from porter.service import stop_server as stop

@@ -11,7 +11,6 @@ import http.client
 import json
 import shlex
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +18,11 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixtures import REPO, assert_one_line_error, deployed_manifest, http_request, run_porter, stop_server
+from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter, stop_server
 from porter import decoder_proto
 from porter.generate_service import generate_build
-from porter.service import free_port, serve_command, wasmtime_program
+from porter.service import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
+                            wasmtime_program)
 
 EXAMPLE = REPO / "examples" / "tinystories"
 MODEL = EXAMPLE / "model" / "tinystories.onnx"
@@ -92,17 +92,8 @@ def start(out_dir: Path, facts: dict):
     log = open(out_dir / "wasmtime-serve.log", "wb")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     service = Service(port, out_dir, facts)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if service.request("GET", "/ping")[0] == 200:
-                return server, log, service
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise RuntimeError(f"wasmtime serve did not come up: {(out_dir / 'wasmtime-serve.log').read_text()}")
-        time.sleep(0.2)
+    wait_until_serving(server, port, out_dir / "wasmtime-serve.log", START_TIMEOUT_S)
+    return server, log, service
 
 
 def build_decoder_module(out_dir: Path) -> Path:
@@ -151,15 +142,6 @@ def crate_greedy(services):
 @pytest.fixture(scope="module")
 def tokenizer():
     return Tokenizer.from_file(str(TOKENIZER_JSON))
-
-
-def parse_server_timing(header: str) -> dict[str, tuple[float, str | None]]:
-    entries = {}
-    for entry in header.split(", "):
-        name, *params = entry.split(";")
-        values = dict(p.split("=", 1) for p in params)
-        entries[name] = (float(values["dur"]), values.get("desc", "").strip('"') or None)
-    return entries
 
 
 # --- tests ---------------------------------------------------------------------------------------

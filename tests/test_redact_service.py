@@ -19,20 +19,20 @@ import random
 import re
 import shlex
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fixtures import deployed_manifest, http_request, stop_server
+from fixtures import deployed_manifest, stop_server
 from porter import REPO_ROOT, execute
 from porter.bench_service import bench_service, text_of_tokens
 from porter.compile import recover
 from porter.errors import PorterError
 from porter.golden import check_model_matches, load_golden
-from porter.service import free_port, serve_build, serve_command, wasmtime_program
+from porter.service import (free_port, http_request, parse_server_timing, serve_build, serve_command,
+                            wait_until_serving, wasmtime_program)
 
 FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
@@ -101,17 +101,7 @@ def start_service(out_dir: Path, model: Path, tokenizer: Path, labels_json: Path
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     labels = json.loads(labels_json.read_text())["labels"]
     service = Service(port, out_dir, facts, recover(model), labels)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if service.request("GET", "/ping")[0] == 200:
-                break
-        except (ConnectionError, OSError):
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise RuntimeError(f"wasmtime serve did not come up: {(out_dir / 'wasmtime-serve.log').read_text()}")
-        time.sleep(0.5)
+    wait_until_serving(server, port, out_dir / "wasmtime-serve.log", START_TIMEOUT_S)
     return server, log, service
 
 
@@ -182,15 +172,6 @@ def check_consistent(text: str, reply: dict) -> None:
     assert "".join(rebuilt) + text[at:] == reply["redactedText"]
     for label, seen in numbers.items():
         assert seen == list(range(1, len(seen) + 1)), f"{label} numbered {seen}"
-
-
-def parse_server_timing(header: str) -> dict[str, tuple[float, str | None]]:
-    entries = {}
-    for part in header.split(","):
-        fields = [f.strip() for f in part.split(";")]
-        params = dict(f.split("=", 1) for f in fields[1:])
-        entries[fields[0]] = (float(params["dur"]), params.get("desc", "").strip('"') or None)
-    return entries
 
 
 def decode_bioes(tokens: list[dict]) -> list[tuple[str, int, int, float]]:
