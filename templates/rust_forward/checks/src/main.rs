@@ -79,30 +79,12 @@ fn patterns(start: u64, count: u64, step: u64) -> impl Iterator<Item = u32> {
 }
 
 fn check_gelu(start: u64, count: u64, step: u64) -> ! {
-    const BLOCK: usize = 2000;
     let mut tally = Tally::new("gelu");
-    let mut simd = Vec::with_capacity(BLOCK);
-    let mut scalar = Vec::with_capacity(BLOCK);
-    let mut inputs = patterns(start, count, step).peekable();
-    while inputs.peek().is_some() {
-        simd.clear();
-        simd.extend(inputs.by_ref().take(BLOCK).map(f32::from_bits));
-        scalar.clear();
-        scalar.extend_from_slice(&simd);
-        let originals = scalar.clone();
-        gelu_in_place(&mut simd);
-        gelu_in_place_scalar(&mut scalar);
-        for i in 0..simd.len() {
-            tally.record(same_f32(simd[i], scalar[i]), || {
-                format!("x={:#010x} ({:e}) simd={:e} scalar={:e}", originals[i].to_bits(), originals[i], simd[i], scalar[i])
-            });
-        }
-    }
+    compare_in_place(&mut tally, "gelu", patterns(start, count, step), gelu_in_place, gelu_in_place_scalar);
     tally.finish()
 }
 
 fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
-    const BLOCK: usize = 2000;
     let f = match name {
         "erf" => ort_float::Elementwise::Erf,
         "gelu" => ort_float::Elementwise::Gelu,
@@ -111,20 +93,28 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
         _ => usage(),
     };
     let mut tally = Tally::new("ort-fn");
-    let mut inputs = patterns(start, count, step).peekable();
+    compare_in_place(&mut tally, name, patterns(start, count, step), |v| ort_float::apply_in_place(f, v),
+                     |v| ort_float::apply_in_place_scalar(f, v));
+    println!("fused={}", ort_float::fused_madd());
+    tally.finish()
+}
+
+/// A one-input kernel over slices of the given bit patterns, SIMD against scalar.
+fn compare_in_place(tally: &mut Tally, name: &str, inputs: impl Iterator<Item = u32>, simd: impl Fn(&mut [f32]),
+                    scalar: impl Fn(&mut [f32])) {
+    const BLOCK: usize = 2000;
+    let mut inputs = inputs.peekable();
     while inputs.peek().is_some() {
         let originals: Vec<f32> = inputs.by_ref().take(BLOCK).map(f32::from_bits).collect();
-        let (mut lanes, mut scalar) = (originals.clone(), originals.clone());
-        ort_float::apply_in_place(f, &mut lanes);
-        ort_float::apply_in_place_scalar(f, &mut scalar);
+        let (mut ours, mut reference) = (originals.clone(), originals.clone());
+        simd(&mut ours);
+        scalar(&mut reference);
         for i in 0..originals.len() {
-            tally.record(same_f32(lanes[i], scalar[i]), || {
-                format!("{f:?} x={:#010x} ({:e}) lanes={:e} scalar={:e}", originals[i].to_bits(), originals[i], lanes[i], scalar[i])
+            tally.record(same_f32(ours[i], reference[i]), || {
+                format!("{name} x={:#010x} ({:e}) simd={:e} scalar={:e}", originals[i].to_bits(), originals[i], ours[i], reference[i])
             });
         }
     }
-    println!("fused={}", ort_float::fused_madd());
-    tally.finish()
 }
 
 fn quantize_both(row: &[f32], asymmetric: bool, simd: &mut [i16], scalar: &mut [i16]) -> (RowParams, RowParams) {
