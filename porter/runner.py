@@ -38,10 +38,11 @@ def window_from_ids(ir: EncoderIR, text: str) -> tuple[np.ndarray, np.ndarray, i
     return ids, mask, len(values)
 
 
-def executor_agreement(ir: EncoderIR, golden: Golden, echo=None) -> Agreement:
-    """The numpy executor against every window of a golden; `echo` gets one line per window."""
+def executor_agreement(ir: EncoderIR, golden: Golden, echo=None, windows=None) -> Agreement:
+    """The numpy executor against a golden's windows (all of them unless `windows` names some);
+    `echo` gets one line per window."""
     total = Agreement(0, 0, 0.0, 0.0)
-    for w in range(golden.windows):
+    for w in range(golden.windows) if windows is None else windows:
         ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
         a = agreement(ours, golden.logits[w], int(golden.live[w]))
         if echo is not None:

@@ -7,6 +7,7 @@ skips with the file and the script to run while it does not exist yet.
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,6 +42,24 @@ EXPORTERS = {
     "f32.onnx": "graphs/export_onnx.py",
     "dq8pc.onnx": "graphs/export_onnx.py",
 }
+
+
+# The numpy executor emulates onnxruntime's fused multiply-adds one element at a time: minutes
+# per 256-token MiniLM window. Windows that long are sampled; their built crates run every one.
+EXECUTOR_SAMPLES_FROM_SEQ = 256
+
+
+def executor_windows(golden) -> list[int]:
+    """The golden windows the numpy executor runs: all of them for short windows; otherwise the
+    shortest, the fullest and the longest one with padding (the three ways a window ends)."""
+    live, seq = golden.live, golden.ids.shape[1]
+    if seq < EXECUTOR_SAMPLES_FROM_SEQ:
+        return list(range(len(live)))
+    chosen = {int(np.argmin(live)), int(np.argmax(live))}
+    partial = np.flatnonzero(live < seq)
+    if partial.size:
+        chosen.add(int(partial[np.argmax(live[partial])]))
+    return sorted(chosen)
 
 
 def require(path: Path) -> Path:

@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from fixtures import MINILM_LITERT_DQ8, MINILM_TF_DQ8, REPO, fixture_id, require, run_porter, spec
+from fixtures import (EXECUTOR_SAMPLES_FROM_SEQ, MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX,
+                      MINILM_TF_DQ8, REPO, fixture_id, require, run_porter, spec)
 from porter import evalproto, execute
 from porter.codegen import build_forward_crate, render_forward_crate
 from porter.compile import compile_model, recover
@@ -202,9 +203,11 @@ def test_whole_window_module_attends_over_the_padding(crates, wasm_runtime):
 
 
 # ONNX graphs: the crate runs onnxruntime's arithmetic (kernels/ort_float.rs, ort_quant.rs), the
-# same bits as the numpy executor, and the same bits as onnxruntime's goldens (ORT_ENABLE_ALL).
+# same bits as onnxruntime's goldens (ORT_ENABLE_ALL) on every window, and as the numpy executor
+# (which the MiniLMs' 256-token windows make too slow to run here: see fixtures.executor_windows).
 ONNX_BUILT = [spec.TINY.path("f32.onnx"), spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pc.onnx"),
-              spec.TINY.path("dq8pt.onnx"), spec.SMALL.path("dq8pc.onnx")]
+              spec.TINY.path("dq8pt.onnx"), spec.SMALL.path("dq8pc.onnx"), MINILM_SMALL_F32_ONNX,
+              MINILM_DQ8PC_ONNX]
 
 
 @pytest.mark.parametrize("path", ONNX_BUILT, ids=fixture_id)
@@ -213,9 +216,13 @@ def test_onnx_module_is_bit_identical_to_the_executor_and_onnxruntime(path, crat
     assert not ir.padding_is_inert()  # MLAS's exp never returns 0: every window runs whole
     golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
     windows = run_golden_windows(wasm_runtime, wasm, golden)
+    # Sampled fixtures' executor windows are checked against this same golden in test_onnx_recover.
+    check_executor = golden.ids.shape[1] < EXECUTOR_SAMPLES_FROM_SEQ
     for w, ours in enumerate(windows):
         live = int(golden.live[w])
         assert ours.rows == ir.seq
-        reference = execute.run(ir, golden.ids[w], golden.attention_mask[w])[:live]
-        assert np.array_equal(ours.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"
-        assert np.array_equal(ours.logits, golden.logits[w][:live]), f"window {w} against onnxruntime"
+        assert np.array_equal(ours.logits.view(np.uint32), golden.logits[w][:live].view(np.uint32)), \
+            f"window {w} against onnxruntime"
+        if check_executor:
+            reference = execute.run(ir, golden.ids[w], golden.attention_mask[w])[:live]
+            assert np.array_equal(ours.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"

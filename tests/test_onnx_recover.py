@@ -8,8 +8,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from fixtures import (ONNX_FIXTURES, REPO, TFLITE_F32, assert_one_line_error, fixture_id,
-                      require, run_porter, spec)
+from fixtures import (ONNX_FIXTURES, REPO, TFLITE_F32, assert_one_line_error, executor_windows,
+                      fixture_id, require, run_porter, spec)
 from porter import execute, quant
 from porter import ort_float as OF
 from porter.compare import agreement
@@ -147,7 +147,8 @@ def test_onnx_ir_packs_into_model_bin(path, irs, tmp_path):
 # ---- the executor against onnxruntime -------------------------------------------------------
 
 def _golden_agreement(ir, path):
-    return executor_agreement(ir, load_golden(GOLDEN / f"{path.name}.ort.npz"))
+    golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
+    return executor_agreement(ir, golden, windows=executor_windows(golden))
 
 
 @pytest.mark.parametrize("path", ONNX_FLOAT, ids=fixture_id)
