@@ -288,8 +288,8 @@ MUTATIONS = {
                                "if !v128_any_true(takes_large) {", "if !i32x4_all_true(takes_large) {",
                                ["gelu", 0, 100_000, SCATTER_STRIDE]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
-    "ort dot saturation dropped": ("src/kernels/ort_quant.rs",
-                                   "pairs = i32x4_min(i32x4_max(pairs, lo), hi);", "",
+    "ort dot saturation dropped": ("src/kernels/gemm.rs",
+                                   "i32x4_dot_i16x8(i16x8_narrow_i32x4(lo, hi), ones)", "i32x4_add(lo, hi)",
                                    ["kernels", 11]),
 }
 

@@ -27,7 +27,7 @@ impl Linear<'_> {
             }
             Weights::OrtDynamic { weights, saturating } => {
                 scratch.tensor.quantize(x, rows, weights.k);
-                ort_quant::linear(&scratch.tensor, rows, weights, *saturating, out);
+                ort_quant::linear(&scratch.tensor, rows, weights, *saturating, out, &mut scratch.weight_sums);
             }
             Weights::Float(weights) => linear_f32(x, rows, weights, out, &mut scratch.transposed),
             Weights::FloatOrt(weights) => ort_float::linear(x, rows, weights, out),
@@ -48,6 +48,7 @@ impl Linear<'_> {
 pub struct LinearScratch {
     pub quantized: QuantizedRows,
     tensor: TensorQuantized,
+    weight_sums: Vec<i32>,
     transposed: Vec<f32>,
 }
 
@@ -56,6 +57,7 @@ impl LinearScratch {
         LinearScratch {
             quantized: QuantizedRows::new(rows, widest),
             tensor: TensorQuantized::new(),
+            weight_sums: Vec::new(),
             transposed: vec![0.0; rows * widest],
         }
     }

@@ -256,12 +256,19 @@ fn check_kernels(seed: u64) -> ! {
         tally.record(same_f32(eigen_sum(&v), eigen_sum_scalar(&v)), || format!("eigen_sum n={n}"));
 
         // uint8 activations against int8 weights; large weights make int16 pair sums saturate.
-        let n = 1 + rng.below(200) as usize;
-        let q: Vec<i16> = (0..n).map(|_| rng.below(u8::MAX as u64 + 1) as i16).collect();
-        let w: Vec<i8> = (0..n).map(|_| if rng.below(2) == 0 { rng.i8() } else { [-128, 127, -100, 120][rng.below(4) as usize] }).collect();
+        let (rows, k, outs) = (1 + rng.below(13) as usize, 1 + rng.below(100) as usize, 1 + rng.below(11) as usize);
+        let values: Vec<i16> = (0..rows * k).map(|_| rng.below(u8::MAX as u64 + 1) as i16).collect();
+        let w: Vec<i8> = (0..outs * k).map(|_| if rng.below(2) == 0 { rng.i8() } else { [-128, 127, -100, 120][rng.below(4) as usize] }).collect();
+        let xq = TensorQuantized { values, rows, cols: k, scale: rng.unit().abs() + 0.01, zero_point: rng.below(u8::MAX as u64 + 1) as i32 };
+        let wscale: Vec<f32> = (0..outs).map(|_| rng.unit().abs() * 0.1).collect();
+        let per_tensor = rng.below(2) == 0;
+        let bias: Vec<f32> = (0..outs).map(|_| rng.unit()).collect();
+        let weights = Int8Weights { w: &w, scale: &wscale[..if per_tensor { 1 } else { outs }], bias: Some(&bias), outs, k };
         for saturating in [true, false] {
-            let (simd, scalar) = (ort_quant::dot(&q, &w, saturating), ort_quant::dot_scalar(&q, &w, saturating));
-            tally.record(simd == scalar, || format!("ort dot n={n} saturating={saturating}: {simd} vs {scalar}"));
+            let (mut y1, mut y2) = (vec![0.0; rows * outs], vec![0.0; rows * outs]);
+            ort_quant::linear(&xq, rows, &weights, saturating, &mut y1, &mut Vec::new());
+            ort_quant::linear_scalar(&xq, rows, &weights, saturating, &mut y2);
+            tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("ort linear {rows}x{k}x{outs} saturating={saturating}"));
         }
         check_ort_products(&mut tally, &mut rng);
     }

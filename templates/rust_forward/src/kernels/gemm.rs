@@ -5,6 +5,8 @@
 //! register tile of TILE_ROWS activation rows x TILE_OUTS weight rows, 16 k per iteration, each
 //! loaded vector reused across the tile, i32x4_dot_i16x8 multiplying and pair-adding in one
 //! instruction. The only float step, the dequantisation, keeps the reference's order.
+//! onnxruntime's u8 x s8 dot (ort_quant.rs) runs through the same tiles, its int16 pair
+//! saturation included, with its own dequantisation.
 
 use core::arch::wasm32::*;
 
@@ -71,57 +73,79 @@ pub fn gemm_scalar(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w
 
 /// Register-tiled SIMD GEMM over the first `rows` rows of `a`.
 pub fn gemm(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w: &Int8Weights, out: &mut [f32]) {
-    assert!(a.len() >= rows * w.k && out.len() >= rows * w.outs && w.w.len() == w.outs * w.k);
     if all_zero {
         return w.bias_only(rows, out);
     }
+    integer_gemm::<false>(a, rows, w, out, |acc, r, o| w.dequantize(acc, o, row_scales[r]));
+}
+
+/// out[r][o] = finish(sum_k a[r][k] * w[o][k], r, o) for the first `rows` rows of `a`, in
+/// register tiles. With PAIRS_SATURATE the products are first added in adjacent pairs
+/// (k = 2i, 2i + 1) clamped to int16, as onnxruntime's AVX2 u8 x s8 kernel (vpmaddubsw) does;
+/// that path needs |a * w| < 2^15 (uint8 activations), so each product is exact in an i16 lane.
+#[inline(always)]
+pub fn integer_gemm<const PAIRS_SATURATE: bool>(
+    a: &[i16],
+    rows: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32 + Copy,
+) {
+    assert!(a.len() >= rows * w.k && out.len() >= rows * w.outs && w.w.len() == w.outs * w.k);
     let mut r0 = 0;
     while r0 + GEMM_TILE_ROWS <= rows {
-        row_block::<GEMM_TILE_ROWS>(a, row_scales, r0, w, out);
+        row_block::<GEMM_TILE_ROWS, PAIRS_SATURATE>(a, r0, w, out, finish);
         r0 += GEMM_TILE_ROWS;
     }
     while r0 < rows {
-        row_block::<1>(a, row_scales, r0, w, out);
+        row_block::<1, PAIRS_SATURATE>(a, r0, w, out, finish);
         r0 += 1;
     }
 }
 
 /// All outputs of M activation rows starting at r0.
 #[inline(always)]
-fn row_block<const M: usize>(a: &[i16], row_scales: &[f32], r0: usize, w: &Int8Weights, out: &mut [f32]) {
+fn row_block<const M: usize, const S: bool>(
+    a: &[i16],
+    r0: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32 + Copy,
+) {
     let mut o0 = 0;
     while o0 + GEMM_TILE_OUTS <= w.outs {
-        store_tile::<M, GEMM_TILE_OUTS>(a, row_scales, r0, o0, w, out);
+        store_tile::<M, GEMM_TILE_OUTS, S>(a, r0, o0, w, out, finish);
         o0 += GEMM_TILE_OUTS;
     }
     while o0 < w.outs {
-        store_tile::<M, 1>(a, row_scales, r0, o0, w, out);
+        store_tile::<M, 1, S>(a, r0, o0, w, out, finish);
         o0 += 1;
     }
 }
 
 #[inline(always)]
-fn store_tile<const M: usize, const N: usize>(
+fn store_tile<const M: usize, const N: usize, const S: bool>(
     a: &[i16],
-    row_scales: &[f32],
     r0: usize,
     o0: usize,
     w: &Int8Weights,
     out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32,
 ) {
     let k = w.k;
-    // SAFETY: gemm asserted the slice lengths; the tile lies inside rows x outs.
-    let acc = unsafe { tile_dots::<M, N>(a.as_ptr().add(r0 * k), w.w.as_ptr().add(o0 * k), k) };
+    // SAFETY: integer_gemm asserted the slice lengths; the tile lies inside rows x outs.
+    let acc = unsafe { tile_dots::<M, N, S>(a.as_ptr().add(r0 * k), w.w.as_ptr().add(o0 * k), k) };
     for r in 0..M {
         for c in 0..N {
-            out[(r0 + r) * w.outs + o0 + c] = w.dequantize(acc[r][c], o0 + c, row_scales[r0 + r]);
+            out[(r0 + r) * w.outs + o0 + c] = finish(acc[r][c], r0 + r, o0 + c);
         }
     }
 }
 
 /// Integer dot products of M activation rows with N weight rows (row stride k each).
 #[inline(always)]
-unsafe fn tile_dots<const M: usize, const N: usize>(a: *const i16, w: *const i8, k: usize) -> [[i32; N]; M] {
+unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16, w: *const i8, k: usize) -> [[i32; N]; M] {
+    let ones = i16x8_splat(1);
     let mut acc = [[i32x4_splat(0); N]; M];
     let full = k / 16 * 16;
     let mut i = 0;
@@ -136,8 +160,15 @@ unsafe fn tile_dots<const M: usize, const N: usize>(a: *const i16, w: *const i8,
             let w_lo = i16x8_load_extend_i8x8(w.add(c * k + i));
             let w_hi = i16x8_load_extend_i8x8(w.add(c * k + i + 8));
             for r in 0..M {
-                let pair = i32x4_add(i32x4_dot_i16x8(a_lo[r], w_lo), i32x4_dot_i16x8(a_hi[r], w_hi));
-                acc[r][c] = i32x4_add(acc[r][c], pair);
+                let sixteen = if S {
+                    // Exact pair sums in i32, narrowed to i16 with saturation, then widened again.
+                    let lo = i32x4_dot_i16x8(i16x8_mul(a_lo[r], w_lo), ones);
+                    let hi = i32x4_dot_i16x8(i16x8_mul(a_hi[r], w_hi), ones);
+                    i32x4_dot_i16x8(i16x8_narrow_i32x4(lo, hi), ones)
+                } else {
+                    i32x4_add(i32x4_dot_i16x8(a_lo[r], w_lo), i32x4_dot_i16x8(a_hi[r], w_hi))
+                };
+                acc[r][c] = i32x4_add(acc[r][c], sixteen);
             }
         }
         i += 16;
@@ -146,15 +177,28 @@ unsafe fn tile_dots<const M: usize, const N: usize>(a: *const i16, w: *const i8,
     for r in 0..M {
         for c in 0..N {
             let v = acc[r][c];
-            let mut s = i32x4_extract_lane::<0>(v)
+            sums[r][c] = i32x4_extract_lane::<0>(v)
                 + i32x4_extract_lane::<1>(v)
                 + i32x4_extract_lane::<2>(v)
-                + i32x4_extract_lane::<3>(v);
-            for t in full..k {
-                s += *a.add(r * k + t) as i32 * *w.add(c * k + t) as i32;
-            }
-            sums[r][c] = s;
+                + i32x4_extract_lane::<3>(v)
+                + tail_dot::<S>(a.add(r * k), w.add(c * k), full, k);
         }
     }
     sums
+}
+
+/// sum over t in from..k of a[t] * w[t], pairs (from is even) saturated to int16 when S.
+#[inline(always)]
+unsafe fn tail_dot<const S: bool>(a: *const i16, w: *const i8, from: usize, k: usize) -> i32 {
+    let mut sum = 0;
+    let mut t = from;
+    while t < k {
+        let mut pair = *a.add(t) as i32 * *w.add(t) as i32;
+        if t + 1 < k {
+            pair += *a.add(t + 1) as i32 * *w.add(t + 1) as i32;
+        }
+        sum += if S { pair.clamp(i16::MIN as i32, i16::MAX as i32) } else { pair };
+        t += 2;
+    }
+    sum
 }

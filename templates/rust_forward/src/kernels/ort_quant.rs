@@ -5,13 +5,10 @@
 //! rows included), rounding half to even. The integer dot product is u8 x s8; onnxruntime's
 //! AVX2 kernel (vpmaddubsw) adds the products in adjacent pairs saturated to int16 before
 //! widening, so `saturating` layers clamp every pair sum to [-32768, 32767]. Integer work is
-//! exact in any order: the SIMD kernel forms the eight products of a vector (each fits in
-//! int16: 255 * 128 = 32640), pair-adds them exactly with i32x4_dot_i16x8 against ones,
-//! clamps, and accumulates.
+//! exact in any order: the SIMD path is the int8 GEMM's register tiles (gemm::integer_gemm),
+//! whose saturating form narrows exact pair sums to int16 with saturation.
 
-use core::arch::wasm32::*;
-
-use super::gemm::Int8Weights;
+use super::gemm::{integer_gemm, Int8Weights};
 
 /// A whole tensor quantised to uint8 (held as i16 for the SIMD products).
 pub struct TensorQuantized {
@@ -61,46 +58,40 @@ pub fn dot_scalar(q: &[i16], w: &[i8], saturating: bool) -> i32 {
     acc
 }
 
-/// The same sum, eight products per step.
-pub fn dot(q: &[i16], w: &[i8], saturating: bool) -> i32 {
-    let k = q.len().min(w.len());
-    let full = k / 8 * 8;
-    let ones = i16x8_splat(1);
-    let (lo, hi) = (i32x4_splat(i16::MIN as i32), i32x4_splat(i16::MAX as i32));
-    let mut acc = i32x4_splat(0);
-    let mut i = 0;
-    while i < full {
-        // SAFETY: i + 8 <= full <= the length of both slices.
-        let (a, b) = unsafe { (v128_load(q.as_ptr().add(i) as *const v128), i16x8_load_extend_i8x8(w.as_ptr().add(i))) };
-        let mut pairs = i32x4_dot_i16x8(i16x8_mul(a, b), ones);
-        if saturating {
-            pairs = i32x4_min(i32x4_max(pairs, lo), hi);
-        }
-        acc = i32x4_add(acc, pairs);
-        i += 8;
+/// y[r][o] = float(acc - zp * sum(w[o])) * (scale * w_scale[o]) + bias[o]: the float steps in
+/// onnxruntime's order (MatMulInteger's zero point, Cast, Mul by the two scales, Add).
+#[inline(always)]
+fn dequantize(xq: &TensorQuantized, w: &Int8Weights, weight_sums: &[i32], acc: i32, o: usize) -> f32 {
+    let w_scale = if w.scale.len() == 1 { w.scale[0] } else { w.scale[o] };
+    let y = (acc - xq.zero_point * weight_sums[o]) as f32 * (xq.scale * w_scale);
+    match w.bias {
+        Some(b) => y + b[o],
+        None => y,
     }
-    let lanes = i32x4_extract_lane::<0>(acc) + i32x4_extract_lane::<1>(acc) + i32x4_extract_lane::<2>(acc)
-        + i32x4_extract_lane::<3>(acc);
-    lanes + dot_scalar(&q[full..k], &w[full..k], saturating)
 }
 
-/// y[r][o] = float(acc - zp * sum(w[o])) * (scale * w_scale[o]) + bias[o] for the first `rows`
-/// rows of the quantised tensor.
-pub fn linear(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bool, out: &mut [f32]) {
+/// The layer over the first `rows` rows of the quantised tensor; `weight_sums` is scratch.
+pub fn linear(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bool, out: &mut [f32], weight_sums: &mut Vec<i32>) {
+    assert!(xq.cols == w.k && rows <= xq.rows && out.len() >= rows * w.outs);
+    weight_sums.clear();
+    weight_sums.extend(w.w.chunks_exact(w.k).map(|row| row.iter().map(|&v| v as i32).sum::<i32>()));
+    let sums = &weight_sums[..];
+    let finish = |acc, _r, o| dequantize(xq, w, sums, acc, o);
+    if saturating {
+        integer_gemm::<true>(&xq.values, rows, w, out, finish);
+    } else {
+        integer_gemm::<false>(&xq.values, rows, w, out, finish);
+    }
+}
+
+/// The same, one dot product at a time.
+pub fn linear_scalar(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bool, out: &mut [f32]) {
     let k = w.k;
-    assert!(xq.cols == k && rows <= xq.rows && out.len() >= rows * w.outs);
-    for o in 0..w.outs {
-        let row_w = &w.w[o * k..(o + 1) * k];
-        let w_sum: i32 = row_w.iter().map(|&v| v as i32).sum();
-        let w_scale = if w.scale.len() == 1 { w.scale[0] } else { w.scale[o] };
-        let scale = xq.scale * w_scale;
-        for r in 0..rows {
-            let acc = dot(&xq.values[r * k..(r + 1) * k], row_w, saturating) - xq.zero_point * w_sum;
-            let y = acc as f32 * scale;
-            out[r * w.outs + o] = match w.bias {
-                Some(b) => y + b[o],
-                None => y,
-            };
+    let sums: Vec<i32> = w.w.chunks_exact(k).map(|row| row.iter().map(|&v| v as i32).sum()).collect();
+    for r in 0..rows {
+        for o in 0..w.outs {
+            let acc = dot_scalar(&xq.values[r * k..(r + 1) * k], &w.w[o * k..(o + 1) * k], saturating);
+            out[r * w.outs + o] = dequantize(xq, w, &sums, acc, o);
         }
     }
 }
