@@ -271,10 +271,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Instance memory reuse for `wasmtime serve`. Each request still gets a fresh instance, but its
+# slot in the pooling allocator keeps the linear memory mapped: PAGEMAP_SCAN (Linux 6.7+; "auto"
+# falls back elsewhere) finds the pages the last request wrote and only those are reset, so the
+# weights' pages stay mapped rather than faulting in again on every request. Measured on a
+# 20-token /redact: Server-Timing total about 1 ms lower (median 15.9 -> 14.7 ms). The bound
+# covers a whole MiniLM-sized component (weights, tokenizer, heap) with room to spare.
+KEEP_RESIDENT_BYTES = 256 << 20
+INSTANCE_REUSE = ("pooling-allocator=y,pooling-pagemap-scan=auto,"
+                  f"pooling-memory-keep-resident={KEEP_RESIDENT_BYTES}")
+
+
 def serve_command(wasmtime: Path, component: Path, port: int, timeout_s: float) -> list[str]:
     """`wasmtime serve` on loopback. -W timeout turns epoch interruption on, as Spin runs it."""
     return [str(wasmtime), "serve", "--addr", f"127.0.0.1:{port}", "-W", f"timeout={timeout_s:g}s",
-            str(component)]
+            "-O", INSTANCE_REUSE, str(component)]
 
 
 def stop_server(server) -> None:
