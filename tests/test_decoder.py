@@ -139,6 +139,30 @@ def test_bad_generation_requests_exit_2_with_a_message(modules, wasm_runtime):
     assert result.exit_code == 2 and b"outside the vocabulary" in result.stderr
 
 
+def argmax_cases() -> list[np.ndarray]:
+    """Logits where a first-index-of-the-maximum argmax can go wrong: ties inside one SIMD lane
+    and across lanes, the maximum in the scalar tail, -0 beside 0, infinities and NaNs
+    (numpy's argmax returns the first NaN), every length from 1 to 13."""
+    rng = np.random.default_rng(3)
+    cases = [rng.standard_normal(n).astype(np.float32) for n in range(1, 14)]
+    cases += [np.float32([1, 5, 5, 2, 5, 0, 0, 0]), np.float32([0, 0, 0, 7, 7, 0, 0, 0, 7]),
+              np.float32([2, 2, 2, 2, 2, 2, 2, 2, 2, 2]), np.float32([-0.0, 0.0, -0.0, 0.0, 0.0]),
+              np.float32([1, 2, 3, 4, 5, 6, 7, 8, 9]), np.float32([-np.inf] * 9),
+              np.float32([0, 1, np.inf, 3, np.inf, 0, 0, 0]), np.float32([0, 1, 2, 3, 4, 5, 6, np.nan, 9, np.nan]),
+              np.float32([9, 1, 2, 3, 4, 5, 6, 7, 8, np.nan]), np.float32([np.nan, 1, 2])]
+    vocab = rng.standard_normal(2048).astype(np.float32)
+    vocab[[100, 1001, 1502]] = 40.0  # the maximum three times, in different lanes
+    cases.append(vocab)
+    return cases
+
+
+def test_next_token_is_numpys_argmax(modules, wasm_runtime):
+    for logits in argmax_cases():
+        result = wasm_runtime.run_command(modules["q8_0_int8"], [], b"ARGM" + logits.astype("<f4").tobytes())
+        assert result.exit_code == 0, result.stderr
+        assert int.from_bytes(result.stdout, "little") == int(np.argmax(logits)), logits
+
+
 def test_the_command_line_offers_every_decoder_quantisation():
     from porter import cli, decoder_codegen
 

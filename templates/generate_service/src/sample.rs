@@ -10,6 +10,8 @@
 //! each sampled token takes one 64-bit output, whose top 53 bits / 2^53 give u. Same seed, same
 //! prompt and same parameters give the same tokens on every platform.
 
+use crate::decoder::argmax;
+
 pub struct SplitMix64 {
     state: u64,
 }
@@ -36,17 +38,6 @@ impl SplitMix64 {
 pub struct Sampling {
     pub temperature: f64,
     pub top_k: usize,
-}
-
-/// The first index of the largest logit.
-pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 pub fn choose(logits: &[f32], sampling: &Sampling, rng: &mut SplitMix64) -> u32 {

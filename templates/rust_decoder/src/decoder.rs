@@ -5,6 +5,8 @@
 //! [HEAD_DIM] each, allocated once; a step writes only its new positions and reads the ones
 //! before, so a token costs its own work plus attention over the tokens so far.
 
+use core::arch::wasm32::*;
+
 use crate::kernels::ort_float::{gelu_erf_in_place, layer_norm_row, m1_columns, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
@@ -152,4 +154,68 @@ pub fn step(model: &Model, cache: &mut Cache, ids: &[u32], wanted: usize, s: &mu
     let mut logits = vec![0.0; wanted * VOCAB];
     model.head.apply(&s.normed, wanted, &mut logits, &mut s.linear);
     logits
+}
+
+/// The first index of the largest logit, as numpy's argmax: a NaN counts as the largest, so the
+/// first NaN wins if there is one.
+fn argmax_scalar(logits: &[f32]) -> u32 {
+    if let Some(nan) = logits.iter().position(|v| v.is_nan()) {
+        return nan as u32;
+    }
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The same, four lanes at a time (a whole vocabulary per generated token). Each lane keeps its
+/// largest value and the first index it was seen at (a strictly greater value replaces it), so
+/// the lowest index among the lanes holding the maximum is the first one overall.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let full = logits.len() / 4 * 4;
+    if full == 0 {
+        return argmax_scalar(logits);
+    }
+    // SAFETY: every load reads four floats at i < full <= logits.len().
+    let (best, at, nan) = unsafe {
+        let mut best = v128_load(logits.as_ptr() as *const v128);
+        let mut nan = f32x4_ne(best, best);
+        let mut at = i32x4(0, 1, 2, 3);
+        let mut index = at;
+        let mut i = 4;
+        while i < full {
+            let v = v128_load(logits.as_ptr().add(i) as *const v128);
+            index = i32x4_add(index, i32x4_splat(4));
+            let greater = f32x4_gt(v, best);
+            best = v128_bitselect(v, best, greater);
+            at = v128_bitselect(index, at, greater);
+            nan = v128_or(nan, f32x4_ne(v, v));
+            i += 4;
+        }
+        (best, at, nan)
+    };
+    if v128_any_true(nan) {
+        return argmax_scalar(logits);
+    }
+    let lanes = [(f32x4_extract_lane::<0>(best), i32x4_extract_lane::<0>(at)), (f32x4_extract_lane::<1>(best), i32x4_extract_lane::<1>(at)),
+                 (f32x4_extract_lane::<2>(best), i32x4_extract_lane::<2>(at)), (f32x4_extract_lane::<3>(best), i32x4_extract_lane::<3>(at))];
+    let (mut value, mut first) = lanes[0];
+    for &(v, i) in &lanes[1..] {
+        if v > value || (v == value && i < first) {
+            (value, first) = (v, i);
+        }
+    }
+    let mut first = first as usize;
+    for (i, &v) in logits.iter().enumerate().skip(full) {
+        if v.is_nan() {
+            return i as u32;
+        }
+        if v > value {
+            (value, first) = (v, i);
+        }
+    }
+    first as u32
 }
