@@ -83,10 +83,7 @@ impl<'a> Linear<'a> {
             Weights::Q8_0Int8 { q, scale } => {
                 let (values, scales) = (&mut scratch.values[..rows * k], &mut scratch.scales[..rows * k / Q8_0_BLOCK]);
                 quantize_rows_q8_0(&x[..rows * k], values, scales);
-                for r in 0..rows {
-                    let (xq, xd) = (&values[r * k..(r + 1) * k], &scales[r * k / Q8_0_BLOCK..(r + 1) * k / Q8_0_BLOCK]);
-                    dot_q8_0_int8(xq, xd, q, scale, bias, &mut out[r * outs..(r + 1) * outs]);
-                }
+                dot_q8_0_int8(values, scales, rows, q, scale, bias, &mut out[..rows * outs]);
             }
             // MatMul on the prepacked (dequantised) weights, then Add of the bias
             Weights::Float(w) => {
@@ -179,45 +176,55 @@ fn finish_q8_0(acc: v128, bias: Option<f32>) -> f32 {
     bias.map_or(y, |b| y + b)
 }
 
-/// One quantised input row (xq, xd) against every Q8_0 weight row, two output rows at a time.
+/// Quantised input rows (xq, xd: `rows` of them) against every Q8_0 weight row, two weight rows
+/// at a time, each pair applied to every input row while it is in cache (a prompt streams the
+/// weights once, not once per token).
 /// Under epoch interruption Cranelift keeps a loop's vector accumulator in a stack slot (the
 /// epoch check's slow path is a call), so each accumulation waits on a store and a load; two
-/// rows give two independent chains per iteration (one, two and four rows measured within
-/// noise of each other). Each row's arithmetic is the same as alone.
-fn dot_q8_0_int8(xq: &[i16], xd: &[f32], q: &[i8], scale: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
-    let (k, blocks) = (xq.len(), xd.len());
-    let outs = out.len();
+/// weight rows give two independent chains per iteration (one, two and four rows measured
+/// within noise of each other). Each output's arithmetic is the same as alone.
+fn dot_q8_0_int8(xq: &[i16], xd: &[f32], rows: usize, q: &[i8], scale: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    let (k, blocks) = (xq.len() / rows, xd.len() / rows);
+    let outs = out.len() / rows;
     assert!(q.len() >= outs * k && scale.len() >= outs * blocks && k == blocks * Q8_0_BLOCK);
+    assert!(xq.len() == rows * k && xd.len() == rows * blocks && out.len() == rows * outs);
     let finish = |acc: v128, row: usize| finish_q8_0(acc, bias.map(|b| b[row]));
     let mut row = 0;
     while row + 2 <= outs {
         let (d0, d1) = (&scale[row * blocks..(row + 1) * blocks], &scale[(row + 1) * blocks..(row + 2) * blocks]);
-        let (mut a0, mut a1) = (f32x4_splat(0.0), f32x4_splat(0.0));
-        // SAFETY: row + 1 < outs, so both rows' k weights lie inside q (asserted); x has k values.
-        unsafe {
-            let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr());
-            for b in 0..blocks {
-                a0 = accumulate(a0, block_lanes(w, x), d0[b] * xd[b]);
-                a1 = accumulate(a1, block_lanes(w.add(k), x), d1[b] * xd[b]);
-                w = w.add(Q8_0_BLOCK);
-                x = x.add(Q8_0_BLOCK);
+        for r in 0..rows {
+            let xd = &xd[r * blocks..(r + 1) * blocks];
+            let (mut a0, mut a1) = (f32x4_splat(0.0), f32x4_splat(0.0));
+            // SAFETY: row + 1 < outs, so both rows' k weights lie inside q (asserted); input
+            // row r has k values.
+            unsafe {
+                let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr().add(r * k));
+                for b in 0..blocks {
+                    a0 = accumulate(a0, block_lanes(w, x), d0[b] * xd[b]);
+                    a1 = accumulate(a1, block_lanes(w.add(k), x), d1[b] * xd[b]);
+                    w = w.add(Q8_0_BLOCK);
+                    x = x.add(Q8_0_BLOCK);
+                }
             }
+            out[r * outs + row] = finish(a0, row);
+            out[r * outs + row + 1] = finish(a1, row + 1);
         }
-        out[row] = finish(a0, row);
-        out[row + 1] = finish(a1, row + 1);
         row += 2;
     }
     if row < outs {
-        let mut acc = f32x4_splat(0.0);
-        // SAFETY: as above, for the last row.
-        unsafe {
-            let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr());
-            for b in 0..blocks {
-                acc = accumulate(acc, block_lanes(w, x), scale[row * blocks + b] * xd[b]);
-                w = w.add(Q8_0_BLOCK);
-                x = x.add(Q8_0_BLOCK);
+        for r in 0..rows {
+            let xd = &xd[r * blocks..(r + 1) * blocks];
+            let mut acc = f32x4_splat(0.0);
+            // SAFETY: as above, for the last row.
+            unsafe {
+                let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr().add(r * k));
+                for b in 0..blocks {
+                    acc = accumulate(acc, block_lanes(w, x), scale[row * blocks + b] * xd[b]);
+                    w = w.add(Q8_0_BLOCK);
+                    x = x.add(Q8_0_BLOCK);
+                }
             }
+            out[r * outs + row] = finish(acc, row);
         }
-        out[row] = finish(acc, row);
     }
 }
