@@ -25,7 +25,7 @@ pub struct Int8Weights<'a> {
 
 impl Int8Weights<'_> {
     #[inline(always)]
-    fn scale_of(&self, o: usize) -> f32 {
+    pub fn scale_of(&self, o: usize) -> f32 {
         if self.scale.len() == 1 {
             self.scale[0]
         } else {

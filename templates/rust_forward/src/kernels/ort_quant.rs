@@ -62,8 +62,7 @@ pub fn dot_scalar(q: &[i16], w: &[i8], saturating: bool) -> i32 {
 /// onnxruntime's order (MatMulInteger's zero point, Cast, Mul by the two scales, Add).
 #[inline(always)]
 fn dequantize(xq: &TensorQuantized, w: &Int8Weights, weight_sums: &[i32], acc: i32, o: usize) -> f32 {
-    let w_scale = if w.scale.len() == 1 { w.scale[0] } else { w.scale[o] };
-    let y = (acc - xq.zero_point * weight_sums[o]) as f32 * (xq.scale * w_scale);
+    let y = (acc - xq.zero_point * weight_sums[o]) as f32 * (xq.scale * w.scale_of(o));
     match w.bias {
         Some(b) => y + b[o],
         None => y,
