@@ -464,21 +464,17 @@ pub fn sgemm_outputs(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize
     }
 }
 
-/// The outputs sgemm_outputs takes TILE at a time with relaxed_madd: how many it computed.
+/// The outputs sgemm_outputs takes with relaxed_madd, in tiles of two groups of four outputs
+/// (two independent chains hide relaxed_madd's latency; four measured slower on the Linears),
+/// then of one group: how many it computed.
 #[cfg(feature = "fused-madd")]
 #[allow(clippy::too_many_arguments)]
 fn fused_output_tiles(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) -> usize {
     if !fused_madd() {
         return 0;
     }
-    let mut o = 0;
-    while o + TILE <= outs {
-        // SAFETY: probed above; tile_outputs checks its slice bounds.
-        let y = unsafe { tile_outputs(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + TILE])) };
-        out[o..o + TILE].copy_from_slice(&y);
-        o += TILE;
-    }
-    o
+    let o = output_tiles::<2>(0, x, w, ldw, outs, block, alpha, c, out);
+    output_tiles::<1>(o, x, w, ldw, outs, block, alpha, c, out)
 }
 
 #[cfg(not(feature = "fused-madd"))]
@@ -487,22 +483,32 @@ fn fused_output_tiles(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f32
     0
 }
 
-/// Outputs per tile: two groups of four, so that two independent chains of relaxed_madd hide
-/// each other's latency.
+/// Tiles of G groups from output o on while a whole tile fits: the next output after them.
 #[cfg(feature = "fused-madd")]
-const TILE: usize = 8;
+#[allow(clippy::too_many_arguments)]
+fn output_tiles<const G: usize>(mut o: usize, x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) -> usize {
+    while o + 4 * G <= outs {
+        // SAFETY: fused_madd() was probed by the caller; tile_outputs checks its slice bounds.
+        let y = unsafe { tile_outputs::<G>(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + 4 * G])) };
+        for (g, group) in y.into_iter().enumerate() {
+            out[o + 4 * g..o + 4 * g + 4].copy_from_slice(&lanes(group));
+        }
+        o += 4 * G;
+    }
+    o
+}
 
-/// Eight rows of w against x: each four-by-four block of a group is transposed so that one
+/// 4G rows of w against x: each four-by-four block of a group is transposed so that one
 /// relaxed_madd advances its four outputs' chains by one step of k, in k order.
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
-unsafe fn tile_outputs(x: &[f32], w: &[f32], ldw: usize, block: usize, alpha: f32, c: Option<&[f32]>) -> [f32; TILE] {
+unsafe fn tile_outputs<const G: usize>(x: &[f32], w: &[f32], ldw: usize, block: usize, alpha: f32, c: Option<&[f32]>) -> [v128; G] {
     let k = x.len();
-    assert!(w.len() >= (TILE - 1) * ldw + k);
-    let mut result = c.map(|c| [f32x4(c[0], c[1], c[2], c[3]), f32x4(c[4], c[5], c[6], c[7])]);
+    assert!(w.len() >= (4 * G - 1) * ldw + k);
+    let mut result = c.map(|c| core::array::from_fn::<v128, G, _>(|g| f32x4(c[4 * g], c[4 * g + 1], c[4 * g + 2], c[4 * g + 3])));
     for start in (0..k).step_by(block) {
         let end = k.min(start + block);
-        let mut chains = [f32x4_splat(0.0); 2];
+        let mut chains = [f32x4_splat(0.0); G];
         let mut i = start;
         while i + 4 <= end {
             for (group, chain) in chains.iter_mut().enumerate() {
@@ -524,11 +530,10 @@ unsafe fn tile_outputs(x: &[f32], w: &[f32], ldw: usize, block: usize, alpha: f3
         let alpha = f32x4_splat(alpha);
         result = Some(match result {
             None => chains.map(|chain| f32x4_mul(chain, alpha)),
-            Some(c) => [f32x4_relaxed_madd(chains[0], alpha, c[0]), f32x4_relaxed_madd(chains[1], alpha, c[1])],
+            Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
         });
     }
-    let [a, b] = result.unwrap_or([f32x4_splat(0.0); 2]).map(lanes);
-    [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+    result.unwrap_or([f32x4_splat(0.0); G])
 }
 
 /// Rows r[0..4] of four values -> columns: column j holds r[0][j], r[1][j], r[2][j], r[3][j].
@@ -553,20 +558,16 @@ pub fn sgemm_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, o
     }
 }
 
-/// The columns sgemm_columns takes four at a time with relaxed_madd: how many it computed.
+/// The columns sgemm_columns takes with relaxed_madd, eight groups of four at a time (eight
+/// independent chains: one alone waits on relaxed_madd's latency at every step), then one group:
+/// how many it computed.
 #[cfg(feature = "fused-madd")]
 fn fused_column_groups(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) -> usize {
     if !fused_madd() {
         return 0;
     }
-    let mut c = 0;
-    while c + 4 <= d {
-        // SAFETY: probed above; four_columns checks its slice bounds.
-        let y = unsafe { four_columns(p, &v[c..], ldv, block) };
-        out[c..c + 4].copy_from_slice(&y);
-        c += 4;
-    }
-    c
+    let c = column_tiles::<8>(0, p, v, ldv, d, block, out);
+    column_tiles::<1>(c, p, v, ldv, d, block, out)
 }
 
 #[cfg(not(feature = "fused-madd"))]
@@ -574,25 +575,42 @@ fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: &m
     0
 }
 
+/// Tiles of G groups of four columns from column c on while a whole tile fits: the next column.
+#[cfg(feature = "fused-madd")]
+fn column_tiles<const G: usize>(mut c: usize, p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) -> usize {
+    while c + 4 * G <= d {
+        // SAFETY: fused_madd() was probed by the caller; columns checks its slice bounds.
+        let y = unsafe { columns::<G>(p, &v[c..], ldv, block) };
+        for (g, group) in y.into_iter().enumerate() {
+            out[c + 4 * g..c + 4 * g + 4].copy_from_slice(&lanes(group));
+        }
+        c += 4 * G;
+    }
+    c
+}
+
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
-unsafe fn four_columns(p: &[f32], v: &[f32], ldv: usize, block: usize) -> [f32; 4] {
+unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize) -> [v128; G] {
     let k = p.len();
-    assert!(k == 0 || v.len() >= (k - 1) * ldv + 4);
-    let mut result: Option<v128> = None;
+    assert!(k == 0 || v.len() >= (k - 1) * ldv + 4 * G);
+    let mut result: Option<[v128; G]> = None;
     for start in (0..k).step_by(block) {
-        let mut chain = f32x4_splat(0.0);
+        let mut chains = [f32x4_splat(0.0); G];
         for j in start..k.min(start + block) {
-            // SAFETY: j < k, so row j's four values lie inside v (asserted).
-            let row = unsafe { v128_load(v.as_ptr().add(j * ldv) as *const v128) };
-            chain = f32x4_relaxed_madd(f32x4_splat(p[j]), row, chain);
+            let pj = f32x4_splat(p[j]);
+            for (g, chain) in chains.iter_mut().enumerate() {
+                // SAFETY: j < k, so row j's 4G values lie inside v (asserted).
+                let row = unsafe { v128_load(v.as_ptr().add(j * ldv + 4 * g) as *const v128) };
+                *chain = f32x4_relaxed_madd(pj, row, *chain);
+            }
         }
         result = Some(match result {
-            None => chain,
-            Some(c) => f32x4_add(chain, c), // fma(chain, 1, C)
+            None => chains,
+            Some(c) => core::array::from_fn(|g| f32x4_add(chains[g], c[g])), // fma(chain, 1, C)
         });
     }
-    lanes(result.unwrap_or(f32x4_splat(0.0)))
+    result.unwrap_or([f32x4_splat(0.0); G])
 }
 
 /// out[c] = `m1_dot` of p with column c of v (rows `ldv` apart), c < d: no fma, so plain SIMD.
