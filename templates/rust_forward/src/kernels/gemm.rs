@@ -145,7 +145,6 @@ fn store_tile<const M: usize, const N: usize, const S: bool>(
 /// Integer dot products of M activation rows with N weight rows (row stride k each).
 #[inline(always)]
 unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16, w: *const i8, k: usize) -> [[i32; N]; M] {
-    let ones = i16x8_splat(1);
     let mut acc = [[i32x4_splat(0); N]; M];
     let full = k / 16 * 16;
     let mut i = 0;
@@ -156,20 +155,10 @@ unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16
             a_lo[r] = v128_load(a.add(r * k + i) as *const v128);
             a_hi[r] = v128_load(a.add(r * k + i + 8) as *const v128);
         }
-        for c in 0..N {
-            let w_lo = i16x8_load_extend_i8x8(w.add(c * k + i));
-            let w_hi = i16x8_load_extend_i8x8(w.add(c * k + i + 8));
-            for r in 0..M {
-                let sixteen = if S {
-                    // Exact pair sums in i32, narrowed to i16 with saturation, then widened again.
-                    let lo = i32x4_dot_i16x8(i16x8_mul(a_lo[r], w_lo), ones);
-                    let hi = i32x4_dot_i16x8(i16x8_mul(a_hi[r], w_hi), ones);
-                    i32x4_dot_i16x8(i16x8_narrow_i32x4(lo, hi), ones)
-                } else {
-                    i32x4_add(i32x4_dot_i16x8(a_lo[r], w_lo), i32x4_dot_i16x8(a_hi[r], w_hi))
-                };
-                acc[r][c] = i32x4_add(acc[r][c], sixteen);
-            }
+        if S {
+            saturating_step(&a_lo, &a_hi, w.add(i), k, &mut acc);
+        } else {
+            exact_step(&a_lo, &a_hi, w.add(i), k, &mut acc);
         }
         i += 16;
     }
@@ -185,6 +174,38 @@ unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16
         }
     }
     sums
+}
+
+/// acc[r][c] += the products of 16 k: a_lo/a_hi hold row r's, w + c * k column c's.
+#[inline(always)]
+unsafe fn exact_step<const M: usize, const N: usize>(a_lo: &[v128; M], a_hi: &[v128; M], w: *const i8, k: usize, acc: &mut [[v128; N]; M]) {
+    for c in 0..N {
+        let w_lo = i16x8_load_extend_i8x8(w.add(c * k));
+        let w_hi = i16x8_load_extend_i8x8(w.add(c * k + 8));
+        for r in 0..M {
+            let sixteen = i32x4_add(i32x4_dot_i16x8(a_lo[r], w_lo), i32x4_dot_i16x8(a_hi[r], w_hi));
+            acc[r][c] = i32x4_add(acc[r][c], sixteen);
+        }
+    }
+}
+
+/// The same with each pair (k = 2i, 2i + 1) saturated to int16 first: even and odd values are
+/// split into their own vectors, so one i16x8.add_sat_s forms eight saturated pair sums
+/// (vpmaddubsw's arithmetic), each product exact in an i16 lane (|a * w| <= 255 * 128).
+#[inline(always)]
+unsafe fn saturating_step<const M: usize, const N: usize>(a_lo: &[v128; M], a_hi: &[v128; M], w: *const i8, k: usize, acc: &mut [[v128; N]; M]) {
+    let ones = i16x8_splat(1);
+    let a_even = core::array::from_fn::<v128, M, _>(|r| i8x16_shuffle::<0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29>(a_lo[r], a_hi[r]));
+    let a_odd = core::array::from_fn::<v128, M, _>(|r| i8x16_shuffle::<2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31>(a_lo[r], a_hi[r]));
+    for c in 0..N {
+        // i16 lane j of the sixteen weights holds w[2j] in its low byte and w[2j + 1] in its high one
+        let w16 = v128_load(w.add(c * k) as *const v128);
+        let (w_even, w_odd) = (i16x8_shr(i16x8_shl(w16, 8), 8), i16x8_shr(w16, 8));
+        for r in 0..M {
+            let pairs = i16x8_add_sat(i16x8_mul(a_even[r], w_even), i16x8_mul(a_odd[r], w_odd));
+            acc[r][c] = i32x4_add(acc[r][c], i32x4_dot_i16x8(pairs, ones));
+        }
+    }
 }
 
 /// sum over t in from..k of a[t] * w[t], pairs (from is even) saturated to int16 when S.

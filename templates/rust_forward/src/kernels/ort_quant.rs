@@ -6,7 +6,7 @@
 //! AVX2 kernel (vpmaddubsw) adds the products in adjacent pairs saturated to int16 before
 //! widening, so `saturating` layers clamp every pair sum to [-32768, 32767]. Integer work is
 //! exact in any order: the SIMD path is the int8 GEMM's register tiles (gemm::integer_gemm),
-//! whose saturating form narrows exact pair sums to int16 with saturation.
+//! whose saturating form adds even and odd products with i16x8.add_sat_s.
 
 use super::gemm::{integer_gemm, Int8Weights};
 
