@@ -99,7 +99,7 @@ fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
             if rows == 1 {
                 m1_columns(scores, head_values, HEAD_DIM, HEAD_DIM, out);
             } else {
-                sgemm_columns(scores, head_values, HEAD_DIM, HEAD_DIM, stride_k(HEAD_DIM, keys, false), out);
+                sgemm_columns(scores, head_values, HEAD_DIM, HEAD_DIM, stride_k(HEAD_DIM, keys, false), 1.0, out);
             }
         }
     }

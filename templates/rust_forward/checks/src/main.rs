@@ -319,13 +319,13 @@ fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
     tally.record(simd.iter().zip(&scalar).all(|(a, b)| same_f32(*a, *b)), || format!("sgemm_outputs k={k} outs={outs} block={block} fused={}", ort_float::fused_madd()));
     let d = outs;
     let (mut columns, mut m1) = (vec![0.0; d], vec![0.0; d]);
-    ort_float::sgemm_columns(&x, &w, d, d, block, &mut columns);
+    ort_float::sgemm_columns(&x, &w, d, d, block, alpha, &mut columns);
     ort_float::m1_columns(&x, &w, d, d, &mut m1);
     let ok = (0..d).all(|c| {
-        same_f32(columns[c], ort_float::sgemm_dot(k, block, |j| x[j], |j| w[j * d + c], None, 1.0))
+        same_f32(columns[c], ort_float::sgemm_dot(k, block, |j| x[j], |j| w[j * d + c], None, alpha))
             && same_f32(m1[c], ort_float::m1_dot(k, |j| x[j], |j| w[j * d + c]))
     });
-    tally.record(ok, || format!("sgemm_columns / m1_columns k={k} d={d} block={block}"));
+    tally.record(ok, || format!("sgemm_columns / m1_columns k={k} d={d} block={block} alpha={alpha}"));
 }
 
 /// Scalar references for porter's tests: stdin u32 rows, u32 cols, f32 data[rows * cols].

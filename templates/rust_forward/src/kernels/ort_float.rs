@@ -551,10 +551,10 @@ fn transpose(r: [v128; 4]) -> [v128; 4] {
 }
 
 /// out[c] = the SGEMM product of p (k values) with column c of v (rows `ldv` apart), c < d.
-pub fn sgemm_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) {
+pub fn sgemm_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, alpha: f32, out: &mut [f32]) {
     let k = p.len();
-    for c in fused_column_groups(p, v, ldv, d, block, out)..d {
-        out[c] = sgemm_dot(k, block, |j| p[j], |j| v[j * ldv + c], None, 1.0);
+    for c in fused_column_groups(p, v, ldv, d, block, alpha, out)..d {
+        out[c] = sgemm_dot(k, block, |j| p[j], |j| v[j * ldv + c], None, alpha);
     }
 }
 
@@ -562,25 +562,26 @@ pub fn sgemm_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, o
 /// independent chains: one alone waits on relaxed_madd's latency at every step), then one group:
 /// how many it computed.
 #[cfg(feature = "fused-madd")]
-fn fused_column_groups(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) -> usize {
+fn fused_column_groups(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, alpha: f32, out: &mut [f32]) -> usize {
     if !fused_madd() {
         return 0;
     }
-    let c = column_tiles::<8>(0, p, v, ldv, d, block, out);
-    column_tiles::<1>(c, p, v, ldv, d, block, out)
+    let c = column_tiles::<8>(0, p, v, ldv, d, block, alpha, out);
+    column_tiles::<1>(c, p, v, ldv, d, block, alpha, out)
 }
 
 #[cfg(not(feature = "fused-madd"))]
-fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: &mut [f32]) -> usize {
+fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f32, _: &mut [f32]) -> usize {
     0
 }
 
 /// Tiles of G groups of four columns from column c on while a whole tile fits: the next column.
 #[cfg(feature = "fused-madd")]
-fn column_tiles<const G: usize>(mut c: usize, p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, out: &mut [f32]) -> usize {
+#[allow(clippy::too_many_arguments)]
+fn column_tiles<const G: usize>(mut c: usize, p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, alpha: f32, out: &mut [f32]) -> usize {
     while c + 4 * G <= d {
         // SAFETY: fused_madd() was probed by the caller; columns checks its slice bounds.
-        let y = unsafe { columns::<G>(p, &v[c..], ldv, block) };
+        let y = unsafe { columns::<G>(p, &v[c..], ldv, block, alpha) };
         for (g, group) in y.into_iter().enumerate() {
             out[c + 4 * g..c + 4 * g + 4].copy_from_slice(&lanes(group));
         }
@@ -591,7 +592,7 @@ fn column_tiles<const G: usize>(mut c: usize, p: &[f32], v: &[f32], ldv: usize, 
 
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
-unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize) -> [v128; G] {
+unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize, alpha: f32) -> [v128; G] {
     let k = p.len();
     assert!(k == 0 || v.len() >= (k - 1) * ldv + 4 * G);
     let mut result: Option<[v128; G]> = None;
@@ -605,9 +606,10 @@ unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize
                 *chain = f32x4_relaxed_madd(pj, row, *chain);
             }
         }
+        let alpha = f32x4_splat(alpha);
         result = Some(match result {
-            None => chains,
-            Some(c) => core::array::from_fn(|g| f32x4_add(chains[g], c[g])), // fma(chain, 1, C)
+            None => chains.map(|chain| f32x4_mul(chain, alpha)),
+            Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
         });
     }
     result.unwrap_or([f32x4_splat(0.0); G])
@@ -669,8 +671,16 @@ pub fn attention(
     let hidden = heads * d;
     let scores = &mut scores[..keys];
     let mut scaled = vec![0.0f32; d];
+    // One head's keys transposed ([d][keys]): each score is then a column of q . K^T, and the
+    // column kernel runs eight chains of relaxed_madd with no shuffles, each in sgemm_dot's order.
+    let mut keys_t = vec![0.0f32; d * keys];
     for h in 0..heads {
-        let (k_head, v_head) = (&k[h * d..], &v[h * d..]);
+        let v_head = &v[h * d..];
+        for key in 0..keys {
+            for j in 0..d {
+                keys_t[j * keys + key] = k[key * hidden + h * d + j];
+            }
+        }
         for i in 0..rows {
             let mut query = &q[i * hidden + h * d..i * hidden + (h + 1) * d];
             let mut alpha = scale;
@@ -681,7 +691,7 @@ pub fn attention(
                 }
                 (query, alpha) = (&scaled, 1.0);
             }
-            sgemm_outputs(query, k_head, hidden, keys, stride_k(keys, d, false), alpha, None, scores);
+            sgemm_columns(query, &keys_t, keys, keys, stride_k(keys, d, false), alpha, scores);
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {
@@ -694,7 +704,7 @@ pub fn attention(
             if rows == 1 {
                 m1_columns(scores, v_head, hidden, d, out);
             } else {
-                sgemm_columns(scores, v_head, hidden, d, stride_k(d, keys, false), out);
+                sgemm_columns(scores, v_head, hidden, d, stride_k(d, keys, false), 1.0, out);
             }
         }
     }
