@@ -49,11 +49,15 @@ EXPORTERS = {
 EXECUTOR_SAMPLES_FROM_SEQ = 256
 
 
+def executor_is_sampled(golden) -> bool:
+    return golden.ids.shape[1] >= EXECUTOR_SAMPLES_FROM_SEQ
+
+
 def executor_windows(golden) -> list[int]:
     """The golden windows the numpy executor runs: all of them for short windows; otherwise the
     shortest, the fullest and the longest one with padding (the three ways a window ends)."""
     live, seq = golden.live, golden.ids.shape[1]
-    if seq < EXECUTOR_SAMPLES_FROM_SEQ:
+    if not executor_is_sampled(golden):
         return list(range(len(live)))
     chosen = {int(np.argmin(live)), int(np.argmax(live))}
     partial = np.flatnonzero(live < seq)

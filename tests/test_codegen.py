@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from fixtures import (EXECUTOR_SAMPLES_FROM_SEQ, MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX,
-                      MINILM_TF_DQ8, REPO, fixture_id, require, run_porter, spec)
+from fixtures import (MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX, MINILM_TF_DQ8, REPO,
+                      executor_is_sampled, fixture_id, require, run_porter, spec)
 from porter import evalproto, execute
 from porter.codegen import build_forward_crate, render_forward_crate
 from porter.compile import compile_model, recover
@@ -217,7 +217,7 @@ def test_onnx_module_is_bit_identical_to_the_executor_and_onnxruntime(path, crat
     golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
     windows = run_golden_windows(wasm_runtime, wasm, golden)
     # Sampled fixtures' executor windows are checked against this same golden in test_onnx_recover.
-    check_executor = golden.ids.shape[1] < EXECUTOR_SAMPLES_FROM_SEQ
+    check_executor = not executor_is_sampled(golden)
     for w, ours in enumerate(windows):
         live = int(golden.live[w])
         assert ours.rows == ir.seq

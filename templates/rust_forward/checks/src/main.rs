@@ -303,7 +303,7 @@ fn check_kernels(seed: u64) -> ! {
 /// onnxruntime's products as the crates run them (relaxed_madd tiles, where the engine fuses
 /// it) against one output at a time through the exact scalar fma emulation.
 fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
-    // up to 70 outputs: tiles of sixteen outputs and of eight column groups, then their remainders
+    // up to 70 outputs: tiles of eight and four outputs, of 32 and 4 columns, and the scalar rest
     let (k, outs) = (1 + rng.below(700) as usize, 1 + rng.below(70) as usize);
     let ldw = k + rng.below(3) as usize; // rows with and without a gap
     let block = [1usize << 7, 1 << 8, 1 << 9][rng.below(3) as usize];

@@ -211,15 +211,18 @@ unsafe fn saturating_step<const M: usize, const N: usize>(a_lo: &[v128; M], a_hi
 /// sum over t in from..k of a[t] * w[t], pairs (from is even) saturated to int16 when S.
 #[inline(always)]
 unsafe fn tail_dot<const S: bool>(a: *const i16, w: *const i8, from: usize, k: usize) -> i32 {
-    let mut sum = 0;
-    let mut t = from;
-    while t < k {
-        let mut pair = *a.add(t) as i32 * *w.add(t) as i32;
-        if t + 1 < k {
-            pair += *a.add(t + 1) as i32 * *w.add(t + 1) as i32;
-        }
-        sum += if S { pair.clamp(i16::MIN as i32, i16::MAX as i32) } else { pair };
-        t += 2;
+    // SAFETY: the caller's rows hold k values each.
+    let (a, w) = unsafe { (core::slice::from_raw_parts(a.add(from), k - from), core::slice::from_raw_parts(w.add(from), k - from)) };
+    pair_dot_scalar(a, w, S)
+}
+
+/// sum over k of a[k] * w[k], one pair (k = 2i, 2i + 1) at a time, each pair clamped to int16
+/// when `saturate` (onnxruntime's vpmaddubsw): the scalar reference of the tiles' dots.
+pub fn pair_dot_scalar(a: &[i16], w: &[i8], saturate: bool) -> i32 {
+    let mut sum = 0i32;
+    for (ap, wp) in a.chunks(2).zip(w.chunks(2)) {
+        let pair: i32 = ap.iter().zip(wp).map(|(&x, &y)| x as i32 * y as i32).sum();
+        sum += if saturate { pair.clamp(i16::MIN as i32, i16::MAX as i32) } else { pair };
     }
     sum
 }

@@ -473,8 +473,9 @@ fn fused_output_tiles(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usiz
     if !fused_madd() {
         return 0;
     }
-    let o = output_tiles::<2>(0, x, w, ldw, outs, block, alpha, c, out);
-    output_tiles::<1>(o, x, w, ldw, outs, block, alpha, c, out)
+    // SAFETY (both tiles): fused_madd() was probed above; tile_outputs checks its slice bounds.
+    let o = fill_tiles::<2>(0, outs, out, |o| unsafe { tile_outputs::<2>(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + 8])) });
+    fill_tiles::<1>(o, outs, out, |o| unsafe { tile_outputs::<1>(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + 4])) })
 }
 
 #[cfg(not(feature = "fused-madd"))]
@@ -483,19 +484,19 @@ fn fused_output_tiles(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f32
     0
 }
 
-/// Tiles of G groups from output o on while a whole tile fits: the next output after them.
+/// out[i..] in tiles of G groups of four values, tile(i) computing the tile at i, from `first`
+/// on while a whole tile fits in n: the index after the last tile.
 #[cfg(feature = "fused-madd")]
-#[allow(clippy::too_many_arguments)]
-fn output_tiles<const G: usize>(mut o: usize, x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) -> usize {
-    while o + 4 * G <= outs {
-        // SAFETY: fused_madd() was probed by the caller; tile_outputs checks its slice bounds.
-        let y = unsafe { tile_outputs::<G>(x, &w[o * ldw..], ldw, block, alpha, c.map(|c| &c[o..o + 4 * G])) };
-        for (g, group) in y.into_iter().enumerate() {
-            out[o + 4 * g..o + 4 * g + 4].copy_from_slice(&lanes(group));
+#[inline(always)]
+fn fill_tiles<const G: usize>(first: usize, n: usize, out: &mut [f32], tile: impl Fn(usize) -> [v128; G]) -> usize {
+    let mut i = first;
+    while i + 4 * G <= n {
+        for (g, group) in tile(i).into_iter().enumerate() {
+            out[i + 4 * g..i + 4 * g + 4].copy_from_slice(&lanes(group));
         }
-        o += 4 * G;
+        i += 4 * G;
     }
-    o
+    i
 }
 
 /// 4G rows of w against x: each four-by-four block of a group is transposed so that one
@@ -566,28 +567,14 @@ fn fused_column_groups(p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize,
     if !fused_madd() {
         return 0;
     }
-    let c = column_tiles::<8>(0, p, v, ldv, d, block, alpha, out);
-    column_tiles::<1>(c, p, v, ldv, d, block, alpha, out)
+    // SAFETY (both tiles): fused_madd() was probed above; columns checks its slice bounds.
+    let c = fill_tiles::<8>(0, d, out, |c| unsafe { columns::<8>(p, &v[c..], ldv, block, alpha) });
+    fill_tiles::<1>(c, d, out, |c| unsafe { columns::<1>(p, &v[c..], ldv, block, alpha) })
 }
 
 #[cfg(not(feature = "fused-madd"))]
 fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f32, _: &mut [f32]) -> usize {
     0
-}
-
-/// Tiles of G groups of four columns from column c on while a whole tile fits: the next column.
-#[cfg(feature = "fused-madd")]
-#[allow(clippy::too_many_arguments)]
-fn column_tiles<const G: usize>(mut c: usize, p: &[f32], v: &[f32], ldv: usize, d: usize, block: usize, alpha: f32, out: &mut [f32]) -> usize {
-    while c + 4 * G <= d {
-        // SAFETY: fused_madd() was probed by the caller; columns checks its slice bounds.
-        let y = unsafe { columns::<G>(p, &v[c..], ldv, block, alpha) };
-        for (g, group) in y.into_iter().enumerate() {
-            out[c + 4 * g..c + 4 * g + 4].copy_from_slice(&lanes(group));
-        }
-        c += 4 * G;
-    }
-    c
 }
 
 #[cfg(feature = "fused-madd")]

@@ -8,7 +8,7 @@
 //! exact in any order: the SIMD path is the int8 GEMM's register tiles (gemm::integer_gemm),
 //! whose saturating form adds even and odd products with i16x8.add_sat_s.
 
-use super::gemm::{integer_gemm, Int8Weights};
+use super::gemm::{integer_gemm, pair_dot_scalar, Int8Weights};
 
 /// A whole tensor quantised to uint8 (held as i16 for the SIMD products).
 pub struct TensorQuantized {
@@ -45,19 +45,6 @@ impl TensorQuantized {
     }
 }
 
-/// Scalar reference: sum over k of q * w, pairs saturated to int16 when `saturating`.
-pub fn dot_scalar(q: &[i16], w: &[i8], saturating: bool) -> i32 {
-    let mut acc = 0i32;
-    for (qp, wp) in q.chunks(2).zip(w.chunks(2)) {
-        let mut pair = 0i32;
-        for (&a, &b) in qp.iter().zip(wp) {
-            pair += a as i32 * b as i32;
-        }
-        acc += if saturating { pair.clamp(i16::MIN as i32, i16::MAX as i32) } else { pair };
-    }
-    acc
-}
-
 /// y[r][o] = float(acc - zp * sum(w[o])) * (scale * w_scale[o]) + bias[o]: the float steps in
 /// onnxruntime's order (MatMulInteger's zero point, Cast, Mul by the two scales, Add).
 #[inline(always)]
@@ -69,11 +56,16 @@ fn dequantize(xq: &TensorQuantized, w: &Int8Weights, weight_sums: &[i32], acc: i
     }
 }
 
+/// sums[o] = sum over k of w[o][k], for MatMulInteger's zero-point term.
+fn fill_weight_sums(w: &Int8Weights, sums: &mut Vec<i32>) {
+    sums.clear();
+    sums.extend(w.w.chunks_exact(w.k).map(|row| row.iter().map(|&v| v as i32).sum::<i32>()));
+}
+
 /// The layer over the first `rows` rows of the quantised tensor; `weight_sums` is scratch.
 pub fn linear(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bool, out: &mut [f32], weight_sums: &mut Vec<i32>) {
     assert!(xq.cols == w.k && rows <= xq.rows && out.len() >= rows * w.outs);
-    weight_sums.clear();
-    weight_sums.extend(w.w.chunks_exact(w.k).map(|row| row.iter().map(|&v| v as i32).sum::<i32>()));
+    fill_weight_sums(w, weight_sums);
     let sums = &weight_sums[..];
     let finish = |acc, _r, o| dequantize(xq, w, sums, acc, o);
     if saturating {
@@ -86,10 +78,11 @@ pub fn linear(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bo
 /// The same, one dot product at a time.
 pub fn linear_scalar(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bool, out: &mut [f32]) {
     let k = w.k;
-    let sums: Vec<i32> = w.w.chunks_exact(k).map(|row| row.iter().map(|&v| v as i32).sum()).collect();
+    let mut sums = Vec::new();
+    fill_weight_sums(w, &mut sums);
     for r in 0..rows {
         for o in 0..w.outs {
-            let acc = dot_scalar(&xq.values[r * k..(r + 1) * k], &w.w[o * k..(o + 1) * k], saturating);
+            let acc = pair_dot_scalar(&xq.values[r * k..(r + 1) * k], &w.w[o * k..(o + 1) * k], saturating);
             out[r * w.outs + o] = dequantize(xq, w, &sums, acc, o);
         }
     }
