@@ -81,7 +81,7 @@ def test_rustc_with_prebuilt_wasm_std_is_preferred_and_needs_no_build_std(tmp_pa
     assert toolchain.route == "rustup"
     assert toolchain.cargo == sysroot / "bin/cargo"
     assert toolchain.cargo_args == ()
-    assert toolchain.rustflags(CrateKind.COMMAND) == ["-C", "target-feature=+simd128"]
+    assert toolchain.rustflags(CrateKind.COMMAND) == ["-C", "target-feature=+simd128", "-C", "llvm-args=-disable-lsr"]
     assert "link-arg=--wasi-adapter=proxy" in toolchain.rustflags(CrateKind.HTTP_COMPONENT)
 
 

@@ -152,8 +152,10 @@ unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16
         let mut a_lo = [i32x4_splat(0); M];
         let mut a_hi = [i32x4_splat(0); M];
         for r in 0..M {
-            a_lo[r] = v128_load(a.add(r * k + i) as *const v128);
-            a_hi[r] = v128_load(a.add(r * k + i + 8) as *const v128);
+            // `+ 8` as its own step stays a constant the load's offset can carry (no i32.add)
+            let row = a.add(r * k + i);
+            a_lo[r] = v128_load(row as *const v128);
+            a_hi[r] = v128_load(row.add(8) as *const v128);
         }
         if S {
             saturating_step(&a_lo, &a_hi, w.add(i), k, &mut acc);
@@ -180,8 +182,9 @@ unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16
 #[inline(always)]
 unsafe fn exact_step<const M: usize, const N: usize>(a_lo: &[v128; M], a_hi: &[v128; M], w: *const i8, k: usize, acc: &mut [[v128; N]; M]) {
     for c in 0..N {
-        let w_lo = i16x8_load_extend_i8x8(w.add(c * k));
-        let w_hi = i16x8_load_extend_i8x8(w.add(c * k + 8));
+        let column = w.add(c * k);
+        let w_lo = i16x8_load_extend_i8x8(column);
+        let w_hi = i16x8_load_extend_i8x8(column.add(8));
         for r in 0..M {
             let sixteen = i32x4_add(i32x4_dot_i16x8(a_lo[r], w_lo), i32x4_dot_i16x8(a_hi[r], w_hi));
             acc[r][c] = i32x4_add(acc[r][c], sixteen);
