@@ -2,7 +2,8 @@
 
 model.bin holds the arrays of `DecoderIR.array_order()`; with Q8_0 every quantised array (the
 Linear weights and the tied token table, porter.decoder.quantized_arrays) becomes two: its int8
-values `<name>.q` and its per-block scales `<name>.scale`. The crate reuses the encoder crate's
+values `<name>.q` and its per-block scales `<name>.scale`; for q8_0_int8 both are stored in
+tiles of ROW_TILE rows (`tile_q8_0_rows`), the layout the crate's integer kernel reads. The crate reuses the encoder crate's
 onnxruntime kernels (templates/rust_forward/src/kernels/ort_float.rs and the float weight view
 it needs), copied in beside the decoder's own sources.
 """
@@ -21,7 +22,7 @@ import numpy as np
 from porter import TEMPLATES_DIR, pack
 from porter.build import _render_templates
 from porter.codegen import crate_name, f32_literal
-from porter.decoder import DecoderIR, quantize_q8_0, quantized_arrays
+from porter.decoder import Q8_0_BLOCK, DecoderIR, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 from porter.fsutil import replace_dir
 
@@ -30,6 +31,9 @@ SHARED_KERNELS = ("linear_f32.rs", "ort_float.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.decoder.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+# Rows per tile of q8_0_int8 weights: the same block of four rows side by side, so their four
+# scales are one v128 (templates/rust_decoder/src/linear.rs ROW_TILE; the crate checks it).
+ROW_TILE = 4
 
 
 @dataclass
@@ -51,12 +55,29 @@ def packed_arrays(ir: DecoderIR, quant: str) -> PackedDecoder:
     for name in ir.array_order():
         if name in quantised:
             q, scale = quantize_q8_0(ir.weights[name])
+            if quant == "q8_0_int8":
+                q, scale = tile_q8_0_rows(q, scale)
             names += [f"{name}.q", f"{name}.scale"]
             weights.update({f"{name}.q": q, f"{name}.scale": scale})
         else:
             names.append(name)
             weights[name] = ir.weights[name]
     return PackedDecoder(names, weights)
+
+
+def tile_q8_0_rows(q: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q8_0 values [rows, k] and scales [rows, blocks] -> tiles of ROW_TILE rows holding each
+    block of their rows side by side: values [tiles, blocks, ROW_TILE, 32] and scales [tiles,
+    blocks, ROW_TILE]. The last tile is padded with zero rows."""
+    rows, k = q.shape
+    blocks = k // Q8_0_BLOCK
+    tiles = -(-rows // ROW_TILE)
+    padded_q = np.zeros((tiles * ROW_TILE, k), np.int8)
+    padded_scale = np.zeros((tiles * ROW_TILE, blocks), np.float32)
+    padded_q[:rows], padded_scale[:rows] = q, scale
+    q_tiles = padded_q.reshape(tiles, ROW_TILE, blocks, Q8_0_BLOCK).transpose(0, 2, 1, 3)
+    scale_tiles = padded_scale.reshape(tiles, ROW_TILE, blocks).transpose(0, 2, 1)
+    return np.ascontiguousarray(q_tiles), np.ascontiguousarray(scale_tiles)
 
 
 def _array(entries: dict, name: str) -> dict:
@@ -88,7 +109,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
         "crate_name": crate_name(ir.source, crate_dir), "source_name": Path(ir.source).name,
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads,
         "head_dim": ir.head_dim, "ffn": ir.ffn, "scale": f32_literal(ir.scale), "weight_format": quant,
-        "int8_dot": quant == "q8_0_int8",
+        "int8_dot": quant == "q8_0_int8", "row_tile": ROW_TILE,
         "model_bytes": manifest["total_size"], "align": manifest["align"], "array_count": len(entries),
         "head": {**_weights(entries, "wte"), "bias": None, "outs": ir.vocab, "k": ir.hidden},
         "wpe": _array(entries, "wpe"),

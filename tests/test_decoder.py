@@ -10,7 +10,9 @@ from onnx import numpy_helper
 
 from fixtures import REPO, assert_one_line_error, run_porter
 from porter import decoder_proto
-from porter.decoder import (Q8_0_BLOCK, dequantize_q8_0, quantize_q8_0, recover_decoder, with_q8_0_weights)
+from porter.decoder import (Q8_0_BLOCK, DecoderIR, dequantize_q8_0, quantize_q8_0, recover_decoder,
+                            with_q8_0_weights)
+from porter.decoder_codegen import ROW_TILE, render_decoder_crate, tile_q8_0_rows
 from porter.decoder_execute import greedy
 from porter.decoder_reference import model_with_weights, ort_greedy
 from porter.errors import PorterError
@@ -88,6 +90,40 @@ def test_q8_0_int8_module_is_bit_identical_to_the_executor(ir, modules):
         ort_ids = reference[i][0]
         agreeing.append(next((k for k, (a, b) in enumerate(zip(ids, ort_ids)) if a != b), len(ids)))
     print(f"q8_0_int8: tokens equal to onnxruntime (q8_0 weights) before the first difference: {agreeing}")
+
+
+def test_q8_0_int8_tiles_hold_each_block_of_their_rows_side_by_side():
+    rng = np.random.default_rng(5)
+    rows, k = 6, 96  # two tiles of four rows, the second half padding
+    q = rng.integers(-127, 128, (rows, k)).astype(np.int8)
+    scale = rng.random((rows, k // Q8_0_BLOCK)).astype(np.float32)
+    q_tiles, scale_tiles = tile_q8_0_rows(q, scale)
+    assert q_tiles.shape == (2, 3, ROW_TILE, Q8_0_BLOCK) and scale_tiles.shape == (2, 3, ROW_TILE)
+    for row in range(2 * ROW_TILE):
+        for b in range(3):
+            tile, j = divmod(row, ROW_TILE)
+            values = q[row, b * 32:(b + 1) * 32] if row < rows else np.zeros(32, np.int8)
+            assert np.array_equal(q_tiles[tile, b, j], values)
+            assert scale_tiles[tile, b, j] == (scale[row, b] if row < rows else 0)
+
+
+def test_q8_0_int8_module_with_a_vocabulary_that_leaves_a_part_tile(ir, tmp_path):
+    """The token table / LM head of 2045 rows ends in a tile of one row and three zero rows:
+    the crate still equals the executor bit for bit (tinystories' own shapes are all whole tiles)."""
+    vocab = 2045
+    assert vocab % ROW_TILE
+    weights = {**ir.weights, "wte": ir.weights["wte"][:vocab]}
+    cut = DecoderIR(**{**{f: getattr(ir, f) for f in ir.__dataclass_fields__}, "vocab": vocab, "weights": weights})
+    out = render_decoder_crate(cut, tmp_path / "part-tile", "q8_0_int8")
+    result = run_porter("build", out)
+    assert result.returncode == 0, result.stderr
+    prompts = [np.asarray(p) % vocab for p in PROMPTS[:3]]
+    results, _ = decoder_proto.generate(next(out.glob("*.wasm")), prompts, 24, with_logits=True)
+    for prompt, r in zip(prompts, results):
+        ids, prompt_logits, step_logits = greedy(cut, prompt, 24, int8_dot=True)
+        assert r.generated == ids
+        assert r.prompt_logits.shape == (len(prompt), vocab)
+        assert np.array_equal(r.prompt_logits, prompt_logits) and np.array_equal(r.step_logits, step_logits)
 
 
 def test_q8_0_model_bin_is_an_eighth_bigger_than_int8(modules, ir):

@@ -3,7 +3,9 @@
 //!
 //! Or, for Q8_0 weights with int8 dot products (`q8_0_int8`), as porter.decoder's
 //! q8_0_int8_linear computes it: each input row quantised to Q8_0, integer block dot products,
-//! float32 only to scale and add the block sums (see `dot_q8_0_int8`).
+//! float32 only to scale and add the block sums (see `dot_q8_0_int8`). These weights are stored
+//! in tiles of ROW_TILE rows (porter/decoder_codegen.py `tile_q8_0_rows`), so that one pointer
+//! with constant offsets reaches the same block of every row of a tile.
 //!
 //! Q8_0 weights are dequantised as they are read, float32(q * d) exactly as porter.decoder
 //! defines the weights onnxruntime is verified with.
@@ -13,6 +15,11 @@ use core::arch::wasm32::*;
 use crate::kernels::ort_float::{sgemm_outputs, PACKED_STRIDE_K};
 
 pub const Q8_0_BLOCK: usize = 32;
+/// Q8_0Int8 weight rows per tile: tile t holds block b of its rows side by side, [tiles][blocks]
+/// [ROW_TILE][32] values and [tiles][blocks][ROW_TILE] scales; the last tile is padded with
+/// zero rows (zero values and scales), whose outputs are computed and dropped. Four: a tile's
+/// scales of one block are one v128. model.rs checks that model.bin was packed with the same.
+pub const ROW_TILE: usize = 4;
 /// Q8_0 weight rows dequantised at a time: the outputs a SIMD product advances together.
 const DEQUANTISED_ROWS: usize = 8;
 
@@ -20,7 +27,8 @@ pub enum Weights<'a> {
     Float(&'a [f32]),
     /// int8 values [outs, k] and one f32 scale per block of 32 along k.
     Q8_0 { q: &'a [i8], scale: &'a [f32] },
-    /// The same storage, multiplied by Q8_0-quantised inputs in integers.
+    /// The same values and scales in tiles of ROW_TILE rows, multiplied by Q8_0-quantised
+    /// inputs in integers.
     Q8_0Int8 { q: &'a [i8], scale: &'a [f32] },
 }
 
@@ -56,11 +64,20 @@ impl<'a> Linear<'a> {
         let k = self.k;
         match &self.weights {
             Weights::Float(w) => &w[o * k..(o + 1) * k],
-            Weights::Q8_0 { q, scale } | Weights::Q8_0Int8 { q, scale } => {
+            Weights::Q8_0 { q, scale } => {
                 let blocks = k / Q8_0_BLOCK;
                 let (q, scale) = (&q[o * k..(o + 1) * k], &scale[o * blocks..(o + 1) * blocks]);
                 for ((values, out), &d) in q.chunks_exact(Q8_0_BLOCK).zip(scratch.chunks_exact_mut(Q8_0_BLOCK)).zip(scale) {
                     dequantize_block(values, d, out);
+                }
+                &scratch[..k]
+            }
+            Weights::Q8_0Int8 { q, scale } => {
+                let blocks = k / Q8_0_BLOCK;
+                let (tile, j) = (o / ROW_TILE, o % ROW_TILE);
+                for (b, out) in scratch[..k].chunks_exact_mut(Q8_0_BLOCK).enumerate() {
+                    let at = (tile * blocks + b) * ROW_TILE + j;
+                    dequantize_block(&q[at * Q8_0_BLOCK..(at + 1) * Q8_0_BLOCK], scale[at], out);
                 }
                 &scratch[..k]
             }
@@ -165,10 +182,15 @@ unsafe fn block_lanes(w: *const i8, x: *const i16) -> v128 {
     }
 }
 
-/// acc_l += float(lane_l) * (d_w * d_x): one block of one output row.
+/// Lane j of v in every lane.
 #[inline(always)]
-fn accumulate(acc: v128, lanes: v128, block_scale: f32) -> v128 {
-    f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(lanes), f32x4_splat(block_scale)))
+fn lane_splat(v: v128, j: usize) -> v128 {
+    match j {
+        0 => i32x4_shuffle::<0, 0, 0, 0>(v, v),
+        1 => i32x4_shuffle::<1, 1, 1, 1>(v, v),
+        2 => i32x4_shuffle::<2, 2, 2, 2>(v, v),
+        _ => i32x4_shuffle::<3, 3, 3, 3>(v, v),
+    }
 }
 
 fn finish_q8_0(acc: v128, bias: Option<f32>) -> f32 {
@@ -176,55 +198,58 @@ fn finish_q8_0(acc: v128, bias: Option<f32>) -> f32 {
     bias.map_or(y, |b| y + b)
 }
 
-/// Quantised input rows (xq, xd: `rows` of them) against every Q8_0 weight row, two weight rows
-/// at a time, each pair applied to every input row while it is in cache (a prompt streams the
-/// weights once, not once per token).
-/// Under epoch interruption Cranelift keeps a loop's vector accumulator in a stack slot (the
-/// epoch check's slow path is a call), so each accumulation waits on a store and a load; two
-/// weight rows give two independent chains per iteration (one, two and four rows measured
-/// within noise of each other). Each output's arithmetic is the same as alone.
+/// Quantised input rows (xq, xd: `rows` of them) against every tile of Q8_0 weight rows, each
+/// tile applied to every input row while it is in cache (a prompt streams the weights once, not
+/// once per token). Each output's arithmetic is the same as alone.
 fn dot_q8_0_int8(xq: &[i16], xd: &[f32], rows: usize, q: &[i8], scale: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
     let (k, blocks) = (xq.len() / rows, xd.len() / rows);
     let outs = out.len() / rows;
-    assert!(q.len() >= outs * k && scale.len() >= outs * blocks && k == blocks * Q8_0_BLOCK);
+    let tiles = outs.div_ceil(ROW_TILE);
+    assert!(q.len() == tiles * ROW_TILE * k && scale.len() == tiles * ROW_TILE * blocks && k == blocks * Q8_0_BLOCK);
     assert!(xq.len() == rows * k && xd.len() == rows * blocks && out.len() == rows * outs);
-    let finish = |acc: v128, row: usize| finish_q8_0(acc, bias.map(|b| b[row]));
-    let mut row = 0;
-    while row + 2 <= outs {
-        let (d0, d1) = (&scale[row * blocks..(row + 1) * blocks], &scale[(row + 1) * blocks..(row + 2) * blocks]);
+    let mut acc = [f32x4_splat(0.0); ROW_TILE];
+    for t in 0..tiles {
+        let first = t * ROW_TILE;
         for r in 0..rows {
-            let xd = &xd[r * blocks..(r + 1) * blocks];
-            let (mut a0, mut a1) = (f32x4_splat(0.0), f32x4_splat(0.0));
-            // SAFETY: row + 1 < outs, so both rows' k weights lie inside q (asserted); input
-            // row r has k values.
-            unsafe {
-                let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr().add(r * k));
-                for b in 0..blocks {
-                    a0 = accumulate(a0, block_lanes(w, x), d0[b] * xd[b]);
-                    a1 = accumulate(a1, block_lanes(w.add(k), x), d1[b] * xd[b]);
-                    w = w.add(Q8_0_BLOCK);
-                    x = x.add(Q8_0_BLOCK);
-                }
+            // SAFETY: tile t's ROW_TILE * k values and ROW_TILE * blocks scales lie inside q and
+            // scale, and input row r's k values and blocks scales inside xq and xd (asserted).
+            unsafe { tile_dot(q.as_ptr().add(first * k), scale.as_ptr().add(first * blocks), xq.as_ptr().add(r * k), xd.as_ptr().add(r * blocks), blocks, &mut acc) };
+            for (j, &a) in acc.iter().enumerate().take(outs - first) {
+                out[r * outs + first + j] = finish_q8_0(a, bias.map(|b| b[first + j]));
             }
-            out[r * outs + row] = finish(a0, row);
-            out[r * outs + row + 1] = finish(a1, row + 1);
         }
-        row += 2;
     }
-    if row < outs {
-        for r in 0..rows {
-            let xd = &xd[r * blocks..(r + 1) * blocks];
-            let mut acc = f32x4_splat(0.0);
-            // SAFETY: as above, for the last row.
-            unsafe {
-                let (mut w, mut x) = (q.as_ptr().add(row * k), xq.as_ptr().add(r * k));
-                for b in 0..blocks {
-                    acc = accumulate(acc, block_lanes(w, x), scale[row * blocks + b] * xd[b]);
-                    w = w.add(Q8_0_BLOCK);
-                    x = x.add(Q8_0_BLOCK);
-                }
+}
+
+/// acc[j] = the four lane sums of tile row j against one input row: block after block,
+/// acc_l += float(lane_l) * (d_w * d_x), the four rows' scales multiplied by d_x in one step.
+///
+/// The accumulators are written to and read from memory (volatile), not carried in loop
+/// variables. Cranelift places each load where the wasm has it but each pure operation just
+/// before its first use, so loop-carried sums would be formed only at the loop's end, with all
+/// sixteen weight vectors of the tile live until then, and they would be spilled anyway across
+/// the loop header (its epoch check's slow path is a call). Stored each block, every row's
+/// products are formed right after its own loads: no vector stays live across the header.
+///
+/// SAFETY: w points at a tile (blocks * ROW_TILE * 32 values), d at its blocks * ROW_TILE scales,
+/// x at one input row's blocks * 32 values, xs at its blocks scales.
+#[inline(always)]
+unsafe fn tile_dot(mut w: *const i8, mut d: *const f32, mut x: *const i16, mut xs: *const f32, blocks: usize, acc: &mut [v128; ROW_TILE]) {
+    let acc = acc.as_mut_ptr();
+    unsafe {
+        for j in 0..ROW_TILE {
+            acc.add(j).write_volatile(f32x4_splat(0.0));
+        }
+        for _ in 0..blocks {
+            let scales = f32x4_mul(v128_load(d as *const v128), f32x4_splat(*xs));
+            for j in 0..ROW_TILE {
+                let products = f32x4_mul(f32x4_convert_i32x4(block_lanes(w.add(j * Q8_0_BLOCK), x)), lane_splat(scales, j));
+                acc.add(j).write_volatile(f32x4_add(acc.add(j).read_volatile(), products));
             }
-            out[r * outs + row] = finish(acc, row);
+            w = w.add(ROW_TILE * Q8_0_BLOCK);
+            d = d.add(ROW_TILE);
+            x = x.add(Q8_0_BLOCK);
+            xs = xs.add(1);
         }
     }
 }
