@@ -240,16 +240,34 @@ unsafe fn tile_dot(mut w: *const i8, mut d: *const f32, mut x: *const i16, mut x
         for j in 0..ROW_TILE {
             acc.add(j).write_volatile(f32x4_splat(0.0));
         }
-        for _ in 0..blocks {
-            let scales = f32x4_mul(v128_load(d as *const v128), f32x4_splat(*xs));
-            for j in 0..ROW_TILE {
-                let products = f32x4_mul(f32x4_convert_i32x4(block_lanes(w.add(j * Q8_0_BLOCK), x)), lane_splat(scales, j));
-                acc.add(j).write_volatile(f32x4_add(acc.add(j).read_volatile(), products));
-            }
-            w = w.add(ROW_TILE * Q8_0_BLOCK);
-            d = d.add(ROW_TILE);
-            x = x.add(Q8_0_BLOCK);
-            xs = xs.add(1);
+        // two blocks per iteration: half the loop's epoch checks and pointer updates
+        let mut left = blocks;
+        while left >= 2 {
+            tile_block(w, d, x, *xs, acc);
+            tile_block(w.add(ROW_TILE * Q8_0_BLOCK), d.add(ROW_TILE), x.add(Q8_0_BLOCK), *xs.add(1), acc);
+            w = w.add(2 * ROW_TILE * Q8_0_BLOCK);
+            d = d.add(2 * ROW_TILE);
+            x = x.add(2 * Q8_0_BLOCK);
+            xs = xs.add(2);
+            left -= 2;
+        }
+        if left == 1 {
+            tile_block(w, d, x, *xs, acc);
+        }
+    }
+}
+
+/// acc[j] += one block of tile row j against the input block at x (scale x_scale).
+///
+/// SAFETY: w points at a tile's block (ROW_TILE * 32 values), d at its ROW_TILE scales, x at
+/// 32 input values, acc at ROW_TILE accumulators.
+#[inline(always)]
+unsafe fn tile_block(w: *const i8, d: *const f32, x: *const i16, x_scale: f32, acc: *mut v128) {
+    unsafe {
+        let scales = f32x4_mul(v128_load(d as *const v128), f32x4_splat(x_scale));
+        for j in 0..ROW_TILE {
+            let products = f32x4_mul(f32x4_convert_i32x4(block_lanes(w.add(j * Q8_0_BLOCK), x)), lane_splat(scales, j));
+            acc.add(j).write_volatile(f32x4_add(acc.add(j).read_volatile(), products));
         }
     }
 }
