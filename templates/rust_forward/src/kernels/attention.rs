@@ -195,31 +195,71 @@ fn query_block<const R: usize>(
     unsafe { context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr().add(i0 * hidden + head * d)) };
 }
 
-/// scores[r][j] = sum_c query[r][c] * key_t[c][j], each sum in c order, 8 keys per iteration.
+/// Products added per step of the score and context loops, each sum still in its own order.
+const STEP: usize = 4;
+
+// The running sums of both loops below live in memory (volatile reads and writes), not in loop
+// variables. Cranelift keeps each load where the wasm has it but places each pure operation
+// just before its first use: loop-carried sums would be formed only at the loop's end, with
+// every vector loaded in the step live until then, and spilled anyway across the loop header
+// (its epoch check's slow path is a call). Read and written once per STEP products, a row's
+// arithmetic runs right after its own loads and no vector is live across the header.
+
+/// f(0), f(1), .., f(R - 1) as straight-line code. LLVM leaves a row loop with a body this long
+/// rolled, and the loop would put an epoch check, with the step's loaded vectors spilled
+/// across it, between the rows.
+#[inline(always)]
+fn each_row<const R: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(R <= 8, "attention query blocks have at most 8 rows (porter/tune.py)") };
+    // written out: a `for` over the eight would stay a loop
+    if R > 0 { f(0) }
+    if R > 1 { f(1) }
+    if R > 2 { f(2) }
+    if R > 3 { f(3) }
+    if R > 4 { f(4) }
+    if R > 5 { f(5) }
+    if R > 6 { f(6) }
+    if R > 7 { f(7) }
+}
+
+/// p[0..U], each in all four lanes: four as one load and lane shuffles (Cranelift turns each
+/// scalar splat load into a load, a move and a broadcast).
+#[inline(always)]
+unsafe fn splats<const U: usize>(p: *const f32) -> [v128; U] {
+    if U == 4 {
+        let v = v128_load(p as *const v128);
+        let lanes = [i32x4_shuffle::<0, 0, 0, 0>(v, v), i32x4_shuffle::<1, 1, 1, 1>(v, v), i32x4_shuffle::<2, 2, 2, 2>(v, v), i32x4_shuffle::<3, 3, 3, 3>(v, v)];
+        core::array::from_fn(|u| lanes[u])
+    } else {
+        core::array::from_fn(|u| v128_load32_splat(p.add(u) as *const u32))
+    }
+}
+
+/// scores[r][j] = sum_c query[r][c] * key_t[c][j], each sum in c order, 8 keys per pass.
 #[inline(always)]
 unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, scores: *mut f32) {
+    let mut sums = [[f32x4_splat(0.0); 2]; R];
+    let sums = sums.as_mut_ptr() as *mut v128;
     let mut j = 0;
     while j + 8 <= keys {
-        let mut lo = [f32x4_splat(0.0); R];
-        let mut hi = [f32x4_splat(0.0); R];
         let (k_lo, k_hi) = (v128_load(key_t.add(j) as *const v128), v128_load(key_t.add(j + 4) as *const v128));
         for r in 0..R {
-            let qv = f32x4_splat(*query.add(r * d));
-            lo[r] = f32x4_mul(qv, k_lo);
-            hi[r] = f32x4_mul(qv, k_hi);
+            let qv = v128_load32_splat(query.add(r * d) as *const u32);
+            sums.add(2 * r).write_volatile(f32x4_mul(qv, k_lo));
+            sums.add(2 * r + 1).write_volatile(f32x4_mul(qv, k_hi));
         }
-        for c in 1..d {
-            let row = key_t.add(c * keys + j);
-            let (k_lo, k_hi) = (v128_load(row as *const v128), v128_load(row.add(4) as *const v128));
-            for r in 0..R {
-                let qv = f32x4_splat(*query.add(r * d + c));
-                lo[r] = f32x4_add(lo[r], f32x4_mul(qv, k_lo));
-                hi[r] = f32x4_add(hi[r], f32x4_mul(qv, k_hi));
-            }
+        let mut c = 1;
+        while c + STEP <= d {
+            score_step::<R, STEP>(query.add(c), key_t.add(c * keys + j), d, keys, sums);
+            c += STEP;
+        }
+        while c < d {
+            score_step::<R, 1>(query.add(c), key_t.add(c * keys + j), d, keys, sums);
+            c += 1;
         }
         for r in 0..R {
-            v128_store(scores.add(r * keys + j) as *mut v128, lo[r]);
-            v128_store(scores.add(r * keys + j + 4) as *mut v128, hi[r]);
+            v128_store(scores.add(r * keys + j) as *mut v128, sums.add(2 * r).read_volatile());
+            v128_store(scores.add(r * keys + j + 4) as *mut v128, sums.add(2 * r + 1).read_volatile());
         }
         j += 8;
     }
@@ -232,6 +272,29 @@ unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: 
             *scores.add(r * keys + jj) = s;
         }
     }
+}
+
+/// sums[r] += query[r][u] * key_t[u][0..8] for u in 0..U, in u order (query and key_t point at
+/// the step's first dimension; sums holds each row's two vectors of eight keys).
+#[inline(always)]
+unsafe fn score_step<const R: usize, const U: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, sums: *mut v128) {
+    let mut k_lo = [f32x4_splat(0.0); U];
+    let mut k_hi = [f32x4_splat(0.0); U];
+    for u in 0..U {
+        let row = key_t.add(u * keys);
+        k_lo[u] = v128_load(row as *const v128);
+        k_hi[u] = v128_load(row.add(4) as *const v128);
+    }
+    each_row::<R>(|r| {
+        let (mut lo, mut hi) = (sums.add(2 * r).read_volatile(), sums.add(2 * r + 1).read_volatile());
+        let qv = splats::<U>(query.add(r * d));
+        for u in 0..U {
+            lo = f32x4_add(lo, f32x4_mul(qv[u], k_lo[u]));
+            hi = f32x4_add(hi, f32x4_mul(qv[u], k_hi[u]));
+        }
+        sums.add(2 * r).write_volatile(lo);
+        sums.add(2 * r + 1).write_volatile(hi);
+    });
 }
 
 /// The vector form of finish_scores_scalar.
@@ -308,13 +371,13 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32])
     }
 }
 
-/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order, 16 dimensions per pass.
+/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order, 8 dimensions per pass.
 #[inline(always)]
 unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, d: usize, ctx: *mut f32) {
     let mut c0 = 0;
-    while c0 + 16 <= d {
-        context_columns::<R, 4>(probs, v.add(c0), hidden, keys, ctx.add(c0), hidden);
-        c0 += 16;
+    while c0 + 8 <= d {
+        context_columns::<R, 2>(probs, v.add(c0), hidden, keys, ctx.add(c0), hidden);
+        c0 += 8;
     }
     while c0 + 4 <= d {
         context_columns::<R, 1>(probs, v.add(c0), hidden, keys, ctx.add(c0), hidden);
@@ -331,6 +394,7 @@ unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden
     }
 }
 
+/// ctx[r][4w..4w + 4] for w < W: the context of R rows over 4 * W dimensions.
 #[inline(always)]
 unsafe fn context_columns<const R: usize, const W: usize>(
     probs: *const f32,
@@ -340,28 +404,53 @@ unsafe fn context_columns<const R: usize, const W: usize>(
     ctx: *mut f32,
     ctx_stride: usize,
 ) {
-    let mut acc = [[f32x4_splat(0.0); W]; R];
-    for w in 0..W {
-        let vv = v128_load(v.add(4 * w) as *const v128);
-        for r in 0..R {
-            acc[r][w] = f32x4_mul(f32x4_splat(*probs.add(r * keys)), vv);
+    let mut sums = [[f32x4_splat(0.0); W]; R];
+    let sums = sums.as_mut_ptr() as *mut v128;
+    for r in 0..R {
+        let pr = v128_load32_splat(probs.add(r * keys) as *const u32);
+        for w in 0..W {
+            sums.add(r * W + w).write_volatile(f32x4_mul(pr, v128_load(v.add(4 * w) as *const v128)));
         }
     }
-    for j in 1..keys {
-        let mut vv = [f32x4_splat(0.0); W];
-        for w in 0..W {
-            vv[w] = v128_load(v.add(j * hidden + 4 * w) as *const v128);
-        }
-        for r in 0..R {
-            let pr = f32x4_splat(*probs.add(r * keys + j));
-            for w in 0..W {
-                acc[r][w] = f32x4_add(acc[r][w], f32x4_mul(pr, vv[w]));
-            }
-        }
+    let mut j = 1;
+    while j + STEP <= keys {
+        context_step::<R, W, STEP>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
+        j += STEP;
+    }
+    while j < keys {
+        context_step::<R, W, 1>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
+        j += 1;
     }
     for r in 0..R {
         for w in 0..W {
-            v128_store(ctx.add(r * ctx_stride + 4 * w) as *mut v128, acc[r][w]);
+            v128_store(ctx.add(r * ctx_stride + 4 * w) as *mut v128, sums.add(r * W + w).read_volatile());
         }
     }
+}
+
+/// sums[r][w] += probs[r][u] * v[u][4w..4w + 4] for u in 0..U, in u order (probs and v point at
+/// the step's first key).
+#[inline(always)]
+unsafe fn context_step<const R: usize, const W: usize, const U: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, sums: *mut v128) {
+    let mut vv = [[f32x4_splat(0.0); W]; U];
+    for u in 0..U {
+        for w in 0..W {
+            vv[u][w] = v128_load(v.add(u * hidden + 4 * w) as *const v128);
+        }
+    }
+    each_row::<R>(|r| {
+        let mut acc = [f32x4_splat(0.0); W];
+        for w in 0..W {
+            acc[w] = sums.add(r * W + w).read_volatile();
+        }
+        let pr = splats::<U>(probs.add(r * keys));
+        for u in 0..U {
+            for w in 0..W {
+                acc[w] = f32x4_add(acc[w], f32x4_mul(pr[u], vv[u][w]));
+            }
+        }
+        for w in 0..W {
+            sums.add(r * W + w).write_volatile(acc[w]);
+        }
+    });
 }
