@@ -141,8 +141,9 @@ pub fn attention(
     assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
     assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys);
     if p.onnxruntime {
+        let ort_scratch = ort_float::OrtAttentionScratch { scores: &mut scratch.probs, keys_t: &mut scratch.key_t, scaled: &mut scratch.query };
         return ort_float::attention(p.heads, p.head_dim, p.scale, p.scale_on_query, p.mask_value, q, k, v, keep,
-                                    rows, keys, ctx, &mut scratch.probs);
+                                    rows, keys, ctx, ort_scratch);
     }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {

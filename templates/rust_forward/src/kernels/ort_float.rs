@@ -639,6 +639,17 @@ pub fn m1_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, out: &mut [f32]) {
 /// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's, context by MatMul (SGEMM,
 /// or the M = 1 kernel for a single query row).
 #[allow(clippy::too_many_arguments)]
+/// Work buffers of `attention`, the caller's, allocated once per forward pass.
+pub struct OrtAttentionScratch<'a> {
+    /// One query row's scores: at least keys.
+    pub scores: &'a mut [f32],
+    /// One head's keys transposed ([d][keys]): each score is then a column of q . K^T, and the
+    /// column kernel runs eight chains of relaxed_madd with no shuffles, each in sgemm_dot's order.
+    pub keys_t: &'a mut [f32],
+    /// One query row scaled, where the graph scales Q: at least d.
+    pub scaled: &'a mut [f32],
+}
+
 pub fn attention(
     heads: usize,
     head_dim: usize,
@@ -652,15 +663,12 @@ pub fn attention(
     rows: usize,
     keys: usize,
     ctx: &mut [f32],
-    scores: &mut [f32],
+    scratch: OrtAttentionScratch,
 ) {
     let d = head_dim;
     let hidden = heads * d;
-    let scores = &mut scores[..keys];
-    let mut scaled = vec![0.0f32; d];
-    // One head's keys transposed ([d][keys]): each score is then a column of q . K^T, and the
-    // column kernel runs eight chains of relaxed_madd with no shuffles, each in sgemm_dot's order.
-    let mut keys_t = vec![0.0f32; d * keys];
+    let OrtAttentionScratch { scores, keys_t, scaled } = scratch;
+    let (scores, keys_t, scaled) = (&mut scores[..keys], &mut keys_t[..d * keys], &mut scaled[..d]);
     for h in 0..heads {
         let v_head = &v[h * d..];
         for key in 0..keys {
@@ -676,7 +684,7 @@ pub fn attention(
                 for (s, &qc) in scaled.iter_mut().zip(query) {
                     *s = qc * scale;
                 }
-                (query, alpha) = (&scaled, 1.0);
+                (query, alpha) = (&*scaled, 1.0);
             }
             sgemm_columns(query, &keys_t, keys, keys, stride_k(keys, d, false), alpha, scores);
             if let Some(keep) = keep {
