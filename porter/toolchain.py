@@ -82,7 +82,7 @@ class Toolchain:
         # addresses without `inbounds`, so LLVM cannot put the constant into the wasm load's
         # offset and emits an i32.add per load (one more x86 instruction and one more live
         # register under Cranelift). Without it the constants stay load offsets and fold into
-        # x86 addressing modes: the int8 GEMM's 4 x 4 x 16 step goes from 181 to 153
+        # x86 addressing modes: the int8 GEMM's step (then 4 x 4 x 16) went from 181 to 153
         # instructions (MiniLM-L6 matmul about 14 % faster). Address arithmetic only: every
         # kernel's result is unchanged.
         flags += ["-C", "llvm-args=-disable-lsr"]

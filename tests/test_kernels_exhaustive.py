@@ -289,7 +289,7 @@ MUTATIONS = {
                                ["gelu", 0, 100_000, SCATTER_STRIDE]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
     "ort dot saturation dropped": ("src/kernels/gemm.rs",
-                                   "i16x8_add_sat(i16x8_mul(a_even[r], w_even)", "i16x8_add(i16x8_mul(a_even[r], w_even)",
+                                   "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
                                    ["kernels", 11]),
 }
 

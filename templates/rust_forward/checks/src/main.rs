@@ -26,6 +26,9 @@
 mod kernels;
 #[path = "../../src/tuning.rs"]
 mod tuning;
+// The shapes the kernels are specialised for (the model's embedded weights are not used here).
+#[path = "../../src/model.rs"]
+mod model;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -38,6 +41,7 @@ use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scal
 use kernels::ort_float;
 use kernels::ort_quant::{self, TensorQuantized};
 use kernels::quantize::*;
+use model::GEMM_DEPTHS;
 
 const MAX_REPORTED: usize = 5;
 
@@ -230,8 +234,10 @@ fn check_quant_random(asymmetric: bool, seed: u64, rows: u64) -> ! {
 fn check_kernels(seed: u64) -> ! {
     let mut tally = Tally::new("kernels");
     let mut rng = Rng(seed | 1);
-    for _ in 0..20 {
-        let (rows, k, outs) = (1 + rng.below(13) as usize, 1 + rng.below(70) as usize, 1 + rng.below(11) as usize);
+    for t in 0..20 {
+        // the first trials at the model's own depths: the GEMM's constant-k paths
+        let depth = |t: usize, rng: &mut Rng, most: u64| if t < GEMM_DEPTHS.len() { GEMM_DEPTHS[t] } else { 1 + rng.below(most) as usize };
+        let (rows, k, outs) = (1 + rng.below(13) as usize, depth(t, &mut rng, 70), 1 + rng.below(11) as usize);
         let a: Vec<i16> = (0..rows * k).map(|_| rng.below(511) as i16 - 255).collect();
         let scales: Vec<f32> = (0..rows).map(|_| rng.unit().abs() + 0.01).collect();
         let w: Vec<i8> = (0..outs * k).map(|_| rng.i8()).collect();
@@ -256,7 +262,7 @@ fn check_kernels(seed: u64) -> ! {
         tally.record(same_f32(eigen_sum(&v), eigen_sum_scalar(&v)), || format!("eigen_sum n={n}"));
 
         // uint8 activations against int8 weights; large weights make int16 pair sums saturate.
-        let (rows, k, outs) = (1 + rng.below(13) as usize, 1 + rng.below(100) as usize, 1 + rng.below(11) as usize);
+        let (rows, k, outs) = (1 + rng.below(13) as usize, depth(t, &mut rng, 100), 1 + rng.below(11) as usize);
         let values: Vec<i16> = (0..rows * k).map(|_| rng.below(u8::MAX as u64 + 1) as i16).collect();
         let w: Vec<i8> = (0..outs * k).map(|_| if rng.below(2) == 0 { rng.i8() } else { [-128, 127, -100, 120][rng.below(4) as usize] }).collect();
         let xq = TensorQuantized { values, rows, cols: k, scale: rng.unit().abs() + 0.01, zero_point: rng.below(u8::MAX as u64 + 1) as i32 };

@@ -2,14 +2,15 @@
 //! acc = sum_k a[r][k] * w[o][k] over quantised activations a (i16, q - zp) and int8 weights.
 //!
 //! Integer sums are exact in any order, so the SIMD kernel blocks and reorders them freely: a
-//! register tile of TILE_ROWS activation rows x TILE_OUTS weight rows, 16 k per iteration, each
-//! loaded vector reused across the tile, i32x4_dot_i16x8 multiplying and pair-adding in one
+//! tile of TILE_ROWS activation rows x TILE_OUTS weight rows, 32 k per iteration, each loaded
+//! vector reused across the tile, i32x4_dot_i16x8 multiplying and pair-adding in one
 //! instruction. The only float step, the dequantisation, keeps the reference's order.
 //! onnxruntime's u8 x s8 dot (ort_quant.rs) runs through the same tiles, its int16 pair
 //! saturation included, with its own dequantisation.
 
 use core::arch::wasm32::*;
 
+use crate::model::GEMM_DEPTHS;
 use crate::tuning::{GEMM_TILE_OUTS, GEMM_TILE_ROWS};
 
 /// The weights of one int8 Linear, read in place from model.bin.
@@ -92,20 +93,39 @@ pub fn integer_gemm<const PAIRS_SATURATE: bool>(
     finish: impl Fn(i32, usize, usize) -> f32 + Copy,
 ) {
     assert!(a.len() >= rows * w.k && out.len() >= rows * w.outs && w.w.len() == w.outs * w.k);
+    // The model's Linear depths as constants, so the tile's row strides become load offsets
+    // (with a runtime k each row needs an address register, more than Cranelift keeps across
+    // the loop header); 0 takes k at run time.
+    match w.k {
+        k if k == GEMM_DEPTHS[0] => row_blocks::<PAIRS_SATURATE, { GEMM_DEPTHS[0] }>(a, rows, w, out, finish),
+        k if k == GEMM_DEPTHS[1] => row_blocks::<PAIRS_SATURATE, { GEMM_DEPTHS[1] }>(a, rows, w, out, finish),
+        _ => row_blocks::<PAIRS_SATURATE, 0>(a, rows, w, out, finish),
+    }
+}
+
+/// Every output of the first `rows` rows, TILE_ROWS rows at a time; K is w.k or 0.
+#[inline(always)]
+fn row_blocks<const S: bool, const K: usize>(
+    a: &[i16],
+    rows: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32 + Copy,
+) {
     let mut r0 = 0;
     while r0 + GEMM_TILE_ROWS <= rows {
-        row_block::<GEMM_TILE_ROWS, PAIRS_SATURATE>(a, r0, w, out, finish);
+        row_block::<GEMM_TILE_ROWS, S, K>(a, r0, w, out, finish);
         r0 += GEMM_TILE_ROWS;
     }
     while r0 < rows {
-        row_block::<1, PAIRS_SATURATE>(a, r0, w, out, finish);
+        row_block::<1, S, K>(a, r0, w, out, finish);
         r0 += 1;
     }
 }
 
 /// All outputs of M activation rows starting at r0.
 #[inline(always)]
-fn row_block<const M: usize, const S: bool>(
+fn row_block<const M: usize, const S: bool, const K: usize>(
     a: &[i16],
     r0: usize,
     w: &Int8Weights,
@@ -114,17 +134,17 @@ fn row_block<const M: usize, const S: bool>(
 ) {
     let mut o0 = 0;
     while o0 + GEMM_TILE_OUTS <= w.outs {
-        store_tile::<M, GEMM_TILE_OUTS, S>(a, r0, o0, w, out, finish);
+        store_tile::<M, GEMM_TILE_OUTS, S, K>(a, r0, o0, w, out, finish);
         o0 += GEMM_TILE_OUTS;
     }
     while o0 < w.outs {
-        store_tile::<M, 1, S>(a, r0, o0, w, out, finish);
+        store_tile::<M, 1, S, K>(a, r0, o0, w, out, finish);
         o0 += 1;
     }
 }
 
 #[inline(always)]
-fn store_tile<const M: usize, const N: usize, const S: bool>(
+fn store_tile<const M: usize, const N: usize, const S: bool, const K: usize>(
     a: &[i16],
     r0: usize,
     o0: usize,
@@ -132,8 +152,8 @@ fn store_tile<const M: usize, const N: usize, const S: bool>(
     out: &mut [f32],
     finish: impl Fn(i32, usize, usize) -> f32,
 ) {
-    let k = w.k;
-    // SAFETY: integer_gemm asserted the slice lengths; the tile lies inside rows x outs.
+    let k = if K == 0 { w.k } else { K };
+    // SAFETY: integer_gemm asserted the slice lengths (and K == w.k); the tile lies inside rows x outs.
     let acc = unsafe { tile_dots::<M, N, S>(a.as_ptr().add(r0 * k), w.w.as_ptr().add(o0 * k), k) };
     for r in 0..M {
         for c in 0..N {
@@ -142,73 +162,98 @@ fn store_tile<const M: usize, const N: usize, const S: bool>(
     }
 }
 
+/// k values per step of the tiles: two steps of sixteen, then one where sixteen are left (the
+/// rest, fewer than sixteen, goes to tail_dot).
+const NARROW_K: usize = 16;
+const WIDE_K: usize = 2 * NARROW_K;
+
 /// Integer dot products of M activation rows with N weight rows (row stride k each).
+///
+/// The tile's sums go through memory (volatile reads and writes) once per step rather than
+/// being carried in loop variables: Cranelift keeps each load where the wasm has it but places
+/// each pure operation just before its first use, so carried sums would be formed only at the
+/// loop's end with every vector of the step live until then, and spilled anyway across the
+/// loop header (its epoch check's slow path is a call).
 #[inline(always)]
 unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16, w: *const i8, k: usize) -> [[i32; N]; M] {
     let mut acc = [[i32x4_splat(0); N]; M];
-    let full = k / 16 * 16;
+    let sums = acc.as_mut_ptr() as *mut v128;
+    let (wide, full) = (k / WIDE_K * WIDE_K, k / NARROW_K * NARROW_K);
     let mut i = 0;
-    while i < full {
-        let mut a_lo = [i32x4_splat(0); M];
-        let mut a_hi = [i32x4_splat(0); M];
-        for r in 0..M {
-            // `+ 8` as its own step stays a constant the load's offset can carry (no i32.add)
-            let row = a.add(r * k + i);
-            a_lo[r] = v128_load(row as *const v128);
-            a_hi[r] = v128_load(row.add(8) as *const v128);
-        }
-        if S {
-            saturating_step(&a_lo, &a_hi, w.add(i), k, &mut acc);
-        } else {
-            exact_step(&a_lo, &a_hi, w.add(i), k, &mut acc);
-        }
-        i += 16;
+    while i < wide {
+        step::<M, N, S, { WIDE_K / 8 }>(a.add(i), w.add(i), k, sums);
+        i += WIDE_K;
     }
-    let mut sums = [[0i32; N]; M];
+    if i < full {
+        step::<M, N, S, { NARROW_K / 8 }>(a.add(i), w.add(i), k, sums);
+    }
+    let mut dots = [[0i32; N]; M];
     for r in 0..M {
         for c in 0..N {
-            let v = acc[r][c];
-            sums[r][c] = i32x4_extract_lane::<0>(v)
+            let v = sums.add(r * N + c).read_volatile();
+            dots[r][c] = i32x4_extract_lane::<0>(v)
                 + i32x4_extract_lane::<1>(v)
                 + i32x4_extract_lane::<2>(v)
                 + i32x4_extract_lane::<3>(v)
                 + tail_dot::<S>(a.add(r * k), w.add(c * k), full, k);
         }
     }
-    sums
+    dots
 }
 
-/// acc[r][c] += the products of 16 k: a_lo/a_hi hold row r's, w + c * k column c's.
+/// sums[r][c] += the products of 8 * H values (H even) of row r (a + r * k) and column c
+/// (w + c * k). The rows' activations are loaded once and each column's weights once.
+///
+/// With S each pair (k = 2i, 2i + 1) is saturated to int16 first: even and odd values are split
+/// into their own vectors, so one i16x8.add_sat_s forms eight saturated pair sums (vpmaddubsw's
+/// arithmetic), each product exact in an i16 lane (|a * w| <= 255 * 128).
 #[inline(always)]
-unsafe fn exact_step<const M: usize, const N: usize>(a_lo: &[v128; M], a_hi: &[v128; M], w: *const i8, k: usize, acc: &mut [[v128; N]; M]) {
+unsafe fn step<const M: usize, const N: usize, const S: bool, const H: usize>(a: *const i16, w: *const i8, k: usize, sums: *mut v128) {
+    let mut rows = [[i32x4_splat(0); H]; M];
+    for r in 0..M {
+        let row = a.add(r * k);
+        for h in (0..H).step_by(2) {
+            let (lo, hi) = (v128_load(row.add(8 * h) as *const v128), v128_load(row.add(8 * h + 8) as *const v128));
+            [rows[r][h], rows[r][h + 1]] = if S { split_even_odd(lo, hi) } else { [lo, hi] };
+        }
+    }
+    let ones = i16x8_splat(1);
     for c in 0..N {
         let column = w.add(c * k);
-        let w_lo = i16x8_load_extend_i8x8(column);
-        let w_hi = i16x8_load_extend_i8x8(column.add(8));
+        let mut weights = [i32x4_splat(0); H];
+        for h in (0..H).step_by(2) {
+            [weights[h], weights[h + 1]] = if S {
+                // i16 lane j of sixteen weights holds w[2j] in its low byte and w[2j + 1] in its high one
+                let w16 = v128_load(column.add(8 * h) as *const v128);
+                [i16x8_shr(i16x8_shl(w16, 8), 8), i16x8_shr(w16, 8)]
+            } else {
+                [i16x8_load_extend_i8x8(column.add(8 * h)), i16x8_load_extend_i8x8(column.add(8 * h + 8))]
+            };
+        }
         for r in 0..M {
-            let sixteen = i32x4_add(i32x4_dot_i16x8(a_lo[r], w_lo), i32x4_dot_i16x8(a_hi[r], w_hi));
-            acc[r][c] = i32x4_add(acc[r][c], sixteen);
+            let mut products = i32x4_splat(0);
+            for h in (0..H).step_by(2) {
+                let sixteen = if S {
+                    let pairs = i16x8_add_sat(i16x8_mul(rows[r][h], weights[h]), i16x8_mul(rows[r][h + 1], weights[h + 1]));
+                    i32x4_dot_i16x8(pairs, ones)
+                } else {
+                    i32x4_add(i32x4_dot_i16x8(rows[r][h], weights[h]), i32x4_dot_i16x8(rows[r][h + 1], weights[h + 1]))
+                };
+                products = i32x4_add(products, sixteen);
+            }
+            let sum = sums.add(r * N + c);
+            sum.write_volatile(i32x4_add(sum.read_volatile(), products));
         }
     }
 }
 
-/// The same with each pair (k = 2i, 2i + 1) saturated to int16 first: even and odd values are
-/// split into their own vectors, so one i16x8.add_sat_s forms eight saturated pair sums
-/// (vpmaddubsw's arithmetic), each product exact in an i16 lane (|a * w| <= 255 * 128).
+/// Sixteen i16 values as [even-index values, odd-index values].
 #[inline(always)]
-unsafe fn saturating_step<const M: usize, const N: usize>(a_lo: &[v128; M], a_hi: &[v128; M], w: *const i8, k: usize, acc: &mut [[v128; N]; M]) {
-    let ones = i16x8_splat(1);
-    let a_even = core::array::from_fn::<v128, M, _>(|r| i8x16_shuffle::<0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29>(a_lo[r], a_hi[r]));
-    let a_odd = core::array::from_fn::<v128, M, _>(|r| i8x16_shuffle::<2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31>(a_lo[r], a_hi[r]));
-    for c in 0..N {
-        // i16 lane j of the sixteen weights holds w[2j] in its low byte and w[2j + 1] in its high one
-        let w16 = v128_load(w.add(c * k) as *const v128);
-        let (w_even, w_odd) = (i16x8_shr(i16x8_shl(w16, 8), 8), i16x8_shr(w16, 8));
-        for r in 0..M {
-            let pairs = i16x8_add_sat(i16x8_mul(a_even[r], w_even), i16x8_mul(a_odd[r], w_odd));
-            acc[r][c] = i32x4_add(acc[r][c], i32x4_dot_i16x8(pairs, ones));
-        }
-    }
+fn split_even_odd(lo: v128, hi: v128) -> [v128; 2] {
+    [
+        i8x16_shuffle::<0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29>(lo, hi),
+        i8x16_shuffle::<2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31>(lo, hi),
+    ]
 }
 
 /// sum over t in from..k of a[t] * w[t], pairs (from is even) saturated to int16 when S.
