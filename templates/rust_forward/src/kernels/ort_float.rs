@@ -577,6 +577,11 @@ fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f3
     0
 }
 
+///
+/// The chains go through memory (volatile) once per four products rather than being carried in
+/// loop variables: Cranelift spills every vector live across a loop header (the epoch check's
+/// slow path is a call) and forms pure arithmetic only where it is first used, so carried
+/// chains would cost a spill per product and be formed with every loaded row live.
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize, alpha: f32) -> [v128; G] {
@@ -585,14 +590,32 @@ unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize
     let mut result: Option<[v128; G]> = None;
     for start in (0..k).step_by(block) {
         let mut chains = [f32x4_splat(0.0); G];
-        for j in start..k.min(start + block) {
+        let sums = chains.as_mut_ptr();
+        let end = k.min(start + block);
+        let mut j = start;
+        // SAFETY (both loops): j + u < end <= k, so p[j + u] and row j + u's 4G values lie inside
+        // p and v (asserted).
+        while j + 4 <= end {
+            let four = v128_load(p.as_ptr().add(j) as *const v128);
+            let pj = [i32x4_shuffle::<0, 0, 0, 0>(four, four), i32x4_shuffle::<1, 1, 1, 1>(four, four),
+                      i32x4_shuffle::<2, 2, 2, 2>(four, four), i32x4_shuffle::<3, 3, 3, 3>(four, four)];
+            for g in 0..G {
+                let mut chain = sums.add(g).read_volatile();
+                for (u, &pu) in pj.iter().enumerate() {
+                    chain = f32x4_relaxed_madd(pu, v128_load(v.as_ptr().add((j + u) * ldv + 4 * g) as *const v128), chain);
+                }
+                sums.add(g).write_volatile(chain);
+            }
+            j += 4;
+        }
+        for j in j..end {
             let pj = f32x4_splat(p[j]);
-            for (g, chain) in chains.iter_mut().enumerate() {
-                // SAFETY: j < k, so row j's 4G values lie inside v (asserted).
-                let row = unsafe { v128_load(v.as_ptr().add(j * ldv + 4 * g) as *const v128) };
-                *chain = f32x4_relaxed_madd(pj, row, *chain);
+            for g in 0..G {
+                let row = v128_load(v.as_ptr().add(j * ldv + 4 * g) as *const v128);
+                sums.add(g).write_volatile(f32x4_relaxed_madd(pj, row, sums.add(g).read_volatile()));
             }
         }
+        let chains: [v128; G] = core::array::from_fn(|g| sums.add(g).read_volatile());
         let alpha = f32x4_splat(alpha);
         result = Some(match result {
             None => chains.map(|chain| f32x4_mul(chain, alpha)),
