@@ -12,7 +12,7 @@
 
 use core::arch::wasm32::*;
 
-use crate::kernels::ort_float::{sgemm_outputs, PACKED_STRIDE_K};
+use crate::kernels::ort_float::{lane_splats, sgemm_outputs, PACKED_STRIDE_K};
 
 pub const Q8_0_BLOCK: usize = 32;
 /// Q8_0Int8 weight rows per tile: tile t holds block b of its rows side by side, [tiles][blocks]
@@ -182,17 +182,6 @@ unsafe fn block_lanes(w: *const i8, x: *const i16) -> v128 {
     }
 }
 
-/// Lane j of v in every lane.
-#[inline(always)]
-fn lane_splat(v: v128, j: usize) -> v128 {
-    match j {
-        0 => i32x4_shuffle::<0, 0, 0, 0>(v, v),
-        1 => i32x4_shuffle::<1, 1, 1, 1>(v, v),
-        2 => i32x4_shuffle::<2, 2, 2, 2>(v, v),
-        _ => i32x4_shuffle::<3, 3, 3, 3>(v, v),
-    }
-}
-
 fn finish_q8_0(acc: v128, bias: Option<f32>) -> f32 {
     let y = (f32x4_extract_lane::<0>(acc) + f32x4_extract_lane::<1>(acc)) + (f32x4_extract_lane::<2>(acc) + f32x4_extract_lane::<3>(acc));
     bias.map_or(y, |b| y + b)
@@ -264,9 +253,9 @@ unsafe fn tile_dot(mut w: *const i8, mut d: *const f32, mut x: *const i16, mut x
 #[inline(always)]
 unsafe fn tile_block(w: *const i8, d: *const f32, x: *const i16, x_scale: f32, acc: *mut v128) {
     unsafe {
-        let scales = f32x4_mul(v128_load(d as *const v128), f32x4_splat(x_scale));
-        for j in 0..ROW_TILE {
-            let products = f32x4_mul(f32x4_convert_i32x4(block_lanes(w.add(j * Q8_0_BLOCK), x)), lane_splat(scales, j));
+        let scales = lane_splats(f32x4_mul(v128_load(d as *const v128), f32x4_splat(x_scale)));
+        for (j, &scale) in scales.iter().enumerate() {
+            let products = f32x4_mul(f32x4_convert_i32x4(block_lanes(w.add(j * Q8_0_BLOCK), x)), scale);
             acc.add(j).write_volatile(f32x4_add(acc.add(j).read_volatile(), products));
         }
     }

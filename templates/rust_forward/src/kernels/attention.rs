@@ -228,8 +228,7 @@ fn each_row<const R: usize>(mut f: impl FnMut(usize)) {
 #[inline(always)]
 unsafe fn splats<const U: usize>(p: *const f32) -> [v128; U] {
     if U == 4 {
-        let v = v128_load(p as *const v128);
-        let lanes = [i32x4_shuffle::<0, 0, 0, 0>(v, v), i32x4_shuffle::<1, 1, 1, 1>(v, v), i32x4_shuffle::<2, 2, 2, 2>(v, v), i32x4_shuffle::<3, 3, 3, 3>(v, v)];
+        let lanes = ort_float::lane_splats(v128_load(p as *const v128));
         core::array::from_fn(|u| lanes[u])
     } else {
         core::array::from_fn(|u| v128_load32_splat(p.add(u) as *const u32))

@@ -512,12 +512,13 @@ unsafe fn tile_outputs<const G: usize>(x: &[f32], w: &[f32], ldw: usize, block: 
         let mut chains = [f32x4_splat(0.0); G];
         let mut i = start;
         while i + 4 <= end {
+            // SAFETY: i + 4 <= k and the tile's rows lie inside w (asserted).
+            let xs = lane_splats(unsafe { v128_load(x.as_ptr().add(i) as *const v128) });
             for (group, chain) in chains.iter_mut().enumerate() {
-                // SAFETY: i + 4 <= k and the tile's rows lie inside w (asserted).
                 let p = unsafe { w.as_ptr().add(group * 4 * ldw + i) };
                 let r = unsafe { [0, 1, 2, 3].map(|row| v128_load(p.add(row * ldw) as *const v128)) };
                 for (step, column) in transpose(r).into_iter().enumerate() {
-                    *chain = f32x4_relaxed_madd(f32x4_splat(x[i + step]), column, *chain);
+                    *chain = f32x4_relaxed_madd(xs[step], column, *chain);
                 }
             }
             i += 4;
@@ -535,6 +536,13 @@ unsafe fn tile_outputs<const G: usize>(x: &[f32], w: &[f32], ldw: usize, block: 
         });
     }
     result.unwrap_or([f32x4_splat(0.0); G])
+}
+
+/// Each lane of v in all four lanes (Cranelift turns a scalar load and splat into a load, a
+/// move and a broadcast; one vector load and four shuffles are cheaper).
+#[inline(always)]
+pub fn lane_splats(v: v128) -> [v128; 4] {
+    [i32x4_shuffle::<0, 0, 0, 0>(v, v), i32x4_shuffle::<1, 1, 1, 1>(v, v), i32x4_shuffle::<2, 2, 2, 2>(v, v), i32x4_shuffle::<3, 3, 3, 3>(v, v)]
 }
 
 /// Rows r[0..4] of four values -> columns: column j holds r[0][j], r[1][j], r[2][j], r[3][j].
@@ -596,9 +604,7 @@ unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize
         // SAFETY (both loops): j + u < end <= k, so p[j + u] and row j + u's 4G values lie inside
         // p and v (asserted).
         while j + 4 <= end {
-            let four = v128_load(p.as_ptr().add(j) as *const v128);
-            let pj = [i32x4_shuffle::<0, 0, 0, 0>(four, four), i32x4_shuffle::<1, 1, 1, 1>(four, four),
-                      i32x4_shuffle::<2, 2, 2, 2>(four, four), i32x4_shuffle::<3, 3, 3, 3>(four, four)];
+            let pj = lane_splats(v128_load(p.as_ptr().add(j) as *const v128));
             for g in 0..G {
                 let mut chain = sums.add(g).read_volatile();
                 for (u, &pu) in pj.iter().enumerate() {
