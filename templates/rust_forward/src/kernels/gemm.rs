@@ -162,8 +162,8 @@ fn store_tile<const M: usize, const N: usize, const S: bool, const K: usize>(
     }
 }
 
-/// k values per step of the tiles: two steps of sixteen, then one where sixteen are left (the
-/// rest, fewer than sixteen, goes to tail_dot).
+/// k values per step of the tiles: WIDE_K while that many are left, then one step of NARROW_K
+/// where at least that many are; the rest, fewer than NARROW_K, goes to tail_dot.
 const NARROW_K: usize = 16;
 const WIDE_K: usize = 2 * NARROW_K;
 
