@@ -3,9 +3,9 @@
 model.bin holds the arrays of `DecoderIR.array_order()`; with Q8_0 every quantised array (the
 Linear weights and the tied token table, porter.decoder.quantized_arrays) becomes two: its int8
 values `<name>.q` and its per-block scales `<name>.scale`; for q8_0_int8 both are stored in
-tiles of ROW_TILE rows (`tile_q8_0_rows`), the layout the crate's integer kernel reads. The crate reuses the encoder crate's
-onnxruntime kernels (templates/rust_forward/src/kernels/ort_float.rs and the float weight view
-it needs), copied in beside the decoder's own sources.
+tiles of ROW_TILE rows (`tile_q8_0_rows`), the layout the crate's integer kernel reads. The
+crate reuses the encoder crate's onnxruntime kernels (templates/rust_forward/src/kernels/
+ort_float.rs and the float weight view it needs), copied in beside the decoder's own sources.
 """
 
 from __future__ import annotations

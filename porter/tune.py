@@ -7,8 +7,8 @@ interruption, as Spin runs it, and keeps the fastest: GEMM tiles by the forward 
 time, then query rows by its attention time. The candidates are timed in interleaved rounds and
 each keeps its fastest round, so a minute of load on a shared host cannot pick the winner.
 Every candidate's logits must equal the default tuning's bit for bit, or tuning stops with an
-error. The winner and the measurements are written
-into src/tuning.rs (as a comment) and tuning.json, and the crate is built with it.
+error. The winner and the measurements are written into src/tuning.rs (as a comment) and
+tuning.json, and the crate is built with it.
 """
 
 from __future__ import annotations

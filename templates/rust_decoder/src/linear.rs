@@ -213,12 +213,9 @@ fn dot_q8_0_int8(xq: &[i16], xd: &[f32], rows: usize, q: &[i8], scale: &[f32], b
 /// acc[j] = the four lane sums of tile row j against one input row: block after block,
 /// acc_l += float(lane_l) * (d_w * d_x), the four rows' scales multiplied by d_x in one step.
 ///
-/// The accumulators are written to and read from memory (volatile), not carried in loop
-/// variables. Cranelift places each load where the wasm has it but each pure operation just
-/// before its first use, so loop-carried sums would be formed only at the loop's end, with all
-/// sixteen weight vectors of the tile live until then, and they would be spilled anyway across
-/// the loop header (its epoch check's slow path is a call). Stored each block, every row's
-/// products are formed right after its own loads: no vector stays live across the header.
+/// The accumulators are written to and read from memory (volatile) once per block, not carried
+/// in loop variables (why, at kernels/ort_float.rs `columns`): every row's products are then
+/// formed right after its own sixteen weights' loads.
 ///
 /// SAFETY: w points at a tile (blocks * ROW_TILE * 32 values), d at its blocks * ROW_TILE scales,
 /// x at one input row's blocks * 32 values, xs at its blocks scales.

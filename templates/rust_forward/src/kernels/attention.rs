@@ -199,12 +199,8 @@ fn query_block<const R: usize>(
 /// Products added per step of the score and context loops, each sum still in its own order.
 const STEP: usize = 4;
 
-// The running sums of both loops below live in memory (volatile reads and writes), not in loop
-// variables. Cranelift keeps each load where the wasm has it but places each pure operation
-// just before its first use: loop-carried sums would be formed only at the loop's end, with
-// every vector loaded in the step live until then, and spilled anyway across the loop header
-// (its epoch check's slow path is a call). Read and written once per STEP products, a row's
-// arithmetic runs right after its own loads and no vector is live across the header.
+// The running sums of both loops below live in memory (volatile reads and writes), read and
+// written once per STEP products, not in loop variables: why, at ort_float.rs `columns`.
 
 /// f(0), f(1), .., f(R - 1) as straight-line code. LLVM leaves a row loop with a body this long
 /// rolled, and the loop would put an epoch check, with the step's loaded vectors spilled

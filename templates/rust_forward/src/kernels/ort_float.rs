@@ -585,11 +585,16 @@ fn fused_column_groups(_: &[f32], _: &[f32], _: usize, _: usize, _: usize, _: f3
     0
 }
 
+/// G groups of four columns of the SGEMM product of p with v: per block of `block` products
+/// one relaxed_madd chain per group in k order, the blocks combined with alpha as MLAS does.
 ///
 /// The chains go through memory (volatile) once per four products rather than being carried in
-/// loop variables: Cranelift spills every vector live across a loop header (the epoch check's
-/// slow path is a call) and forms pure arithmetic only where it is first used, so carried
-/// chains would cost a spill per product and be formed with every loaded row live.
+/// loop variables, as every hot loop of these crates keeps its running sums. Cranelift keeps each
+/// load where the wasm has it but places each pure operation just before its first use, and it
+/// spills every vector live across a loop header (the epoch check's slow path is a call): carried
+/// sums would be formed only at the loop's end, with every vector loaded in the step live until
+/// then, and spilled anyway. Read and written once per step, each sum's arithmetic runs right
+/// after its own loads and no vector is live across the header.
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize, alpha: f32) -> [v128; G] {
@@ -664,10 +669,6 @@ pub fn m1_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, out: &mut [f32]) {
 
 // ---- attention -------------------------------------------------------------------------------
 
-/// Attention with onnxruntime's arithmetic for the first `rows` query rows over `keys` keys:
-/// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's, context by MatMul (SGEMM,
-/// or the M = 1 kernel for a single query row).
-#[allow(clippy::too_many_arguments)]
 /// Work buffers of `attention`, the caller's, allocated once per forward pass.
 pub struct OrtAttentionScratch<'a> {
     /// One query row's scores: at least keys.
@@ -679,6 +680,10 @@ pub struct OrtAttentionScratch<'a> {
     pub scaled: &'a mut [f32],
 }
 
+/// Attention with onnxruntime's arithmetic for the first `rows` query rows over `keys` keys:
+/// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's, context by MatMul (SGEMM,
+/// or the M = 1 kernel for a single query row).
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     heads: usize,
     head_dim: usize,
@@ -715,7 +720,7 @@ pub fn attention(
                 }
                 (query, alpha) = (&*scaled, 1.0);
             }
-            sgemm_columns(query, &keys_t, keys, keys, stride_k(keys, d, false), alpha, scores);
+            sgemm_columns(query, keys_t, keys, keys, stride_k(keys, d, false), alpha, scores);
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {
