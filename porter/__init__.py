@@ -6,4 +6,4 @@ __version__ = "0.1.0"
 
 # The repository root: templates/, graphs/ and golden/ live beside the package.
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES_DIR = REPO_ROOT / "templates"
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"

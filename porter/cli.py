@@ -7,7 +7,7 @@ import click
 
 from porter.errors import PorterError
 
-# porter.decoder_codegen.QUANT_MODES, spelled here so that --help imports nothing heavy
+# porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
 
 
@@ -37,7 +37,7 @@ def main():
               help="Look for system packages under this root instead of / (for tests).")
 def doctor(root):
     """Check the wasm toolchain and runtimes; print how to install what is missing."""
-    from porter.toolchain import discover
+    from porter.toolchain.discover import discover
 
     report = discover(root)
     for finding in report.findings:
@@ -60,13 +60,13 @@ def inspect(model, as_json, show_ir):
     import json
 
     if show_ir:
-        from porter.compile import recover
-        from porter.describe import format_ir
+        from porter.codegen.compile import recover
+        from porter.ir.describe import format_ir
 
         ir = recover(model)
         click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
         return
-    from porter.inspect import format_report, inspect_model
+    from porter.frontends.inspect import format_report, inspect_model
 
     report = inspect_model(model)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
@@ -82,8 +82,8 @@ def inspect(model, as_json, show_ir):
 def compile_cmd(model, out_dir, quant):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
-    from porter.compile import compile_model
-    from porter.decoder import DecoderIR
+    from porter.codegen.compile import compile_model
+    from porter.recover.decoder import DecoderIR
 
     ir = compile_model(model, out_dir, quant)
     if isinstance(ir, DecoderIR):
@@ -109,7 +109,7 @@ def compile_cmd(model, out_dir, quant):
                    "preserved and report the first IR block whose output differs.")
 def run(model, golden_path, ids, dump, locate):
     """Run MODEL's recovered IR in the numpy executor (LiteRT's builtin arithmetic)."""
-    from porter import runner
+    from porter.check import run as runner
 
     runner.run_command(model, golden_path, ids, dump, locate, click.echo)
 
@@ -137,7 +137,7 @@ def run(model, golden_path, ids, dump, locate):
 def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agreement, max_abs,
            report_path, plot_path, timeout_per_window_s):
     """Run the eval module built in TARGET (a compiled directory or its .wasm) on golden windows."""
-    from porter.verify import Thresholds, verify as run_verify
+    from porter.check.verify import Thresholds, verify as run_verify
 
     report = run_verify(target, list(goldens), list(compares), baseline, write_baseline_to,
                         Thresholds(min_label_agreement, max_abs), report_path, plot_path,
@@ -164,7 +164,7 @@ def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agr
                    "one-window requests inside wasmtime serve, from its Server-Timing.")
 def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir):
     """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side."""
-    from porter.bench import bench as run_bench
+    from porter.bench.bench import bench as run_bench
 
     chosen = [p.strip() for p in peers.split(",") if p.strip()]
     run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo, service_dir)
@@ -185,7 +185,7 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
               help="Texts needing more model windows get 413.")
 def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows):
     """Build MODEL into a PII redaction service: a wasi:http component for Spin."""
-    from porter.service import serve_build as build
+    from porter.serve.redact import serve_build as build
 
     build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id,
           max_body_bytes=max_body_bytes, max_windows=max_windows, echo=click.echo)
@@ -205,7 +205,7 @@ def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_by
               help="Longer prompts (UTF-8 bytes) get 413.")
 def generate_build(model, tokenizer_json, out_dir, quant, max_body_bytes, max_prompt_bytes):
     """Build decoder MODEL into a text-generation service: a wasi:http component for Spin."""
-    from porter.generate_service import generate_build as build
+    from porter.serve.generate import generate_build as build
 
     build(model, tokenizer_json, out_dir, quant=quant, max_body_bytes=max_body_bytes,
           max_prompt_bytes=max_prompt_bytes, echo=click.echo)
@@ -218,7 +218,7 @@ def generate_build(model, tokenizer_json, out_dir, quant, max_body_bytes, max_pr
               help="Seconds a request may run before the epoch deadline interrupts it.")
 def serve(out_dir, port, timeout_s):
     """Serve a built service (OUT_DIR of serve-build) with `wasmtime serve` on 127.0.0.1."""
-    from porter.service import serve as run_server
+    from porter.serve.redact import serve as run_server
 
     run_server(out_dir, port, timeout_s, click.echo)
 
@@ -232,7 +232,7 @@ def serve(out_dir, port, timeout_s):
               help="Where to write the Spin manifest (default: OUT_DIR/spin.toml).")
 def deploy(out_dir, action, manifest):
     """Write spin.toml for OUT_DIR and run spin, or print what to run when spin is not installed."""
-    from porter.service import deploy as run_deploy
+    from porter.serve.redact import deploy as run_deploy
 
     sys.exit(run_deploy(out_dir, action, manifest, click.echo))
 
@@ -245,12 +245,12 @@ def deploy(out_dir, action, manifest):
               help="Also render the Rust tokenizer crate (templates/tokenizer) with the blob here.")
 def tokenizer(tokenizer_json, out_dir, crate_dir):
     """Compile a Hugging Face tokenizer.json into tokenizer.bin, read in place by Rust."""
-    from porter.tokenizer import compile_tokenizer, render_tokenizer_crate
+    from porter.tokenize.compile import compile_tokenizer, render_tokenizer_crate
 
     blob_path = compile_tokenizer(tokenizer_json, out_dir)
     click.echo(f"wrote {blob_path} ({blob_path.stat().st_size} bytes)")
     if crate_dir is not None:
-        from porter.toolchain import require_toolchain
+        from porter.toolchain.discover import require_toolchain
 
         render_tokenizer_crate(blob_path.read_bytes(), crate_dir, require_toolchain())
         click.echo(f"rendered the tokenizer crate into {crate_dir}")
@@ -267,8 +267,8 @@ def build(crate_dir, checks, tune):
     import threading
     import time
 
-    from porter.codegen import build_forward_crate, standard_library_is_cold
-    from porter.toolchain import require_toolchain
+    from porter.codegen.encoder import build_forward_crate, standard_library_is_cold
+    from porter.toolchain.discover import require_toolchain
 
     toolchain = require_toolchain()
     what = "kernel checks" if checks else "eval module"
@@ -286,7 +286,7 @@ def build(crate_dir, checks, tune):
     spinner.start()
     try:
         if tune:
-            from porter.tune import tune as run_tune
+            from porter.bench.tune import tune as run_tune
 
             run_tune(crate_dir, toolchain, echo=lambda line: click.echo(f"\r{line:78s}"))
         wasm = build_forward_crate(crate_dir, toolchain, checks=checks)

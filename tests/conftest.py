@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from porter import TEMPLATES_DIR
-from porter.build import render_and_build
-from porter.toolchain import Toolchain, require_toolchain
-from porter.wasm import WasmRuntime
+from porter.toolchain.cargo import render_and_build
+from porter.toolchain.discover import Toolchain, require_toolchain
+from porter.runtime.wasm import WasmRuntime
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from fixtures import assert_one_line_error, require, run_porter, spec
-from porter.bench import PORTER, make_cases
-from porter.codegen import build_forward_crate
-from porter.compile import compile_model
+from porter.bench.bench import PORTER, make_cases
+from porter.codegen.encoder import build_forward_crate
+from porter.codegen.compile import compile_model
 
 TINY = spec.TINY.path("litert-dq8.tflite")
 TINY_ONNX = spec.TINY.path("dq8pc.onnx")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import wasmtime
 
-from porter.build import build_crate, cargo_config_toml, render_crate
+from porter.toolchain.cargo import build_crate, cargo_config_toml, render_crate
 from porter.errors import PorterError
-from porter.toolchain import CrateKind
-from porter.wasm import WasmRuntime
+from porter.toolchain.discover import CrateKind
+from porter.runtime.wasm import WasmRuntime
 
 
 def expected_dot(a: np.ndarray, b: np.ndarray, bias: int) -> int:

@@ -12,10 +12,11 @@ import pytest
 
 from fixtures import (MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX, MINILM_TF_DQ8, REPO,
                       executor_is_sampled, fixture_id, require, run_porter, spec)
-from porter import evalproto, execute
-from porter.codegen import build_forward_crate, render_forward_crate
-from porter.compile import compile_model, recover
-from porter.golden import load_golden
+from porter.runtime import evalproto
+from porter.reference import execute
+from porter.codegen.encoder import build_forward_crate, render_forward_crate
+from porter.codegen.compile import compile_model, recover
+from porter.check.golden import load_golden
 
 GOLDEN = REPO / "golden"
 BUILT = [spec.TINY.path("litert-dq8.tflite"), spec.TINY.path("tf-dq8.tflite"),
@@ -148,7 +149,7 @@ def test_rendered_crate_writes_shapes_only_in_model_rs(path, tmp_path):
 def test_templates_hold_no_shape_literals():
     """The same on the template sources: no fixture's size appears outside model.rs.j2."""
     sizes = {64, 256, 384, 512, 1024, 1536, 4096, 8192, 30522}
-    template = REPO / "templates" / "rust_forward"
+    template = REPO / "porter" / "templates" / "rust_forward"
     offenders = []
     for source in sorted(template.rglob("*")):
         if not source.is_file() or source.name.startswith("model.rs"):

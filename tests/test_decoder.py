@@ -9,12 +9,12 @@ import pytest
 from onnx import numpy_helper
 
 from fixtures import REPO, assert_one_line_error, run_porter
-from porter import decoder_proto
-from porter.decoder import (Q8_0_BLOCK, DecoderIR, dequantize_q8_0, quantize_q8_0, recover_decoder,
+from porter.runtime import decoder_proto
+from porter.recover.decoder import (Q8_0_BLOCK, DecoderIR, dequantize_q8_0, quantize_q8_0, recover_decoder,
                             with_q8_0_weights)
-from porter.decoder_codegen import ROW_TILE, render_decoder_crate, tile_q8_0_rows
-from porter.decoder_execute import greedy
-from porter.decoder_reference import model_with_weights, ort_greedy
+from porter.codegen.decoder import ROW_TILE, render_decoder_crate, tile_q8_0_rows
+from porter.reference.execute_decoder import greedy
+from porter.check.decoder_reference import model_with_weights, ort_greedy
 from porter.errors import PorterError
 from porter.frontends import load_graph
 
@@ -200,7 +200,8 @@ def test_next_token_is_numpys_argmax(modules, wasm_runtime):
 
 
 def test_the_command_line_offers_every_decoder_quantisation():
-    from porter import cli, decoder_codegen
+    from porter import cli
+    from porter.codegen import decoder as decoder_codegen
 
     assert cli.QUANT_MODES == decoder_codegen.QUANT_MODES
 

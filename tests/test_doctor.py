@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from porter.cli import main
 from porter.errors import PorterError
-from porter.toolchain import (
+from porter.toolchain.discover import (
     CrateKind,
     discover_toolchain,
     find_wasmtime_cli,

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from fixtures import REPO, TFLITE_FIXTURES, fixture_id, require, run_porter, spec
-from porter import execute
-from porter.compile import recover
-from porter.golden import load_golden
-from porter.ir import MASK_INPUT
-from porter.runner import executor_agreement
+from porter.reference import execute
+from porter.codegen.compile import recover
+from porter.check.golden import load_golden
+from porter.ir.encoder import MASK_INPUT
+from porter.check.run import executor_agreement
 
 GOLDEN = REPO / "golden"
 
@@ -84,7 +84,7 @@ def test_whole_window_graph_makes_padding_load_bearing():
     padding, and the executor reproduces LiteRT bit for bit under both paddings."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from porter.ir import WHOLE_WINDOW
+    from porter.ir.encoder import WHOLE_WINDOW
 
     path = require(spec.TINY.path("nomask.litert-dq8.tflite"))
     ir = recover(path)

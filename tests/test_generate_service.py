@@ -2,7 +2,7 @@
 of examples/tinystories (float32 and Q8_0) once per module, the real `wasmtime serve` runs it on
 127.0.0.1, and a real HTTP client drives it. Greedy output is checked token for token against the
 decoder crate's own eval module (`porter build` of the rendered decoder/ crate, over
-porter.decoder_proto) and, for float32, against the onnxruntime golden; text and ids against the
+porter.runtime.decoder_proto) and, for float32, against the onnxruntime golden; text and ids against the
 `tokenizers` library."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pytest
 from tokenizers import Tokenizer
 
 from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter, stop_server
-from porter import decoder_proto
-from porter.generate_service import generate_build
-from porter.service import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
+from porter.runtime import decoder_proto
+from porter.serve.generate import generate_build
+from porter.serve.redact import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
                             wasmtime_program)
 
 EXAMPLE = REPO / "examples" / "tinystories"

@@ -20,7 +20,7 @@ from fixtures import (
     spec,
 )
 
-from porter.inspect import SCHEMA, inspect_model
+from porter.frontends.inspect import SCHEMA, inspect_model
 
 TOP_LEVEL_KEYS = {
     "schema", "path", "format", "file_size", "signature", "opsets", "inputs", "outputs", "op_count",
@@ -110,7 +110,7 @@ def test_onnx_text_report_lists_opsets():
 def test_inspect_opens_the_file_with_porter_only(path):
     """No runtime (LiteRT, TensorFlow, onnxruntime) is loaded, so none can read the file."""
     check = (
-        "import sys; from porter.inspect import inspect_model; inspect_model(sys.argv[1]); "
+        "import sys; from porter.frontends.inspect import inspect_model; inspect_model(sys.argv[1]); "
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('ai_edge_litert', 'tensorflow', 'onnxruntime')]; "
         "assert not loaded, loaded"
     )

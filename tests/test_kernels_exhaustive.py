@@ -6,8 +6,8 @@
 - onnxruntime's one-input functions (erf, its two GELU spellings, softmax's exp) four lanes at a
   time with relaxed_madd against their scalar emulation, in a crate built as ONNX crates are;
   sampled by default, erf and exp over all 2^32 with `-m slow`.
-- The scalar references against porter's numpy definitions (porter.quant, porter.litert_float,
-  porter.ort_float). onnxruntime's scalar erf and exp are compared with numpy over every f32
+- The scalar references against porter's numpy definitions (porter.reference.quant, porter.reference.litert,
+  porter.reference.ort). onnxruntime's scalar erf and exp are compared with numpy over every f32
   bit pattern with `-m slow` (erf 26 minutes, exp 9 minutes on this machine; GELU adds only
   IEEE divisions and products to erf).
 - Mutation: a copy of the crate with one comparison flipped in a SIMD kernel, or one constant
@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from fixtures import require, spec
-from porter import litert_float as LF
-from porter import ort_float as OF
-from porter import quant
-from porter.codegen import build_forward_crate, render_forward_crate
-from porter.compile import recover
+from porter.reference import litert as LF
+from porter.reference import ort as OF
+from porter.reference import quant
+from porter.codegen.encoder import build_forward_crate, render_forward_crate
+from porter.codegen.compile import recover
 
 ALL_PATTERNS = 1 << 32
 EXHAUSTIVE_CHUNKS = 4  # separate runs, so each stays well inside its timeout

@@ -10,15 +10,16 @@ from onnx import helper, numpy_helper
 
 from fixtures import (ONNX_FIXTURES, REPO, TFLITE_F32, assert_one_line_error, executor_windows,
                       fixture_id, require, run_porter, spec)
-from porter import execute, quant
-from porter import ort_float as OF
-from porter.compare import agreement
+from porter.reference import execute
+from porter.reference import quant
+from porter.reference import ort as OF
+from porter.check.compare import agreement
 from porter.errors import PorterError
 from porter.frontends import load_graph
-from porter.golden import load_golden
-from porter.ir import (FLOAT_ACTIVATIONS, MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8)
-from porter.recover import recover_encoder
-from porter.runner import executor_agreement
+from porter.check.golden import load_golden
+from porter.ir.encoder import (FLOAT_ACTIVATIONS, MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8)
+from porter.recover.encoder import recover_encoder
+from porter.check.run import executor_agreement
 
 GOLDEN = REPO / "golden"
 ONNX_ALL = ONNX_FIXTURES + [spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pt.onnx")]
@@ -135,7 +136,7 @@ def test_float_weights_are_the_same_network(irs):
 
 @pytest.mark.parametrize("path", [spec.TINY.path("dq8pc.onnx"), spec.TINY.path("f32-ts.onnx")], ids=fixture_id)
 def test_onnx_ir_packs_into_model_bin(path, irs, tmp_path):
-    from porter import pack
+    from porter.codegen import pack
 
     ir = irs(path)
     pack.write_model(ir, tmp_path)
@@ -181,7 +182,7 @@ def _one_op_model(op: str, inputs: list[str], shape: list[int], gamma, beta, **a
 
 @pytest.mark.parametrize("width", [8, 13, 15, 128, 384, 390])
 def test_layer_norm_kernels_match_onnxruntime(width):
-    """porter.ort_float's LayerNormalization and SkipLayerNormalization against onnxruntime's
+    """porter.reference.ort's LayerNormalization and SkipLayerNormalization against onnxruntime's
     own, element for element, on rows of very different scales and offsets (every lane and tail
     path of the AVX2 kernel; the orders the docstrings give differ in some rows otherwise)."""
     import onnxruntime as ort
@@ -292,7 +293,7 @@ def _quantised_linear_model(w_int8, w_scale, bias, rows):
 @pytest.mark.parametrize("path", [spec.TINY.path("dq8pc.onnx"), spec.TINY.path("dq8pt.onnx")], ids=fixture_id)
 def test_dynamically_quantised_linear_is_bit_exact_with_onnxruntime(path, irs):
     """DynamicQuantizeLinear + MatMulInteger + Cast + Mul + Add on real weights and activations,
-    unfused and as onnxruntime fuses it (DynamicQuantizeMatMul): the same bits as porter.quant
+    unfused and as onnxruntime fuses it (DynamicQuantizeMatMul): the same bits as porter.reference.quant
     with one of the two MLAS u8 x s8 kernel families (int16 pair saturation, or exact dots)."""
     import onnxruntime as ort
 

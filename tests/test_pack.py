@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fixtures import require, run_porter, spec
-from porter import pack
-from porter.compile import recover
+from porter.codegen import pack
+from porter.codegen.compile import recover
 from porter.errors import PorterError
 
 

@@ -8,8 +8,8 @@ import pytest
 from fixtures import TFLITE_FIXTURES, fixture_id, require, spec
 from porter.errors import PorterError
 from porter.frontends import load_graph
-from porter.ir import MASK_INPUT
-from porter.recover import recover_encoder
+from porter.ir.encoder import MASK_INPUT
+from porter.recover.encoder import recover_encoder
 
 
 def _network(path):

@@ -26,12 +26,13 @@ import numpy as np
 import pytest
 
 from fixtures import deployed_manifest, stop_server
-from porter import REPO_ROOT, execute
-from porter.bench_service import bench_service, text_of_tokens
-from porter.compile import recover
+from porter import REPO_ROOT
+from porter.reference import execute
+from porter.bench.service import bench_service, text_of_tokens
+from porter.codegen.compile import recover
 from porter.errors import PorterError
-from porter.golden import check_model_matches, load_golden
-from porter.service import (free_port, http_request, parse_server_timing, serve_build, serve_command,
+from porter.check.golden import check_model_matches, load_golden
+from porter.serve.redact import (free_port, http_request, parse_server_timing, serve_build, serve_command,
                             wait_until_serving, wasmtime_program)
 
 FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
@@ -335,7 +336,7 @@ def test_bench_refuses_a_service_that_is_not_a_redaction_service(tmp_path):
 
 
 def test_labels_match_the_numpy_executor(service):
-    """Per-token labels of the wasm service == argmax of porter.execute on the same windows."""
+    """Per-token labels of the wasm service == argmax of porter.reference.execute on the same windows."""
     for text in [TEXTS[0], TEXTS[2], TEXTS[5], long_text(LONG_SENTENCES)]:
         reply = service.redact(text=text, tokens=True)
         tokens = reply["tokens"]

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from porter.build import build_crate
+from porter.toolchain.cargo import build_crate
 from porter.errors import PorterError
-from porter.tokenizer import BLOB_NAME, MAGIC, _cached, build_blob, read_tokenizer_json, render_tokenizer_crate
+from porter.tokenize.compile import BLOB_NAME, MAGIC, _cached, build_blob, read_tokenizer_json, render_tokenizer_crate
 
 tokenizers = pytest.importorskip("tokenizers")
 

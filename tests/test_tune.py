@@ -5,10 +5,11 @@ import json
 import re
 
 from fixtures import REPO, require, run_porter, spec
-from porter import evalproto, execute
-from porter.compile import compile_model
-from porter.golden import load_golden
-from porter.tune import GEMM_TILES, QUERY_ROWS
+from porter.runtime import evalproto
+from porter.reference import execute
+from porter.codegen.compile import compile_model
+from porter.check.golden import load_golden
+from porter.bench.tune import GEMM_TILES, QUERY_ROWS
 
 TINY = spec.TINY.path("litert-dq8.tflite")
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fixtures import MINILM_LITERT_DQ8, REPO, require, run_porter
-from porter.build import render_and_build
+from porter.toolchain.cargo import render_and_build
 from porter.cli import main
 
 FAKE_TEMPLATE = Path(__file__).parent / "data" / "fake_eval"
@@ -311,8 +311,8 @@ def test_the_installed_command_reports_errors_on_one_line(fake, tmp_path):
 @pytest.fixture(scope="session")
 def minilm_module(toolchain, tmp_path_factory) -> Path:
     """The bundled MiniLM compiled and built once: the crate directory, its .wasm inside."""
-    from porter.codegen import build_forward_crate
-    from porter.compile import compile_model
+    from porter.codegen.encoder import build_forward_crate
+    from porter.codegen.compile import compile_model
 
     crate = tmp_path_factory.mktemp("minilm") / "crate"
     compile_model(require(MINILM_LITERT_DQ8), crate)

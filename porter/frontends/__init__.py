@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from porter.errors import PorterError
-from porter.graph import Graph
+from porter.frontends.graph import Graph
 
 TFLITE_IDENTIFIER_AT = slice(4, 8)
 

@@ -24,7 +24,7 @@ from onnx import numpy_helper
 
 from porter.errors import PorterError
 from porter.frontends.onnx_shapes import inferred_values
-from porter.graph import Graph, Op, Quantization, Storage, Tensor
+from porter.frontends.graph import Graph, Op, Quantization, Storage, Tensor
 
 # Opset 13 is the first with today's Softmax (one axis, not "flatten from axis") and with axes
 # given as inputs for Squeeze/Unsqueeze/ReduceSum; older graphs would need other semantics.

@@ -29,7 +29,7 @@ import numpy as np
 import tflite
 
 from porter.errors import PorterError
-from porter.graph import Graph, Op, Quantization, Storage, Tensor
+from porter.frontends.graph import Graph, Op, Quantization, Storage, Tensor
 
 IDENTIFIER = b"TFL3"
 # Root table offset (4 bytes) + file identifier (4 bytes).

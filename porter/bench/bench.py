@@ -1,0 +1,484 @@
+"""`porter bench`: porter's wasm module against peer runtimes, side by side, on the same inputs.
+
+Runners (each one thread):
+- porter: the built eval module under wasmtime with epoch interruption on, as Spin runs it; its
+  forward time is measured inside wasm, and split into matmul / attention / other;
+- LiteRT native, builtin kernels and XNNPACK, on the .tflite the module was compiled from;
+- onnxruntime native (CPU execution provider) and ONNX Runtime Web's wasm SIMD build in Node,
+  on an ONNX export of the same network (`--onnx`).
+
+Encoder cases: a full window (every token live) and a short input (20 live tokens). Porter computes only
+the live rows where the model's padding is inert; the peers run the graph as exported (a fixed
+window pads the short input to the full window, which is what serving that file costs).
+
+Every round runs every runner on every case, interleaved, so that a change in machine load hits
+all of them alike; each (runner, case) reports its min and median over all rounds, and the ratio
+of its median to porter's. Only the forward pass is timed for every runner (sessions and
+interpreters are created once, outside the timing); porter's start-up (instantiation, model load)
+is reported on its own.
+
+Decoders (a module from `porter compile` of a graph with a KV cache): the cases are a prompt
+pass of 8 tokens (ms per pass) and greedy decoding of 64 tokens (ms per token, and tokens per
+second); the peer is onnxruntime native running the same graph with the same cache loop.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from porter.runtime import evalproto
+
+from porter.runtime import wasm
+from porter.errors import PorterError
+from porter.fsutil import write_atomic
+from porter.check.verify import locate_module
+
+BENCH_FORMAT = "porter.bench/1"
+SHORT_TOKENS = 20
+ORT_WEB_VERSION = "1.30.0"
+PEER_SCRIPT = Path(__file__).parent / "peers" / "ort_web.mjs"
+PORTER = "porter wasm"
+PEERS = ("litert-builtin", "litert-xnnpack", "ort", "ort-web")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    live: int
+    ids: np.ndarray  # [seq] int32
+    mask: np.ndarray  # [seq] int32
+
+
+@dataclass
+class Timings:
+    ms: dict = field(default_factory=dict)  # (runner, case) -> [ms]
+    stages: dict = field(default_factory=dict)  # case -> {"matmul": [ms], ..., "rows": [n]}
+
+    def add(self, runner: str, case: str, values: list[float]) -> None:
+        self.ms.setdefault((runner, case), []).extend(values)
+
+
+@dataclass(frozen=True)
+class DecoderCase:
+    name: str
+    prompt: np.ndarray  # token ids
+    steps: int  # greedy tokens generated after the prompt pass
+    per_token: bool  # time per generated token (else per prompt pass)
+
+
+DECODER_PROMPT, DECODER_STEPS = 8, 64
+
+
+def make_decoder_cases(vocab: int) -> list[DecoderCase]:
+    prompt = np.random.default_rng(0).integers(1, vocab, DECODER_PROMPT).astype(np.int32)
+    return [DecoderCase(f"prompt ({DECODER_PROMPT} tokens)", prompt, 1, False),
+            DecoderCase(f"decode ({DECODER_STEPS} tokens, per token)", prompt, DECODER_STEPS, True)]
+
+
+def make_cases(seq: int, vocab: int) -> list[Case]:
+    """Deterministic ids away from the special tokens; the short case is right-padded with 0."""
+    rng = np.random.default_rng(0)
+    low = 1000 if vocab > 2000 else 1
+    ids = rng.integers(low, vocab, seq).astype(np.int32)
+    cases = [Case("full window", seq, ids, np.ones(seq, np.int32))]
+    short = min(SHORT_TOKENS, seq)
+    if short < seq:
+        mask = (np.arange(seq) < short).astype(np.int32)
+        cases.append(Case(f"{short} tokens", short, np.where(mask == 1, ids, 0).astype(np.int32), mask))
+    return cases
+
+
+# --- runners ----------------------------------------------------------------------------------
+
+
+class PorterRunner:
+    name = PORTER
+
+    def __init__(self, wasm_path: Path, timings: Timings):
+        self.wasm_path, self.timings = wasm_path, timings
+        self.runtime = wasm.default_runtime()
+
+    def run(self, case: Case, n: int) -> list[float]:
+        request = evalproto.encode_request(np.tile(case.ids, (n, 1)), np.tile(case.mask, (n, 1)),
+                                           np.full(n, case.live))
+        done = self.runtime.run_command(self.wasm_path, stdin=request, timeout_s=60.0 * n)
+        if done.exit_code != 0:
+            raise PorterError(f"{self.wasm_path.name} exited with {done.exit_code}: "
+                              f"{done.stderr.decode(errors='replace').strip()[-300:]}")
+        results, load_ms = evalproto.decode_reply(done.stdout)
+        stages = self.timings.stages.setdefault(case.name, {})
+        for r in results:
+            for part in ("matmul", "attention", "other"):
+                stages.setdefault(part, []).append(getattr(r, f"{part}_ms"))
+            stages.setdefault("rows", []).append(r.rows)
+        stages.setdefault("model_load", []).append(load_ms)
+        return [r.forward_ms for r in results]
+
+
+
+def instantiate_ms(wasm_path: Path, n: int) -> list[float]:
+    """Instance start: a fresh store and instance of the compiled module, as a server makes per
+    request (model.bin is in the data segment: copy-on-write mapped, not copied)."""
+    runtime = wasm.default_runtime()
+    module = runtime.module(wasm_path)
+    out = []
+    for _ in range(n):
+        store = runtime.new_store(10.0)
+        start = time.perf_counter()
+        runtime.linker.instantiate(store, module)
+        out.append(1000 * (time.perf_counter() - start))
+    return out
+
+
+class LiteRTRunner:
+    def __init__(self, model: Path, ir: dict, xnnpack: bool):
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        from porter.frontends import load_graph
+
+        self.name = "LiteRT XNNPACK" if xnnpack else "LiteRT builtin"
+        resolver = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        self.interp = Interpreter(model_path=str(model), num_threads=1, experimental_op_resolver_type=resolver)
+        self.interp.allocate_tensors()
+        inputs = load_graph(model).inputs
+        self.ids_tensor = inputs[ir["ids_input"]]
+        self.mask_tensor = inputs[ir["mask_input"]] if ir.get("mask_input") else None
+
+    def run(self, case: Case, n: int) -> list[float]:
+        self.interp.set_tensor(self.ids_tensor, case.ids[None])
+        if self.mask_tensor is not None:
+            self.interp.set_tensor(self.mask_tensor, case.mask[None])
+        out = []
+        for _ in range(n):
+            start = time.perf_counter()
+            self.interp.invoke()
+            out.append(1000 * (time.perf_counter() - start))
+        return out
+
+
+class DecoderPorterRunner:
+    name = PORTER
+
+    def __init__(self, wasm_path: Path, timings: Timings):
+        self.wasm_path, self.timings = wasm_path, timings
+
+    def run(self, case: DecoderCase, n: int) -> list[float]:
+        from porter.runtime.decoder_proto import generate
+
+        results, load_ms = generate(self.wasm_path, [case.prompt] * n, case.steps)
+        self.timings.stages.setdefault(case.name, {}).setdefault("model_load", []).append(load_ms)
+        return [r.decode_ms / (case.steps - 1) if case.per_token else r.prompt_ms for r in results]
+
+
+class DecoderOrtRunner:
+    """The decoder's own ONNX graph in onnxruntime, with the same prompt pass + one-token loop."""
+
+    name = "onnxruntime"
+
+    def __init__(self, source: Path, ir: dict):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        self.layers = ir["layers"]
+        self.empty = np.zeros((1, ir["heads"], 0, ir["head_dim"]), np.float32)
+
+    def _generate(self, case: DecoderCase) -> tuple[float, float]:
+        cache = {name: self.empty for ly in self.layers for name in (ly["past_key"], ly["past_value"])}
+        feed, prompt_ms, decode_ms = case.prompt.astype(np.int64)[None], 0.0, 0.0
+        names = [o.name for o in self.session.get_outputs()]
+        for k in range(case.steps):
+            start = time.perf_counter()
+            outputs = dict(zip(names, self.session.run(None, {"input_ids": feed, **cache})))
+            elapsed = 1000 * (time.perf_counter() - start)
+            prompt_ms, decode_ms = (elapsed, decode_ms) if k == 0 else (prompt_ms, decode_ms + elapsed)
+            for ly in self.layers:
+                cache[ly["past_key"]], cache[ly["past_value"]] = outputs[ly["present_key"]], outputs[ly["present_value"]]
+            feed = np.array([[int(np.argmax(outputs["logits"][0, -1]))]], np.int64)
+        return prompt_ms, decode_ms
+
+    def run(self, case: DecoderCase, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            prompt_ms, decode_ms = self._generate(case)
+            out.append(decode_ms / (case.steps - 1) if case.per_token else prompt_ms)
+        return out
+
+
+def onnx_feeds(inputs: list, case: Case) -> dict:
+    """name -> (numpy dtype name, dims, values) for every graph input, by input name: ids, the
+    mask, and zeros for token types. A symbolic length gets the live tokens only."""
+    feeds = {}
+    for spec in inputs:
+        dtype = {"tensor(int64)": "int64", "tensor(int32)": "int32"}.get(spec.type)
+        if dtype is None:
+            raise PorterError(f"ONNX input {spec.name} is {spec.type}; porter bench feeds int32/int64 ids")
+        length = spec.shape[-1] if isinstance(spec.shape[-1], int) else case.live
+        if "mask" in spec.name:
+            values = case.mask[:length]
+        elif "type" in spec.name:
+            values = np.zeros(length, np.int32)
+        else:
+            values = case.ids[:length]
+        feeds[spec.name] = (dtype, [1, length], values.astype(dtype))
+    return feeds
+
+
+class OrtRunner:
+    name = "onnxruntime"
+
+    def __init__(self, onnx_path: Path):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+
+    def run(self, case: Case, n: int) -> list[float]:
+        feeds = {name: values.reshape(dims) for name, (_, dims, values) in
+                 onnx_feeds(self.session.get_inputs(), case).items()}
+        out = []
+        for _ in range(n):
+            start = time.perf_counter()
+            self.session.run(None, feeds)
+            out.append(1000 * (time.perf_counter() - start))
+        return out
+
+
+def ort_web_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "porter" / f"ort-web-{ORT_WEB_VERSION}"
+
+
+def ensure_ort_web() -> Path:
+    """onnxruntime-web from npm, installed once into porter's cache."""
+    target = ort_web_dir()
+    if (target / "node_modules" / "onnxruntime-web" / "package.json").is_file():
+        return target
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            raise PorterError(f"the ONNX Runtime Web peer needs {tool} (Debian: apt-get install nodejs npm)")
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "package.json").write_text(json.dumps({"private": True}) + "\n")
+    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(target),
+                           f"onnxruntime-web@{ORT_WEB_VERSION}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PorterError(f"npm install onnxruntime-web@{ORT_WEB_VERSION} failed: "
+                          f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
+    return target
+
+
+class OrtWebRunner:
+    name = "ONNX Runtime Web (Node)"
+
+    def __init__(self, onnx_path: Path):
+        import onnxruntime as ort
+
+        # The native session only tells us the inputs' names, types and shapes.
+        self.inputs = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()
+        self.process = subprocess.Popen(["node", str(PEER_SCRIPT), str(ensure_ort_web()), str(onnx_path)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
+        self.version = self._reply()["ready"]
+
+    def _reply(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise PorterError(f"the ONNX Runtime Web peer stopped: {self.process.stderr.read().strip()[-400:]}")
+        return json.loads(line)
+
+    def run(self, case: Case, n: int) -> list[float]:
+        feeds = {name: {"type": dtype, "dims": dims, "data": values.tolist()}
+                 for name, (dtype, dims, values) in onnx_feeds(self.inputs, case).items()}
+        self.process.stdin.write(json.dumps({"feeds": feeds, "n": n}) + "\n")
+        self.process.stdin.flush()
+        return self._reply()["ms"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def make_peers(peers: list[str], model: Path, ir: dict, onnx_path: Path | None, echo) -> tuple[list, dict]:
+    """The peer runners that can run here, and why each of the others is skipped."""
+    runners, skipped = [], {}
+    for peer in peers:
+        try:
+            if peer in ("litert-builtin", "litert-xnnpack"):
+                if ir.get("format") != "tflite":
+                    raise PorterError("the module was not compiled from a .tflite")
+                runners.append(LiteRTRunner(model, ir, xnnpack=peer == "litert-xnnpack"))
+            elif onnx_path is None:
+                raise PorterError("give --onnx FILE, an ONNX export of the same network")
+            elif peer == "ort":
+                runners.append(OrtRunner(onnx_path))
+            else:
+                runners.append(OrtWebRunner(onnx_path))
+        except (PorterError, ImportError) as e:
+            skipped[peer] = str(e)
+            echo(f"skipping {peer}: {e}")
+    return runners, skipped
+
+
+# --- the run and its report -------------------------------------------------------------------
+
+
+def _summary(values: list[float]) -> dict:
+    return {"min": min(values), "median": statistics.median(values), "runs": len(values)}
+
+
+def run_rounds(runners: list, cases: list[Case], rounds: int, iterations: int, timings: Timings) -> None:
+    for runner in runners:  # warm-up: first-call costs (compilation, page faults) stay out
+        for case in cases:
+            runner.run(case, 1)
+    for stages in timings.stages.values():
+        stages.clear()
+    for _ in range(rounds):
+        for case in cases:
+            for runner in runners:
+                timings.add(runner.name, case.name, runner.run(case, iterations))
+
+
+def build_report(module, onnx_path: Path | None, cases: list[Case], runners: list, timings: Timings,
+                 startup: dict, skipped: dict, rounds: int, iterations: int) -> dict:
+    results = {}
+    for case in cases:
+        porter_median = statistics.median(timings.ms[(PORTER, case.name)])
+        per_runner = {}
+        for runner in runners:
+            s = _summary(timings.ms[(runner.name, case.name)])
+            per_runner[runner.name] = {**s, "ratio_to_porter": s["median"] / porter_median}
+        stages = timings.stages[case.name]
+        if isinstance(case, DecoderCase):
+            results[case.name] = {"runners": per_runner, "prompt_tokens": len(case.prompt),
+                                  "tokens_per_second": {name: 1000 / r["median"] for name, r in per_runner.items()}
+                                  if case.per_token else None}
+            continue
+        results[case.name] = {
+            "live_tokens": case.live, "runners": per_runner,
+            "porter_stages_ms": {part: statistics.median(stages[part]) for part in ("matmul", "attention", "other")},
+            "porter_rows_computed": int(statistics.median(stages["rows"]))}
+    return {"format": BENCH_FORMAT, "wasm": str(module.wasm), "model": str(module.model),
+            "onnx": str(onnx_path) if onnx_path else None, "seq": module.seq,
+            "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                        "cpus": os.cpu_count()},
+            "rounds": rounds, "iterations_per_round": iterations, "threads": 1,
+            "cases": results, "porter_startup_ms": startup, "skipped": skipped}
+
+
+def report_lines(report: dict) -> list[str]:
+    lines = []
+    for case, r in report["cases"].items():
+        lines.append(f"{case}:" if "live_tokens" not in r else
+                     f"{case} ({r['live_tokens']} live tokens of {report['seq']}):")
+        lines.append(f"  {'runner':28s} {'min ms':>9s} {'median ms':>10s} {'x porter':>9s}")
+        for name, s in r["runners"].items():
+            lines.append(f"  {name:28s} {s['min']:9.2f} {s['median']:10.2f} {s['ratio_to_porter']:9.2f}")
+        if "porter_stages_ms" not in r:
+            if r.get("tokens_per_second"):
+                lines.append("  tokens per second (median): " + ", ".join(
+                    f"{name} {tps:.1f}" for name, tps in r["tokens_per_second"].items()))
+            continue
+        st = r["porter_stages_ms"]
+        lines.append(f"  porter stages (median ms): matmul {st['matmul']:.2f}, attention {st['attention']:.2f}, "
+                     f"other {st['other']:.2f}; rows computed {r['porter_rows_computed']}")
+    s = report["porter_startup_ms"]
+    lines.append(f"porter start-up: instantiate {s['instantiate']['median']:.3f} ms median "
+                 f"(min {s['instantiate']['min']:.3f}), model load {s['model_load']['median']:.4f} ms median")
+    return lines
+
+
+def write_chart(path: Path, report: dict) -> None:
+    """Median ms per runner, one group of bars per case, the min as a tick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(report["cases"])
+    names = list(report["cases"][cases[0]]["runners"])
+    fig, axes = plt.subplots(1, len(cases), figsize=(5 * len(cases), 0.5 * len(names) + 2), squeeze=False)
+    for ax, case in zip(axes[0], cases):
+        runners = report["cases"][case]["runners"]
+        medians = [runners[n]["median"] for n in names]
+        ax.barh(names, medians, color=["tab:green" if n == PORTER else "tab:gray" for n in names])
+        ax.plot([runners[n]["min"] for n in names], names, "k|", markersize=12, label="min")
+        for y, n in enumerate(names):
+            ax.text(medians[y], y, f" {medians[y]:.1f} ms ({runners[n]['ratio_to_porter']:.1f}x)", va="center",
+                    fontsize="small")
+        ax.set_xlim(0, max(medians) * 1.5)
+        ax.invert_yaxis()
+        ax.set_xlabel("forward pass, median ms (one thread)")
+        ax.set_title(case)
+    axes[0][0].legend(loc="lower right", fontsize="small")
+    fig.suptitle(f"porter bench: {Path(report['model']).name}")
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    write_atomic(path, png.getvalue())
+
+
+def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS, rounds: int = 5,
+          iterations: int = 3, json_path: Path | None = None, png_path: Path | None = None, echo=print,
+          service_dir: Path | None = None) -> dict:
+    if rounds < 1 or iterations < 1:
+        raise PorterError("--rounds and --iterations must be at least 1")
+    unknown = sorted(set(peers) - set(PEERS))
+    if unknown:
+        raise PorterError(f"unknown peer {', '.join(unknown)}; choose from {', '.join(PEERS)}")
+    if onnx_path is not None and not onnx_path.is_file():
+        raise PorterError(f"{onnx_path}: no such ONNX file")
+    if service_dir is not None:
+        from porter.bench.service import redaction_facts
+
+        redaction_facts(service_dir)  # fail before the long part
+    module = locate_module(target)
+    ir = json.loads((module.compiled_dir / "ir.json").read_text())
+    timings = Timings()
+    if ir.get("kind") == "decoder":
+        cases = make_decoder_cases(int(ir["vocab"]))
+        porter = DecoderPorterRunner(module.wasm, timings)
+        peer_runners = [DecoderOrtRunner(module.model, ir)] if "ort" in peers else []
+        skipped = {peer: "decoders are compared with onnxruntime native only" for peer in peers if peer != "ort"}
+    else:
+        cases = make_cases(module.seq, int(ir["vocab"]))
+        porter = PorterRunner(module.wasm, timings)
+        peer_runners, skipped = make_peers(list(peers), module.model, ir, onnx_path, echo)
+    runners = [porter, *peer_runners]
+    echo(f"porter bench: {module.model.name}, {len(runners)} runners x {len(cases)} cases x "
+         f"{rounds} rounds x {iterations} runs, interleaved")
+    try:
+        run_rounds(runners, cases, rounds, iterations, timings)
+    finally:
+        for runner in peer_runners:
+            getattr(runner, "close", lambda: None)()
+    model_load = [ms for case in cases for ms in timings.stages[case.name]["model_load"]]
+    startup = {"instantiate": _summary(instantiate_ms(module.wasm, max(10, rounds * iterations))),
+               "model_load": _summary(model_load)}
+    report = build_report(module, onnx_path, cases, runners, timings, startup, skipped, rounds, iterations)
+    for line in report_lines(report):
+        echo(line)
+    if service_dir is not None:
+        from porter.bench.service import bench_service
+
+        report["service"] = bench_service(service_dir, SHORT_TOKENS, rounds * iterations, echo)
+    json_path = json_path or module.compiled_dir / "bench.json"
+    png_path = png_path or module.compiled_dir / "bench.png"
+    write_atomic(json_path, (json.dumps(report, indent=1) + "\n").encode())
+    write_chart(png_path, report)
+    echo(f"wrote {json_path} and {png_path}")
+    return report

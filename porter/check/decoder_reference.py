@@ -1,0 +1,73 @@
+"""onnxruntime as the decoder's reference: the exported graph itself, run with a KV cache
+(one prompt pass, then one token per call), greedy; for Q8_0 with its initializers replaced by
+the Q8_0 round trip of the weights (porter.recover.decoder.with_q8_0_weights), so that onnxruntime and
+the crate compute with the same weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from porter.recover.decoder import DecoderIR
+from porter.errors import PorterError
+from porter.frontends import load_graph
+
+
+def _initializer_names(ir: DecoderIR) -> dict[str, tuple[str, bool]]:
+    """IR array -> (ONNX initializer name, transposed): MatMul weights are [in, out] there."""
+    g = load_graph(ir.source)
+    names = {f"{lin.name}.weight": (g.tensor(g.ops[lin.source_op].inputs[1]).name, True) for lin in ir.linears()}
+    # The token table: the constant a Gather reads rows of, shaped [vocab, hidden].
+    gather = next(op for op in g.ops if op.type == "Gather" and g.tensor(op.inputs[0]).is_const
+                  and g.tensor(op.inputs[0]).shape == tuple(ir.weights["wte"].shape))
+    names["wte"] = (g.tensor(gather.inputs[0]).name, False)
+    return names
+
+
+def model_with_weights(ir: DecoderIR, weights: dict) -> bytes:
+    """The ONNX file of `ir` with the given IR arrays written into its initializers."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(ir.source)
+    by_name = {init.name: init for init in model.graph.initializer}
+    for array, (name, transposed) in _initializer_names(ir).items():
+        if name not in by_name:
+            raise PorterError(f"{ir.source}: no initializer {name} for {array}")
+        value = np.asarray(weights[array], np.float32)
+        by_name[name].CopyFrom(numpy_helper.from_array(value.T.copy() if transposed else value, name))
+    return model.SerializeToString()
+
+
+def ort_greedy(model: bytes | str | Path, ir: DecoderIR, prompts: list, steps: int):
+    """Per prompt: (generated ids, prompt logits [T, vocab], step logits [steps, vocab])."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                   providers=["CPUExecutionProvider"])
+    out_names = [o.name for o in session.get_outputs()]
+    results = []
+    for prompt in prompts:
+        cache = {}
+        for ly in ir.layers:
+            for name in (ly.past_key, ly.past_value):
+                cache[name] = np.zeros((1, ir.heads, 0, ir.head_dim), np.float32)
+        ids, rows, prompt_logits = list(map(int, prompt)), [], None
+        feed = np.asarray(ids, np.int64)[None]
+        generated = []
+        for k in range(steps):
+            outputs = dict(zip(out_names, session.run(None, {"input_ids": feed, **cache})))
+            logits = outputs[ir.logits_output][0]
+            if prompt_logits is None:
+                prompt_logits = logits
+            rows.append(logits[-1])
+            generated.append(int(np.argmax(logits[-1])))
+            for ly in ir.layers:
+                cache[ly.past_key], cache[ly.past_value] = outputs[ly.present_key], outputs[ly.present_value]
+            feed = np.asarray([[generated[-1]]], np.int64)
+        results.append((generated, prompt_logits, np.stack(rows)))
+    return results

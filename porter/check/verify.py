@@ -1,0 +1,549 @@
+"""`porter verify`: run a built eval module on every window of some goldens and compare logits.
+
+The module runs under wasmtime with epoch interruption on (porter.runtime.wasm), one process per golden
+with all its windows in one request (porter.runtime.evalproto), so each golden also yields one model
+load time. Only live tokens are compared; the report gives, per window and overall, label
+agreement and max / mean |dlogit|, and the module's own forward-pass timing split into
+matmul / attention / other.
+
+Goldens given with `--golden` are gated by the thresholds and by the baseline; goldens given
+with `--compare` are reported only (e.g. LiteRT's XNNPACK mode, whose kernels porter does not
+reproduce). A baseline is an .npz of the module's own logits, one array per (golden, window):
+the bar every optimisation must keep is bit-identity with it.
+
+Every set of windows also runs twice: once computing only the rows up to each window's last
+kept token (what the service does, where the model's padding is inert) and once computing the
+whole window (what the reference runtime does). The two must agree bit for bit; the report
+gives the rows computed and both forward times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import statistics
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from porter import REPO_ROOT
+
+from porter.runtime import evalproto
+
+from porter.runtime import wasm
+from porter.check.compare import Agreement, agreement
+from porter.errors import PorterError
+from porter.check.golden import Golden, check_model_matches, load_golden
+from porter.fsutil import reproducible_npz, write_atomic
+
+REPORT_FORMAT = "porter.verify/1"
+BASELINE_FORMAT = "porter.baseline/1"
+BASELINE_META = "__meta__"
+DEFAULT_TIMEOUT_PER_WINDOW_S = 60.0
+REPORT_NAME = "verify-report.json"
+PLOT_NAME = "verify-dlogit.png"
+IR_NAME = "ir.json"
+IR_SEARCH_DEPTH = 4  # how many directories above a .wasm verify looks for the compiled ir.json
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_label_agreement: float = 1.0
+    max_abs: float = 0.05
+
+
+@dataclass(frozen=True)
+class Module:
+    """A built eval module and what it was compiled from."""
+
+    wasm: Path
+    compiled_dir: Path
+    seq: int
+    labels: int
+    model: Path
+    model_sha256: str
+
+
+@dataclass
+class GoldenRun:
+    """One golden's windows through the module, compared with the golden's logits."""
+
+    golden: Golden
+    gated: bool
+    results: list[evalproto.WindowResult]
+    load_ms: float
+    windows: list[Agreement]
+    overall: Agreement
+    abs_diffs: np.ndarray  # every live logit's |dlogit|, float64, for the histogram
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.golden.path.name.removesuffix(".npz")
+
+
+@dataclass
+class BitComparison:
+    """Logits compared bit for bit (so -0 vs 0 and NaN payloads count)."""
+
+    differing_logits: int = 0
+    max_abs: float = 0.0
+    first_difference: dict | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.first_difference is None
+
+
+@dataclass
+class BaselineCheck(BitComparison):
+    path: Path = Path()
+    written: bool = False
+
+
+@dataclass
+class LiveRowsCheck(BitComparison):
+    """The live-rows run of some windows against their whole-window run."""
+
+    seq: int = 0
+    rows: list[int] = field(default_factory=list)  # rows computed per window by the live run
+    live_ms: list[float] = field(default_factory=list)  # forward ms per window, live run
+    whole_ms: list[float] = field(default_factory=list)  # forward ms per window, whole window
+
+
+# --- finding the module and its model -------------------------------------------------------
+
+
+def locate_module(target: Path) -> Module:
+    """target is the compiled directory (ir.json and the built .wasm) or the .wasm itself."""
+    if target.is_dir():
+        compiled_dir, wasm_path = target, _single_wasm_in(target)
+    elif target.is_file():
+        wasm_path, compiled_dir = target, _compiled_dir_above(target)
+    else:
+        raise PorterError(f"{target}: no such eval module or compiled directory")
+    try:
+        ir = json.loads((compiled_dir / IR_NAME).read_text())
+        if ir.get("kind") == "decoder":  # a generation module: its context and vocabulary
+            seq, labels, source = int(ir["n_ctx"]), int(ir["vocab"]), ir["source"]
+        else:
+            seq, labels, source = int(ir["seq"]), int(ir["labels"]), ir["source"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PorterError(f"{compiled_dir / IR_NAME}: not a porter compile output ({e})") from None
+    model = _resolve_source(Path(source), compiled_dir)
+    return Module(wasm_path, compiled_dir, seq, labels, model, _sha256(model))
+
+
+def _single_wasm_in(directory: Path) -> Path:
+    # porter build copies the eval module into the crate's top level; the kernel-check module
+    # stays in checks/, and cargo's intermediates in its target directory.
+    found = sorted(directory.glob("*.wasm"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise PorterError(f"{directory}: no built eval module (.wasm) in it; run `porter build {directory}` first")
+    names = ", ".join(p.name for p in found)
+    raise PorterError(f"{directory}: {len(found)} .wasm files in it ({names}); name the eval module's")
+
+
+def _compiled_dir_above(wasm_path: Path) -> Path:
+    for directory in list(wasm_path.resolve().parents)[:IR_SEARCH_DEPTH]:
+        if (directory / IR_NAME).is_file():
+            return directory
+    raise PorterError(f"{wasm_path}: no {IR_NAME} in the {IR_SEARCH_DEPTH} directories above it; "
+                      f"verify needs the compiled directory to know the module's model")
+
+
+def _resolve_source(source: Path, compiled_dir: Path) -> Path:
+    # ir.json records the graph path as compile was given it: relative to where compile ran,
+    # which for the bundled graphs is the repository root.
+    for candidate in (source, REPO_ROOT / source, compiled_dir / source):
+        if candidate.is_file():
+            return candidate
+    raise PorterError(f"{compiled_dir / IR_NAME} names the model {source}, which is not there: "
+                      f"verify needs it to check each golden's model sha256")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_matching_golden(module: Module, path: Path) -> Golden:
+    golden = load_golden(path)
+    seq, labels = golden.logits.shape[1:]
+    if seq != module.seq:
+        raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
+                          f"window is {module.seq}")
+    if labels != module.labels:
+        raise PorterError(f"golden {golden.path.name} has {labels} labels; the module has {module.labels}")
+    check_model_matches(golden, module.model)
+    return golden
+
+
+# --- running and comparing ------------------------------------------------------------------
+
+
+def _windows_key(golden: Golden) -> bytes:
+    digest = hashlib.sha256()
+    for array in (golden.ids, golden.attention_mask, golden.live):
+        digest.update(np.ascontiguousarray(array, dtype="<i4").tobytes())
+    return digest.digest()
+
+
+def run_module(module: Module, golden: Golden, timeout_per_window_s: float,
+               extent: int = evalproto.LIVE_ROWS) -> tuple[list[evalproto.WindowResult], float]:
+    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live, extent)
+    timeout_s = timeout_per_window_s * max(1, golden.windows)
+    try:
+        done = wasm.run_command(module.wasm, stdin=request, timeout_s=timeout_s)
+    except PorterError as e:
+        raise PorterError(f"on golden {golden.path.name}: {_one_line(str(e))}") from None
+    if done.exit_code != 0:
+        raise PorterError(f"{module.wasm.name} exited with code {done.exit_code} on golden "
+                          f"{golden.path.name}: {_one_line(done.stderr.decode(errors='replace'))}")
+    results, load_ms = evalproto.decode_reply(done.stdout)
+    _check_reply_shape(module, golden, results)
+    return results, load_ms
+
+
+def _check_reply_shape(module: Module, golden: Golden, results: list[evalproto.WindowResult]) -> None:
+    if len(results) != golden.windows:
+        raise PorterError(f"{module.wasm.name} answered {len(results)} windows of golden "
+                          f"{golden.path.name}'s {golden.windows}")
+    for w, result in enumerate(results):
+        want = (int(golden.live[w]), golden.logits.shape[2])
+        if result.logits.shape != want:
+            raise PorterError(f"{module.wasm.name} answered window {w} of golden {golden.path.name} "
+                              f"with logits {list(result.logits.shape)}, expected {list(want)} "
+                              f"(live tokens x labels)")
+
+
+def compare_golden(golden: Golden, results: list[evalproto.WindowResult], load_ms: float,
+                   gated: bool) -> GoldenRun:
+    windows, diffs = [], []
+    for w, result in enumerate(results):
+        live = int(golden.live[w])
+        windows.append(agreement(result.logits, golden.logits[w], live))
+        diffs.append(np.abs(result.logits.astype(np.float64) - golden.logits[w, :live]).ravel())
+    overall = Agreement(0, 0, 0.0, 0.0)
+    for a in windows:
+        overall = overall.merge(a)
+    return GoldenRun(golden, gated, results, load_ms, windows, overall, np.concatenate(diffs))
+
+
+def threshold_failures(run: GoldenRun, thresholds: Thresholds) -> list[str]:
+    # Written as "not (ok)" so that a NaN logit fails instead of slipping through a comparison.
+    a, failures = run.overall, []
+    if not a.label_rate >= thresholds.min_label_agreement:
+        failures.append(f"label agreement {100 * a.label_rate:.2f}% < "
+                        f"{100 * thresholds.min_label_agreement:.2f}% vs {run.name}")
+    if not a.max_abs <= thresholds.max_abs:
+        failures.append(f"max |dlogit| {a.max_abs:.3g} > {thresholds.max_abs:g} vs {run.name}")
+    return failures
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+
+def _stats(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "median": statistics.median(values)} if values else \
+        {"mean": 0.0, "median": 0.0}
+
+
+def timing(runs: list[GoldenRun]) -> dict:
+    """Per forward pass (one window): mean and median of each part; model load once per run.
+
+    Goldens that shared a run of the module count once."""
+    distinct = list({id(run.results): run for run in runs}.values())
+    results = [r for run in distinct for r in run.results]
+    parts = {f"{part}_ms": _stats([getattr(r, f"{part}_ms") for r in results])
+             for part in ("forward", "matmul", "attention", "other")}
+    return {"windows": len(results), **parts,
+            "model_load_ms": {**_stats([run.load_ms for run in distinct]), "runs": len(distinct)}}
+
+
+# --- baseline -------------------------------------------------------------------------------
+
+
+def _baseline_key(run: GoldenRun, window: int) -> str:
+    return f"{run.name}#w{window:03d}"
+
+
+def write_baseline(path: Path, module: Module, runs: list[GoldenRun]) -> BaselineCheck:
+    arrays = {_baseline_key(run, w): r.logits for run in runs for w, r in enumerate(run.results)}
+    meta = {"format": BASELINE_FORMAT, "model": module.model.name, "model_sha256": module.model_sha256,
+            "goldens": {run.name: run.golden.windows for run in runs}}
+    arrays[BASELINE_META] = np.array(json.dumps(meta, sort_keys=True))
+    write_atomic(path, reproducible_npz(arrays))
+    return BaselineCheck(path=path, written=True)
+
+
+def check_baseline(path: Path, module: Module, runs: list[GoldenRun]) -> BaselineCheck:
+    stored = _load_baseline(path, module)
+    check = BaselineCheck(path=path, written=False)
+    for run in runs:
+        for w, result in enumerate(run.results):
+            key = _baseline_key(run, w)
+            if key not in stored:
+                raise PorterError(f"baseline {path.name} has no logits for window {w} of golden "
+                                  f"{run.name}; write one with --write-baseline")
+            _compare_window(check, run.golden, w, result.logits, stored[key])
+    return check
+
+
+def _load_baseline(path: Path, module: Module) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path) as archive:
+            stored = {k: archive[k] for k in archive.files}
+        meta = json.loads(stored.pop(BASELINE_META).item())
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+        raise PorterError(f"baseline {path}: not a porter baseline ({e})") from None
+    if meta.get("format") != BASELINE_FORMAT:
+        raise PorterError(f"baseline {path}: format {meta.get('format')!r}, expected {BASELINE_FORMAT!r}")
+    if meta.get("model_sha256") != module.model_sha256:
+        raise PorterError(f"baseline {path.name} was written for a model with sha256 "
+                          f"{str(meta.get('model_sha256'))[:12]}…, but the module's model "
+                          f"{module.model.name} has {module.model_sha256[:12]}…")
+    return stored
+
+
+def _compare_window(check: BitComparison, golden: Golden, window: int, ours: np.ndarray,
+                    base: np.ndarray) -> None:
+    """Bit comparison (so -0 vs 0 and NaN payloads count); records the first difference."""
+    name = golden.path.name.removesuffix(".npz")
+    if ours.shape != base.shape:
+        check.differing_logits += ours.size
+        if check.first_difference is None:
+            check.first_difference = {"golden": name, "window": window,
+                                      "text_index": int(golden.text_index[window]),
+                                      "shape": list(ours.shape), "baseline_shape": list(base.shape)}
+        return
+    differs = ours.view(np.uint32) != base.astype(np.float32).view(np.uint32)
+    if not differs.any():
+        return
+    check.differing_logits += int(differs.sum())
+    delta = np.abs(ours.astype(np.float64) - base)[differs]
+    check.max_abs = float(np.append(delta, check.max_abs).max())  # a NaN on either side stays NaN
+    if check.first_difference is None:
+        token, label = (int(i) for i in np.argwhere(differs)[0])
+        check.first_difference = {"golden": name, "window": window,
+                                  "text_index": int(golden.text_index[window]),
+                                  "token": token, "label": label,
+                                  "ours": float(ours[token, label]), "baseline": float(base[token, label])}
+
+
+def baseline_line(check: BaselineCheck) -> str:
+    if check.written:
+        return f"baseline written: {check.path}"
+    if check.identical:
+        return f"baseline {check.path.name}: bit-identical (max |dlogit| = 0)"
+    return f"baseline {check.path.name}: {describe_difference(check)}"
+
+
+def describe_difference(check: BitComparison) -> str:
+    d = check.first_difference
+    where = f"golden {d['golden']} window {d['window']} (text {d['text_index']})"
+    if "token" not in d:
+        return f"differs at {where}: logits {d['shape']} vs {d['baseline_shape']}"
+    return (f"differs at {where} token {d['token']} label {d['label']}: {d['ours']!r} vs "
+            f"{d['baseline']!r}; {check.differing_logits} logits differ, max |dlogit| {check.max_abs:.3g}")
+
+
+# --- live rows against the whole window -----------------------------------------------------
+
+
+def compare_extents(check: LiveRowsCheck, golden: Golden, live: list[evalproto.WindowResult],
+                    whole: list[evalproto.WindowResult]) -> None:
+    for w, (a, b) in enumerate(zip(live, whole)):
+        check.rows.append(a.rows)
+        check.live_ms.append(a.forward_ms)
+        check.whole_ms.append(b.forward_ms)
+        _compare_window(check, golden, w, a.logits, b.logits)
+
+
+def live_rows_line(check: LiveRowsCheck) -> str:
+    times = (f"forward {statistics.fmean(check.live_ms):.2f} ms vs {statistics.fmean(check.whole_ms):.2f} ms "
+             f"mean")
+    if all(rows == check.seq for rows in check.rows):
+        return (f"live rows: every window computed all {check.seq} rows (the model's padding is "
+                f"load-bearing, or the windows are full); {times}")
+    verdict = "bit-identical to" if check.identical else "DIFFERENT from"
+    return (f"live rows: {statistics.fmean(check.rows):.1f} of {check.seq} rows computed on average, "
+            f"{verdict} the whole-window run; {times}")
+
+
+def live_rows_report(check: LiveRowsCheck) -> dict:
+    return {"seq": check.seq, "windows": len(check.rows), "rows": check.rows,
+            "rows_mean": statistics.fmean(check.rows) if check.rows else 0.0,
+            "identical": check.identical, "differing_logits": check.differing_logits,
+            "max_abs": check.max_abs, "first_difference": check.first_difference,
+            "live_forward_ms": _stats(check.live_ms), "whole_window_forward_ms": _stats(check.whole_ms)}
+
+
+# --- report and plot ------------------------------------------------------------------------
+
+
+def golden_report(run: GoldenRun) -> dict:
+    golden = run.golden
+    sequences = []
+    for w, (a, r) in enumerate(zip(run.windows, run.results)):
+        sequences.append({"window": w, "text_index": int(golden.text_index[w]), "live": int(golden.live[w]),
+                          **a.as_dict(), "matmul_ms": r.matmul_ms, "attention_ms": r.attention_ms,
+                          "other_ms": r.other_ms, "forward_ms": r.forward_ms})
+    return {"name": run.name, "path": str(golden.path), "reference": golden.label, "gated": run.gated,
+            "windows": golden.windows, "overall": run.overall.as_dict(),
+            "logits_compared": int(run.abs_diffs.size),
+            "logits_identical": int((run.abs_diffs == 0).sum()),
+            "sequences": sequences, "timing": timing([run]), "failures": run.failures}
+
+
+def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
+                 baseline: BaselineCheck | None, live_rows: LiveRowsCheck, plot: Path,
+                 failures: list[str]) -> dict:
+    baseline_part = None
+    if baseline is not None:
+        baseline_part = {"path": str(baseline.path), "written": baseline.written,
+                         "identical": baseline.identical, "differing_logits": baseline.differing_logits,
+                         "max_abs": baseline.max_abs, "first_difference": baseline.first_difference}
+    return {"format": REPORT_FORMAT, "wasm": str(module.wasm), "wasm_sha256": _sha256(module.wasm),
+            "compiled_dir": str(module.compiled_dir), "model": str(module.model),
+            "model_sha256": module.model_sha256,
+            "thresholds": {"min_label_agreement": thresholds.min_label_agreement,
+                           "max_abs": thresholds.max_abs},
+            "goldens": [golden_report(run) for run in runs], "timing": timing(runs),
+            "baseline": baseline_part, "live_rows": live_rows_report(live_rows), "plot": str(plot),
+            "passed": not failures, "failures": failures}
+
+
+def write_plot(path: Path, runs: list[GoldenRun]) -> None:
+    """Histogram of |dlogit| per golden on log-spaced bins; exact zeros are counted in the legend
+    (a log axis has no place for them, and for a bit-exact port they are the whole story)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    nonzero = [run.abs_diffs[run.abs_diffs > 0] for run in runs]
+    finite = np.concatenate([d[np.isfinite(d)] for d in nonzero])
+    if finite.size:
+        low, high = np.floor(np.log10(finite.min())), np.ceil(np.log10(finite.max()))
+        bins = np.logspace(low, max(high, low + 1), 61)
+        for run, diffs in zip(runs, nonzero):
+            label = (f"{run.name}{'' if run.gated else ' (informative)'}: "
+                     f"{run.abs_diffs.size - diffs.size} of {run.abs_diffs.size} exactly 0")
+            ax.hist(np.clip(diffs, bins[0], bins[-1]), bins=bins, histtype="step", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.legend(fontsize="small", loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "every compared logit is identical: |dlogit| = 0",
+                ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("|dlogit| over live tokens, all labels")
+    ax.set_ylabel("logits")
+    ax.set_title("porter verify: eval module vs golden logits")
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    write_atomic(path, png.getvalue())
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def _timing_line(t: dict) -> str:
+    return (f"forward pass {t['forward_ms']['mean']:.2f} ms mean, {t['forward_ms']['median']:.2f} ms "
+            f"median (matmul {t['matmul_ms']['mean']:.2f} / attention {t['attention_ms']['mean']:.2f} / "
+            f"other {t['other_ms']['mean']:.2f} ms mean); model load {t['model_load_ms']['mean']:.3f} ms")
+
+
+def _echo_run(run: GoldenRun, echo) -> None:
+    role = "gated" if run.gated else "informative, not gated"
+    echo(f"golden {run.name} ({run.golden.label}; {run.golden.windows} windows; {role}):")
+    for w, a in enumerate(run.windows):
+        echo(f"  window {w:3d} (text {int(run.golden.text_index[w])}): {a.line()}")
+    echo(f"  overall: {run.overall.line()}")
+    echo(f"  {_timing_line(timing([run]))}")
+
+
+def _verdict(runs: list[GoldenRun], baseline: BaselineCheck | None, failures: list[str]) -> str:
+    if failures:
+        return "porter verify: FAIL: " + "; ".join(failures)
+    gated = [run for run in runs if run.gated]
+    parts = [f"labels {100 * r.overall.label_rate:.2f}%, max |dlogit| {r.overall.max_abs:.3g} vs {r.name}"
+             for r in gated]
+    if baseline is not None and not baseline.written:
+        parts.append("bit-identical to the baseline")
+    return "porter verify: PASS: " + "; ".join(parts)
+
+
+def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
+           baseline: Path | None = None, write_baseline_to: Path | None = None,
+           thresholds: Thresholds = Thresholds(), report_path: Path | None = None,
+           plot_path: Path | None = None, timeout_per_window_s: float = DEFAULT_TIMEOUT_PER_WINDOW_S,
+           echo=print) -> dict:
+    """Runs, compares, writes the report and plot, echoes a summary; returns the report.
+
+    Problems with the inputs raise PorterError; falling below a threshold or differing from the
+    baseline does not, it is the report's `passed` and `failures`.
+    """
+    if not goldens:
+        raise PorterError("give at least one --golden FILE")
+    if baseline is not None and write_baseline_to is not None:
+        raise PorterError("give --baseline or --write-baseline, not both")
+    module = locate_module(target)
+    requested = [(path, True) for path in goldens] + [(path, False) for path in compares]
+    loaded = [(load_matching_golden(module, path), gated) for path, gated in requested]
+    echo(f"eval module {module.wasm} (model {module.model.name}, window {module.seq}, "
+         f"{module.labels} labels)")
+    runs, replies, live_rows = [], {}, LiveRowsCheck(seq=module.seq)
+    for golden, gated in loaded:
+        # Goldens of the same windows (LiteRT's two kernel modes) share one run of the module.
+        key = _windows_key(golden)
+        if key not in replies:
+            replies[key] = run_module(module, golden, timeout_per_window_s)
+            whole, _ = run_module(module, golden, timeout_per_window_s, evalproto.WHOLE_WINDOW)
+            compare_extents(live_rows, golden, replies[key][0], whole)
+        runs.append(compare_golden(golden, *replies[key], gated))
+    failures = []
+    echo(live_rows_line(live_rows))
+    if not live_rows.identical:
+        failures.append(f"the live-rows run {describe_difference(live_rows)} (whole-window run)")
+    for run in runs:
+        if run.gated:
+            run.failures = threshold_failures(run, thresholds)
+            failures += run.failures
+        _echo_run(run, echo)
+    gated_runs = [run for run in runs if run.gated]
+    check = None
+    if baseline is not None:
+        check = check_baseline(baseline, module, gated_runs)
+        if not check.identical:
+            failures.append(f"baseline {baseline.name} {describe_difference(check)}")
+    elif write_baseline_to is not None:
+        if failures:
+            failures.append(f"baseline {write_baseline_to} not written: the module fails its goldens")
+        else:
+            check = write_baseline(write_baseline_to, module, gated_runs)
+    if check is not None:
+        echo(baseline_line(check))
+    all_timing = timing(runs)
+    echo(f"all runs, {all_timing['windows']} windows: {_timing_line(all_timing)}")
+    report_path = report_path or module.compiled_dir / REPORT_NAME
+    plot_path = plot_path or module.compiled_dir / PLOT_NAME
+    write_plot(plot_path, runs)
+    report = build_report(module, thresholds, runs, check, live_rows, plot_path, failures)
+    write_atomic(report_path, (json.dumps(report, indent=1) + "\n").encode())
+    echo(f"report {report_path}, |dlogit| histogram {plot_path}")
+    echo(_verdict(runs, check, failures))
+    return report
+
+
+def _one_line(text: str) -> str:
+    """Error text from a module (stderr, a panic message) as one line: CLI errors are one line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines) if lines else "(no output on stderr)"

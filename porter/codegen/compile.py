@@ -1,0 +1,32 @@
+"""`porter compile`: graph file -> recovered IR -> a Rust crate with model.bin, layout.json and
+ir.json beside its sources: the encoder forward pass (porter.codegen), or for a GPT-style decoder
+with a KV cache the generation crate (porter.codegen.decoder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from porter.codegen.encoder import render_forward_crate
+from porter.recover.decoder import DecoderIR, is_decoder_graph, recover_decoder
+from porter.codegen.decoder import render_decoder_crate
+from porter.errors import PorterError
+from porter.frontends import load_graph
+from porter.ir.encoder import EncoderIR
+from porter.recover.encoder import recover_encoder
+
+
+def recover(model_path: str | Path) -> EncoderIR:
+    return recover_encoder(load_graph(model_path))
+
+
+def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None) -> EncoderIR | DecoderIR:
+    g = load_graph(model_path)
+    if is_decoder_graph(g):
+        ir = recover_decoder(g, str(model_path))
+        render_decoder_crate(ir, out_dir, quant or "float32")
+        return ir
+    if quant not in (None, "hybrid"):
+        raise PorterError(f"--quant {quant}: encoders keep the quantisation their graph was exported with")
+    ir = recover_encoder(g)
+    render_forward_crate(ir, out_dir)
+    return ir

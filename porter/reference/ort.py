@@ -1,0 +1,281 @@
+"""onnxruntime's CPU float kernels for an encoder, emulated in numpy: bit-exact where noted.
+
+What onnxruntime 1.32 (CPU provider, AVX2 machine) runs for a torch.onnx BERT export, read from
+its optimised graph and MLAS's sources, each kernel then measured against onnxruntime:
+
+- LayerNormalization: its AVX2 kernel, read from onnxruntime 1.32's machine code and emulated
+  exactly (layer_norm). With ORT_ENABLE_ALL (the goldens) a LayerNormalization that reads a
+  residual Add is fused with it into com.microsoft.SkipLayerNormalization, a different kernel
+  (Welford's running mean and variance in float32), also emulated exactly (skip_layer_norm).
+- MatMul, FusedMatMul(alpha) (Q.K^T * scale) and Gemm (MatMul + Add fused, the bias as C):
+  MLAS SGEMM, one fma chain per output and block along k (256 deep for a prepacked weight, a
+  size-dependent depth otherwise), each block fma'd into C; a one-row MatMul of two
+  activations takes MLAS's M = 1 kernel instead: emulated exactly (sgemm, matmul).
+- Erf: MLAS's polynomial, emulated step by step (erf).
+- Softmax: MLAS's exp polynomial, an 8-lane sum, then * (1 / sum): emulated exactly (softmax).
+
+The dynamically quantised layers are exact too (porter.reference.quant), so an encoder graph reproduces
+onnxruntime's logits bit for bit; that matters most for them, since an ulp before a
+DynamicQuantizeLinear can move the whole tensor's uint8 scale, amplified layer by layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+
+
+def _fma(a, b, c):
+    """fmaf, correctly rounded, through float64. The product of two float32 values is exact in
+    float64; the float64 sum is rounded to odd (nudged off an even last bit when inexact, its
+    exact error found by TwoSum), which makes the final rounding to float32 correct. A plain
+    float64 sum would round twice and, rarely, differ from the hardware fma onnxruntime runs."""
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    s = p + c
+    back = s - p
+    error = (p - (s - back)) + (c - back)
+    with np.errstate(invalid="ignore"):
+        even = (s.view(np.int64) & 1) == 0
+        nudge = np.isfinite(s) & (error != 0) & even
+    s = np.where(nudge, np.nextafter(s, np.where(error > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+PACKED_STRIDE_K = 256  # depth of MLAS's blocks of a prepacked B (a constant weight)
+_STRIDE = 128  # MLAS_SGEMM_STRIDEN and _STRIDEK: blocks of a B packed on the fly
+
+
+def stride_k(n: int, k: int, prepacked: bool) -> int:
+    """The depth of MLAS's SGEMM blocks: fixed for a prepacked B; otherwise 128, doubled while
+    the N stride (128, halved each time, down to 16) still covers n, when n < k."""
+    if prepacked:
+        return PACKED_STRIDE_K
+    stride_n, depth = _STRIDE, _STRIDE
+    if n < k:
+        while stride_n > 16 and stride_n // 2 >= n:
+            stride_n, depth = stride_n // 2, depth * 2
+    return depth
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0,
+          prepacked: bool = False) -> np.ndarray:
+    """alpha * a [..., m, k] @ b [..., k, n] (+ c) as MLAS's SGEMM computes it: for each block
+    along k (stride_k), one fma chain per output in k order from zero, then C = fma(chain,
+    alpha, C) (the first block writes chain * alpha when there is no C). Measured bit-exact on
+    MatMul, Gemm and FusedMatMul."""
+    a, b = np.asarray(a, F32), np.asarray(b, F32)
+    shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1] + (a.shape[-2], b.shape[-1])
+    depth = a.shape[-1]
+    block = stride_k(b.shape[-1], depth, prepacked)
+    for start in range(0, depth, block):
+        chain = np.zeros(shape, F32)
+        for k in range(start, min(depth, start + block)):
+            chain = _fma(a[..., :, k:k + 1], b[..., k:k + 1, :], chain)
+        # the kernel's first store multiplies by alpha; later blocks fma into C
+        c = (chain * F32(alpha)).astype(F32) if c is None else _fma(chain, F32(alpha), c)
+    return np.zeros(shape, F32) if c is None else c
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """MatMul of two activations (B not prepacked, alpha 1): for one row of A, MLAS's M = 1
+    kernel; otherwise sgemm. (FusedMatMul's alpha and the weights' prepacked B take sgemm.)"""
+    return _sgemm_m1(a, b) if np.shape(a)[-2] == 1 else sgemm(a, b)
+
+
+def _sgemm_m1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """MLAS's SgemmKernelM1Avx: k in groups of four, then two, then one; each group's rounded
+    products added left to right (no fma), then added to C (zero before the first group)."""
+    a, b = np.asarray(a, F32), np.asarray(b, F32)
+    depth = a.shape[-1]
+    product = lambda k: (a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(F32)  # noqa: E731
+    c = np.zeros(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1] + (1, b.shape[-1]), F32)
+    k = 0
+    for group in (4, 2, 1):
+        while depth - k >= group:
+            t = product(k)
+            for j in range(k + 1, k + group):
+                t = (t + product(j)).astype(F32)
+            c = (t + c).astype(F32)
+            k += group
+            if group < 4:
+                break
+    return c
+
+
+def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """Gemm (MatMul + Add fused by onnxruntime) with the bias as C: C starts as the bias."""
+    x = np.asarray(x, F32)
+    c = None if bias is None else np.broadcast_to(bias.astype(F32), x.shape[:-1] + (len(bias),)).copy()
+    return sgemm(x, np.asarray(w, F32).T, c, prepacked=True)
+
+
+def matmul_add(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """MatMul, then Add of the bias (what onnxruntime leaves unfused for 3-D inputs)."""
+    y = sgemm(x, np.asarray(w, F32).T, prepacked=True)
+    return y if bias is None else (y + bias.astype(F32)).astype(F32)
+
+
+# Both LayerNorm kernels were read from onnxruntime 1.32's x86-64 machine code (found by a
+# hardware watchpoint on the op's output under gdb) and then measured element for element
+# against onnxruntime on random rows (tests/test_onnx_recover.py).
+_MEAN_LANES = 4  # float64 accumulators of the mean
+_VAR_LANES = 8  # float32 fma accumulators of the squared deviations
+MIN_LAYER_NORM_WIDTH = 8  # narrower rows take another code path, not reproduced
+
+
+def layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNormalization's AVX2 kernel. The mean: four float64 lanes over blocks of four, the
+    lanes added as (0 + 2) + (1 + 3), the tail after them, divided in float64 and rounded.
+    The variance of d = x - mean (float32): eight fma lanes over blocks of eight, reduced as
+    ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)); a tail of four or more adds four rounded
+    squares one by one, the last one to three are fma'd; then / n, + eps, sqrtf, 1 / that.
+    out = fma(d * inv_std, gamma, beta)."""
+    v = np.asarray(v, F32)
+    n = v.shape[-1]
+    if n < MIN_LAYER_NORM_WIDTH:
+        raise ValueError(f"onnxruntime's LayerNormalization kernel is reproduced for rows of "
+                         f"{MIN_LAYER_NORM_WIDTH} or more values, not {n}")
+    wide = v.astype(np.float64)
+    blocks = n - n % _MEAN_LANES
+    lanes = np.zeros(v.shape[:-1] + (_MEAN_LANES,))
+    for i in range(0, blocks, _MEAN_LANES):
+        lanes = lanes + wide[..., i:i + _MEAN_LANES]
+    total = (lanes[..., 0] + lanes[..., 2]) + (lanes[..., 1] + lanes[..., 3])
+    for i in range(blocks, n):
+        total = total + wide[..., i]
+    mean = (total / n).astype(F32)[..., None]
+    d = (v - mean).astype(F32)
+    var = _squared_deviations(d)
+    inv_std = (F32(1) / np.sqrt((var / F32(n)).astype(F32) + F32(eps)).astype(F32)).astype(F32)
+    return _fma((d * inv_std[..., None]).astype(F32), gamma, beta)
+
+
+def _squared_deviations(d: np.ndarray) -> np.ndarray:
+    n = d.shape[-1]
+    blocks = n - n % _VAR_LANES
+    acc = np.zeros(d.shape[:-1] + (_VAR_LANES,), F32)
+    for i in range(0, blocks, _VAR_LANES):
+        acc = _fma(d[..., i:i + _VAR_LANES], d[..., i:i + _VAR_LANES], acc)
+    half = (acc[..., :4] + acc[..., 4:]).astype(F32)
+    total = ((half[..., 0] + half[..., 2]).astype(F32) + (half[..., 1] + half[..., 3])).astype(F32)
+    i = blocks
+    if n - blocks >= 4:  # one four-wide step: rounded squares, added in order
+        for i in range(blocks, blocks + 4):
+            total = (total + (d[..., i] * d[..., i]).astype(F32)).astype(F32)
+        i = blocks + 4
+    for j in range(i, n):
+        total = _fma(d[..., j], d[..., j], total)
+    return total
+
+
+def skip_layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """SkipLayerNormalization's float kernel on v = input + skip (the caller adds them: float
+    addition commutes). Welford's algorithm, all float32: for k = 1..n, delta = x - mean,
+    mean += delta / k, m2 += (x - mean) * delta; std = sqrtf(m2 / n + eps);
+    out = (x - mean) / std * gamma + beta, each step rounded (no fma)."""
+    v = np.asarray(v, F32)
+    n = v.shape[-1]
+    mean = np.zeros(v.shape[:-1], F32)
+    m2 = np.zeros(v.shape[:-1], F32)
+    for k in range(n):
+        x = v[..., k]
+        delta = (x - mean).astype(F32)
+        mean = (mean + (delta / F32(k + 1)).astype(F32)).astype(F32)
+        m2 = (m2 + ((x - mean).astype(F32) * delta).astype(F32)).astype(F32)
+    std = np.sqrt(((m2 / F32(n)).astype(F32) + F32(eps)).astype(F32)).astype(F32)[..., None]
+    normalised = ((v - mean[..., None]).astype(F32) / std).astype(F32)
+    return ((normalised * gamma).astype(F32) + beta).astype(F32)
+
+
+# MLAS's exp for softmax (mlas/lib/compute.cpp, MlasComputeSumExpVector): range reduction by
+# 2^m, then a degree-6 polynomial, every step an fma; inputs below -88.376 give 2^-127 * p.
+_SUMEXP_LOW = F32(-88.3762626647949)
+_SUMEXP_POLY = [F32(float.fromhex(h)) for h in ("0x1.694000p-10", "0x1.125edcp-7", "0x1.555b5ap-5",
+                                                "0x1.555450p-3", "0x1.fffff6p-2", "0x1.000000p+0")]
+_LOG2E, _LN2_HI, _LN2_LO = F32(1.44269504088896341), F32(-6.93145752e-1), F32(-1.42860677e-6)
+_ROUNDING_MAGIC = F32(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
+_SUM_LANES = 8  # the AVX2 kernel's accumulator
+
+
+def _sum_exp(x: np.ndarray) -> np.ndarray:
+    x = np.maximum(_SUMEXP_LOW, x)
+    biased = _fma(x, _LOG2E, _ROUNDING_MAGIC)
+    m = (biased - _ROUNDING_MAGIC).astype(F32)
+    r = _fma(m, _LN2_LO, _fma(m, _LN2_HI, x))
+    # 2^m from the integer in biased's low mantissa bits, moved into the exponent field
+    scale = ((biased.view(np.int32) << 23) + np.int32(0x3F800000)).view(F32)
+    p = np.full_like(r, _SUMEXP_POLY[0])
+    for c in _SUMEXP_POLY[1:]:
+        p = _fma(p, r, c)
+    p = _fma(p, r, _SUMEXP_POLY[-1])
+    return (p * scale).astype(F32)
+
+
+def _lane_sum(e: np.ndarray) -> np.ndarray:
+    """One 8-lane accumulator over the row, the tail added into its first lanes (MLAS loads it
+    masked), then the lanes added in adjacent pairs (measured: bit-exact for every length)."""
+    n = e.shape[-1]
+    acc = np.zeros(e.shape[:-1] + (_SUM_LANES,), F32)
+    for i in range(0, n, _SUM_LANES):
+        block = e[..., i:i + _SUM_LANES]
+        acc[..., :block.shape[-1]] = (acc[..., :block.shape[-1]] + block).astype(F32)
+    while acc.shape[-1] > 1:
+        acc = (acc[..., 0::2] + acc[..., 1::2]).astype(F32)
+    return acc[..., 0]
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """MLAS softmax: e = exp(x - max) (MLAS's exp), sum, then e * (1 / sum)."""
+    x = np.asarray(x, F32)
+    e = _sum_exp((x + (-x.max(axis=-1, keepdims=True))).astype(F32))
+    return (e * (F32(1) / _lane_sum(e)).astype(F32)[..., None]).astype(F32)
+
+
+# MLAS's erf (mlas/lib/erf.cpp and its FMA3 kernel): odd polynomial up to |x| = 0.921875,
+# 1 - exp(-poly(|x|)) beyond, every step an fma. The C source clamps |x| to 3.725; the FMA3
+# kernel onnxruntime runs on AVX2 does not (measured: with the clamp, GELU differs below -5).
+_ERF_SPLIT = F32(0.921875)
+_ERF_SMALL = [F32(c) for c in (-5.99104969e-4, 4.99339588e-3, -2.67667342e-2, 1.12818025e-1,
+                               -3.76124859e-1, 1.28379151e-1)]
+_ERF_BIG = [F32(c) for c in (1.72948930e-5, -3.83208680e-4, 3.88393435e-3, -2.42545605e-2,
+                             1.06777847e-1, 6.34846687e-1, 1.28717512e-1)]
+_EXP_POLY = [F32(c) for c in (1.38319808e-3, 8.37550033e-3, 4.16689515e-2, 1.66664466e-1,
+                              4.99999851e-1, 1.0, 1.0)]
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    a = np.abs(x)
+    square = (a * a).astype(F32)
+    small = np.full_like(a, _ERF_SMALL[0])
+    for c in _ERF_SMALL[1:]:
+        small = _fma(small, square, c)
+    small = _fma(small, a, a)
+    big = np.full_like(a, _ERF_BIG[0])
+    for c in _ERF_BIG[1:]:
+        big = _fma(big, a, c)
+    t = np.maximum(_SUMEXP_LOW, -_fma(big, a, a))
+    n = (_fma(_LOG2E, t, _ROUNDING_MAGIC) - _ROUNDING_MAGIC).astype(F32)
+    f = _fma(n, _LN2_LO, _fma(n, _LN2_HI, t))
+    e = np.full_like(a, _EXP_POLY[0])
+    for c in _EXP_POLY[1:]:
+        e = _fma(e, f, c)
+    big = (F32(1) - np.ldexp(e, n.astype(np.int32)).astype(F32)).astype(F32)
+    return np.copysign(np.where(a > _ERF_SPLIT, big, small), x).astype(F32)
+
+
+_SQRT2 = F32(np.sqrt(2))
+
+
+_SQRT1_2 = F32(np.sqrt(0.5))
+
+
+def gelu_erf(h: np.ndarray, multiply: bool = False) -> np.ndarray:
+    """h * (0.5 * (erf(h / sqrt 2) + 1)) in the graph's order (the * 0.5 is exact either way).
+    multiply: erf(h * (1 / sqrt 2)) instead, as onnxruntime's Gelu kernel (and a graph that
+    spells it with Mul) computes it."""
+    h = np.asarray(h, F32)
+    e = erf((h * _SQRT1_2 if multiply else h / _SQRT2).astype(F32))
+    return (h * ((e + F32(1)).astype(F32) * F32(0.5)).astype(F32)).astype(F32)
