@@ -83,7 +83,7 @@ def compile_cmd(model, out_dir, quant):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
-    from porter.recover.decoder import DecoderIR
+    from porter.ir.decoder import DecoderIR
 
     ir = compile_model(model, out_dir, quant)
     if isinstance(ir, DecoderIR):
@@ -218,7 +218,7 @@ def generate_build(model, tokenizer_json, out_dir, quant, max_body_bytes, max_pr
               help="Seconds a request may run before the epoch deadline interrupts it.")
 def serve(out_dir, port, timeout_s):
     """Serve a built service (OUT_DIR of serve-build) with `wasmtime serve` on 127.0.0.1."""
-    from porter.serve.redact import serve as run_server
+    from porter.serve.deploy import serve as run_server
 
     run_server(out_dir, port, timeout_s, click.echo)
 
@@ -232,7 +232,7 @@ def serve(out_dir, port, timeout_s):
               help="Where to write the Spin manifest (default: OUT_DIR/spin.toml).")
 def deploy(out_dir, action, manifest):
     """Write spin.toml for OUT_DIR and run spin, or print what to run when spin is not installed."""
-    from porter.serve.redact import deploy as run_deploy
+    from porter.serve.deploy import deploy as run_deploy
 
     sys.exit(run_deploy(out_dir, action, manifest, click.echo))
 

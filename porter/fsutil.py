@@ -60,3 +60,12 @@ def replace_dir(new: Path, destination: Path) -> None:
         shutil.rmtree(retired, ignore_errors=True)
     else:
         os.replace(new, destination)
+
+
+def cache_dir(name: str, override_variable: str) -> Path:
+    """Where porter keeps one kind of cache: $override_variable if set, else
+    $XDG_CACHE_HOME/porter/<name> (~/.cache/porter/<name>)."""
+    configured = os.environ.get(override_variable)
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "porter" / name

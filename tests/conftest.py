@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from porter import TEMPLATES_DIR
-from porter.toolchain.cargo import render_and_build
+from porter.codegen.render import render_and_build
 from porter.toolchain.discover import Toolchain, require_toolchain
 from porter.runtime.wasm import WasmRuntime
 

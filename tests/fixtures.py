@@ -99,7 +99,7 @@ def assert_one_line_error(result, *fragments: str) -> str:
 
 def stop_server(server, log) -> None:
     """Stops a `wasmtime serve` started by a test (killed if it does not stop) and closes its log."""
-    from porter.serve.redact import stop_server as stop
+    from porter.serve.host import stop_server as stop
 
     stop(server)
     log.close()
@@ -112,7 +112,7 @@ def deployed_manifest(out_dir, facts, tmp_path, capsys) -> dict:
     import shutil
     import tomllib
 
-    from porter.serve.redact import deploy, spin_toml
+    from porter.serve.deploy import deploy, spin_toml
 
     manifest = tmp_path / "app" / "spin.toml"
     manifest.parent.mkdir()

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import wasmtime
 
-from porter.toolchain.cargo import build_crate, cargo_config_toml, render_crate
+from porter.codegen.render import cargo_config_file, render_crate
+from porter.toolchain.cargo import build_crate, cargo_config_toml
 from porter.errors import PorterError
 from porter.toolchain.discover import CrateKind
 from porter.runtime.wasm import WasmRuntime
@@ -98,13 +99,13 @@ def test_render_replaces_the_crate_whole(tmp_path, toolchain):
     (template / "README").write_text("copied as is {{ n }}\n")
     crate = tmp_path / "out/crate"
 
-    render_crate(template, crate, {"n": 3}, toolchain, extra_files={"model.bin": b"\x00\x01"})
+    render_crate(template, crate, {"n": 3}, {"model.bin": b"\x00\x01", **cargo_config_file(toolchain, CrateKind.COMMAND)})
     assert (crate / "src/lib.rs").read_text() == "pub const N: usize = 3;\n"
     assert (crate / "README").read_text() == "copied as is {{ n }}\n"
     assert (crate / "model.bin").read_bytes() == b"\x00\x01"
     assert "simd128" in (crate / ".cargo/config.toml").read_text()
 
-    render_crate(template, crate, {"n": 4}, toolchain)
+    render_crate(template, crate, {"n": 4})
     assert (crate / "src/lib.rs").read_text() == "pub const N: usize = 4;\n"
     assert not (crate / "model.bin").exists()  # nothing survives from the previous render
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["crate"]  # no temp dirs left
@@ -115,7 +116,7 @@ def test_render_with_a_missing_variable_leaves_nothing_behind(tmp_path, toolchai
     template.mkdir()
     (template / "Cargo.toml.j2").write_text('name = "{{ crate_name }}"\n')
     with pytest.raises(PorterError, match="crate_name"):
-        render_crate(template, tmp_path / "out/crate", {}, toolchain)
+        render_crate(template, tmp_path / "out/crate", {})
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -127,7 +128,7 @@ def test_build_failure_raises_with_cargo_stderr(tmp_path, toolchain, smoke):
         '[package]\nname = "porter-broken"\nversion = "0.1.0"\nedition = "2021"\n'
     )
     (template / "src/main.rs.j2").write_text("fn main() { let x: u32 = \"not a number\"; }\n")
-    crate = render_crate(template, tmp_path / "broken", {}, toolchain)
+    crate = render_crate(template, tmp_path / "broken", {}, cargo_config_file(toolchain, CrateKind.COMMAND))
     with pytest.raises(PorterError, match=r"cargo build failed[\s\S]*mismatched types"):
         build_crate(crate, toolchain)
 

@@ -10,8 +10,9 @@ from onnx import numpy_helper
 
 from fixtures import REPO, assert_one_line_error, run_porter
 from porter.runtime import decoder_proto
-from porter.recover.decoder import (Q8_0_BLOCK, DecoderIR, dequantize_q8_0, quantize_q8_0, recover_decoder,
-                            with_q8_0_weights)
+from porter.ir.decoder import DecoderIR
+from porter.recover.decoder import recover_decoder
+from porter.reference.q8_0 import Q8_0_BLOCK, dequantize_q8_0, quantize_q8_0, with_q8_0_weights
 from porter.codegen.decoder import ROW_TILE, render_decoder_crate, tile_q8_0_rows
 from porter.reference.execute_decoder import greedy
 from porter.check.decoder_reference import model_with_weights, ort_greedy

@@ -21,8 +21,8 @@ from tokenizers import Tokenizer
 from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter, stop_server
 from porter.runtime import decoder_proto
 from porter.serve.generate import generate_build
-from porter.serve.redact import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
-                            wasmtime_program)
+from porter.serve.host import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
+                               wasmtime_program)
 
 EXAMPLE = REPO / "examples" / "tinystories"
 MODEL = EXAMPLE / "model" / "tinystories.onnx"

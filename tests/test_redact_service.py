@@ -32,8 +32,9 @@ from porter.bench.service import bench_service, text_of_tokens
 from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import check_model_matches, load_golden
-from porter.serve.redact import (free_port, http_request, parse_server_timing, serve_build, serve_command,
-                            wait_until_serving, wasmtime_program)
+from porter.serve.host import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
+                               wasmtime_program)
+from porter.serve.redact import serve_build
 
 FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]

@@ -28,7 +28,7 @@ import pytest
 
 from porter.toolchain.cargo import build_crate
 from porter.errors import PorterError
-from porter.tokenize.compile import BLOB_NAME, MAGIC, _cached, build_blob, read_tokenizer_json, render_tokenizer_crate
+from porter.tokenize.compile import BLOB_NAME, MAGIC, cached_tables, build_blob, read_tokenizer_json, render_tokenizer_crate
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -346,13 +346,13 @@ def test_character_tables_round_trip_through_the_cache(tmp_path, monkeypatch):
         return tables
 
     for _ in range(2):
-        got = _cached(["lib1.0"], "test", compute)
+        got = cached_tables(["lib1.0"], "test", compute)
         assert np.array_equal(got[0], props) and got[1:] == tables[1:]
     assert len(calls) == 1
     [stored] = tmp_path.iterdir()
     for damage in (b"damaged", stored.read_bytes()[:1000]):
         stored.write_bytes(damage)
-        assert _cached(["lib1.0"], "test", compute)[1] == tables[1]
+        assert cached_tables(["lib1.0"], "test", compute)[1] == tables[1]
     assert len(calls) == 3
 
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fixtures import MINILM_LITERT_DQ8, REPO, require, run_porter
-from porter.toolchain.cargo import render_and_build
+from porter.codegen.render import render_and_build
 from porter.cli import main
 
 FAKE_TEMPLATE = Path(__file__).parent / "data" / "fake_eval"

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from porter.errors import PorterError
-from porter.serve.redact import (free_port, http_request, parse_server_timing, read_facts, serve_command, stop_server,
-                            wait_until_serving, wasmtime_program)
+from porter.serve.host import (free_port, http_request, parse_server_timing, read_facts, serve_command, stop_server,
+                               wait_until_serving, wasmtime_program)
 
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 120.0

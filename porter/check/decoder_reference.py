@@ -1,6 +1,6 @@
 """onnxruntime as the decoder's reference: the exported graph itself, run with a KV cache
 (one prompt pass, then one token per call), greedy; for Q8_0 with its initializers replaced by
-the Q8_0 round trip of the weights (porter.recover.decoder.with_q8_0_weights), so that onnxruntime and
+the Q8_0 round trip of the weights (porter.reference.q8_0.with_q8_0_weights), so that onnxruntime and
 the crate compute with the same weights.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from porter.recover.decoder import DecoderIR
+from porter.ir.decoder import DecoderIR
 from porter.errors import PorterError
 from porter.frontends import load_graph
 

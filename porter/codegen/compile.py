@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from porter.codegen.encoder import render_forward_crate
-from porter.recover.decoder import DecoderIR, is_decoder_graph, recover_decoder
+from porter.ir.decoder import DecoderIR
+from porter.recover.decoder import is_decoder_graph, recover_decoder
 from porter.codegen.decoder import render_decoder_crate
 from porter.errors import PorterError
 from porter.frontends import load_graph

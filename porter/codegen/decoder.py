@@ -1,7 +1,7 @@
 """Decoder codegen: a DecoderIR -> a Rust generation crate (templates/rust_decoder) + model.bin.
 
 model.bin holds the arrays of `DecoderIR.array_order()`; with Q8_0 every quantised array (the
-Linear weights and the tied token table, porter.recover.decoder.quantized_arrays) becomes two: its int8
+Linear weights and the tied token table, porter.reference.q8_0.quantized_arrays) becomes two: its int8
 values `<name>.q` and its per-block scales `<name>.scale`; for q8_0_int8 both are stored in
 tiles of ROW_TILE rows (`tile_q8_0_rows`), the layout the crate's integer kernel reads. The
 crate reuses the encoder crate's onnxruntime kernels (templates/rust_forward/src/kernels/
@@ -10,10 +10,6 @@ ort_float.rs and the float weight view it needs), copied in beside the decoder's
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,16 +18,17 @@ import numpy as np
 from porter import TEMPLATES_DIR
 
 from porter.codegen import pack
-from porter.toolchain.cargo import _render_templates
-from porter.codegen.encoder import crate_name, f32_literal
-from porter.recover.decoder import Q8_0_BLOCK, DecoderIR, quantize_q8_0, quantized_arrays
+from porter.codegen.render import render_crate
+from porter.codegen.encoder import compiled_files, crate_name, f32_literal
+from porter.ir.decoder import DecoderIR
+from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
-from porter.fsutil import replace_dir
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
+KERNELS_DIR = TEMPLATES_DIR / "rust_forward" / "src" / "kernels"
 SHARED_KERNELS = ("linear_f32.rs", "ort_float.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
-# Q8_0-quantised inputs in integers (porter.recover.decoder.q8_0_int8_linear)
+# Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
 # Rows per tile of q8_0_int8 weights: the same block of four rows side by side, so their four
 # scales are one v128 (templates/rust_decoder/src/linear.rs ROW_TILE; the crate checks it).
@@ -128,19 +125,6 @@ def render_decoder_crate(ir: DecoderIR, out_dir: str | Path, quant: str = "float
     out = Path(out_dir)
     blob, manifest = pack.pack(packed_arrays(ir, quant))
     variables = template_variables(ir, manifest, quant, out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(staging, 0o755)
-        _render_templates(TEMPLATE, staging, variables)
-        for name in SHARED_KERNELS:
-            shutil.copyfile(TEMPLATES_DIR / "rust_forward" / "src" / "kernels" / name, staging / "src" / "kernels" / name)
-        (staging / "model.bin").write_bytes(blob)
-        (staging / "layout.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        summary = {**ir.summary(), "weight_format": quant}
-        (staging / "ir.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
-        replace_dir(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+    files = {f"src/kernels/{name}": (KERNELS_DIR / name).read_bytes() for name in SHARED_KERNELS}
+    summary = {**ir.summary(), "weight_format": quant}
+    return render_crate(TEMPLATE, out, variables, {**files, **compiled_files(blob, manifest, summary)})

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +22,9 @@ import numpy as np
 from porter import TEMPLATES_DIR
 
 from porter.codegen import pack
-from porter.toolchain.cargo import _render_templates, build_crate, cargo_config_toml, shared_target_dir
+from porter.codegen.render import render_crate
+from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.errors import PorterError
-from porter.fsutil import replace_dir
 from porter.ir.encoder import (LITERT_BUILTIN, MASK_INPUT, ONNX_LAYER_NORM_FORMS, ONNXRUNTIME_CPU,
                        ORT_DYNAMIC_UINT8, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear)
 from porter.reference.quant import EXACT_DOT, INT16_PAIRS_SATURATED
@@ -215,25 +212,20 @@ def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
 def render_forward_crate(ir: EncoderIR, out_dir: str | Path, tuning: Tuning = Tuning()) -> Path:
     """Writes the crate, model.bin, layout.json and ir.json into out_dir, replacing it whole.
 
-    Everything is assembled in a sibling temporary directory and renamed into place, so out_dir
-    never holds a half-written crate.
+    The crate is assembled beside out_dir and renamed into place (porter.codegen.render), so
+    out_dir never holds a half-written crate.
     """
     out = Path(out_dir)
     blob, manifest = pack.pack(ir)
     variables = template_variables(ir, manifest, tuning, out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the crate private to its builder
-        _render_templates(TEMPLATE, staging, variables)
-        (staging / "model.bin").write_bytes(blob)
-        (staging / "layout.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        (staging / "ir.json").write_text(json.dumps(ir.summary(), indent=1, default=float) + "\n")
-        replace_dir(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+    return render_crate(TEMPLATE, out, variables, compiled_files(blob, manifest, ir.summary()))
+
+
+def compiled_files(blob: bytes, manifest: dict, summary: dict) -> dict[str, bytes]:
+    """What `porter compile` writes beside a crate's sources: model.bin and its two descriptions."""
+    return {"model.bin": blob,
+            "layout.json": (json.dumps(manifest, indent=1) + "\n").encode(),
+            "ir.json": (json.dumps(summary, indent=1, default=float) + "\n").encode()}
 
 
 def write_cargo_config(crate_dir: Path, toolchain: Toolchain) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 from porter.recover import fold
 
 from porter.reference import quant
+from porter.recover.schemes import weight_scheme
 from porter.recover import onnx_patterns as OP
 from porter.recover import tflite_patterns as TP
 from porter.errors import PorterError
@@ -157,7 +158,7 @@ class Recovery:
         if op.options.get("fused_activation_function", "NONE") != "NONE":
             raise PorterError(f"{where}: fused activation "
                               f"{op.options['fused_activation_function']} is not supported")
-        scheme = quant.weight_scheme(self.g, w_t, self.d.weight_out_axis, where)
+        scheme = weight_scheme(self.g, w_t, self.d.weight_out_axis, where)
         if len(w_t.shape) != 2:
             raise PorterError(f"{where}: weight {w_t.describe()} is not 2-D")
         weight = w_t.data if self.d.weight_out_axis == 0 else w_t.data.T  # the IR's [out, in]
@@ -311,10 +312,10 @@ def _embeddings(r: Recovery, ln: FoundLayerNorm) -> tuple[Embeddings, str]:
     elif lookup.type == "DequantizeLinear":
         kind = _dequantized_table(r, m, table)
     elif lookup.type == "EMBEDDING_LOOKUP":
-        scheme = quant.weight_scheme(g, table, 0, "word embedding")
+        scheme = weight_scheme(g, table, 0, "word embedding")
         kind = "int8_rows" if scheme == "int8_per_channel" else "int8_tensor"
     else:
-        if quant.weight_scheme(g, table, 0, "word embedding") != "int8_per_tensor":
+        if weight_scheme(g, table, 0, "word embedding") != "int8_per_tensor":
             raise PorterError(f"word embedding {table.describe()}: GATHER + DEQUANTIZE expects "
                               "one scale for the whole table")
         kind = "int8_tensor"

@@ -33,7 +33,7 @@ RESHAPE = "Reshape"
 WEIGHT_OUT_AXIS = 1
 
 
-def _last_axis(op, g) -> bool:
+def last_axis(op, g) -> bool:
     """Softmax / LayerNormalization / ReduceMean acting on the last axis only."""
     rank = len(g.tensor(op.inputs[0]).shape)
     if op.type == "ReduceMean":
@@ -61,15 +61,15 @@ def layout(p, depth: int = 3):
 
 # One op: x, gamma, beta; epsilon and axis are attributes.
 LAYER_NORM_OP = Op("LayerNormalization", Var("x"), vector_const("gamma"), vector_const("beta"),
-                   name="out", where=_last_axis)
+                   name="out", where=last_axis)
 
 
 def _layer_norm_decomposed():
     """norm = (x - mean) / sqrt(mean((x - mean)^2) + eps); the affine follows separately."""
     x = Var("x")
-    mean = Op("ReduceMean", x, name="mean", where=_last_axis)
+    mean = Op("ReduceMean", x, name="mean", where=last_axis)
     centred = Op("Sub", x, mean, name="centred")
-    var = Op("ReduceMean", Op("Pow", centred, scalar_const("two")), where=_last_axis)
+    var = Op("ReduceMean", Op("Pow", centred, scalar_const("two")), where=last_axis)
     std = Op("Sqrt", Op("Add", var, scalar_const("eps"), commutative=True))
     return Op("Div", centred, std, name="norm")
 
@@ -129,7 +129,7 @@ _scaled = AnyOf(Op("Mul", _scores, scalar_const("scale"), commutative=True, name
                 Op("Div", _scores, scalar_const("scale_divisor"), name="scaled"),
                 _scores)
 _masked = AnyOf(Op("Add", _scaled, Var("mask_bias"), commutative=True, name="masked"), _scaled)
-_probs = Op("Softmax", _masked, name="probs", where=_last_axis)
+_probs = Op("Softmax", _masked, name="probs", where=last_axis)
 _context = Op("MatMul", layout(_probs), _v, name="context")
 ATTENTION = Op("Add", linear("o", layout(_context)), Var("resid"), commutative=True,
                name="attn_sum")
@@ -137,7 +137,7 @@ ATTENTION = Op("Add", linear("o", layout(_context)), Var("resid"), commutative=T
 # ---- feed-forward ----------------------------------------------------------------------------
 
 
-def _gelu_erf(h):
+def gelu_erf(h):
     """h * 0.5 * (1 + erf(h / sqrt 2)) in the two association orders torch.onnx writes.
 
     `h` appears twice; the engine's name bindings make both occurrences the same tensor.
@@ -153,7 +153,7 @@ def _gelu_erf(h):
 
 
 _ffn_in = linear("ffn_in", Var("feed"))
-GELU = AnyOf(Op(("Gelu", "com.microsoft.Gelu"), _ffn_in, name="gelu"), _gelu_erf(_ffn_in))
+GELU = AnyOf(Op(("Gelu", "com.microsoft.Gelu"), _ffn_in, name="gelu"), gelu_erf(_ffn_in))
 FFN = Op("Add", linear("ffn_out", GELU), Var("resid"), commutative=True, name="ffn_sum")
 
 HEAD = linear("head", Var("feed"))

@@ -2,7 +2,7 @@
 float arithmetic (porter.reference.ort), the reference for the generated decoder crate.
 
 With int8_dot the Linear layers and the LM head take Q8_0 x Q8_0 integer dot products instead
-(porter.recover.decoder.q8_0_int8_linear, the `q8_0_int8` crates' arithmetic).
+(porter.reference.q8_0.q8_0_int8_linear, the `q8_0_int8` crates' arithmetic).
 
 `Session.step(ids)` feeds the next tokens (a prompt, then one token at a time), appends their
 keys and values to the cache, and returns their logits [len(ids), vocab], like one call of the
@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from porter.reference import ort as OF
-from porter.recover.decoder import DecoderIR, dequantize_q8_0, q8_0_int8_linear, quantize_q8_0
+from porter.ir.decoder import DecoderIR
+from porter.reference.q8_0 import dequantize_q8_0, q8_0_int8_linear, quantize_q8_0
 from porter.errors import PorterError
 
 F32 = np.float32

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.errors import PorterError
-from porter.frontends.graph import Graph, Tensor
 
 F32 = np.float32
 
@@ -173,38 +171,3 @@ def ort_dynamic_linear(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray,
     w_scale = np.broadcast_to(np.asarray(w_scale, F32), (w.shape[0],))
     y = (acc.astype(F32) * (scale * w_scale).astype(F32)).astype(F32)
     return y if bias is None else (y + bias.astype(F32)).astype(F32)
-
-
-# ---- assertions: what porter accepts --------------------------------------------------------
-
-def weight_scheme(g: Graph, t: Tensor, out_axis: int, where: str) -> str:
-    """Classify a FULLY_CONNECTED/embedding weight, or fail naming the tensor.
-
-    Returns "float32", "int8_per_channel" (one scale per index of `out_axis`, zero points 0)
-    or "int8_per_tensor" (one scale, zero point 0).
-    """
-    if t.data is None:
-        raise PorterError(f"{where}: weight {t.describe()} is not a constant")
-    if t.data.size == 0:
-        raise PorterError(f"{where}: weight {t.describe()} is empty")
-    if t.dtype == "float32":
-        return "float32"
-    if t.dtype != "int8":
-        raise PorterError(f"{where}: weight {t.describe()} has dtype {t.dtype}; "
-                          "expected int8 (hybrid quantisation) or float32")
-    q = t.quant
-    if q is None or q.scale.size == 0:
-        raise PorterError(f"{where}: int8 weight {t.describe()} has no quantisation scales")
-    if np.any(q.zero_point != 0):
-        raise PorterError(f"{where}: int8 weight {t.describe()} has non-zero zero points; "
-                          "expected symmetric weights (zero point 0)")
-    if not np.all(np.isfinite(q.scale)) or np.any(q.scale <= 0):
-        raise PorterError(f"{where}: int8 weight {t.describe()} has a non-positive or "
-                          "non-finite scale")
-    if q.scale.size == 1:
-        return "int8_per_tensor"
-    if q.axis != out_axis or q.scale.size != t.shape[out_axis]:
-        raise PorterError(f"{where}: int8 weight {t.describe()} is quantised along axis "
-                          f"{q.axis} with {q.scale.size} scales; expected one scale per "
-                          f"output channel along axis {out_axis} ({t.shape[out_axis]} scales)")
-    return "int8_per_channel"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import math
-import os
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 import wasmtime
 
 from porter.errors import PorterError
-from porter.fsutil import write_atomic
+from porter.fsutil import cache_dir, write_atomic
 
 EPOCH_TICK_S = 0.01  # Spin's tick as well: fine enough for sub-second deadlines, cheap to run
 DEFAULT_TIMEOUT_S = 30.0
@@ -42,11 +41,7 @@ class RunResult:
 
 def module_cache_dir() -> Path:
     """PORTER_WASM_CACHE, else ~/.cache/porter/wasmtime."""
-    configured = os.environ.get("PORTER_WASM_CACHE")
-    if configured:
-        return Path(configured)
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "porter" / "wasmtime"
+    return cache_dir("wasmtime", "PORTER_WASM_CACHE")
 
 
 class EpochTicker:

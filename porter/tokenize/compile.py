@@ -24,7 +24,7 @@ every code point, and stored per code point in the blob. Grapheme cluster proper
 the Precompiled normalizer, which looks up whole graphemes shorter than 6 bytes) come from the
 `regex` module's Unicode database, newer than the reference's segmenter, so which characters
 extend a grapheme is checked against the reference too. Reading all this takes seconds, so the
-tables are cached per library version (see _cached). Unigram scores, too, are the reference's
+tables are cached per library version (see cached_tables). Unigram scores, too, are the reference's
 own f64 values, which are not always the ones Python parses from the same digits.
 
 Blob layout (little-endian; every section starts on an 8-byte boundary):
@@ -62,7 +62,6 @@ import enum
 import io
 import json
 import math
-import os
 import struct
 import zipfile
 from collections.abc import Iterable
@@ -72,13 +71,13 @@ from pathlib import Path
 import numpy as np
 
 from porter.errors import PorterError
-from porter.fsutil import write_atomic
+from porter.fsutil import cache_dir, write_atomic
+from porter.tokenize.blob import TOTAL_SIZE, sectioned_blob, u32s
 
 MAGIC = b"PTOK"
 VERSION = 1
 BLOB_NAME = "tokenizer.bin"
 SEQUENCE_A = 0xFFFF_FFFF  # in POST_TEMPLATE: where the encoded text goes
-SECTION_ALIGN = 8
 UNICODE_SIZE = 0x110000
 SURROGATES = range(0xD800, 0xE000)
 
@@ -192,11 +191,12 @@ class IndicConjunctBreak(enum.IntEnum):
 def render_tokenizer_crate(blob: bytes, crate_dir: Path, toolchain, crate_name: str = "porter-tokenizer") -> Path:
     """Render templates/tokenizer into crate_dir with `blob` as its tokenizer.bin (not built)."""
     from porter import TEMPLATES_DIR
-    from porter.toolchain.cargo import render_crate
+    from porter.codegen.render import cargo_config_file, render_crate
+    from porter.toolchain.discover import CrateKind
 
     variables = {"crate_name": crate_name, "crate_ident": crate_name.replace("-", "_")}
-    return render_crate(TEMPLATES_DIR / "tokenizer", crate_dir, variables, toolchain,
-                        extra_files={BLOB_NAME: blob})
+    files = {BLOB_NAME: blob, **cargo_config_file(toolchain, CrateKind.COMMAND)}
+    return render_crate(TEMPLATES_DIR / "tokenizer", crate_dir, variables, files)
 
 
 def compile_tokenizer(tokenizer_json: Path, out_dir: Path) -> Path:
@@ -267,11 +267,11 @@ class _BlobBuilder:
 
     def pack(self, model: Model) -> bytes:
         sections = {
-            Section.PARAMS: _u32s(self.params),
-            Section.NORMALIZER: _u32s(v for op in self.normalizer_ops for v in op),
-            Section.PRE_TOKENIZER: _u32s(v for op in self.pre_tokenizer_ops for v in op),
-            Section.POST_TEMPLATE: _u32s(self.post_template),
-            Section.ADDED_TOKENS: _u32s(v for token in self.added_tokens for v in token),
+            Section.PARAMS: u32s(self.params),
+            Section.NORMALIZER: u32s(v for op in self.normalizer_ops for v in op),
+            Section.PRE_TOKENIZER: u32s(v for op in self.pre_tokenizer_ops for v in op),
+            Section.POST_TEMPLATE: u32s(self.post_template),
+            Section.ADDED_TOKENS: u32s(v for token in self.added_tokens for v in token),
             Section.STRINGS: bytes(self.strings),
             Section.TRIE: self.trie,
             Section.SCORES: self.scores,
@@ -279,18 +279,9 @@ class _BlobBuilder:
             Section.CHAR_MAPS: self.char_maps,
             Section.CHARSMAP: self.charsmap,
             Section.CHARSMAP_TEXT: self.charsmap_text,
-            Section.REPLACE_RULES: _u32s(v for rule in self.replace_rules for v in rule),
+            Section.REPLACE_RULES: u32s(v for rule in self.replace_rules for v in rule),
         }
-        header_size = _align(20 + 8 * len(Section))
-        directory, body, offset = [], bytearray(), header_size
-        for section in Section:
-            data = sections[section]
-            directory += [offset, len(data)]
-            padded = data + bytes(_align(len(data)) - len(data))
-            body += padded
-            offset += len(padded)
-        header = MAGIC + _u32s([VERSION, offset, model, len(Section), *directory])
-        return header + bytes(header_size - len(header)) + bytes(body)
+        return sectioned_blob(MAGIC, [VERSION, TOTAL_SIZE, model], [sections[section] for section in Section])
 
 
 def _model_section(model: dict, builder: _BlobBuilder) -> Model:
@@ -560,7 +551,7 @@ def _trie(pieces: Iterable[tuple[str, int]]) -> bytes:
     first_child = np.concatenate([[1], 1 + np.cumsum(child_counts)]).astype("<u4")
     token_ids = np.array([ids.get(prefix, -1) for prefix in nodes], dtype="<i4")
     labels = np.array([prefix[-1] if prefix else 0 for prefix in nodes], dtype=np.uint8)
-    return _u32s([len(nodes)]) + first_child.tobytes() + token_ids.tobytes() + labels.tobytes()
+    return u32s([len(nodes)]) + first_child.tobytes() + token_ids.tobytes() + labels.tobytes()
 
 
 # --------------------------------------------------------------------------------------------
@@ -572,17 +563,17 @@ def _character_tables(builder: _BlobBuilder) -> tuple[bytes, bytes]:
     pre_tokenizer_ops = {op[0] for op in builder.pre_tokenizer_ops}
     probe = _ReferenceProbe(builder)
     # Whitespace is always needed: added tokens with lstrip/rstrip take the spaces beside them.
-    props = _cached(probe.versions, "whitespace", lambda: (probe.whitespace(), {}, {}))[0]
+    props = cached_tables(probe.versions, "whitespace", lambda: (probe.whitespace(), {}, {}))[0]
     nfd, lowercase = {}, {}
     uses_bert_tables = normalizer_ops & {
         NormalizerOp.CLEAN_TEXT, NormalizerOp.CHINESE_SPACING, NormalizerOp.NFD,
         NormalizerOp.STRIP_NONSPACING_MARKS, NormalizerOp.STRIP_COMBINING_MARKS, NormalizerOp.LOWERCASE,
     } or PreTokenizerOp.SPLIT_BERT_PUNCTUATION_ISOLATED in pre_tokenizer_ops
     if uses_bert_tables:
-        bert_props, nfd, lowercase = _cached(probe.versions, "bert", probe.bert_tables)
+        bert_props, nfd, lowercase = cached_tables(probe.versions, "bert", probe.bert_tables)
         props = props | bert_props
     if NormalizerOp.PRECOMPILED in normalizer_ops:
-        grapheme_props = _cached(probe.versions + [_regex_version(builder)], "graphemes",
+        grapheme_props = cached_tables(probe.versions + [_regex_version(builder)], "graphemes",
                                  lambda: (probe.correct_grapheme_extenders(_grapheme_properties()), {}, {}))[0]
         props = props | grapheme_props
     return _range_table(props), _char_map(nfd, builder) + _char_map(lowercase, builder)
@@ -591,13 +582,11 @@ def _character_tables(builder: _BlobBuilder) -> tuple[bytes, bytes]:
 Tables = tuple[np.ndarray, dict[int, str], dict[int, str]]
 
 
-def _cached(versions: list[str], name: str, compute) -> Tables:
+def cached_tables(versions: list[str], name: str, compute) -> Tables:
     """Character tables depend only on the libraries they are read from, and reading them takes
     seconds, so they are kept in PORTER_TOKENIZER_CACHE (else ~/.cache/porter/tokenizer-tables),
     one .npz per table set and library versions; a damaged entry is recomputed."""
-    configured = os.environ.get("PORTER_TOKENIZER_CACHE")
-    cache = Path(configured) if configured else Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "porter" / "tokenizer-tables"
+    cache = cache_dir("tokenizer-tables", "PORTER_TOKENIZER_CACHE")
     path = cache / f"{name}-{'-'.join(versions)}-v{VERSION}.npz"
     try:
         with np.load(path, allow_pickle=False) as stored:
@@ -788,30 +777,18 @@ def _one_entry_charsmap(key: int, replacement: bytes) -> bytes:
     units[0] = 1 << 10  # root: children at 1 ^ label
     units[1 ^ key] = (1 << 10) | (1 << 8) | key  # the key's node: has a leaf, at (1 ^ key) ^ 1
     units[(1 ^ key) ^ 1] = 0  # the leaf: offset 0 into the replacement strings
-    return _u32s([4 * len(units), *units]) + replacement + b"\0"
+    return u32s([4 * len(units), *units]) + replacement + b"\0"
 
 
 def _range_table(props: np.ndarray) -> bytes:
     """(first code point, properties) at every change: ~thousands of ranges for 1.1M code points."""
     starts = np.flatnonzero(np.diff(props, prepend=np.uint32(0xFFFF_FFFF)) != 0)
     table = np.stack([starts.astype(np.uint32), props[starts]], axis=1).astype("<u4")
-    return _u32s([len(starts)]) + table.tobytes()
+    return u32s([len(starts)]) + table.tobytes()
 
 
 def _char_map(mapping: dict[int, str], builder: _BlobBuilder) -> bytes:
     keys = sorted(mapping)
     spans = [builder.add_string(mapping[c]) for c in keys]
-    return _u32s([len(keys), *keys, *(v for span in spans for v in span)])
+    return u32s([len(keys), *keys, *(v for span in spans for v in span)])
 
-
-# --------------------------------------------------------------------------------------------
-# Helpers
-
-
-def _u32s(values: Iterable[int]) -> bytes:
-    values = list(values)
-    return struct.pack(f"<{len(values)}I", *values)
-
-
-def _align(n: int) -> int:
-    return (n + SECTION_ALIGN - 1) // SECTION_ALIGN * SECTION_ALIGN

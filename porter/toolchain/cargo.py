@@ -1,9 +1,8 @@
-"""Render a Rust crate from a template directory and build it for wasm32-wasip1 with simd128.
+"""Build a crate for wasm32-wasip1 with simd128 through cargo.
 
-A template directory is a crate in which every `*.j2` file is a jinja2 template (rendered, the
-suffix dropped) and every other file is copied as it is. The `.cargo/config.toml` is not part of
-any template: it is generated from the discovered `Toolchain` and the crate's `CrateKind`, so the
-same template builds with rustup's prebuilt std or with Debian's build-std.
+A crate's `.cargo/config.toml` is not part of any template: it is generated from the discovered
+`Toolchain` and the crate's `CrateKind`, so the same template builds with rustup's prebuilt std
+or with Debian's build-std.
 
 All builds share one cargo target directory, so the standard library (compiled from source on
 the Debian route) is built once, not once per crate.
@@ -13,19 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 
-import jinja2
-
 from porter.errors import PorterError
-from porter.fsutil import copy_atomic, replace_dir
+from porter.fsutil import cache_dir, copy_atomic
 from porter.toolchain.discover import WASM_TARGET, CrateKind, Toolchain
 
-TEMPLATE_SUFFIX = ".j2"
 # One release profile for every crate, set here rather than in each template's Cargo.toml:
 # build-std compiles std with the crate's profile, so a second profile means a second std build.
 RELEASE_PROFILE = [
@@ -39,42 +32,7 @@ STDERR_TAIL_LINES = 25
 
 def shared_target_dir() -> Path:
     """PORTER_CARGO_TARGET, else ~/.cache/porter/cargo-target."""
-    configured = os.environ.get("PORTER_CARGO_TARGET")
-    if configured:
-        return Path(configured)
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "porter" / "cargo-target"
-
-
-def render_crate(
-    template_dir: Path,
-    crate_dir: Path,
-    variables: Mapping[str, object],
-    toolchain: Toolchain,
-    kind: CrateKind = CrateKind.COMMAND,
-    extra_files: Mapping[str, bytes] | None = None,
-) -> Path:
-    """Render template_dir into crate_dir, replacing it whole.
-
-    extra_files (relative path -> bytes) are written beside the rendered files, e.g. a model.bin
-    that the crate embeds with include_bytes!. The crate is assembled in a sibling temporary
-    directory and renamed into place, so crate_dir never holds a half-written crate.
-    """
-    if not template_dir.is_dir():
-        raise PorterError(f"template directory {template_dir} does not exist")
-    crate_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{crate_dir.name}.", dir=crate_dir.parent))
-    os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the crate private to its builder
-    try:
-        _render_templates(template_dir, staging, variables)
-        for relative, data in (extra_files or {}).items():
-            _write_file(staging / relative, data)
-        _write_file(staging / ".cargo/config.toml", cargo_config_toml(toolchain, kind).encode())
-        replace_dir(staging, crate_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return crate_dir
+    return cache_dir("cargo-target", "PORTER_CARGO_TARGET")
 
 
 def cargo_config_toml(toolchain: Toolchain, kind: CrateKind) -> str:
@@ -126,47 +84,6 @@ def build_crate(crate_dir: Path, toolchain: Toolchain, target_dir: Path | None =
         )
     built = _wasm_artifact(done.stdout, crate_dir)
     return copy_atomic(built, crate_dir / built.name)
-
-
-def render_and_build(
-    template_dir: Path,
-    crate_dir: Path,
-    variables: Mapping[str, object],
-    toolchain: Toolchain,
-    kind: CrateKind = CrateKind.COMMAND,
-    extra_files: Mapping[str, bytes] | None = None,
-    target_dir: Path | None = None,
-) -> Path:
-    render_crate(template_dir, crate_dir, variables, toolchain, kind, extra_files)
-    return build_crate(crate_dir, toolchain, target_dir)
-
-
-def _render_templates(template_dir: Path, out_dir: Path, variables: Mapping[str, object]) -> None:
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template_dir),
-        undefined=jinja2.StrictUndefined,  # a misspelt variable must fail, not render as ""
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    for source in sorted(p for p in template_dir.rglob("*") if p.is_file()):
-        relative = source.relative_to(template_dir)
-        if source.name.endswith(TEMPLATE_SUFFIX):
-            text = _render_one(environment, relative, variables)
-            _write_file(out_dir / str(relative).removesuffix(TEMPLATE_SUFFIX), text.encode())
-        else:
-            _write_file(out_dir / relative, source.read_bytes())
-
-
-def _render_one(environment: jinja2.Environment, relative: Path, variables: Mapping[str, object]) -> str:
-    try:
-        return environment.get_template(relative.as_posix()).render(**variables)
-    except jinja2.TemplateError as e:
-        raise PorterError(f"cannot render template {relative}: {e}") from e
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
 
 
 def _cargo_env(toolchain: Toolchain, target_dir: Path) -> dict[str, str]:

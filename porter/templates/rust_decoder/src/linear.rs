@@ -152,7 +152,7 @@ fn add_bias(y: &mut [f32], bias: Option<&[f32]>) {
 }
 
 /// Q8_0 of each block of 32: d = max|x| / 127, q = trunc(x / d + copysign(0.5)) (round half
-/// away from zero, the addition in f32 as porter.decoder.quantize_q8_0 does it), 0 where d = 0.
+/// away from zero, the addition in f32 as porter.reference.q8_0.quantize_q8_0 does it), 0 where d = 0.
 fn quantize_rows_q8_0(x: &[f32], values: &mut [i16], scales: &mut [f32]) {
     for ((block, q), d) in x.chunks_exact(Q8_0_BLOCK).zip(values.chunks_exact_mut(Q8_0_BLOCK)).zip(scales.iter_mut()) {
         let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
