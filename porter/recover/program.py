@@ -1,0 +1,296 @@
+"""Graph -> EncoderProgram: canonicalise, recognise blocks by role, run the rest op by op, prove.
+
+1. porter.recover.canonical puts the graph into one op vocabulary (folded, identities gone).
+2. Blocks with fast kernels are recognised by role: the embedding sum (the lookup by the ids),
+   attention (a softmax between Q.K^T and P.V), LayerNorms (porter.recover.norms), the GELU op
+   and the GELU onnxruntime fuses, and every Linear.
+3. Every other op must be an elementwise op, a reduction or a slice: it becomes one step that
+   runs that op in the reference's arithmetic, so a spelling no block knows still compiles
+   exactly. Views are free (a buffer seen with another shape).
+4. Every op of the file is accounted for: in a step, or explained by canonicalisation (folded,
+   an identity, unused). Anything else is refused, naming the file's op.
+5. Each block is proven against the graph's own ops on random inputs (porter.recover.prove).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from porter.errors import PorterError
+from porter.frontends.graph import Graph
+from porter.ir.program import (INPUT_MASK, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
+                               EncoderProgram, Gelu, GeluStep, LayerNorm, Linear, LinearStep, MaskMode, Operand, Reduce,
+                               ReduceStep, Reference, SliceStep, Step)
+from porter.recover import attention, embeddings, norms
+from porter.recover.canonical import Canonical, canonicalise
+from porter.recover.engine import AnyOf, Const, Op, Var, match
+from porter.recover.probe import describe_op
+from porter.recover.tokens import TokenAxes, token_axes
+
+
+@dataclass
+class Block:
+    step: Step
+    ops: set[int]  # canonical ops
+    arrays: dict = field(default_factory=dict)
+
+
+_GENERIC = {kind.value: kind for kind in Elementwise}
+_REDUCE = {"reduce_sum": Reduce.SUM, "reduce_mean": Reduce.MEAN, "reduce_max": Reduce.MAX}
+
+
+# onnxruntime's GeluFusion: (x * (erf(x / sqrt 2) + 1)) * 0.5 becomes its Gelu kernel, which
+# computes erf(x * (1 / sqrt 2)); other orders run op by op and need no block.
+def _onnx_fused_gelu():
+    x = Var("x")
+    erf = Op("erf", Op("div", x, Const("sqrt2", where=lambda t, g: t.data.size == 1
+                                             and np.float32(t.data.reshape(-1)[0]) == np.float32(np.sqrt(2)))))
+    one_plus = Op("add", erf, Const("one", where=lambda t, g: t.data.size == 1 and t.data.reshape(-1)[0] == 1),
+                  commutative=True)
+    half = Const("half", where=lambda t, g: t.data.size == 1 and t.data.reshape(-1)[0] == 0.5)
+    return Op("mul", Op("mul", x, one_plus, commutative=True), half, commutative=True, name="out")
+
+
+ONNX_FUSED_GELU = AnyOf(_onnx_fused_gelu())
+
+
+def recover_program(g: Graph) -> EncoderProgram:
+    c = canonicalise(g)
+    cg = c.graph
+    if len(cg.outputs) != 1:
+        raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
+    inputs = embeddings.find_inputs(cg)
+    seq = cg.tensor(inputs.ids).shape[-1]
+    claimed: set[int] = set()
+    blocks: list[Block] = []
+    embed = embeddings.find(cg, c.reference, inputs, seq)
+    blocks.append(Block(embed.step, embed.ops, embed.arrays))
+    claimed |= embed.ops
+    attention_ops = set()
+    for found in attention.find(cg, c.reference, seq, inputs.mask, claimed):
+        blocks.append(Block(found.step, found.ops))
+        attention_ops |= found.ops
+    for found in norms.find(cg, c.reference, claimed):
+        arrays = {}
+        if found.gamma is not None:
+            arrays["gamma"] = found.gamma
+        if found.beta is not None:
+            arrays["beta"] = found.beta
+        blocks.append(Block(found.step, found.ops, arrays))
+    blocks += _gelus(cg, c.reference, claimed)
+    blocks += _linears(cg, claimed)
+    sources = _token_sources(cg, inputs)
+    for b in blocks:
+        if isinstance(b.step, Attention):  # the merged context: one row per token
+            merged = int(b.step.outputs[0][1:])
+            sources[merged] = _first_axis_of(cg.tensor(merged).shape, seq)
+    axes = token_axes(cg, seq, sources, attention_ops)
+    blocks += _generic(c, inputs, claimed, axes)
+    _check_everything_explained(c, blocks, claimed)
+    return _assemble(c, inputs, seq, blocks, axes, claimed)
+
+
+def _first_axis_of(shape, seq: int) -> int:
+    return next(a for a, d in enumerate(shape) if d != 1)
+
+
+def _token_sources(g: Graph, inputs) -> dict[int, int]:
+    sources = {inputs.ids: len(g.tensor(inputs.ids).shape) - 1}
+    if inputs.mask is not None:
+        sources[inputs.mask] = len(g.tensor(inputs.mask).shape) - 1
+    return sources
+
+
+def _gelus(g: Graph, ref: Reference, claimed: set[int]) -> list[Block]:
+    blocks = []
+    for op in g.ops:
+        if op.index in claimed:
+            continue
+        if op.type == "gelu":
+            approximate = op.options.get("approximate", False) in (True, "tanh")
+            if ref == Reference.LITERT_BUILTIN:
+                kind = Gelu.LITERT_TANH if approximate else Gelu.LITERT
+            elif approximate:
+                raise PorterError(f"{describe_op(g, op.index)}: the tanh GELU under onnxruntime has no "
+                                  "kernel in porter yet")
+            else:
+                kind = Gelu.ORT_ERF_MUL
+            blocks.append(Block(GeluStep("gelu", [f"t{op.inputs[0]}"], [f"t{op.outputs[0]}"], [], kind), {op.index}))
+            claimed.add(op.index)
+        elif ref == Reference.ONNXRUNTIME_CPU and op.type == "mul":
+            m = match(ONNX_FUSED_GELU, g, op.outputs[0])
+            if m is not None and not (m.consumed & claimed):
+                step = GeluStep("gelu", [f"t{m['x']}"], [f"t{m['out']}"], [], Gelu.ORT_ERF_MUL)
+                blocks.append(Block(step, set(m.consumed)))
+                claimed |= m.consumed
+    return blocks
+
+
+def _linears(g: Graph, claimed: set[int]) -> list[Block]:
+    blocks = []
+    for op in g.ops:
+        if op.type != "linear" or op.index in claimed:
+            continue
+        o = op.options
+        w = o["weight"]
+        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), o["weights"], o["activation_quant"],
+                     o.get("bias") is not None, o["integer_dot"])
+        arrays = {"weight": np.ascontiguousarray(w)}
+        if o.get("scale") is not None:
+            arrays["scale"] = np.asarray(o["scale"], np.float32).reshape(-1)
+        if o.get("bias") is not None:
+            arrays["bias"] = np.asarray(o["bias"], np.float32)
+        step = LinearStep("linear", [f"t{op.inputs[0]}"], [f"t{op.outputs[0]}"], [], lin)
+        blocks.append(Block(step, {op.index}, arrays))
+        claimed.add(op.index)
+    return blocks
+
+
+def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[Block]:
+    """Every op no block took: views are aliases; elementwise ops, reductions and slices run as
+    they are; anything else is refused by name."""
+    g = c.graph
+    blocks = []
+    for op in g.ops:
+        if op.index in claimed:
+            continue
+        if op.type == "view" or (op.type == "cast" and op.inputs[0] == inputs.mask
+                                 and op.options["to"] == "float32"):
+            continue  # an alias of its input (the mask input is a float buffer already)
+        name = op.type
+        if name in _GENERIC:
+            operands = [_operand(g, t) for t in op.inputs]
+            if (len(operands) == 1) != (Elementwise(name) in UNARY):
+                raise PorterError(f"{_where(c, op)}: {name} with {len(operands)} operands")
+            step = ElementwiseStep(name, [o.buffer for o in operands if o.buffer], [f"t{op.outputs[0]}"], [],
+                                   Elementwise(name), operands, tuple(g.tensor(op.outputs[0]).shape))
+        elif name in _REDUCE:
+            rank = len(g.tensor(op.inputs[0]).shape)
+            reduced = tuple(sorted(a % rank for a in (op.options.get("axes") or range(rank))))
+            operand = _operand(g, op.inputs[0])
+            step = ReduceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], _REDUCE[name], operand, reduced)
+        elif name == "slice":
+            operand = _operand(g, op.inputs[0])
+            shape = operand.shape
+            slices = tuple((int(a), *slice(s, e, st).indices(shape[a])) for a, s, e, st in op.options["slices"])
+            step = SliceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], operand, slices)
+        else:
+            raise PorterError(f"{_where(c, op)} is not part of any block porter knows and cannot run on "
+                              "its own (porter runs elementwise ops, reductions and slices as steps)")
+        blocks.append(Block(step, {op.index}))
+        claimed.add(op.index)
+    return blocks
+
+
+def _operand(g: Graph, t: int) -> Operand:
+    shape = tuple(g.tensor(t).shape)
+    if g.const(t) is not None:
+        return Operand(None, f"t{t}", shape)
+    return Operand(f"t{t}", None, shape)
+
+
+def _where(c: Canonical, op) -> str:
+    return f"op {c.describe(op.index)} (canonical {op.type})"
+
+
+def _check_everything_explained(c: Canonical, blocks: list[Block], claimed: set[int]) -> None:
+    in_steps = {i for b in blocks for i in c.file_ops(b.ops)}
+    views = {i for op in c.graph.ops if op.index not in claimed for i in c.origin[op.index]}
+    leftover = [i for i in range(len(c.source.ops)) if i not in in_steps and i not in c.explained
+                and i not in views]
+    if leftover:
+        raise PorterError("ops not explained by any step: " + "; ".join(
+            describe_op(c.source, i) for i in leftover[:6]) + (" ..." if len(leftover) > 6 else ""))
+
+
+def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAxes,
+              claimed: set[int]) -> EncoderProgram:
+    g = c.graph
+    aliases = _aliases(g, inputs, claimed)
+    blocks.sort(key=lambda b: max(_producer_index(g, t) for t in b.step.outputs))
+    weights, steps, buffers = {}, [], {}
+    counts: dict[str, int] = {}
+    for block in blocks:
+        step = block.step
+        kind = type(step).__name__
+        n = counts.get(kind, 0)
+        counts[kind] = n + 1
+        step.name = _step_name(step, n)
+        step.source_ops = c.file_ops(block.ops)
+        step.inputs = [aliases.get(t, t) for t in step.inputs]
+        for operand in getattr(step, "operands", []) or ([step.operand] if hasattr(step, "operand") else []):
+            if operand.buffer:
+                operand.buffer = aliases.get(operand.buffer, operand.buffer)
+            if operand.array:
+                weights[f"{step.name}.{operand.array}"] = np.asarray(g.const(int(operand.array[1:])), np.float32)
+                operand.array = f"{step.name}.{operand.array}"
+        if isinstance(step, LinearStep):
+            step.linear.name = step.name
+        if isinstance(step, Attention) and step.mask != MaskMode.NONE:
+            step.inputs.append(INPUT_MASK)
+        for key, value in block.arrays.items():
+            weights[key if key.startswith("embed.") else f"{step.name}.{key}"] = value
+        for out in step.outputs:
+            t = int(out[1:])
+            shape = g.tensor(t).shape
+            size = int(np.prod(shape))
+            tokens = axes.token_major(g, t) and size % seq == 0
+            buffers[out] = Buffer(seq if tokens else 1, size // seq if tokens else size, tokens)
+        steps.append(step)
+    if inputs.mask is not None:
+        buffers[INPUT_MASK] = Buffer(seq, 1, True)
+    output_name, out_t = next(iter(g.outputs.items()))
+    output_buffer = aliases.get(f"t{out_t}", f"t{out_t}")
+    _drop_unread_outputs(steps, output_buffer, buffers)
+    program = EncoderProgram(
+        source=c.source.path, format=c.source.format, reference=c.reference, seq=seq,
+        vocab=int(weights["embed.word.table"].shape[0]),
+        ids_input=_input_name(g, inputs.ids), mask_input=_input_name(g, inputs.mask) if inputs.mask is not None else None,
+        output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights)
+    return program
+
+
+def _drop_unread_outputs(steps: list[Step], output: str, buffers: dict) -> None:
+    """A LayerNorm's pre-affine rows are written only where a later step reads them."""
+    read = {output} | {t for s in steps for t in s.inputs}
+    for step in steps:
+        if isinstance(step, LayerNorm) and len(step.outputs) == 2 and step.outputs[1] not in read:
+            buffers.pop(step.outputs.pop())
+
+
+def _aliases(g: Graph, inputs, claimed: set[int]) -> dict[str, str]:
+    """Tensor name -> the buffer it is a view of (views no block took, and the mask's cast to
+    float)."""
+    alias: dict[str, str] = {}
+    for op in g.ops:
+        if op.index in claimed:
+            continue
+        if op.type == "view" or (op.type == "cast" and op.options["to"] == "float32"
+                                 and op.inputs[0] == inputs.mask):
+            source = f"t{op.inputs[0]}"
+            if op.inputs[0] == inputs.mask:
+                source = INPUT_MASK
+            alias[f"t{op.outputs[0]}"] = alias.get(source, source)
+    if inputs.mask is not None:
+        alias[f"t{inputs.mask}"] = INPUT_MASK
+    return alias
+
+
+def _producer_index(g: Graph, buffer: str) -> int:
+    op = g.producer(int(buffer[1:]))
+    return op.index if op is not None else -1
+
+
+def _step_name(step: Step, n: int) -> str:
+    base = {"Embed": "embed", "LinearStep": "linear", "LayerNorm": "ln", "Attention": "attention",
+            "GeluStep": "gelu", "ElementwiseStep": "op", "ReduceStep": "reduce", "SliceStep": "slice"}
+    return f"{base[type(step).__name__]}{n}"
+
+
+def _input_name(g: Graph, t: int) -> str:
+    for name, index in g.inputs.items():
+        if index == t:
+            return name
+    raise PorterError(f"tensor {t} is not a graph input")
