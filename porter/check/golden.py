@@ -1,7 +1,7 @@
 """Reading goldens: reference logits saved by golden/make_*_goldens.py.
 
 A golden is `<name>.npz` (ids, attention_mask [N, seq], live [N], text_index [N], logits
-[N, seq, labels]) with `<name>.json` beside it saying which model file, runtime and kernels
+[N, seq, labels], or [N, 1, width] for a model with one output row per window) with `<name>.json` beside it saying which model file, runtime and kernels
 made it. porter checks the model file's SHA-256 against the manifest before comparing, so a
 golden can never silently be compared with a different model.
 """
@@ -35,6 +35,15 @@ class Golden:
         return len(self.ids)
 
     @property
+    def pooled(self) -> bool:
+        """One output row per window (a pooled head), stored as logits [windows, 1, width]."""
+        return self.logits.shape[1] == 1 and self.ids.shape[1] != 1
+
+    def output_rows(self, w: int) -> int:
+        """The rows of window w's logits a module is compared on: its live tokens, or 1 pooled."""
+        return 1 if self.pooled else int(self.live[w])
+
+    @property
     def label(self) -> str:
         m = self.manifest
         return f"{m.get('runtime', '?')} {m.get('runtime_version', '')} {m.get('mode', '?')}".strip()
@@ -53,7 +62,8 @@ def load_golden(path: str | Path) -> Golden:
     except (KeyError, ValueError, OSError) as e:
         raise PorterError(f"golden {npz}: not a golden archive ({e})") from None
     n, seq = arrays["ids"].shape
-    if arrays["logits"].shape[:2] != (n, seq) or arrays["live"].shape != (n,):
+    if arrays["logits"].ndim != 3 or arrays["logits"].shape[0] != n or arrays["logits"].shape[1] not in (seq, 1) \
+            or arrays["live"].shape != (n,):
         raise PorterError(f"golden {npz}: arrays disagree in shape")
     return Golden(npz, manifest, **arrays)
 

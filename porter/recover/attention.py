@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.program import Attention, MaskMode, Reference
+from porter.ir.encoder import Attention, MaskMode, Reference
 from porter.recover import probe
 from porter.reference.ops import Unsupported
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
-from porter.ir.program import ActivationQuant, IntegerDot, Reference, WeightFormat
+from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.recover.schemes import weight_scheme
 from porter.reference.ops import Unsupported, evaluate
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
-from porter.ir.program import INPUT_IDS, Embed, EmbedTerm, Lookup, Positions, Reference, TableKind, WeightFormat
+from porter.ir.encoder import INPUT_IDS, Embed, EmbedTerm, Lookup, Positions, Reference, TableKind, WeightFormat
 from porter.recover import probe
 from porter.recover.schemes import weight_scheme
 from porter.reference.ops import Unsupported

@@ -4,7 +4,7 @@ A LayerNorm is the mean and variance of each row over the last axis, a reciproca
 of (variance + eps), and the exporter's way of combining them with x; then optionally * gamma
 and / or + beta. Each combination order is its own float arithmetic (`NormForm`); the patterns
 below read like the computation. A spelling none of them matches still compiles: its ops run one
-by one as elementwise steps, exactly (porter.recover.program), only without the fused kernel.
+by one as elementwise steps, exactly (porter.recover.encoder), only without the fused kernel.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from porter.frontends.graph import Graph
-from porter.ir.program import LayerNorm, NormForm, Reference
+from porter.ir.encoder import LayerNorm, NormForm, Reference
 from porter.recover.engine import AnyOf, Const, Match, Op, Var, match, wrapped
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.program import Reference
+from porter.ir.encoder import Reference
 from porter.reference.ops import Unsupported, evaluate
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.ir.program import ActivationQuant, IntegerDot, Reference, WeightFormat
+from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.reference import litert as LF
 from porter.reference import ort as OF
 from porter.reference import quant
@@ -120,8 +120,12 @@ def _reduce(kind: str):
         if x.dtype.kind != "f":
             out = {"sum": np.sum, "mean": np.mean, "max": np.max}[kind](x, axis=axes, keepdims=keep)
             return out.astype(x.dtype)
-        out = reduce_float(kind, _f32(x), axes, ref)
-        return out if keep else np.squeeze(out, axis=axes)
+        # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0 and 2
+        # is the last-axis kernel's
+        real = tuple(a for a in axes if x.shape[a] != 1) or axes
+        out = reduce_float(kind, _f32(x), real, ref)
+        return out.reshape([1 if a in axes else d for a, d in enumerate(x.shape)]) if keep \
+            else out.reshape([d for a, d in enumerate(x.shape) if a not in axes])
     return apply
 
 
@@ -292,7 +296,9 @@ def _range(attrs, start, limit, delta, ref):
 BINARY = {
     "add": _float_binary(np.add), "sub": _float_binary(np.subtract),
     "mul": _float_binary(np.multiply), "div": _float_binary(_div),
-    "maximum": _float_binary(np.maximum), "minimum": _float_binary(np.minimum),
+    # std::max / std::min as both runtimes call them: a unless b is strictly beyond it
+    "maximum": _float_binary(lambda a, b: np.where(a < b, b, a)),
+    "minimum": _float_binary(lambda a, b: np.where(b < a, b, a)),
     "squared_difference": _float_binary(_squared_difference),
 }
 COMPARISONS = {
