@@ -123,11 +123,55 @@ def _token_axis(shape, buffer) -> int:
     return next((a for a, d in enumerate(padded) if d != 1), 4)
 
 
+def assign_slots(program: EncoderProgram) -> dict[str, int]:
+    """Buffer -> slot: buffers whose lifetimes do not overlap share one allocation (a forward pass
+    of a MiniLM-sized model has about ten live at once, against seventy buffers). A step's outputs
+    never share a slot with its inputs; the mask and the output keep slots of their own."""
+    last_read: dict[str, int] = {}
+    for i, step in enumerate(program.steps):
+        for name in step.inputs:
+            last_read[name] = i
+    pinned = {INPUT_MASK: 0, program.output_buffer: 1}
+    slot_of, holder = dict(pinned), {}
+    free: list[int] = []
+    for i, step in enumerate(program.steps):
+        in_place = _in_place_input(program, step, i, last_read, pinned)
+        if in_place is not None:  # GELU or an add over a buffer nothing reads later: its slot
+            slot_of[step.outputs[0]] = slot_of[in_place]
+            holder[slot_of[in_place]] = step.outputs[0]
+        for name in step.outputs:
+            if name not in slot_of:
+                slot_of[name] = free.pop() if free else len(pinned) + len(holder)
+                holder[slot_of[name]] = name
+        for name in step.inputs + step.outputs:  # released once nothing after this step reads them
+            slot = slot_of.get(name)
+            if name not in pinned and holder.get(slot) == name and last_read.get(name, -1) <= i:
+                free.append(slot)
+                holder[slot] = None
+    return slot_of
+
+
+def _in_place_input(program: EncoderProgram, step, i: int, last_read: dict, pinned: dict) -> str | None:
+    """The input a GELU or an elementwise step may overwrite with its output: the same size, first
+    operand, read by nothing after this step."""
+    if not isinstance(step, (GeluStep, ElementwiseStep)) or step.outputs[0] in pinned:
+        return None
+    first = step.inputs[0] if isinstance(step, GeluStep) else step.operands[0].buffer
+    if first is None or first in pinned or last_read.get(first) != i or first in step.inputs[1:]:
+        return None
+    a, out = program.buffers[first], program.buffers[step.outputs[0]]
+    if (a.rows, a.cols, a.tokens) != (out.rows, out.cols, out.tokens):
+        return None
+    if isinstance(step, ElementwiseStep) and tuple(step.operands[0].shape) != tuple(step.shape):
+        return None
+    return first
+
+
 class _Variables:
     def __init__(self, program: EncoderProgram, manifest: dict):
         self.p = program
         self.array = _Arrays(manifest)
-        self.index = {name: i for i, name in enumerate(program.buffers)}
+        self.index = assign_slots(program)
 
     def rows(self, buffer: str) -> str:
         return ROWS[self.p.buffers[buffer].extent]
@@ -167,7 +211,9 @@ class _Variables:
         if isinstance(step, GeluStep):
             if step.kind not in GELUS:
                 raise PorterError(f"{step.name}: no Rust kernel for GELU {step.kind.value!r} yet")
-            return {**common, "kind": "gelu", "x": self.index[step.inputs[0]], "gelu": GELUS[step.kind]}
+            x = self.p.buffers[step.inputs[0]]
+            return {**common, "kind": "gelu", "x": self.index[step.inputs[0]], "gelu": GELUS[step.kind],
+                    "row": x.cols if x.tokens else 0, "len": x.rows * x.cols}
         if isinstance(step, ElementwiseStep):
             return {**common, "kind": "elementwise", **self.elementwise(step)}
         if isinstance(step, ReduceStep):
@@ -256,7 +302,11 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
     steps = [v.step(s) for s in program.steps]
     widths = [b.cols for b in program.buffers.values()] + [lin.in_features for lin in program.linears()]
     head_dims = [a.head_dim for a in program.attentions()] or [1]
-    buffers = [{"len": b.rows * b.cols, "row": b.cols if b.tokens else 0} for b in program.buffers.values()]
+    slots = [{"len": 0, "row": 0} for _ in range(max(v.index.values()) + 1)]
+    for name, b in program.buffers.items():
+        slot = slots[v.index[name]]
+        slot["row"] = max(slot["row"], b.cols if b.tokens else 0)
+        slot["len"] = max(slot["len"], 0 if b.tokens else b.rows * b.cols)
     return {
         "crate_name": crate_name(program.source, crate_dir),
         "source_name": Path(program.source).name,
@@ -264,7 +314,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "output_tokens": program.output_tokens,
         "output_buffer": v.index[program.output_buffer],
         "mask_buffer": v.index[INPUT_MASK],
-        "buffers": buffers,
+        "slots": slots,
         "widest": max(widths), "max_head_dim": max(head_dims),
         "uses_mask": any(a.mask != MaskMode.NONE for a in program.attentions()),
         "padding_is_inert": program.padding_is_inert,

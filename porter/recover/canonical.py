@@ -106,7 +106,8 @@ _TFLITE_BINARY = {"ADD": "add", "SUB": "sub", "MUL": "mul", "DIV": "div", "MAXIM
                   "LOGICAL_AND": "logical_and", "LOGICAL_OR": "logical_or", "FLOOR_DIV": "div"}
 _TFLITE_UNARY = {"RSQRT": "rsqrt", "SQRT": "sqrt", "ABS": "abs", "NEG": "neg", "EXP": "exp",
                  "TANH": "tanh", "LOGISTIC": "sigmoid", "RELU": "relu", "LOGICAL_NOT": "logical_not"}
-_TFLITE_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max"}
+_TFLITE_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max",
+                  "REDUCE_PROD": "reduce_prod"}
 _FUSED = {"NONE": None, "RELU": "relu"}
 
 
@@ -154,7 +155,9 @@ def _tflite_batch_matmul(b: _Builder, op: Op) -> None:
 
 
 def _tflite_view(b: _Builder, op: Op) -> None:
-    b.emit("view", op.inputs[:1], op.outputs, [op.index], shape=tuple(b.tensor(op.outputs[0]).shape))
+    """RESHAPE / SQUEEZE / EXPAND_DIMS: the output's shape, its dynamic dimension (a batch the
+    exporter left open) worked out from the input's size once the inputs are static."""
+    b.emit("view", op.inputs[:1], op.outputs, [op.index], shape=None)
 
 
 def _tflite_transpose(b: _Builder, op: Op) -> None:
@@ -200,21 +203,33 @@ def _tflite_cast(b: _Builder, op: Op) -> None:
 
 
 def _tflite_strided_slice(b: _Builder, op: Op) -> None:
+    """STRIDED_SLICE as a slice, then (for shrink-axis bits: x[:, 0]) a view dropping those axes."""
     x = b.tensor(op.inputs[0])
     begin, end, strides = (_const_ints(b, op, t, what) for t, what in
                            zip(op.inputs[1:4], ("begin", "end", "strides")))
     o = op.options
-    if o.get("ellipsis_mask") or o.get("new_axis_mask") or o.get("shrink_axis_mask") or o.get("offset"):
-        # Shapes still tell what the slice produces; fall back to evaluating it.
-        raise _fail(b.g, op, "STRIDED_SLICE with ellipsis, new-axis, shrink-axis or offset masks "
-                             "is not supported")
-    slices = []
+    if o.get("ellipsis_mask") or o.get("new_axis_mask") or o.get("offset"):
+        raise _fail(b.g, op, "STRIDED_SLICE with ellipsis, new-axis or offset masks is not supported")
+    shrink = o.get("shrink_axis_mask", 0)
+    slices, kept_shape = [], []
     for axis, (start, stop, step) in enumerate(zip(begin, end, strides)):
+        if (shrink >> axis) & 1:
+            start = start % x.shape[axis] if x.shape[axis] > 0 else start
+            slices.append((axis, start, start + 1, 1))
+            kept_shape.append(1)
+            continue
         start = None if (o.get("begin_mask", 0) >> axis) & 1 else start
         stop = None if (o.get("end_mask", 0) >> axis) & 1 else stop
         slices.append((axis, start, stop, step))
-    del x
-    b.emit("slice", op.inputs[:1], op.outputs, [op.index], slices=tuple(slices))
+        kept_shape.append(len(range(*slice(start, stop, step).indices(x.shape[axis]))) if x.shape[axis] >= 0 else -1)
+    if not shrink:
+        b.emit("slice", op.inputs[:1], op.outputs, [op.index], slices=tuple(slices))
+        return
+    out = b.tensor(op.outputs[0])
+    mid = b.add_tensor(out, f"{out.name}/unshrunk", kept_shape, out.dtype)
+    b.emit("slice", op.inputs[:1], [mid], [op.index], slices=tuple(slices))
+    b.emit("view", [mid], op.outputs, [op.index],
+           shape=tuple(d for axis, d in enumerate(kept_shape) if not (shrink >> axis) & 1))
 
 
 def _tflite_slice(b: _Builder, op: Op) -> None:
@@ -257,6 +272,25 @@ def _tflite_gather_nd(b: _Builder, op: Op) -> None:
     b.emit("gather_nd", op.inputs[:2], op.outputs, [op.index])
 
 
+def _tflite_shape(b: _Builder, op: Op) -> None:
+    shape = b.tensor(op.inputs[0]).shape
+    if any(d < 0 for d in shape):
+        raise _fail(b.g, op, f"SHAPE of {b.tensor(op.inputs[0]).describe()}, which has a dynamic dimension")
+    b.set_const(op.outputs[0], np.array(shape, np.int32 if op.options.get("out_type", 2) == 2 else np.int64))
+
+
+def _tflite_fill(b: _Builder, op: Op) -> None:
+    value = b.const(op.inputs[1])
+    if value is None:
+        raise _fail(b.g, op, "FILL with a non-constant value is not supported")
+    b.emit("fill", [], op.outputs, [op.index], shape=tuple(_const_ints(b, op, op.inputs[0], "the shape")),
+           value=np.asarray(value).reshape(-1)[0])
+
+
+def _tflite_pack(b: _Builder, op: Op) -> None:
+    b.emit("stack", op.inputs, op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
+
+
 def _translate_tflite(b: _Builder, op: Op) -> None:
     if op.type in _TFLITE_BINARY:
         kind = _TFLITE_BINARY[op.type]
@@ -282,7 +316,8 @@ TFLITE = {
     "CAST": _tflite_cast, "STRIDED_SLICE": _tflite_strided_slice, "SLICE": _tflite_slice,
     "SELECT": _tflite_select, "SELECT_V2": _tflite_select, "CONCATENATION": _tflite_concat,
     "CUMSUM": _tflite_cumsum, "GELU": _tflite_gelu, "SOFTMAX": _tflite_softmax,
-    "BROADCAST_TO": _tflite_broadcast_to,
+    "BROADCAST_TO": _tflite_broadcast_to, "SHAPE": _tflite_shape, "FILL": _tflite_fill,
+    "PACK": _tflite_pack,
 }
 
 
@@ -549,9 +584,11 @@ def _infer_shape(b: _Builder, op: Op) -> None:
     out = b.tensor(op.outputs[0]) if len(op.outputs) == 1 else None
     if out is None or op.type == "view" or all(d >= 0 for d in out.shape):
         return
+    if any(d < 0 for t in op.inputs if t >= 0 for d in b.tensor(t).shape):
+        return
     values = [b.const(t) if b.const(t) is not None else
               np.zeros(tuple(b.tensor(t).shape), b.tensor(t).dtype) for t in op.inputs if t >= 0]
-    if any(v.size > FOLD_LIMIT for v in values) or any(d < 0 for v in values for d in v.shape):
+    if any(v.size > FOLD_LIMIT for v in values):
         return
     try:
         value = evaluate(op.type, op.options, values, b_reference(b))
@@ -565,8 +602,7 @@ def b_reference(b: _Builder) -> Reference:
 
 
 def _view_target(b: _Builder, g: Graph, op: Op) -> None:
-    """An ONNX Reshape / Squeeze / Unsqueeze / Flatten: the output shape from the op's inputs and
-    attributes (the file may leave it dynamic)."""
+    """A view's output shape from the op's inputs and attributes (the file may leave it dynamic)."""
     file_op = g.ops[b.origin[op.index][0]]
     in_shape = list(b.tensor(op.inputs[0]).shape)
     out_shape = list(b.tensor(op.outputs[0]).shape)
@@ -576,9 +612,33 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
     if any(d < 0 for d in in_shape):
         raise PorterError(f"{file_op.describe()}: input {b.tensor(op.inputs[0]).describe()} has a "
                           "dynamic shape")
-    op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
+    if g.format == "tflite":
+        op.options["shape"] = tuple(_tflite_view_shape(b, file_op, in_shape, out_shape))
+    else:
+        op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
     t = b.tensor(op.outputs[0])
     b.tensors[t.index] = replace(t, shape=op.options["shape"])
+
+
+def _tflite_view_shape(b: _Builder, op: Op, in_shape: list[int], out_shape: list[int]) -> list[int]:
+    if op.type == "EXPAND_DIMS":
+        axis = _const_ints(b, op, op.inputs[1], "the axis")[0] % (len(in_shape) + 1)
+        return in_shape[:axis] + [1] + in_shape[axis:]
+    if op.type == "SQUEEZE":
+        dims = op.options.get("squeeze_dims") or [i for i, d in enumerate(in_shape) if d == 1]
+        drop = {d % len(in_shape) for d in dims}
+        return [d for i, d in enumerate(in_shape) if i not in drop]
+    target = list(out_shape)
+    if len(op.inputs) > 1 and op.inputs[1] >= 0 and b.const(op.inputs[1]) is not None:
+        target = _const_ints(b, op, op.inputs[1], "the new shape")
+    known = int(np.prod([d for d in target if d >= 0]))
+    if -1 not in target and known == int(np.prod(in_shape)):
+        return target
+    if target.count(-1) != 1 or known == 0 or int(np.prod(in_shape)) % known:
+        raise PorterError(f"{op.describe()}: cannot work out its output shape {out_shape} from an "
+                          f"input of {in_shape}")
+    target[target.index(-1)] = int(np.prod(in_shape)) // known
+    return target
 
 
 def _onnx_view_shape(b: _Builder, op: Op, in_shape: list[int]) -> list[int]:
@@ -696,24 +756,41 @@ def _merge_views(p: _Pass) -> None:
 
 def _lift_linear_bias(p: _Pass) -> None:
     """linear without bias -> add of a vector constant: one linear with a bias (what TFLite's
-    FULLY_CONNECTED computes either way: b + y, and what onnxruntime fuses MatMul + Add into)."""
+    FULLY_CONNECTED computes either way: b + y, and what onnxruntime fuses MatMul + Add into).
+    The add may come after a view that splits the outputs into heads (Keras' EinsumDense adds
+    a [heads, head_dim] bias there): the same additions, one per output."""
     b = p.b
     for op in p.ops:
         if op is None or op.type != "add":
             continue
         for x_pos in (0, 1):
-            lin = p.producer(op.inputs[x_pos])
             bias = b.const(op.inputs[1 - x_pos])
+            view = p.producer(op.inputs[x_pos])
+            lin = p.producer(view.inputs[0]) if view is not None and view.type == "view" else view
             if lin is None or lin.type != "linear" or lin.options.get("bias") is not None or bias is None:
                 continue
             out_features = lin.options["weight"].shape[0]
-            if bias.size != out_features or bias.shape[-1] != out_features or bias.dtype != np.float32:
+            if bias.size != out_features or bias.dtype != np.float32 or len(p.users(lin.outputs[0])) != 1 \
+                    or lin.outputs[0] in p.outputs.values():
                 continue
-            if len(p.users(lin.outputs[0])) != 1 or lin.outputs[0] in p.outputs.values():
+            if view is not lin:
+                split = b.tensor(view.outputs[0]).shape
+                trailing = [d for d in bias.shape if d != 1]
+                if len(p.users(view.outputs[0])) != 1 or list(split[len(split) - len(trailing):]) != trailing \
+                        or int(np.prod(split[len(split) - len(trailing):])) != out_features:
+                    continue
+            elif bias.shape[-1] != out_features:
                 continue
             lin.options["bias"] = np.asarray(bias, np.float32).reshape(-1)
-            lin.outputs = list(op.outputs)
             b.origin[lin.index] = b.origin[lin.index] + b.origin[op.index]
+            if view is lin:
+                lin.outputs = list(op.outputs)
+            else:  # the linear makes the biased outputs (a tensor of its own), the view shows them
+                old = b.tensor(lin.outputs[0])
+                biased = b.add_tensor(old, f"{old.name}/biased", old.shape, old.dtype)
+                lin.outputs = [biased]
+                view.inputs = [biased]
+                view.outputs = list(op.outputs)
             p.ops[op.index] = None
             break
 
@@ -789,6 +866,20 @@ def _dead_code(p: _Pass) -> None:
                 changed = True
 
 
+def _static_inputs(b: _Builder, g: Graph) -> None:
+    """porter runs one window at a time: an input's dynamic leading (batch) dimension is 1. Any
+    other dynamic dimension has no value porter could choose."""
+    for name, t in g.inputs.items():
+        shape = list(b.tensor(t).shape)
+        if shape and shape[0] < 0:
+            shape[0] = 1
+        if any(d < 0 for d in shape):
+            raise PorterError(f"input '{name}' ({b.tensor(t).describe()}) has a dynamic dimension "
+                              "besides the batch; porter compiles a fixed window (export with a "
+                              "static sequence length)")
+        b.tensors[t] = replace(b.tensor(t), shape=tuple(shape))
+
+
 def _topological(ops: list[Op]) -> list[Op]:
     """The ops in an order where every tensor is made before it is read (fusions append their
     op after the ops it replaces), otherwise keeping the given order."""
@@ -822,6 +913,7 @@ def canonicalise(g: Graph) -> Canonical:
     if reference is None:
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
     b = _Builder(g)
+    _static_inputs(b, g)
     translate = _translate_tflite if g.format == "tflite" else _translate_onnx
     explained: dict[int, str] = {}
     folded = []

@@ -63,7 +63,7 @@ def recover_encoder(g: Graph) -> EncoderProgram:
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
-    inputs = embeddings.find_inputs(cg)
+    inputs = embeddings.find_inputs(cg, c.reference)
     seq = cg.tensor(inputs.ids).shape[-1]
     claimed: set[int] = set()
     blocks: list[Block] = []
@@ -92,7 +92,7 @@ def recover_encoder(g: Graph) -> EncoderProgram:
     blocks += _generic(c, inputs, claimed, axes)
     _check_everything_explained(c, blocks, claimed)
     program, aliases = _assemble(c, inputs, seq, blocks, axes, claimed)
-    prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs.ids, inputs.mask)
+    prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs)
     set_row_extents(program)
     return program
 
@@ -157,12 +157,13 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
     """Every op no block took: views are aliases; elementwise ops, reductions and slices run as
     they are; anything else is refused by name."""
     g = c.graph
+    aliases = _aliases(g, inputs, claimed)
     blocks = []
     for op in g.ops:
         if op.index in claimed:
             continue
-        if op.type == "view" or (op.type == "cast" and op.inputs[0] == inputs.mask
-                                 and op.options["to"] == "float32"):
+        if op.type == "view" or (op.type == "cast" and op.options["to"] == "float32"
+                                 and aliases.get(f"t{op.inputs[0]}") == INPUT_MASK):
             continue  # an alias of its input (the mask input is a float buffer already)
         name = op.type
         if name in _GENERIC:
@@ -265,21 +266,22 @@ def _drop_unread_outputs(steps: list[Step], output: str, buffers: dict) -> None:
 
 
 def _aliases(g: Graph, inputs, claimed: set[int]) -> dict[str, str]:
-    """Tensor name -> the buffer it is a view of (views no block took, and the mask's cast to
-    float)."""
+    """Tensor name -> the buffer it is a view of: views no block took, and the mask input seen
+    as floats (a cast of it, or of a view of it, to float32: the mask buffer holds 0.0 / 1.0)."""
     alias: dict[str, str] = {}
+    if inputs.mask is not None:
+        alias[f"t{inputs.mask}"] = INPUT_MASK
     for op in g.ops:
         if op.index in claimed:
             continue
-        if op.type == "view" or (op.type == "cast" and op.options["to"] == "float32"
-                                 and op.inputs[0] == inputs.mask):
-            source = f"t{op.inputs[0]}"
-            if op.inputs[0] == inputs.mask:
-                source = INPUT_MASK
-            alias[f"t{op.outputs[0]}"] = alias.get(source, source)
-    if inputs.mask is not None:
-        alias[f"t{inputs.mask}"] = INPUT_MASK
+        source = alias.get(f"t{op.inputs[0]}", f"t{op.inputs[0]}") if op.inputs else None
+        if op.type == "view" or (_is_mask_cast(op, source)):
+            alias[f"t{op.outputs[0]}"] = source
     return alias
+
+
+def _is_mask_cast(op, source: str | None) -> bool:
+    return op.type == "cast" and op.options["to"] == "float32" and source == INPUT_MASK
 
 
 def _producer_index(g: Graph, buffer: str) -> int:

@@ -117,8 +117,8 @@ def _reduce(kind: str):
         x = np.asarray(x)
         axes = _axes(attrs, x.ndim)
         keep = bool(attrs.get("keepdims", True))
-        if x.dtype.kind != "f":
-            out = {"sum": np.sum, "mean": np.mean, "max": np.max}[kind](x, axis=axes, keepdims=keep)
+        if x.dtype.kind != "f" or kind == "prod":
+            out = {"sum": np.sum, "mean": np.mean, "max": np.max, "prod": np.prod}[kind](x, axis=axes, keepdims=keep)
             return out.astype(x.dtype)
         # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0 and 2
         # is the last-axis kernel's
@@ -322,6 +322,8 @@ EVALUATORS = {
     "pow": _pow,
     "gelu": _gelu,
     "reduce_sum": _reduce("sum"), "reduce_mean": _reduce("mean"), "reduce_max": _reduce("max"),
+    "reduce_prod": _reduce("prod"),
+    "stack": lambda attrs, *xs, ref: np.stack([np.asarray(x) for x in xs], axis=int(attrs["axis"])),
     "softmax": _softmax,
     "matmul": _matmul,
     "linear": linear,
@@ -339,7 +341,7 @@ def evaluate(kind: str, attrs: dict, inputs: list, ref: Reference) -> np.ndarray
     if fn is None:
         raise Unsupported(f"no evaluator for {kind}")
     try:
-        if kind == "concat":
+        if kind in ("concat", "stack"):
             return np.asarray(fn(attrs, *inputs, ref=ref))
         if kind == "fill":
             return np.asarray(fn(attrs, ref))

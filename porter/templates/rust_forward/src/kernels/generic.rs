@@ -11,6 +11,38 @@ use super::mathfn::exp_scalar;
 use super::ort_float;
 use crate::program::{Elementwise, Reduce};
 
+/// out[i] = op(out[i], b[i]) where the first operand is laid out like the output (its slot is
+/// the output's).
+pub fn elementwise_in_place(op: Elementwise, out: &mut [f32], b: Option<(&[f32], [usize; 4])>, shape: [usize; 4]) {
+    let n = shape.iter().product::<usize>();
+    let dense = natural(shape);
+    match b {
+        Some((b, strides)) if strides == dense => {
+            for (o, &y) in out[..n].iter_mut().zip(&b[..n]) {
+                *o = binary(op, *o, y);
+            }
+        }
+        Some((b, strides)) => {
+            let mut i = 0;
+            for i0 in 0..shape[0] {
+                for i1 in 0..shape[1] {
+                    for i2 in 0..shape[2] {
+                        for i3 in 0..shape[3] {
+                            out[i] = binary(op, out[i], b[i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3]]);
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        None => {
+            for o in out[..n].iter_mut() {
+                *o = unary(op, *o);
+            }
+        }
+    }
+}
+
 /// The output shape limited to `rows` positions along the token axis (4: no token axis).
 pub fn limited(shape: [usize; 4], token_axis: usize, rows: usize) -> [usize; 4] {
     let mut s = shape;
