@@ -229,10 +229,9 @@ def export_litert_f32(m: zm.Encoder, module, out: Path) -> dict:
                 versions=versions("litert-torch", *TORCH_PACKAGES))
 
 
-def export_litert_dq8(m: zm.Encoder, module, out: Path) -> dict:
+def export_litert_dq8(m: zm.Encoder, module, out: Path, src: Path) -> dict:
     from ai_edge_quantizer import quantizer, recipe
 
-    src = m.path("litert-f32.tflite")
     assert src.exists(), f"{out.name}: needs {src.name} first"
     t0 = time.perf_counter()
     qt = quantizer.Quantizer(str(src))
@@ -323,10 +322,9 @@ def export_onnx_f32(m: zm.Encoder, module, out: Path, dynamo: bool) -> dict:
                 versions=versions("onnx", "onnxscript", "onnxruntime", *TORCH_PACKAGES))
 
 
-def export_ort_dq8(m: zm.Encoder, module, out: Path, per_channel: bool) -> dict:
+def export_ort_dq8(m: zm.Encoder, module, out: Path, src: Path, per_channel: bool) -> dict:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    src = m.path("dynamo-f32.onnx")
     assert src.exists(), f"{out.name}: needs {src.name} first"
     t0 = time.perf_counter()
 
@@ -350,16 +348,19 @@ def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool) -> dict:
 
 
 ENCODER_EXPORTERS = {
-    "litert-f32.tflite": export_litert_f32,
+    "litert-f32.tflite": lambda m, mod, out, src: export_litert_f32(m, mod, out),
     "litert-dq8.tflite": export_litert_dq8,
-    "dynamo-f32.onnx": lambda m, mod, out: export_onnx_f32(m, mod, out, dynamo=True),
-    "ts-f32.onnx": lambda m, mod, out: export_onnx_f32(m, mod, out, dynamo=False),
-    "dq8pt.onnx": lambda m, mod, out: export_ort_dq8(m, mod, out, per_channel=False),
-    "dq8pc.onnx": lambda m, mod, out: export_ort_dq8(m, mod, out, per_channel=True),
-    "tf-dq8.tflite": lambda m, mod, out: export_tf(m, mod, out, keras_layers=False),
-    "keras-dq8.tflite": lambda m, mod, out: export_tf(m, mod, out, keras_layers=True),
+    "dynamo-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=True),
+    "ts-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=False),
+    "dq8pt.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=False),
+    "dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
+    "tf-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False),
+    "keras-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=True),
 }
-# Sources first: the quantised flavours read the float files.
+# The quantised flavours read a float file of the same member.
+SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
+          "dq8pt.onnx": "dynamo-f32.onnx"}
+# Sources first.
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite"]
 
@@ -368,21 +369,43 @@ def make_encoder(m: zm.Encoder, todo: list[str]) -> None:
     import zoo_torch as zt
 
     module = zt.build_encoder(m)
-    for flavour in sorted(todo, key=ORDER.index):
-        out = m.path(flavour)
-        t0 = time.perf_counter()
-        try:
-            facts = ENCODER_EXPORTERS[flavour](m, module, out)
-            facts["hf_class"] = zt.hf_class_name(m)
-            facts["checks"] = compare(out, m, module)
-            facts["command"] = COMMAND
-            info = sidecar(out, m, flavour, **facts)
-        except BaseException:
-            discard(out)
-            raise
-        print(f"{out.name}: {info['size_bytes'] / 2**20:.2f} MiB, {sum(info['ops'].values())} ops, "
-              f"vs torch {facts['checks']['vs_torch_max_abs_live']:.2g} "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        source_checks = {}
+
+        def source(flavour: str) -> Path | None:
+            """The float file a quantised flavour reads: the kept one, or one made in tmpdir."""
+            if flavour not in SOURCE:
+                return None
+            f = SOURCE[flavour]
+            if f not in m.float_sources_only:
+                return m.path(f)
+            src = Path(tmpdir) / m.path(f).name
+            if not src.exists():
+                ENCODER_EXPORTERS[f](m, module, src, None)
+                source_checks[f] = compare(src, m, module)
+                print(f"{src.name} (source only, not kept): "
+                      f"vs torch {source_checks[f]['vs_torch_max_abs_live']:.2g}", flush=True)
+            return src
+
+        for flavour in sorted(todo, key=ORDER.index):
+            out = m.path(flavour)
+            t0 = time.perf_counter()
+            try:
+                src = source(flavour)
+                facts = ENCODER_EXPORTERS[flavour](m, module, out, src)
+                facts["hf_class"] = zt.hf_class_name(m)
+                facts["checks"] = compare(out, m, module)
+                if src is not None and SOURCE[flavour] in source_checks:
+                    facts["source_kept"] = False
+                    facts["source_checks"] = source_checks[SOURCE[flavour]]
+                facts["command"] = COMMAND
+                info = sidecar(out, m, flavour, **facts)
+            except BaseException:
+                discard(out)
+                raise
+            print(f"{out.name}: {info['size_bytes'] / 2**20:.2f} MiB, {sum(info['ops'].values())} ops, "
+                  f"vs torch {facts['checks']['vs_torch_max_abs_live']:.2g} "
+                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
