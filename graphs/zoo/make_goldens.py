@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -147,12 +146,10 @@ def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io:
     assert len(outs) == 1, f"{path.name}: outputs {list(outs)}"
     (out_name,) = outs
     role_of = _feed_names(list(ins), roles)
-    results, seconds = [], []
+    results = []
     for i in range(len(windows["input_ids"])):
         feed = {n: windows[r][i][None].astype(ins[n]["dtype"]) for n, r in role_of.items()}
-        t0 = time.perf_counter()
         out = runner(**feed)[out_name]
-        seconds.append(time.perf_counter() - t0)
         results.append(np.asarray(out, dtype=np.float32)[0])
     if not with_io:
         return np.stack(results)
@@ -161,7 +158,6 @@ def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io:
         "inputs": {k: [np.dtype(v["dtype"]).name, [int(d) for d in v["shape"]]] for k, v in ins.items()},
         "input_roles": role_of,
         "outputs": {k: [np.dtype(v["dtype"]).name, [int(d) for d in v["shape"]]] for k, v in outs.items()},
-        "median_ms_per_window": round(1000 * float(np.median(seconds)), 3),
     }
     return np.stack(results), io
 
@@ -197,12 +193,10 @@ def run_ort(path: Path, windows: dict, roles, with_io: bool = False):
     outs = sess.get_outputs()
     assert len(outs) == 1, f"{path.name}: outputs {[o.name for o in outs]}"
     role_of = _feed_names(list(ins), roles)
-    results, seconds = [], []
+    results = []
     for i in range(len(windows["input_ids"])):
         feed = {n: windows[r][i][None].astype(ORT_DTYPES[ins[n].type]) for n, r in role_of.items()}
-        t0 = time.perf_counter()
         (out,) = sess.run([outs[0].name], feed)
-        seconds.append(time.perf_counter() - t0)
         results.append(np.asarray(out, dtype=np.float32)[0])
     if not with_io:
         return np.stack(results)
@@ -210,7 +204,6 @@ def run_ort(path: Path, windows: dict, roles, with_io: bool = False):
         "inputs": {k: [np.dtype(ORT_DTYPES[v.type]).name, list(v.shape)] for k, v in ins.items()},
         "input_roles": role_of,
         "outputs": {o.name: [np.dtype(ORT_DTYPES[o.type]).name, list(o.shape)] for o in outs},
-        "median_ms_per_window": round(1000 * float(np.median(seconds)), 3),
     }
     return np.stack(results), io
 
@@ -334,11 +327,26 @@ def torch_golden(m: zm.Encoder, w: dict) -> np.ndarray:
     return logits
 
 
+U8S8_NOTE = (
+    "onnxruntime's CPU MatMulInteger (uint8 activations x int8 weights) on an x86 CPU without "
+    "AVX-VNNI / AVX512-VNNI sums products in pairs into int16 with saturation (AVX2 pmaddubsw): "
+    "a pair above 32767 is clipped, e.g. 64 x (255 * 127) gives 1048544 instead of 2072640. "
+    "These goldens carry that clipping (see cpu_flags); a VNNI machine computes exact int32 sums "
+    "and gives different logits for the same file."
+)
+
+
+def has_vnni(flags) -> bool:
+    return bool({"avx512_vnni", "avx_vnni"} & set(flags))
+
+
 def encoder_golden(m: zm.Encoder, flavour: str, mode: str, w: dict, ref: np.ndarray) -> dict:
     path = m.path(flavour)
     if mode == "ort":
         out, io = run_ort(path, w, m.input_roles, with_io=True)
         runtime = {"runtime": "onnxruntime", "runtime_version": version("onnxruntime"), **ORT_FACTS}
+        if flavour.startswith("dq8") and not has_vnni(cpu_facts()["cpu_flags"]):
+            runtime["kernel_note"] = U8S8_NOTE
     else:
         out, io = run_litert(path, w, m.input_roles, mode=mode, with_io=True)
         runtime = {"runtime": "ai-edge-litert", "runtime_version": version("ai-edge-litert"),
@@ -503,10 +511,22 @@ def summary() -> dict:
                              "mean_abs_vs_torch": vs.get("mean_abs"),
                              "label_agreement": vs.get("label_agreement"),
                              "model_sha256": g["model_sha256"]}
+    modes = {}
+    for j in sorted(zm.GOLDEN_DIR.glob("*.tflite.builtin.npz")):
+        x = j.with_name(j.name.replace(".builtin.npz", ".xnnpack.npz"))
+        if x.exists():
+            with np.load(j) as a, np.load(x) as b:
+                live = a["attention_mask"].astype(bool)
+                d = np.abs(a["logits"].astype(np.float64) - b["logits"])
+                d = d[live] if a["logits"].shape[1] == live.shape[1] else d
+                modes[j.name[: -len(".builtin.npz")]] = float(d.max())
     out = {"about": "Each zoo golden against the torch float32 module on the same inputs: live "
                     "tokens of token outputs, every window of pooled outputs; decoders: ORT cached "
-                    "logits against one torch full forward over prompt + generated ids.",
-           "goldens": rows}
+                    "logits against one torch full forward over prompt + generated ids. "
+                    "xnnpack_vs_builtin: max |Δ| between LiteRT's two kernel sets on one file.",
+           "goldens": rows,
+           "xnnpack_vs_builtin_max_abs": modes,
+           **cpu_facts()}
     write_json(zm.GOLDEN_DIR / "summary.json", out)
     return out
 
