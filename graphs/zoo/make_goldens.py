@@ -532,15 +532,37 @@ def summary() -> dict:
 
 
 def table() -> str:
-    """The markdown max |Δ| table of the README."""
+    """The README's max |Δ| vs torch table: one row per member, one column per flavour
+    (LiteRT builtin or onnxruntime; the xnnpack golden in brackets where there is one)."""
     s = json.loads((zm.GOLDEN_DIR / "summary.json").read_text())["goldens"]
-    lines = ["| file | mode | max abs Δ vs torch | mean abs Δ | argmax agree |",
-             "| --- | --- | --- | --- | --- |"]
-    for g, r in s.items():
-        agree = "" if r["label_agreement"] is None else f"{100 * r['label_agreement']:.1f}%"
-        mean = "" if r["mean_abs_vs_torch"] is None else f"{r['mean_abs_vs_torch']:.2g}"
-        lines.append(f"| {r['member']}.{r['flavour']} | {r['mode']} | {r['max_abs_vs_torch']:.2g} "
-                     f"| {mean} | {agree} |")
+    got = {(r["member"], r["flavour"], r["mode"]): r for r in s.values()}
+    order = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "ts-f32.onnx",
+             "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite"]
+    head = "| member | " + " | ".join(zm.SHORT[f] for f in order) + " |"
+    lines = [head, "|" + " --- |" * (len(order) + 1)]
+    for m in zm.ENCODERS:
+        cells = []
+        for f in order:
+            main = got.get((m.name, f, "ort" if f.endswith(".onnx") else "builtin"))
+            if main is None:
+                cells.append("")
+                continue
+            c = f"{main['max_abs_vs_torch']:.2g}"
+            x = got.get((m.name, f, "xnnpack"))
+            if x is not None:
+                c += f" [{x['max_abs_vs_torch']:.2g}]"
+            if main["label_agreement"] is not None and main["label_agreement"] < 1:
+                c += f" ({100 * main['label_agreement']:.0f}%)"
+            cells.append(c)
+        lines.append(f"| {m.name} | " + " | ".join(cells) + " |")
+    lines += ["", "| decoder | flavour | max abs Δ vs torch (all prompt and step logits) | min top-2 gap |",
+              "| --- | --- | --- | --- |"]
+    for d in zm.DECODERS:
+        j = zm.GOLDEN_DIR / f"{d.path().name}.ort.json"
+        if j.exists():
+            g = json.loads(j.read_text())
+            lines.append(f"| {d.name} | {zm.SHORT[d.flavour]} | {g['vs_torch']['max_abs']:.2g} | "
+                         f"{g['min_top2_gap']:.2g} |")
     return "\n".join(lines)
 
 

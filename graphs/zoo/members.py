@@ -267,6 +267,37 @@ def check() -> None:
     print("flavours", dict(counts))
 
 
+SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
+         "tf-dq8.tflite": "tf-dq8", "keras-dq8.tflite": "keras-dq8", "dynamo-f32.onnx": "dynamo-f32",
+         "ts-f32.onnx": "ts-f32", "dq8pt.onnx": "dq8pt", "dq8pc.onnx": "dq8pc"}
+
+
+def table() -> str:
+    """The README's member table (sizes of the files present, in KiB)."""
+    def kib(p: Path) -> str:
+        return f"{p.stat().st_size / 1024:.0f}" if p.exists() else "missing"
+
+    rows = ["| member | family | head | weights | attention | inputs | shape (L/H/heads/FFN/V/seq/labels) "
+            "| flavours: KiB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in ENCODERS:
+        ins = ("named" if m.named_inputs else "positional") + (" + token_type_ids" if m.token_type_input else "")
+        shape = f"{m.layers}/{m.hidden}/{m.heads}/{m.ffn}/{m.vocab}/{m.seq}/{m.labels or m.width}"
+        if m.embedding_size:
+            shape += f", emb {m.embedding_size}"
+        fl = ", ".join(f"{SHORT[f]} {kib(m.path(f))}" for f in m.flavours)
+        rows.append(f"| {m.name} | {m.family} | {m.head} | {m.weights} | {m.attention} | {ins} | {shape} | {fl} |")
+    for d in DECODERS:
+        shape = f"{d.layers}/{d.hidden}/{d.heads} (kv {d.kv_heads})/{d.ffn}/{d.vocab}/ctx {d.n_ctx}"
+        rows.append(f"| {d.name} | {d.family} | causal LM, KV cache | random | eager | input_ids + "
+                    f"past_key/value_i | {shape} | {SHORT[d.flavour]} {kib(d.path())} |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
+    import sys
+
+    if "--table" in sys.argv:
+        print(table())
+        raise SystemExit
     check()
     print(f"{len(ENCODERS)} encoders, {len(DECODERS)} decoders, {len(files())} files")
