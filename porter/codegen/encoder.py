@@ -85,7 +85,8 @@ BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul"
 UNARY = {Elementwise.NEG: "Neg", Elementwise.ABS: "Abs", Elementwise.SQRT: "Sqrt", Elementwise.RSQRT: "Rsqrt",
          Elementwise.RELU: "Relu"}
 TRANSCENDENTAL = {(Elementwise.EXP, Reference.LITERT_BUILTIN): "ExpLitert",
-                  (Elementwise.ERF, Reference.ONNXRUNTIME_CPU): "ErfOrt"}
+                  (Elementwise.ERF, Reference.ONNXRUNTIME_CPU): "ErfOrt",
+                  (Elementwise.TANH, Reference.ONNXRUNTIME_CPU): "TanhOrt"}
 
 
 class _Arrays:

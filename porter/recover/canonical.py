@@ -328,7 +328,8 @@ _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "
                 "GreaterOrEqual": "greater_equal", "Less": "less", "LessOrEqual": "less_equal",
                 "And": "logical_and", "Or": "logical_or"}
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
-               "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not"}
+               "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
+               "IsNaN": "isnan", "Reciprocal": "reciprocal"}
 _ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max"}
 # ONNX TensorProto element types
 _ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 11: "float64"}
@@ -481,6 +482,29 @@ def _onnx_range(b: _Builder, op: Op) -> None:
     b.emit("range", op.inputs[:3], op.outputs, [op.index])
 
 
+def _onnx_clip(b: _Builder, op: Op) -> None:
+    """Clip(x, lo, hi) = min(max(x, lo), hi), each bound optional."""
+    lo = op.inputs[1] if len(op.inputs) > 1 and op.inputs[1] >= 0 else -1
+    hi = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] >= 0 else -1
+    if (lo >= 0 and b.const(lo) is None) or (hi >= 0 and b.const(hi) is None):
+        raise _fail(b.g, op, "Clip with non-constant bounds is not supported")
+    x, out = op.inputs[0], b.tensor(op.outputs[0])
+    if lo >= 0 and hi >= 0:
+        mid = b.add_tensor(out, f"{out.name}/clipped_below", out.shape, out.dtype)
+        b.emit("maximum", [x, lo], [mid], [op.index])
+        b.emit("minimum", [mid, hi], op.outputs, [op.index])
+    elif lo >= 0:
+        b.emit("maximum", [x, lo], op.outputs, [op.index])
+    elif hi >= 0:
+        b.emit("minimum", [x, hi], op.outputs, [op.index])
+    else:
+        b.emit("view", [x], op.outputs, [op.index], shape=tuple(b.tensor(x).shape))
+
+
+def _onnx_gather_elements(b: _Builder, op: Op) -> None:
+    b.emit("gather_elements", op.inputs[:2], op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
+
+
 def _onnx_identity(b: _Builder, op: Op) -> None:
     b.emit("view", op.inputs[:1], op.outputs[:1], [op.index], shape=tuple(b.tensor(op.inputs[0]).shape))
 
@@ -537,6 +561,7 @@ ONNX = {
     "CumSum": _onnx_cumsum, "Range": _onnx_range, "Identity": _onnx_identity,
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
+    "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements,
 }
 
 
@@ -852,6 +877,35 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
             p.drop(op, "the weight scale of a dynamically quantised Linear")
 
 
+def _gathers_as_slices(p: _Pass) -> None:
+    """A gather of an activation at constant indices that form a range (x[:, 0] spelled
+    Gather(x, 0, axis=1), CLS pooling) is a slice, then a view dropping the axis for a scalar
+    index: data movement, nothing computed."""
+    b = p.b
+    for i, op in enumerate(p.ops):
+        if op is None or op.type != "gather" or b.const(op.inputs[0]) is not None:
+            continue
+        indices = b.const(op.inputs[1])
+        x = b.tensor(op.inputs[0])
+        if indices is None or indices.size == 0 or indices.ndim > 1:
+            continue
+        axis = int(op.options.get("axis", 0)) % len(x.shape)
+        flat = np.asarray(indices, np.int64).reshape(-1) % x.shape[axis]
+        if not np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+            continue
+        kept = list(x.shape)
+        kept[axis] = flat.size
+        out = b.tensor(op.outputs[0])
+        slice_op = Op(op.index, "slice", [op.inputs[0]], op.outputs,
+                      {"slices": ((axis, int(flat[0]), int(flat[0]) + flat.size, 1),)})
+        if indices.ndim == 0:
+            mid = b.add_tensor(out, f"{out.name}/kept_axis", kept, out.dtype)
+            slice_op.outputs = [mid]
+            view = b.emit("view", [mid], op.outputs, b.origin[op.index], shape=tuple(out.shape))
+            p.ops.append(view)
+        p.ops[i] = slice_op
+
+
 def _dead_code(p: _Pass) -> None:
     """Ops nothing reads (after folding and fusion) are explained by being unused."""
     changed = True
@@ -932,6 +986,7 @@ def canonicalise(g: Graph) -> Canonical:
     _remove_identities(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
+    _gathers_as_slices(p)
     _dead_code(p)
     kept = _topological([op for op in p.ops if op is not None])
     ops, origin = [], {}

@@ -60,7 +60,7 @@ def index_source(g: Graph, ref: Reference, index: int, rows: int) -> tuple[int |
         return source, _index_ops(g, index)
     path = probe.region(g, index)
     sources = probe.leaves(g, path)
-    if len(sources) != 1 or not sources <= set(g.inputs.values()):
+    if len(sources) != 1 or not sources <= set(g.inputs.values()) or rows < 2:
         return None, set()
     source = sources.pop()
     t = g.tensor(source)
@@ -223,6 +223,14 @@ def _term(g: Graph, ref, inputs: Inputs, seq: int, t: int, n: int, arrays: dict)
     path = probe.region(g, index)
     if probe.leaves(g, path) != {inputs.ids}:
         return None
+    constant = _constant_index(g, ref, inputs.ids, index, path, seq, arrays["embed.word.table"].shape[0])
+    if constant is not None:  # e.g. RoBERTa's buffered token types, gathered at the positions
+        name = f"embed.term{n}"
+        sub = _table_arrays(g, name, kind, table, rows_op)
+        arrays[name] = np.stack([_dequantized_row(kind, sub, name, int(i)) for i in constant.reshape(-1)])
+        if arrays[name].shape[0] == 1:
+            arrays[name] = arrays[name][0]
+        return EmbedTerm("rows", name), view_ops | {op.index, rows_op.index} | set(path)
     pad = _position_pad(g, ref, inputs.ids, index, path, seq, g.tensor(table).shape[0])
     name = f"embed.positions{n}"
     arrays.update(_table_arrays(g, name, kind, table, rows_op))
@@ -239,6 +247,26 @@ def _dequantized_row(kind: TableKind, arrays: dict, name: str, row: int) -> np.n
         return (table[row].astype(np.float32) * arrays[f"{name}.scale"][row]).astype(np.float32)
     zp = arrays[f"{name}.zero_point"][0] if kind == TableKind.UINT8_TENSOR else 0
     return ((table[row].astype(np.int32) - zp).astype(np.float32) * arrays[f"{name}.scale"][0]).astype(np.float32)
+
+
+def _constant_index(g: Graph, ref, ids: int, index: int, path: list[int], seq: int, vocab: int):
+    """The indices a path from the ids computes, when they are the same for every probe window
+    (the path does not really depend on the ids), else None."""
+    ids_t = g.tensor(ids)
+    rng = np.random.default_rng(11)
+    seen = None
+    for pad in (0, 1):
+        for window in probe.probe_ids(seq, vocab, pad, rng):
+            feed = window.reshape(ids_t.shape).astype(ids_t.dtype)
+            try:
+                got = probe.run(g, path, {ids: feed}, ref, keep={index})[index]
+            except Unsupported:
+                return None
+            if seen is None:
+                seen = got
+            elif not np.array_equal(seen, got):
+                return None
+    return seen
 
 
 def _position_pad(g: Graph, ref, ids: int, index: int, path: list[int], seq: int, rows: int) -> int:

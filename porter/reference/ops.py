@@ -77,7 +77,9 @@ def _rsqrt(x, ref):
 
 
 def _tanh(x, ref):
-    raise Unsupported("tanh (its kernel is not emulated yet)")
+    if ref == Reference.ONNXRUNTIME_CPU:
+        return OF.tanh(x)
+    raise Unsupported("tanh under LiteRT (its kernel is not emulated yet)")
 
 
 def _exp(x, ref):
@@ -311,6 +313,7 @@ UNARY = {
     "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),
     "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "erf": _unary_float(_erf),
     "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
+    "reciprocal": _unary_float(lambda x, ref: F32(1) / x),
 }
 
 EVALUATORS = {
@@ -319,6 +322,9 @@ EVALUATORS = {
        for name, fn in COMPARISONS.items()},
     **UNARY,
     "logical_not": lambda attrs, x, ref: np.logical_not(np.asarray(x)),
+    "isnan": lambda attrs, x, ref: np.isnan(np.asarray(x)),
+    "gather_elements": lambda attrs, x, i, ref: np.take_along_axis(
+        np.asarray(x), np.asarray(i).astype(np.int64), axis=int(attrs.get("axis", 0))),
     "pow": _pow,
     "gelu": _gelu,
     "reduce_sum": _reduce("sum"), "reduce_mean": _reduce("mean"), "reduce_max": _reduce("max"),

@@ -279,3 +279,28 @@ def gelu_erf(h: np.ndarray, multiply: bool = False) -> np.ndarray:
     h = np.asarray(h, F32)
     e = erf((h * _SQRT1_2 if multiply else h / _SQRT2).astype(F32))
     return (h * ((e + F32(1)).astype(F32) * F32(0.5)).astype(F32)).astype(F32)
+
+
+# MLAS's tanh (mlas/lib/tanh.cpp and its FMA3 kernel, Eigen's coefficients): the input clamped
+# to [-9, 9], odd / even polynomials in x^2 by fma, then p / q.
+_TANH_RANGE = F32(9)
+_TANH_P = [F32(c) for c in (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                            5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                            4.89352455891786e-03)]
+_TANH_Q = [F32(c) for c in (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                            4.89352518554385e-03)]
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    v = np.where(x < -_TANH_RANGE, -_TANH_RANGE, np.where(x > _TANH_RANGE, _TANH_RANGE, x)).astype(F32)
+    v2 = (v * v).astype(F32)
+    p = _fma(v2, _TANH_P[0], _TANH_P[1])
+    for c in _TANH_P[2:]:
+        p = _fma(p, v2, c)
+    p = (p * v).astype(F32)
+    q = _fma(v2, _TANH_Q[0], _TANH_Q[1])
+    for c in _TANH_Q[2:]:
+        q = _fma(q, v2, c)
+    with np.errstate(all="ignore"):
+        return (p / q).astype(F32)

@@ -103,6 +103,8 @@ pub enum Elementwise {
     ExpLitert,
     /// onnxruntime's Erf (MLAS's)
     ErfOrt,
+    /// onnxruntime's Tanh (MLAS's)
+    TanhOrt,
 }
 
 /// Where an operand's values are: a buffer, or a constant of model.bin.
