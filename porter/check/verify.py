@@ -173,12 +173,13 @@ def _sha256(path: Path) -> str:
 
 def load_matching_golden(module: Module, path: Path) -> Golden:
     golden = load_golden(path)
-    seq, labels = golden.logits.shape[1:]
+    seq, labels = golden.ids.shape[1], golden.logits.shape[2]
     if seq != module.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
                           f"window is {module.seq}")
     if labels != module.labels:
-        raise PorterError(f"golden {golden.path.name} has {labels} labels; the module has {module.labels}")
+        raise PorterError(f"golden {golden.path.name} has {labels} values per output row; the module "
+                          f"has {module.labels}")
     check_model_matches(golden, module.model)
     return golden
 

@@ -263,9 +263,8 @@ class _Variables:
                 "saturating": lin.integer_dot == IntegerDot.INT16_PAIRS_SATURATED}
 
     def attention(self, a: Attention) -> dict:
-        if a.k_scale is not None or (a.q_scale is not None and a.score_scale is not None):
-            raise PorterError(f"{a.name}: attention scaling both Q and K (or Q and the scores) has no "
-                              "Rust kernel yet")
+        if a.q_scale is not None and a.score_scale is not None:
+            raise PorterError(f"{a.name}: attention scaling both Q and the scores has no Rust kernel yet")
         if a.score_divisor is not None:
             raise PorterError(f"{a.name}: attention that divides its scores has no Rust kernel yet")
         if a.mask == MaskMode.REPLACE or (a.mask == MaskMode.ADD and a.keep_value != 0):
@@ -277,6 +276,7 @@ class _Variables:
                 "scale_on_query": a.q_scale is not None, "softmax_beta": f32_literal(a.softmax_beta),
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
                 "masked": a.mask != MaskMode.NONE,
+                "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
                 "onnxruntime": self.p.reference == Reference.ONNXRUNTIME_CPU}
 
     def elementwise(self, step: ElementwiseStep) -> dict:
@@ -303,10 +303,11 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
     steps = [v.step(s) for s in program.steps]
     widths = [b.cols for b in program.buffers.values()] + [lin.in_features for lin in program.linears()]
     head_dims = [a.head_dim for a in program.attentions()] or [1]
-    slots = [{"len": 0, "row": 0} for _ in range(max(v.index.values()) + 1)]
+    slots = [{"len": 0, "row": 0, "row_all": 0} for _ in range(max(v.index.values()) + 1)]
     for name, b in program.buffers.items():
         slot = slots[v.index[name]]
-        slot["row"] = max(slot["row"], b.cols if b.tokens else 0)
+        every_row = b.tokens and b.extent == Rows.ALL  # computed over the whole window even when inert
+        slot["row_all" if every_row else "row"] = max(slot["row_all" if every_row else "row"], b.cols if b.tokens else 0)
         slot["len"] = max(slot["len"], 0 if b.tokens else b.rows * b.cols)
     return {
         "crate_name": crate_name(program.source, crate_dir),

@@ -287,6 +287,11 @@ def _tflite_fill(b: _Builder, op: Op) -> None:
            value=np.asarray(value).reshape(-1)[0])
 
 
+def _tflite_arg_max(b: _Builder, op: Op) -> None:
+    axis = _const_ints(b, op, op.inputs[1], "the axis")[0]
+    b.emit("argmax", op.inputs[:1], op.outputs, [op.index], axis=axis, keepdims=False)
+
+
 def _tflite_pack(b: _Builder, op: Op) -> None:
     b.emit("stack", op.inputs, op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
 
@@ -317,7 +322,7 @@ TFLITE = {
     "SELECT": _tflite_select, "SELECT_V2": _tflite_select, "CONCATENATION": _tflite_concat,
     "CUMSUM": _tflite_cumsum, "GELU": _tflite_gelu, "SOFTMAX": _tflite_softmax,
     "BROADCAST_TO": _tflite_broadcast_to, "SHAPE": _tflite_shape, "FILL": _tflite_fill,
-    "PACK": _tflite_pack,
+    "PACK": _tflite_pack, "ARG_MAX": _tflite_arg_max,
 }
 
 
@@ -505,6 +510,13 @@ def _onnx_gather_elements(b: _Builder, op: Op) -> None:
     b.emit("gather_elements", op.inputs[:2], op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
 
 
+def _onnx_arg_max(b: _Builder, op: Op) -> None:
+    if op.options.get("select_last_index", 0):
+        raise _fail(b.g, op, "ArgMax with select_last_index is not supported")
+    b.emit("argmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", 0)),
+           keepdims=bool(op.options.get("keepdims", 1)))
+
+
 def _onnx_identity(b: _Builder, op: Op) -> None:
     b.emit("view", op.inputs[:1], op.outputs[:1], [op.index], shape=tuple(b.tensor(op.inputs[0]).shape))
 
@@ -561,7 +573,7 @@ ONNX = {
     "CumSum": _onnx_cumsum, "Range": _onnx_range, "Identity": _onnx_identity,
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
-    "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements,
+    "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
 }
 
 
@@ -877,33 +889,70 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
             p.drop(op, "the weight scale of a dynamically quantised Linear")
 
 
-def _gathers_as_slices(p: _Pass) -> None:
-    """A gather of an activation at constant indices that form a range (x[:, 0] spelled
-    Gather(x, 0, axis=1), CLS pooling) is a slice, then a view dropping the axis for a scalar
-    index: data movement, nothing computed."""
-    b = p.b
-    for i, op in enumerate(p.ops):
-        if op is None or op.type != "gather" or b.const(op.inputs[0]) is not None:
+GATHERS = ("gather", "gather_nd", "gather_elements")
+
+
+def gathers_as_slices(b: "_Builder | None", g: Graph, ops: list, reference: Reference) -> None:
+    """A gather of an activation at constant indices only moves data; where it picks a
+    contiguous range along one axis (x[:, 0] spelled as Gather, GatherND or GatherElements: CLS
+    pooling) it is that slice, then a view to the gather's shape. Decided by running the gather on
+    the positions of its input."""
+    for i, op in enumerate(ops):
+        if op is None or op.type not in GATHERS:
             continue
-        indices = b.const(op.inputs[1])
-        x = b.tensor(op.inputs[0])
-        if indices is None or indices.size == 0 or indices.ndim > 1:
+        data, index = op.inputs[0], op.inputs[1]
+        if g.const(data) is not None or g.const(index) is None:
             continue
-        axis = int(op.options.get("axis", 0)) % len(x.shape)
-        flat = np.asarray(indices, np.int64).reshape(-1) % x.shape[axis]
-        if not np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+        shape = tuple(g.tensor(data).shape)
+        positions = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        try:
+            picked = evaluate(op.type, op.options, [positions, g.const(index)], reference)
+        except Unsupported:
             continue
-        kept = list(x.shape)
-        kept[axis] = flat.size
-        out = b.tensor(op.outputs[0])
-        slice_op = Op(op.index, "slice", [op.inputs[0]], op.outputs,
-                      {"slices": ((axis, int(flat[0]), int(flat[0]) + flat.size, 1),)})
-        if indices.ndim == 0:
-            mid = b.add_tensor(out, f"{out.name}/kept_axis", kept, out.dtype)
+        found = _as_one_slice(shape, picked)
+        if found is None:
+            continue
+        axis, start, stop = found
+        out = g.tensor(op.outputs[0])
+        kept = list(shape)
+        kept[axis] = stop - start
+        slice_op = Op(op.index, "slice", [data], op.outputs, {"slices": ((axis, start, stop, 1),)})
+        if tuple(kept) != tuple(out.shape):
+            if b is None:
+                continue
+            mid = b.add_tensor(out, f"{out.name}/sliced", kept, out.dtype)
             slice_op.outputs = [mid]
-            view = b.emit("view", [mid], op.outputs, b.origin[op.index], shape=tuple(out.shape))
-            p.ops.append(view)
-        p.ops[i] = slice_op
+            ops.append(b.emit("view", [mid], op.outputs, b.origin[op.index], shape=tuple(out.shape)))
+        ops[i] = slice_op
+
+
+def _as_one_slice(shape: tuple, picked: np.ndarray) -> tuple[int, int, int] | None:
+    """(axis, start, stop) when `picked` (positions of a tensor of `shape`) is that slice of it."""
+    flat = picked.reshape(-1)
+    if flat.size == 0:
+        return None
+    index = np.stack(np.unravel_index(flat, shape))
+    for axis in range(len(shape)):
+        start, stop = int(index[axis].min()), int(index[axis].max()) + 1
+        kept = [slice(None)] * len(shape)
+        kept[axis] = slice(start, stop)
+        expected = np.arange(int(np.prod(shape))).reshape(shape)[tuple(kept)].reshape(-1)
+        if expected.size == flat.size and np.array_equal(expected, flat):
+            return axis, start, stop
+    return None
+
+
+class _PassGraph:
+    """The little of a Graph that gathers_as_slices reads, over the builder's tensors."""
+
+    def __init__(self, p: _Pass):
+        self.b = p.b
+
+    def const(self, t: int):
+        return self.b.const(t)
+
+    def tensor(self, t: int) -> Tensor:
+        return self.b.tensor(t)
 
 
 def _dead_code(p: _Pass) -> None:
@@ -986,7 +1035,7 @@ def canonicalise(g: Graph) -> Canonical:
     _remove_identities(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
-    _gathers_as_slices(p)
+    gathers_as_slices(b, _PassGraph(p), p.ops, reference)
     _dead_code(p)
     kept = _topological([op for op in p.ops if op is not None])
     ops, origin = [], {}

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -23,13 +23,14 @@ from porter.frontends.graph import Graph
 from porter.ir.encoder import (INPUT_MASK, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, Linear, LinearStep, MaskMode, Operand, Reduce,
                                ReduceStep, Reference, SliceStep, Step)
-from porter.recover import attention, embeddings, norms
-from porter.recover.canonical import Canonical, canonicalise
+from porter.recover import attention, embeddings, norms, probe
+from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
 from porter.recover.prove import prove
 from porter.recover.rows import set_row_extents
 from porter.recover.tokens import TokenAxes, token_axes
+from porter.reference.ops import Unsupported
 
 
 @dataclass
@@ -66,6 +67,7 @@ def recover_encoder(g: Graph) -> EncoderProgram:
     inputs = embeddings.find_inputs(cg, c.reference)
     seq = cg.tensor(inputs.ids).shape[-1]
     claimed: set[int] = set()
+    claimed |= _fold_prefix_mask_indices(c, inputs, seq)
     blocks: list[Block] = []
     embed = embeddings.find(cg, c.reference, inputs, seq)
     blocks.append(Block(embed.step, embed.ops, embed.arrays))
@@ -95,6 +97,41 @@ def recover_encoder(g: Graph) -> EncoderProgram:
     prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs)
     set_row_extents(program)
     return program
+
+
+def _fold_prefix_mask_indices(c: Canonical, inputs, seq: int) -> set[int]:
+    """Gather indices computed from the mask input alone (sentence-transformers' CLS pooling
+    finds the first kept token with argmax(mask)) that are the same for every window porter runs
+    (live tokens first: masks 1..1 0..0 of every length) are constants; the gather then is a
+    slice (porter.recover.canonical.gathers_as_slices). Returns the ops folded away."""
+    g = c.graph
+    folded: set[int] = set()
+    if inputs.mask is None:
+        return folded
+    mask = g.tensor(inputs.mask)
+    for op in g.ops:
+        if op.type not in GATHERS or g.const(op.inputs[1]) is not None:
+            continue
+        index = op.inputs[1]
+        path = probe.region(g, index)
+        if probe.leaves(g, path) != {inputs.mask}:
+            continue
+        try:
+            values = [probe.run(g, path, {inputs.mask: (np.arange(seq) < live).astype(mask.dtype).reshape(mask.shape)},
+                                c.reference, keep={index})[index] for live in range(1, seq + 1)]
+        except Unsupported:
+            continue
+        if any(not np.array_equal(v, values[0]) for v in values):
+            continue
+        g.tensors[index] = replace(g.tensor(index), data=values[0])
+        folded |= set(path)
+        for i in c.file_ops(path):
+            c.explained.setdefault(i, "constant on every window porter runs (its live tokens come first)")
+    if folded:
+        g.__dict__.pop("producers", None)
+        g.__dict__.pop("consumers", None)
+        gathers_as_slices(None, g, g.ops, c.reference)
+    return folded
 
 
 def _first_axis_of(shape, seq: int) -> int:

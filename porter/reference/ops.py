@@ -323,6 +323,8 @@ EVALUATORS = {
     **UNARY,
     "logical_not": lambda attrs, x, ref: np.logical_not(np.asarray(x)),
     "isnan": lambda attrs, x, ref: np.isnan(np.asarray(x)),
+    "argmax": lambda attrs, x, ref: np.argmax(np.asarray(x), axis=int(attrs["axis"]),
+                                              keepdims=bool(attrs.get("keepdims", True))),
     "gather_elements": lambda attrs, x, i, ref: np.take_along_axis(
         np.asarray(x), np.asarray(i).astype(np.int64), axis=int(attrs.get("axis", 0))),
     "pow": _pow,

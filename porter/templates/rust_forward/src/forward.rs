@@ -82,12 +82,14 @@ struct State {
 
 impl State {
     fn new(counts: &Counts) -> Self {
-        let buffers = SLOTS.iter().map(|b| vec![0.0f32; (counts.keys * b.row).max(b.len)]).collect();
+        let buffers = SLOTS.iter().map(|b| vec![0.0f32; (counts.keys * b.row).max(SEQ * b.row_all).max(b.len)]).collect();
+        // a step over Rows::All works on the whole window even where padding is inert
+        let rows = if SLOTS.iter().any(|b| b.row_all > 0) { SEQ } else { counts.keys };
         State {
             buffers,
             norm: NormScratch::new(WIDEST),
-            linear: LinearScratch::new(counts.keys, WIDEST),
-            attention: AttentionScratch::new(counts.keys, counts.keys, MAX_HEAD_DIM),
+            linear: LinearScratch::new(rows, WIDEST),
+            attention: AttentionScratch::new(rows, counts.keys, MAX_HEAD_DIM),
             quantized_from: None,
         }
     }

@@ -23,11 +23,13 @@ pub enum Rows {
     All,
 }
 
-/// An allocation's size: `row` values per computed token row, or `len` values, whichever is more.
+/// An allocation's size, the most its buffers take: `row` values per token row the window
+/// computes, `row_all` per row of the whole window (buffers of Rows::All), or `len` values.
 #[derive(Clone, Copy, Debug)]
 pub struct Buffer {
     pub len: usize,
     pub row: usize,
+    pub row_all: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

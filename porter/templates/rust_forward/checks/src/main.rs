@@ -294,6 +294,7 @@ fn check_kernels(seed: u64) -> ! {
             softmax_beta: 1.0,
             mask_value: -3.402_823_5e38,
             masked: true,
+            key_scale: 1.0,
             onnxruntime: false,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };

@@ -689,6 +689,7 @@ pub fn attention(
     head_dim: usize,
     scale: f32,
     scale_on_query: bool,
+    key_scale: f32,
     mask_value: f32,
     q: &[f32],
     k: &[f32],
@@ -707,7 +708,7 @@ pub fn attention(
         let v_head = &v[h * d..];
         for key in 0..keys {
             for j in 0..d {
-                keys_t[j * keys + key] = k[key * hidden + h * d + j];
+                keys_t[j * keys + key] = k[key * hidden + h * d + j] * key_scale;
             }
         }
         for i in 0..rows {
