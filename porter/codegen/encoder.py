@@ -77,7 +77,7 @@ ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
 TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float32": "Float32"}
 FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
 GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul"}
-REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max"}
+REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max", Reduce.L2: "L2"}
 # Elementwise ops with a Rust kernel, per reference (the transcendental ones are each runtime's own)
 BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul", Elementwise.DIV: "Div",
           Elementwise.MAXIMUM: "Maximum", Elementwise.MINIMUM: "Minimum",
@@ -227,7 +227,9 @@ class _Variables:
             token_axis = _token_axis(step.operand.shape, x_buffer) if x_buffer else 4
             return {**common, "kind": "reduce", "op": REDUCES[step.op],
                     "x": self.operand(step.operand, step.operand.shape), "shape": shape, "axes": axes,
-                    "eigen_rows": last_only and self.p.reference == Reference.LITERT_BUILTIN,
+                    # both runtimes sum a last axis in Eigen's packet order (onnxruntime: rows whose
+                    # length is a multiple of 4, which recovery checks)
+                    "eigen_rows": last_only and step.op in (Reduce.SUM, Reduce.MEAN),
                     "token_axis": token_axis if token_axis < 4 and not axes[token_axis] else 4}
         if isinstance(step, SliceStep):
             rank = len(step.operand.shape)

@@ -282,6 +282,7 @@ class Reduce(str, enum.Enum):
     SUM = "sum"
     MEAN = "mean"
     MAX = "max"
+    L2 = "l2"  # sqrt of the sum of squares, one by one (onnxruntime's ReduceL2)
 
 
 @dataclass

@@ -335,7 +335,8 @@ _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
                "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
                "IsNaN": "isnan", "Reciprocal": "reciprocal"}
-_ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max"}
+_ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+                "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types
 _ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 11: "float64"}
 
@@ -615,6 +616,10 @@ class _Pass:
         self.drop(op, reason)
 
 
+_SHAPE_KEEPING = set(_TFLITE_BINARY.values()) | set(_TFLITE_UNARY.values()) | set(_ONNX_BINARY.values()) \
+    | set(_ONNX_UNARY.values()) | {"gelu", "cast", "softmax", "where"}
+
+
 def _infer_shape(b: _Builder, op: Op) -> None:
     """Output shapes the format left dynamic, by evaluating the op on zeros of its input shapes
     (views got theirs from their targets already)."""
@@ -622,6 +627,13 @@ def _infer_shape(b: _Builder, op: Op) -> None:
     if out is None or op.type == "view" or all(d >= 0 for d in out.shape):
         return
     if any(d < 0 for t in op.inputs if t >= 0 for d in b.tensor(t).shape):
+        return
+    shapes = [tuple(b.tensor(t).shape) for t in op.inputs if t >= 0]
+    if op.type in _SHAPE_KEEPING:  # elementwise: the broadcast of the operands' shapes
+        b.tensors[out.index] = replace(out, shape=tuple(np.broadcast_shapes(*shapes)))
+        return
+    if op.type == "linear":
+        b.tensors[out.index] = replace(out, shape=shapes[0][:-1] + (op.options["weight"].shape[0],))
         return
     values = [b.const(t) if b.const(t) is not None else
               np.zeros(tuple(b.tensor(t).shape), b.tensor(t).dtype) for t in op.inputs if t >= 0]
@@ -712,6 +724,10 @@ def _settle(b: _Builder, g: Graph, op: Op, reference: Reference) -> bool:
     Returns whether it folded."""
     if op.type == "view" and op.options.get("shape") is None:
         _view_target(b, g, op)
+    if op.type == "view":
+        out = b.tensor(op.outputs[0])
+        if tuple(out.shape) != tuple(op.options["shape"]):
+            b.tensors[out.index] = replace(out, shape=tuple(op.options["shape"]))
     _infer_shape(b, op)
     if len(op.outputs) != 1 or not all(t < 0 or b.const(t) is not None for t in op.inputs):
         return False

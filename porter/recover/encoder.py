@@ -41,7 +41,8 @@ class Block:
 
 
 _GENERIC = {kind.value: kind for kind in Elementwise}
-_REDUCE = {"reduce_sum": Reduce.SUM, "reduce_mean": Reduce.MEAN, "reduce_max": Reduce.MAX}
+_REDUCE = {"reduce_sum": Reduce.SUM, "reduce_mean": Reduce.MEAN, "reduce_max": Reduce.MAX,
+           "reduce_l2": Reduce.L2}
 
 
 # onnxruntime's GeluFusion: (x * (erf(x / sqrt 2) + 1)) * 0.5 becomes its Gelu kernel, which
@@ -213,7 +214,13 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
             rank = len(g.tensor(op.inputs[0]).shape)
             reduced = tuple(sorted(a % rank for a in (op.options.get("axes") or range(rank))))
             operand = _operand(g, op.inputs[0])
-            step = ReduceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], _REDUCE[name], operand, reduced)
+            real = tuple(a for a in reduced if operand.shape[a] != 1) or reduced
+            if c.reference == Reference.ONNXRUNTIME_CPU and real == (rank - 1,) and operand.shape[-1] % 4 \
+                    and _REDUCE[name] in (Reduce.SUM, Reduce.MEAN):
+                raise PorterError(f"{_where(c, op)}: onnxruntime sums a last axis of {operand.shape[-1]} values "
+                                  "(not a multiple of 4) in an order that depends on where each row starts "
+                                  "in memory; porter does not reproduce it")
+            step = ReduceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], _REDUCE[name], operand, real)
         elif name == "slice":
             operand = _operand(g, op.inputs[0])
             shape = operand.shape

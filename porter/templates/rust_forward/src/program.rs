@@ -129,6 +129,8 @@ pub enum Reduce {
     Sum,
     Mean,
     Max,
+    /// The square root of the sum of squares, one by one (onnxruntime's ReduceL2)
+    L2,
 }
 
 pub enum Step<'a> {

@@ -162,12 +162,16 @@ pub fn reduce(op: Reduce, x: &[f32], shape: [usize; 4], axes: [bool; 4], eigen_r
             for i2 in 0..out_shape[2] {
                 for i3 in 0..out_shape[3] {
                     let base = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
-                    let value = if eigen_rows && op != Reduce::Max {
+                    let value = if eigen_rows {
                         eigen_sum(&x[base..base + shape[3]])
                     } else {
                         fold(op, x, base, shape, &reduced, &strides)
                     };
-                    out[o] = if op == Reduce::Mean { value / count as f32 } else { value };
+                    out[o] = match op {
+                        Reduce::Mean => value / count as f32,
+                        Reduce::L2 => value.sqrt(),
+                        _ => value,
+                    };
                     o += 1;
                 }
             }
@@ -180,7 +184,7 @@ fn fold(op: Reduce, x: &[f32], base: usize, shape: [usize; 4], reduced: &[usize]
     let mut acc: Option<f32> = None;
     loop {
         let at = base + reduced.iter().map(|&a| index[a] * strides[a]).sum::<usize>();
-        let v = x[at];
+        let v = if op == Reduce::L2 { x[at] * x[at] } else { x[at] };
         acc = Some(match (acc, op) {
             (None, _) => v,
             (Some(m), Reduce::Max) => if v > m { v } else { m },
