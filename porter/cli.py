@@ -106,10 +106,10 @@ def compile_cmd(model, out_dir, quant):
 @click.option("--dump", type=click.Path(path_type=Path),
               help="Write every intermediate of the first window to this .npz file.")
 @click.option("--locate", is_flag=True,
-              help="Run LiteRT (builtin kernels) on the first window with its intermediates "
-                   "preserved and report the first IR block whose output differs.")
+              help="Run the reference runtime (LiteRT's builtin kernels, or onnxruntime) on the "
+                   "first window and report the first step whose output differs.")
 def run(model, golden_path, ids, dump, locate):
-    """Run MODEL's recovered IR in the numpy executor (LiteRT's builtin arithmetic)."""
+    """Run MODEL's recovered program in the numpy executor (the reference's arithmetic)."""
     from porter.check import run as runner
 
     runner.run_command(model, golden_path, ids, dump, locate, click.echo)

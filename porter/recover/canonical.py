@@ -785,6 +785,114 @@ def _remove_identities(p: _Pass) -> None:
             p.bypass(op, f"identity: {reason}")
 
 
+_BROADCASTING = (set(_TFLITE_BINARY.values()) | set(_ONNX_BINARY.values()) | {"where"})
+
+
+def _implicit_broadcasts(p: _Pass) -> None:
+    """An expand read only by ops that broadcast their operands anyway is implicit: each reader,
+    given the unexpanded input, computes the same values at the same shape."""
+    b = p.b
+    for op in p.ops:
+        if op is None or op.type != "expand" or op.outputs[0] in p.outputs.values():
+            continue
+        out, source = op.outputs[0], op.inputs[0]
+        users = p.users(out)
+        if not users or not all(_broadcast_keeps_shape(b, u, out, source) for u in users):
+            continue
+        for user in users:
+            user.inputs = [source if t == out else t for t in user.inputs]
+        p.drop(op, "implicit in the broadcasting op that reads it")
+
+
+def _broadcast_keeps_shape(b: _Builder, user: Op, expanded: int, source: int) -> bool:
+    if user.type not in _BROADCASTING:
+        return False
+    shapes = [b.tensor(source if t == expanded else t).shape for t in user.inputs]
+    try:
+        shape = np.broadcast_shapes(*[tuple(s) for s in shapes])
+    except ValueError:
+        return False
+    return tuple(shape) == tuple(b.tensor(user.outputs[0]).shape)
+
+
+def _ort_matmul_scale_fusion(p: _Pass) -> None:
+    """onnxruntime's MatMulScaleFusion, so the canonical graph computes what onnxruntime does:
+    a product of activations whose operands were scaled by constant scalars (through
+    transposes, which its transpose optimiser moves out of the way), or whose only reader scales
+    it, becomes one product multiplied by alpha, the float32 product of the scales (a divisor d
+    counting as 1.0f / d), operands first. MLAS then rounds alpha * dot once, where the graph as
+    written rounds each scaling."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    b = p.b
+    for op in list(p.ops):
+        if op is None or op.type != "matmul" or any(b.const(t) is not None for t in op.inputs):
+            continue
+        scales = [s for s in (_leading_scale(p, t) for t in op.inputs) if s is not None]
+        trailing = _trailing_scale(p, op)
+        if not scales and trailing is None:
+            continue
+        alpha = np.float32(1.0)
+        origin: list[int] = list(b.origin[op.index])
+        for scale_op, reader, x, value in scales:
+            alpha = np.float32(alpha * value)
+            reader.inputs = [x if t == scale_op.outputs[0] else t for t in reader.inputs]
+            origin += b.origin[scale_op.index]
+            p.ops[scale_op.index] = None
+        out = op.outputs[0]
+        if trailing is not None:
+            scale_op, value = trailing
+            alpha = np.float32(alpha * value)
+            out = scale_op.outputs[0]
+            origin += b.origin[scale_op.index]
+            p.ops[scale_op.index] = None
+        like = b.tensor(op.outputs[0])
+        unscaled = b.add_tensor(like, f"{like.name}/unscaled", like.shape, like.dtype)
+        alpha_t = b.add_tensor(like, f"{like.name}/alpha", (), "float32", np.asarray(alpha, np.float32))
+        op.outputs = [unscaled]
+        fused = b.emit("mul", [unscaled, alpha_t], [out], sorted(set(origin)))
+        p.ops.append(fused)
+
+
+def _scale_of(p: _Pass, op: Op | None, x_rank_from: int | None = None) -> tuple[int, np.float32] | None:
+    """(scaled operand, scale as onnxruntime takes it) of a mul / div by a one-value float
+    constant whose rank does not broadcast the other operand."""
+    if op is None or op.type not in ("mul", "div") or len(op.inputs) != 2:
+        return None
+    b = p.b
+    for pos in ((0, 1) if op.type == "mul" else (0,)):
+        x, c = op.inputs[pos], op.inputs[1 - pos]
+        value = b.const(c)
+        if value is None or b.const(x) is not None or value.size != 1 or value.dtype.kind != "f" \
+                or value.ndim > len(b.tensor(x).shape) or not b.tensor(x).shape:
+            continue
+        scale = np.float32(value.reshape(-1)[0])
+        return x, (np.float32(np.float32(1.0) / scale) if op.type == "div" else scale)
+    return None
+
+
+def _leading_scale(p: _Pass, t: int):
+    """(scale op, the op reading its output, its unscaled input, scale) behind a product operand."""
+    reader = None
+    while (op := p.producer(t)) is not None and op.type == "permute" and len(p.users(t)) == 1:
+        reader, t = op, op.inputs[0]
+    op = p.producer(t)
+    found = _scale_of(p, op)
+    if found is None or len(p.users(t)) != 1 or t in p.outputs.values():
+        return None
+    return op, reader if reader is not None else p.users(t)[0], found[0], found[1]
+
+
+def _trailing_scale(p: _Pass, product: Op):
+    users = p.users(product.outputs[0])
+    if len(users) != 1 or product.outputs[0] in p.outputs.values():
+        return None
+    found = _scale_of(p, users[0])
+    if found is None or found[0] != product.outputs[0]:
+        return None
+    return users[0], found[1]
+
+
 def _merge_views(p: _Pass) -> None:
     """view(view(x)) -> view(x); a permutation that only moves size-1 axes is a view."""
     b = p.b
@@ -1049,6 +1157,8 @@ def canonicalise(g: Graph) -> Canonical:
     _remove_identities(p)
     _merge_views(p)
     _remove_identities(p)
+    _implicit_broadcasts(p)
+    _ort_matmul_scale_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
     gathers_as_slices(b, _PassGraph(p), p.ops, reference)
