@@ -74,6 +74,20 @@ def require(path: Path) -> Path:
     return path
 
 
+_PROGRAMS: dict = {}
+
+
+def recovered(path: Path):
+    """The recovered program of a fixture, recovered once per test session (recovery proves every
+    block by evaluation, seconds for the 256-token models). Tests must not modify it."""
+    from porter.frontends import load_graph
+    from porter.recover.encoder import recover_encoder
+
+    if path not in _PROGRAMS:
+        _PROGRAMS[path] = recover_encoder(load_graph(require(path)))
+    return _PROGRAMS[path]
+
+
 def fixture_id(path: Path) -> str:
     return path.name
 

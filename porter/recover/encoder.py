@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.encoder import (INPUT_MASK, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
+from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, Linear, LinearStep, MaskMode, Operand, Reduce,
                                ReduceStep, Reference, SliceStep, Step)
 from porter.recover import attention, embeddings, norms, probe
@@ -178,8 +178,9 @@ def _linears(g: Graph, claimed: set[int]) -> list[Block]:
             continue
         o = op.options
         w = o["weight"]
-        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), o["weights"], o["activation_quant"],
-                     o.get("bias") is not None, o["integer_dot"])
+        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), WeightFormat(o["weights"]),
+                     ActivationQuant(o["activation_quant"]), o.get("bias") is not None,
+                     IntegerDot(o["integer_dot"]))
         arrays = {"weight": np.ascontiguousarray(w)}
         if o.get("scale") is not None:
             arrays["scale"] = np.asarray(o["scale"], np.float32).reshape(-1)
@@ -242,7 +243,7 @@ def _operand(g: Graph, t: int) -> Operand:
 
 
 def _where(c: Canonical, op) -> str:
-    return f"op {c.describe(op.index)} (canonical {op.type})"
+    return f"{c.describe(op.index)} (canonical {op.type})"
 
 
 def _check_everything_explained(c: Canonical, blocks: list[Block], claimed: set[int]) -> None:

@@ -28,12 +28,30 @@ F32 = np.float32
 
 def _fma(a, b, c):
     """fmaf, correctly rounded, through float64. The product of two float32 values is exact in
-    float64; the float64 sum is rounded to odd (nudged off an even last bit when inexact, its
-    exact error found by TwoSum), which makes the final rounding to float32 correct. A plain
-    float64 sum would round twice and, rarely, differ from the hardware fma onnxruntime runs."""
+    float64, so only the float64 sum rounds before the final rounding to float32; rounding twice
+    differs from one rounding only when the float64 sum lands exactly halfway between two float32
+    values (its low 29 bits 1 followed by zeros) or in float32's subnormal range. Those rare
+    elements take the exact path (_fma_round_to_odd); the rest are already right."""
     p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
     c = np.asarray(c, np.float64)
     s = p + c
+    with np.errstate(invalid="ignore"):
+        suspect = ((s.view(np.int64) & _LOW_29) == _HALF_29) | ((np.abs(s) < _F32_SMALLEST_NORMAL) & (s != 0))
+    out = s.astype(F32)
+    if suspect.any():
+        p, c = np.broadcast_to(p, s.shape), np.broadcast_to(c, s.shape)
+        out[suspect] = _fma_round_to_odd(p[suspect], c[suspect], s[suspect])
+    return out
+
+
+_LOW_29 = (1 << 29) - 1  # the float64 mantissa bits float32 drops
+_HALF_29 = 1 << 28
+_F32_SMALLEST_NORMAL = np.float64(np.finfo(np.float32).tiny)
+
+
+def _fma_round_to_odd(p, c, s):
+    """The float64 sum rounded to odd (nudged off an even last bit when inexact, its exact error
+    found by TwoSum), which makes the rounding to float32 correct."""
     back = s - p
     error = (p - (s - back)) + (c - back)
     with np.errstate(invalid="ignore"):
@@ -69,10 +87,13 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: floa
     shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1] + (a.shape[-2], b.shape[-1])
     depth = a.shape[-1]
     block = stride_k(b.shape[-1], depth, prepacked)
+    # float64 copies once (exact), k-major so each step reads a contiguous slice
+    a64 = np.ascontiguousarray(np.moveaxis(a, -1, 0), np.float64)[..., None]
+    b64 = np.ascontiguousarray(np.moveaxis(b, -2, 0), np.float64)[..., None, :]
     for start in range(0, depth, block):
         chain = np.zeros(shape, F32)
         for k in range(start, min(depth, start + block)):
-            chain = _fma(a[..., :, k:k + 1], b[..., k:k + 1, :], chain)
+            chain = _fma(a64[k], b64[k], chain)
         # the kernel's first store multiplies by alpha; later blocks fma into C
         c = (chain * F32(alpha)).astype(F32) if c is None else _fma(chain, F32(alpha), c)
     return np.zeros(shape, F32) if c is None else c
