@@ -186,6 +186,43 @@ def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agr
         sys.exit(1)
 
 
+@main.command("check")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--golden", "goldens", multiple=True, type=click.Path(path_type=Path),
+              help="Golden to verify against (repeatable); or make one with --texts, --random or --prompts.")
+@golden_source_options
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=Path("porter-check"),
+              show_default=True,
+              help="Directory for the compiled crate and module, report.json, junit.xml and summary.md.")
+@click.option("--quant", type=click.Choice(QUANT_MODES), help="Decoders: how weights are stored (see `porter compile`).")
+@click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes.")
+@click.option("--max-abs", type=float, default=0.05, show_default=True,
+              help="Largest |dlogit| that passes.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Seconds per window (decoders: per prompt) before the module is interrupted.")
+def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode, out_dir,
+              quant, min_label_agreement, max_abs, timeout_s):
+    """Compile, build and verify MODEL as CI does; write report.json, junit.xml and summary.md.
+
+    Exits 0 when verification passes, 1 when it fails, 2 when the model cannot be compiled
+    (or built, or checked), with the reason on one line."""
+    from porter.check.ci import GoldenSource, check
+    from porter.check.verify import Thresholds
+
+    source = GoldenSource(texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode)
+    if goldens and mode is not None:
+        raise PorterError("--mode chooses the kernels of a golden made here; a --golden file has its own")
+    result = check(model, out_dir, list(goldens), source, Thresholds(min_label_agreement, max_abs), quant,
+                   timeout_s, click.echo)
+    click.echo(f"report {result.report_path}, JUnit {result.junit_path}, summary {result.summary_path}")
+    if result.error is not None:
+        click.echo(f"porter: error: {' | '.join(result.error.splitlines())}", err=True)
+    else:
+        click.echo(f"porter check: {'PASS' if result.passed else 'FAIL'} ({result.report['total_seconds']:.1f} s)")
+    sys.exit(result.exit_code)
+
+
 @main.command()
 @click.argument("target", type=click.Path(path_type=Path))
 @click.option("--onnx", "onnx_path", type=click.Path(path_type=Path),
