@@ -211,8 +211,6 @@ def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, pr
     from porter.check.verify import Thresholds
 
     source = GoldenSource(texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode)
-    if goldens and mode is not None:
-        raise PorterError("--mode chooses the kernels of a golden made here; a --golden file has its own")
     result = check(model, out_dir, list(goldens), source, Thresholds(min_label_agreement, max_abs), quant,
                    timeout_s, click.echo)
     click.echo(f"report {result.report_path}, JUnit {result.junit_path}, summary {result.summary_path}")

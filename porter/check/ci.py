@@ -148,6 +148,8 @@ def check(model: Path, out_dir: Path, goldens: list[Path] = (), source: GoldenSo
     if bool(goldens) == source.given:
         raise PorterError("give --golden FILE, or what to make one from (--texts with --tokenizer, "
                           "--random N, or --prompts with --steps), not both or neither")
+    if goldens and source.mode is not None:
+        raise PorterError("--mode chooses the kernels of a golden made here; a --golden file has its own")
     if not model.is_file():
         raise PorterError(f"{model}: no such file")
     steps, facts, error = Steps(echo), {"architecture": None, "wasm": None, "verify": None}, None

@@ -130,6 +130,8 @@ def load_decoder_golden(path: str | Path) -> DecoderGolden:
     except KeyError as e:
         raise PorterError(f"golden {npz}: decoder golden without {e.args[0]}") from None
     golden = DecoderGolden(npz, manifest, **parts)
+    if golden.steps < 1:
+        raise PorterError(f"golden {npz}: no generated token to compare")
     for i in range(count):
         length, steps = len(golden.prompt_ids[i]), len(golden.generated_ids[i])
         if steps != golden.steps or golden.prompt_logits[i].shape[0] != length \
