@@ -2,7 +2,7 @@
 into a fresh virtual environment outside the checkout, `porter golden` -> `porter check` run
 end to end from a temporary directory on a model copied there (compile, build, verify, the
 JUnit file parsed back); and an installation that lost a template refuses to compile instead
-of writing half a crate.
+of writing half a crate (render_crate checks each crate's module tree and included files).
 
 The wheel is built without build isolation (pip wheel --no-build-isolation, setuptools from the
 test extras) and installed without its dependencies; the environment reaches the ones already
@@ -12,6 +12,7 @@ directory is the suite's (PORTER_CARGO_TARGET is passed through), so std is not 
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from fixtures import REPO, minilm_tokenizer_json, require
+from porter.codegen.render import render_crate
+from porter.errors import PorterError
 
 sys.path.insert(0, str(REPO / "graphs"))
 import spec  # noqa: E402
@@ -36,7 +39,13 @@ TEXTS = [
 ]
 
 
+# A user's environment: Python is not pointed at the checkout (where pip would also find
+# porter's egg-info and call the wheel installed already).
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def run(command: list, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", USER_ENV)
     result = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
     assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-3000:])
     return result
@@ -71,12 +80,10 @@ def venv(wheel, tmp_path_factory) -> Path:
 
 @pytest.fixture()
 def outside(tmp_path) -> dict:
-    """Where a user's run happens: a directory outside the checkout, with an environment that
-    does not point Python at the checkout."""
+    """Where a user's run happens: a directory outside the checkout, in the user's environment."""
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return {"cwd": work, "env": env}
+    return {"cwd": work, "env": USER_ENV}
 
 
 def test_the_wheel_holds_every_file_porter_reads_at_run_time(wheel):
@@ -140,5 +147,36 @@ def test_an_installation_without_a_template_refuses_to_compile(venv, outside, tm
         shutil.move(aside, kernel)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("porter: error: ")
-    assert "src/kernels/mod.rs declares module gemm" in result.stderr and "reinstall porter" in result.stderr
+    assert "src/kernels/mod.rs declares module gemm, but neither src/kernels/gemm.rs" in result.stderr
+    assert "reinstall porter" in result.stderr
     assert not (outside["cwd"] / "out").exists()
+
+
+@pytest.mark.parametrize("source,missing", [
+    ("mod gone;\nfn main() {}\n", "src/main.rs declares module gone, but neither src/gone.rs nor src/gone/mod.rs"),
+    ('#[path = "kernels/mod.rs"]\nmod kernels;\nfn main() {}\n', "declares module kernels, but src/kernels/mod.rs is"),
+    ('static B: &[u8] = include_bytes!("../weights.bin");\nfn main() {}\n', "includes ../weights.bin"),
+], ids=["module", "path-attribute", "include-bytes"])
+def test_a_crate_missing_a_source_file_is_refused_and_nothing_is_written(tmp_path, source, missing):
+    template = tmp_path / "template"
+    (template / "src").mkdir(parents=True)
+    (template / "Cargo.toml").write_text('[package]\nname = "porter-incomplete"\n')
+    (template / "src/main.rs").write_text(source)
+    with pytest.raises(PorterError, match=re.escape(missing)):
+        render_crate(template, tmp_path / "out/crate", {})
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_module_tree_check_follows_nested_modules_and_path_attributes(tmp_path):
+    template = tmp_path / "template"
+    for relative, text in {"Cargo.toml": "[package]\n", "src/main.rs": "mod a;\nmod b;\nfn main() {}\n",
+                           "src/a.rs": "mod inner;\n", "src/a/inner.rs": "", "src/b/mod.rs": "pub mod c;\n",
+                           "src/b/c.rs": "", "checks/Cargo.toml": "[package]\n",
+                           "checks/src/main.rs": '#[path = "../../src/b/mod.rs"]\nmod b;\nfn main() {}\n'}.items():
+        (template / relative).parent.mkdir(parents=True, exist_ok=True)
+        (template / relative).write_text(text)
+    render_crate(template, tmp_path / "out/crate", {})
+    (template / "src/b/c.rs").unlink()
+    with pytest.raises(PorterError, match=re.escape("src/b/mod.rs declares module c, but neither src/b/c.rs nor")):
+        render_crate(template, tmp_path / "out/crate", {})
+    assert (tmp_path / "out/crate/src/b/c.rs").is_file()  # the earlier crate stays as it was

@@ -116,14 +116,16 @@ def _require_module_files(source: Path, owns_directory: bool, crate_dir: Path, t
     where = source.parent if owns_directory else source.with_suffix("")
     for path_attribute, name in MOD_DECLARATION.findall(text):
         if path_attribute:
-            found, owns = (source.parent / path_attribute).resolve(), True
+            candidates = [((source.parent / path_attribute).resolve(), True)]
         else:
-            flat, nested = where / f"{name}.rs", where / name / "mod.rs"
-            found, owns = (flat, False) if flat.is_file() else (nested, True)
-        if not found.is_file():
+            candidates = [(where / f"{name}.rs", False), (where / name / "mod.rs", True)]
+        found = next(((path, owns) for path, owns in candidates if path.is_file()), None)
+        if found is None:
+            names = " nor ".join(str(path.relative_to(crate_dir)) for path, _ in candidates)
             raise PorterError(f"template {template_dir}: {source.relative_to(crate_dir)} declares "
-                              f"module {name}, but {found.relative_to(crate_dir)} is not there ({INCOMPLETE})")
-        _require_module_files(found, owns, crate_dir, template_dir)
+                              f"module {name}, but {'neither ' if len(candidates) > 1 else ''}{names} "
+                              f"is there ({INCOMPLETE})")
+        _require_module_files(*found, crate_dir, template_dir)
     for included in INCLUDED_FILE.findall(text):
         if not (source.parent / included).is_file():
             raise PorterError(f"template {template_dir}: {source.relative_to(crate_dir)} includes "
