@@ -22,13 +22,14 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from porter import __version__
 from porter.check import junit, markdown
-from porter.check.golden import sha256_of
+from porter.check.golden import npz_path, sha256_of
 from porter.check.make_golden import cpu_facts, make_golden
 from porter.check.references import ORT_MODE, default_mode
 from porter.check.verify import Thresholds, verify
@@ -100,7 +101,7 @@ class CheckResult:
 class Steps:
     """Runs named steps with progress lines and records how long each took."""
 
-    echo: object
+    echo: Callable[[str], None]
     done: list[Step] = field(default_factory=list)
 
     @contextmanager
@@ -150,8 +151,9 @@ def check(model: Path, out_dir: Path, goldens: list[Path] = (), source: GoldenSo
                           "--random N, or --prompts with --steps), not both or neither")
     if goldens and source.mode is not None:
         raise PorterError("--mode chooses the kernels of a golden made here; a --golden file has its own")
-    if not model.is_file():
-        raise PorterError(f"{model}: no such file")
+    for path in [model, *map(npz_path, goldens)]:
+        if not path.is_file():  # before minutes of building, not after
+            raise PorterError(f"{path}: no such file")
     steps, facts, error = Steps(echo), {"architecture": None, "wasm": None, "verify": None}, None
     compiled, made_golden = out_dir / COMPILED_DIR, out_dir / golden_name(model, source)
     clear_previous_outputs(out_dir, made_golden if source.given else None)
