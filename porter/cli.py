@@ -92,9 +92,10 @@ def compile_cmd(model, out_dir, quant):
                    f"FFN {ir.ffn}, vocab {ir.vocab}, context {ir.n_ctx}, {quant or 'float32'} weights "
                    f"(model.bin {size_mb:.1f} MB) -> {out_dir}")
         return
-    click.echo(f"{model}: {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
-               f"FFN {ir.ffn}, vocab {ir.vocab}, window {ir.seq}, {ir.labels} labels, "
-               f"mask {ir.mask} -> {out_dir}")
+    output = f"{ir.width} values per token" if ir.output_tokens else f"{ir.width} values per window"
+    click.echo(f"{model}: encoder, {len(ir.steps)} steps ({len(ir.attentions())} attention blocks), "
+               f"vocab {ir.vocab}, window {ir.seq}, {output}, mask {ir.mask.value}, "
+               f"{ir.reference.value} arithmetic -> {out_dir}")
 
 
 @main.command()

@@ -1,7 +1,7 @@
 """`porter golden` and `porter check` in the checkout, against the real runtimes: goldens from
 texts are the committed goldens' windows and logits bit for bit (windowed as the service
 windows them), random goldens are seeded, inputs are found by role, decoder goldens reproduce
-examples/tinystories/golden; `porter check` exits 2 with the reason on a graph porter refuses,
+examples/tinystories/golden, and every graphs/zoo golden is reproduced; `porter check` exits 2 with the reason on a graph porter refuses,
 1 on a golden whose logits were moved, 0 on a decoder, and its JUnit file says so."""
 
 import json
@@ -15,8 +15,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import porter
 from fixtures import REPO, assert_one_line_error, minilm_tokenizer_json, require, run_porter
+from porter.check.decoder_reference import ort_greedy
 from porter.check.golden import load_decoder_golden, load_golden
-from porter.check.references import ort_session
+from porter.check.references import encoder_reference, ort_session, run_windows
+from porter.frontends import load_graph
 
 TINY = "bert-l2-h128-a4-s64-tok3"
 TINY_TFLITE = REPO / "graphs" / f"{TINY}.litert-dq8.tflite"
@@ -190,3 +192,27 @@ def test_check_verifies_a_decoder_prompt_by_prompt_and_verify_fails_a_moved_logi
     assert moved.returncode == 1
     assert "prompt   1 (3 tokens): all 8 tokens equal, max |dlogit| 1" in moved.stdout
     assert moved.stdout.splitlines()[-1].startswith("porter verify: FAIL: max |dlogit| 1 > 0.05")
+
+
+ZOO_GOLDENS = sorted(p for p in (REPO / "golden" / "zoo").glob("*.npz")
+                     if not p.name.endswith((".torch.npz", ".xnnpack.npz")))  # XNNPACK's depend on the CPU
+
+
+@pytest.mark.parametrize("path", ZOO_GOLDENS, ids=lambda p: p.name.removesuffix(".npz"))
+def test_the_reference_runners_reproduce_every_zoo_golden(path):
+    """graphs/zoo's goldens were made by its own runners from the members' known input names; porter's
+    runners, finding the inputs by role (Keras' wrapped ids, args_0 / args_1, token types, pooled
+    heads) and the KV cache from the signature, give the same outputs bit for bit."""
+    model = require(REPO / "graphs" / "zoo" / path.name.removesuffix(".npz").rpartition(".")[0])
+    mode = path.name.removesuffix(".npz").rpartition(".")[2]
+    with np.load(path) as arrays:
+        decoder = "p0_prompt_ids" in arrays.files
+    if decoder:
+        golden = load_decoder_golden(path)
+        for i, (ids, prompt_logits, step_logits) in enumerate(ort_greedy(model, golden.prompt_ids, golden.steps)):
+            assert ids == golden.generated_ids[i].tolist()
+            assert np.array_equal(prompt_logits, golden.prompt_logits[i]) and np.array_equal(step_logits, golden.step_logits[i])
+        return
+    golden = load_golden(path)
+    logits, _ = run_windows(encoder_reference(model, load_graph(model), mode), golden.ids, golden.attention_mask)
+    assert logits.shape == golden.logits.shape and np.array_equal(logits, golden.logits)

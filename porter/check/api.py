@@ -31,7 +31,7 @@ class Compiled:
 
     out_dir: Path
     wasm: Path | None  # None when compile_model(..., build=False)
-    architecture: dict  # kind ("encoder" | "decoder"), layers, hidden, heads, ffn, vocab, window/context, …
+    architecture: dict  # kind ("encoder" | "decoder"), layers, heads, vocab, window + labels or context, …
 
 
 def _quiet(line: str) -> None:

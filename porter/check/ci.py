@@ -127,12 +127,15 @@ class Steps:
 
 
 def architecture(ir) -> dict:
-    """The few facts of a recovered IR a report shows."""
-    if hasattr(ir, "n_ctx"):
-        return {"kind": "decoder", "layers": len(ir.layers), "hidden": ir.hidden, "heads": ir.heads,
-                "ffn": ir.ffn, "vocab": ir.vocab, "context": ir.n_ctx}
-    return {"kind": "encoder", "layers": len(ir.layers), "hidden": ir.hidden, "heads": ir.heads,
-            "ffn": ir.ffn, "vocab": ir.vocab, "window": ir.seq, "labels": ir.labels, "mask": ir.mask}
+    """The few facts of a recovered IR a report shows, read from its summary (what ir.json
+    holds), which stays stable while the IR's classes change."""
+    s = ir.summary()
+    if s.get("kind") == "decoder":
+        return {"kind": "decoder", "layers": s["num_layers"], "heads": s["heads"], "hidden": s["hidden"],
+                "vocab": s["vocab"], "context": s["n_ctx"]}
+    return {"kind": "encoder", "layers": s["layers"], "heads": s["heads"], "vocab": s["vocab"],
+            "window": s["seq"], "labels": s["labels"], "output_rows": s["output_rows"], "mask": s["mask"],
+            "reference": s["reference"]}
 
 
 def check(model: Path, out_dir: Path, goldens: list[Path] = (), source: GoldenSource = GoldenSource(),

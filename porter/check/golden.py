@@ -51,8 +51,12 @@ class Golden:
 
     @property
     def pooled(self) -> bool:
-        """One row of logits per window (a pooled / sequence-classification head)."""
+        """One output row per window (a pooled head), stored as logits [windows, 1, width]."""
         return self.logits.shape[1] == 1 and self.ids.shape[1] != 1
+
+    def output_rows(self, w: int) -> int:
+        """The rows of window w's logits a module is compared on: its live tokens, or 1 pooled."""
+        return 1 if self.pooled else int(self.live[w])
 
     @property
     def label(self) -> str:
@@ -114,8 +118,8 @@ def load_golden(path: str | Path) -> Golden:
         raise PorterError(f"golden {npz}: not an encoder golden{kind}: no {', '.join(missing)}")
     arrays = {k: arrays[k] for k in ARRAYS}
     n, seq = arrays["ids"].shape
-    if arrays["logits"].shape[0] != n or arrays["logits"].shape[1] not in (seq, 1) \
-            or arrays["live"].shape != (n,):
+    logits = arrays["logits"]
+    if logits.ndim != 3 or logits.shape[0] != n or logits.shape[1] not in (seq, 1) or arrays["live"].shape != (n,):
         raise PorterError(f"golden {npz}: arrays disagree in shape")
     return Golden(npz, manifest, **arrays)
 

@@ -33,8 +33,9 @@ def _architecture(a: dict) -> str:
     if a["kind"] == "decoder":
         return (f"decoder, {a['layers']} layers, hidden {a['hidden']}, {a['heads']} heads, vocabulary "
                 f"{a['vocab']}, context {a['context']}")
-    return (f"encoder, {a['layers']} layers, hidden {a['hidden']}, {a['heads']} heads, window {a['window']}, "
-            f"{a['labels']} labels")
+    rows = "per token" if a["output_rows"] == "tokens" else "per window (pooled)"
+    return (f"encoder, {a['layers']} attention layers, {a['heads']} heads, window {a['window']}, "
+            f"{a['labels']} outputs {rows}, mask {a['mask']}, {a['reference']} arithmetic")
 
 
 def _golden_section(golden: dict, verify: dict) -> list[str]:

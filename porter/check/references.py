@@ -41,9 +41,12 @@ ORT_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(floa
               "tensor(bool)": np.bool_}
 # op type -> (position of the indices, position of the table) for the embedding lookups
 LOOKUPS = {"GATHER": (1, 0), "EMBEDDING_LOOKUP": (0, 1), "Gather": (1, 0)}
-# ops that pass ids through unchanged in value (first input -> first output)
+# Ops whose output carries the ids on to the lookup: reshapes and casts (first input), the
+# branches of a select, and a constant offset (Keras wraps negative ids: where(ids < 0, ids + vocab, ids)).
 PASS_THROUGH = {"RESHAPE", "CAST", "SQUEEZE", "EXPAND_DIMS", "Reshape", "Cast", "Squeeze", "Unsqueeze",
                 "Flatten"}
+SELECTS = {"SELECT", "SELECT_V2", "Where"}  # (condition, then, else)
+OFFSETS = {"ADD", "SUB", "Add", "Sub"}
 TABLE_PRODUCERS = {"DEQUANTIZE", "DequantizeLinear"}  # a quantised table dequantised before the gather
 LOGITS_NAME = "logits"
 
@@ -100,17 +103,28 @@ def encoder_signature(graph) -> EncoderSignature:
 
 
 def _lookup_rows(graph, tensor: int) -> int:
-    """Rows of the largest constant table this input indexes, through value-preserving ops; 0
-    when it indexes none."""
-    rows, frontier = 0, [tensor]
+    """Rows of the largest constant table this input indexes, through the ops that carry ids
+    (PASS_THROUGH, SELECTS, OFFSETS); 0 when it indexes none."""
+    rows, frontier, seen = 0, [tensor], set()
     while frontier:
         t = frontier.pop()
         for op in graph.users(t):
-            if op.type in PASS_THROUGH and op.inputs[0] == t:
-                frontier.append(op.outputs[0])
-            elif op.type in LOOKUPS and op.inputs[LOOKUPS[op.type][0]] == t:
+            if op.type in LOOKUPS and op.inputs[LOOKUPS[op.type][0]] == t:
                 rows = max(rows, _table_rows(graph, op.inputs[LOOKUPS[op.type][1]]))
+            elif _carries_ids(graph, op, t) and op.outputs[0] not in seen:
+                seen.add(op.outputs[0])
+                frontier.append(op.outputs[0])
     return rows
+
+
+def _carries_ids(graph, op, t: int) -> bool:
+    if op.type in PASS_THROUGH:
+        return op.inputs[0] == t
+    if op.type in SELECTS:
+        return t in op.inputs[1:3]
+    if op.type in OFFSETS:
+        return any(i != t and i >= 0 and graph.tensor(i).is_const for i in op.inputs)
+    return False
 
 
 def _table_rows(graph, t: int) -> int:

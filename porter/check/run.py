@@ -1,9 +1,9 @@
 """`porter run`: the numpy executor on token ids or a golden, and divergence location.
 
 `locate` runs LiteRT's builtin kernels on the same window with every intermediate preserved and
-walks the IR's Linear layers in execution order, comparing each one's input and output with
-the graph tensors they came from: the first difference names the block (the LayerNorm,
-attention or FFN step before that Linear) where the two computations part.
+walks the program's steps in order, comparing each step's output buffer with the graph tensor it
+stands for: the first difference names the step (and the file's ops behind it) where the two
+computations part.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from porter.check.compare import Agreement, agreement
 from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, load_golden
-from porter.ir.encoder import EncoderIR
+from porter.ir.encoder import INPUT_MASK, EncoderProgram
 
 PAD_ID = 0
 
 
-def window_from_ids(ir: EncoderIR, text: str) -> tuple[np.ndarray, np.ndarray, int]:
+def window_from_ids(ir: EncoderProgram, text: str) -> tuple[np.ndarray, np.ndarray, int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -38,20 +38,20 @@ def window_from_ids(ir: EncoderIR, text: str) -> tuple[np.ndarray, np.ndarray, i
     return ids, mask, len(values)
 
 
-def executor_agreement(ir: EncoderIR, golden: Golden, echo=None, windows=None) -> Agreement:
+def executor_agreement(ir: EncoderProgram, golden: Golden, echo=None, windows=None) -> Agreement:
     """The numpy executor against a golden's windows (all of them unless `windows` names some);
     `echo` gets one line per window."""
     total = Agreement(0, 0, 0.0, 0.0)
     for w in range(golden.windows) if windows is None else windows:
         ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
-        a = agreement(ours, golden.logits[w], int(golden.live[w]))
+        a = agreement(ours, golden.logits[w], golden.output_rows(w))
         if echo is not None:
             echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
         total = total.merge(a)
     return total
 
 
-def run_golden(ir: EncoderIR, golden_path: Path, echo) -> Agreement:
+def run_golden(ir: EncoderProgram, golden_path: Path, echo) -> Agreement:
     golden = load_golden(golden_path)
     if golden.ids.shape[1] != ir.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {golden.ids.shape[1]} "
@@ -62,8 +62,8 @@ def run_golden(ir: EncoderIR, golden_path: Path, echo) -> Agreement:
     return total
 
 
-def locate(ir: EncoderIR, ids: np.ndarray, mask: np.ndarray, echo) -> str | None:
-    """The first Linear (in execution order) whose input or output differs from LiteRT's."""
+def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo) -> str | None:
+    """The first step (in program order) whose output differs from LiteRT's tensor."""
     if ir.format != "tflite":
         raise PorterError(f"--locate compares with LiteRT's intermediates: TFLite models only, "
                           f"not {ir.format}")
@@ -84,18 +84,23 @@ def locate(ir: EncoderIR, ids: np.ndarray, mask: np.ndarray, echo) -> str | None
     interp.invoke()
     trace: dict = {}
     execute.run(ir, ids, mask, trace)
-    for lin in ir.linears():
-        op = g.ops[lin.source_op]
-        for side, t in (("in", op.inputs[0]), ("out", op.outputs[0])):
-            ref = interp.get_tensor(t).reshape(ir.seq, -1)
-            ours = trace[f"{lin.name}.{side}"]
-            diff = float(np.abs(ours.astype(np.float64) - ref).max())
+    checked = 0
+    for step in ir.steps:
+        for buffer in step.outputs:
+            t = int(buffer[1:])
+            if buffer == INPUT_MASK or t >= len(g.tensors):
+                continue  # a tensor porter made (a fused activation's input)
+            ref = interp.get_tensor(t).reshape(-1)
+            ours = trace[buffer].reshape(-1)
+            rows = ir.seq if ir.buffers[buffer].tokens else 1
+            diff = float(np.abs(ours.astype(np.float64) - ref).max()) if ours.size == ref.size else np.inf
+            checked += 1
             if diff > 0:
-                where = f"{lin.name} {side}put (graph {op.describe()})"
+                ops = ", ".join(str(i) for i in step.source_ops[:6])
+                where = f"{step.name} (graph ops {ops}{' ...' if len(step.source_ops) > 6 else ''}, {rows} rows)"
                 echo(f"first difference: {where}: max |d| {diff:.3g}")
                 return where
-    echo(f"no difference: every Linear's input and output is bit-identical "
-         f"({len(ir.linears())} layers checked)")
+    echo(f"no difference: every step's output is bit-identical ({checked} tensors checked)")
     return None
 
 

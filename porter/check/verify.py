@@ -103,10 +103,7 @@ class LiveRowsCheck(BitComparison):
 
 def load_matching_golden(module: Module, path: Path) -> Golden:
     golden = load_golden(path)
-    seq, labels = golden.ids.shape[1], golden.logits.shape[2]
-    if golden.pooled:
-        raise PorterError(f"golden {golden.path.name} holds one row of logits per window (a pooled "
-                          f"head); the module answers one row per token")
+    seq, labels = golden.ids.shape[1], golden.logits.shape[2]  # logits [N, seq or 1 (pooled), labels]
     if seq != module.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
                           f"window is {module.seq}")
@@ -147,20 +144,20 @@ def _check_reply_shape(module: Module, golden: Golden, results: list[evalproto.W
         raise PorterError(f"{module.wasm.name} answered {len(results)} windows of golden "
                           f"{golden.path.name}'s {golden.windows}")
     for w, result in enumerate(results):
-        want = (int(golden.live[w]), golden.logits.shape[2])
+        want = (golden.output_rows(w), golden.logits.shape[2])
         if result.logits.shape != want:
             raise PorterError(f"{module.wasm.name} answered window {w} of golden {golden.path.name} "
                               f"with logits {list(result.logits.shape)}, expected {list(want)} "
-                              f"(live tokens x labels)")
+                              f"({'one pooled row' if golden.pooled else 'live tokens'} x width)")
 
 
 def compare_golden(golden: Golden, results: list[evalproto.WindowResult], load_ms: float,
                    gated: bool) -> GoldenRun:
     windows, diffs = [], []
     for w, result in enumerate(results):
-        live = int(golden.live[w])
-        windows.append(agreement(result.logits, golden.logits[w], live))
-        diffs.append(np.abs(result.logits.astype(np.float64) - golden.logits[w, :live]).ravel())
+        rows = golden.output_rows(w)
+        windows.append(agreement(result.logits, golden.logits[w], rows))
+        diffs.append(np.abs(result.logits.astype(np.float64) - golden.logits[w, :rows]).ravel())
     overall = Agreement(0, 0, 0.0, 0.0)
     for a in windows:
         overall = overall.merge(a)

@@ -12,15 +12,15 @@ from porter.recover.decoder import is_decoder_graph, recover_decoder
 from porter.codegen.decoder import render_decoder_crate
 from porter.errors import PorterError
 from porter.frontends import load_graph
-from porter.ir.encoder import EncoderIR
+from porter.ir.encoder import EncoderProgram
 from porter.recover.encoder import recover_encoder
 
 
-def recover(model_path: str | Path) -> EncoderIR:
+def recover(model_path: str | Path) -> EncoderProgram:
     return recover_encoder(load_graph(model_path))
 
 
-def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None) -> EncoderIR | DecoderIR:
+def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None) -> EncoderProgram | DecoderIR:
     g = load_graph(model_path)
     if is_decoder_graph(g):
         ir = recover_decoder(g, str(model_path))

@@ -1,9 +1,11 @@
-"""Codegen: an EncoderIR -> a Rust forward-pass crate (templates/rust_forward) + model.bin.
+"""Codegen: an EncoderProgram -> the Rust forward crate (templates/rust_forward) + model.bin.
 
-The crate is plain cargo: `src/model.rs` holds every shape and array offset as generated
-consts and load calls; the kernels, the forward pass and the eval command take their sizes from
-there. `checks/` is a second small crate that compares every SIMD kernel with its scalar
-reference (exhaustively over all 2^32 f32 inputs where the kernel takes one float).
+The crate is plain cargo. Its sources are plain Rust but for two generated files: `model.rs`
+holds every shape as a const and builds the program's steps from model.bin (each array a slice
+into it, at the offset layout.json gives), and `tuning.rs` holds the kernel tile sizes. The
+forward pass (`forward.rs`) runs the steps; `checks/` is a second crate that compares every SIMD
+kernel with its scalar reference (exhaustively over all 2^32 f32 inputs where a kernel takes one
+float).
 
 The .cargo/config.toml is not written here: it depends on the toolchain of the machine that
 builds, so `build_forward_crate` (`porter build`) writes it just before building.
@@ -14,20 +16,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from porter import TEMPLATES_DIR
-
 from porter.codegen import pack
 from porter.codegen.render import render_crate
-from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.errors import PorterError
-from porter.ir.encoder import (LITERT_BUILTIN, MASK_INPUT, ONNX_LAYER_NORM_FORMS, ONNXRUNTIME_CPU,
-                       ORT_DYNAMIC_UINT8, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear)
-from porter.reference.quant import EXACT_DOT, INT16_PAIRS_SATURATED
+from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwise, ElementwiseStep, Embed,
+                               EncoderProgram, Gelu, GeluStep, IntegerDot, LayerNorm, LinearStep, Lookup,
+                               MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
+                               WeightFormat)
+from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -64,161 +67,275 @@ def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
     return f"{name}-{hashlib.sha256(str(Path(crate_dir).resolve()).encode()).hexdigest()[:8]}"
 
 
-def _array(entries: dict, name: str) -> dict:
-    e = entries[name]
-    return {"offset": e["offset"], "len": int(np.prod(e["shape"], dtype=np.int64))}
-
-
-def _linear_kind(lin: Linear, reference: str) -> str:
-    """Which Rust Weights variant runs this layer: int8 (TFLite hybrid), ort_dynamic, float32
-    (LiteRT's float FC) or float_ort (onnxruntime's Gemm)."""
-    if lin.weight_dtype == "float32":
-        return "float_ort" if reference == ONNXRUNTIME_CPU else "float32"
-    if lin.weight_dtype != "int8":
-        raise PorterError(f"{lin.name}: no Rust kernel for {lin.weight_dtype} weights")
-    wanted = TFLITE_HYBRID if reference == LITERT_BUILTIN else ORT_DYNAMIC_UINT8
-    if lin.activation_quant != wanted:
-        raise PorterError(f"{lin.name}: no Rust kernel for {lin.activation_quant!r} activations "
-                          f"under {reference!r} arithmetic")
-    if wanted == ORT_DYNAMIC_UINT8 and lin.integer_dot not in (EXACT_DOT, INT16_PAIRS_SATURATED):
-        raise PorterError(f"{lin.name}: no Rust kernel for the integer dot product {lin.integer_dot!r}")
-    return "int8" if wanted == TFLITE_HYBRID else "ort_dynamic"
-
-
-def _linear(lin: Linear, entries: dict, reference: str) -> dict:
-    kind = _linear_kind(lin, reference)
-    return {
-        "kind": kind,
-        "weight": _array(entries, f"{lin.name}.weight"),
-        "scale": _array(entries, f"{lin.name}.scale") if lin.weight_dtype == "int8" else None,
-        "bias": _array(entries, f"{lin.name}.bias") if lin.has_bias else None,
-        "outs": lin.out_features,
-        "k": lin.in_features,
-        "asymmetric": lin.asymmetric_inputs,
-        "saturating": lin.integer_dot == INT16_PAIRS_SATURATED,
-    }
-
-
-# (onnxruntime arithmetic, IR gelu) -> the crate's Gelu kernel
-GELU_KERNELS = {(False, "erf"): "Erf", (False, "tanh"): "Tanh", (True, "erf"): "ErfOrt",
-                (True, "erf_mul"): "ErfOrtMul", (True, "tanh"): "Tanh"}
-FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
-TABLE_KINDS = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor",
-               "float32": "Float32"}
-
-
-def _layer_norm(ln: LayerNorm, entries: dict) -> dict:
-    if ln.form not in FORMS:
-        raise PorterError(f"{ln.name}: no Rust kernel for LayerNorm form {ln.form!r}")
-    return {
-        "gamma": _array(entries, f"{ln.name}.gamma"),
-        "beta": _array(entries, f"{ln.name}.beta"),
-        "eps": f32_literal(ln.eps),
-        "form": FORMS[ln.form],
-        "affine_folded": ln.affine_folded,
-    }
-
-
-def _bias_term(ir: EncoderIR, entries: dict, index: int) -> dict:
-    term = _array(entries, f"embed.bias{index}")
-    if term["len"] == ir.seq * ir.hidden:
-        stride = ir.hidden  # one row per position
-    elif term["len"] == ir.hidden:
-        stride = 0  # the same row for every position
-    else:
-        raise PorterError(f"embed.bias{index} has {term['len']} values; expected {ir.seq}x{ir.hidden} "
-                          f"or {ir.hidden}")
-    return {**term, "row_stride": stride}
-
-
-def require_kernels(ir: EncoderIR) -> None:
-    """The Rust kernels reproduce LiteRT's builtin arithmetic and onnxruntime's CPU arithmetic;
-    refuse anything else by name (each Linear is checked as it is rendered)."""
-    if ir.reference not in (LITERT_BUILTIN, ONNXRUNTIME_CPU):
-        raise PorterError(f"{Path(ir.source).name}: no Rust kernels for {ir.reference!r} arithmetic")
-    onnx = ir.reference == ONNXRUNTIME_CPU
-    for ln in [ir.embeddings.ln] + [n for ly in ir.layers for n in (ly.attn_ln, ly.ffn_ln)]:
-        if (ln.form in ONNX_LAYER_NORM_FORMS) != onnx:
-            raise PorterError(f"{ln.name}: no Rust kernel for LayerNorm form {ln.form!r} under "
-                              f"{ir.reference!r} arithmetic")
-    for ly in ir.layers:
-        if ly.attn.scale_divisor is not None:
-            raise PorterError("attention that divides its scores has no Rust kernel yet")
-        if onnx and ly.gelu not in ("erf", "erf_mul"):
-            raise PorterError(f"no Rust kernel for GELU {ly.gelu!r} under onnxruntime arithmetic")
-
-
-def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning(),
-                       crate_dir: Path | None = None) -> dict:
-    """Everything the templates read: shapes, array offsets and kernel parameters."""
-    require_kernels(ir)
-    entries = {e["name"]: e for e in manifest["arrays"]}
-    head_dims = {ly.attn.head_dim for ly in ir.layers} | {ir.hidden // ir.heads}
-    if len(head_dims) != 1 or ir.heads * head_dims.copy().pop() != ir.hidden:
-        raise PorterError(f"{ir.heads} heads do not split hidden {ir.hidden} evenly in every layer")
-    if ir.embeddings.table_kind not in TABLE_KINDS:
-        raise PorterError(f"no Rust kernel for embedding table kind {ir.embeddings.table_kind!r}")
-    emb = ir.embeddings
-    embeddings = {
-        "kind": TABLE_KINDS[emb.table_kind],
-        "table": _array(entries, "embed.table"),
-        "scale": _array(entries, "embed.scale") if emb.table_kind != "float32" else None,
-        "zero_point": _array(entries, "embed.zero_point") if emb.table_kind == "uint8_tensor" else None,
-        "bias_terms": [_bias_term(ir, entries, i) for i in range(emb.bias_terms)],
-        "ln": _layer_norm(emb.ln, entries),
-    }
-    layers = []
-    for ly in ir.layers:
-        a = ly.attn
-        if a.scale_on not in ("scores", "query"):
-            raise PorterError(f"attention scale on {a.scale_on!r} is not supported")
-        layers.append({
-            "q": _linear(a.q, entries, ir.reference), "k": _linear(a.k, entries, ir.reference),
-            "v": _linear(a.v, entries, ir.reference), "o": _linear(a.o, entries, ir.reference),
-            "attention": {"scale": f32_literal(a.scale), "scale_on_query": a.scale_on == "query",
-                          "softmax_beta": f32_literal(a.softmax_beta),
-                          "mask_value": f32_literal(a.mask_value),
-                          "onnxruntime": ir.reference == ONNXRUNTIME_CPU},
-            "attn_ln": _layer_norm(ly.attn_ln, entries),
-            "ffn_in": _linear(ly.ffn_in, entries, ir.reference),
-            "ffn_out": _linear(ly.ffn_out, entries, ir.reference),
-            "gelu": GELU_KERNELS[ir.reference == ONNXRUNTIME_CPU, ly.gelu],
-            "ffn_ln": _layer_norm(ly.ffn_ln, entries),
-        })
-    return {
-        "crate_name": crate_name(ir.source, crate_dir),
-        "source_name": Path(ir.source).name,
-        "seq": ir.seq, "hidden": ir.hidden, "heads": ir.heads, "head_dim": head_dims.pop(),
-        "ffn": ir.ffn, "vocab": ir.vocab, "labels": ir.labels,
-        "uses_mask": ir.mask == MASK_INPUT,
-        "padding_is_inert": ir.padding_is_inert(),
-        "rows_independent": ir.rows_independent(),
-        # relaxed_madd for onnxruntime's products (Cargo feature fused-madd); never beside
-        # LiteRT's kernels, whose standard SIMD code it would change (ort_float.rs)
-        "fused_madd": ir.reference == ONNXRUNTIME_CPU,
-        "model_bytes": manifest["total_size"], "align": manifest["align"],
-        "array_count": len(manifest["arrays"]),
-        "embeddings": embeddings, "layers": layers, "head": _linear(ir.head, entries, ir.reference),
-        **tuning_variables(tuning),
-    }
-
-
 def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
     """What templates/rust_forward/src/tuning.rs.j2 reads; `tuned` records a --tune run."""
     return {"tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
             "tuned": tuned}
 
 
-def render_forward_crate(ir: EncoderIR, out_dir: str | Path, tuning: Tuning = Tuning()) -> Path:
-    """Writes the crate, model.bin, layout.json and ir.json into out_dir, replacing it whole.
+ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
+TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float32": "Float32"}
+FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
+GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul"}
+REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max"}
+# Elementwise ops with a Rust kernel, per reference (the transcendental ones are each runtime's own)
+BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul", Elementwise.DIV: "Div",
+          Elementwise.MAXIMUM: "Maximum", Elementwise.MINIMUM: "Minimum",
+          Elementwise.SQUARED_DIFFERENCE: "SquaredDifference"}
+UNARY = {Elementwise.NEG: "Neg", Elementwise.ABS: "Abs", Elementwise.SQRT: "Sqrt", Elementwise.RSQRT: "Rsqrt",
+         Elementwise.RELU: "Relu"}
+TRANSCENDENTAL = {(Elementwise.EXP, Reference.LITERT_BUILTIN): "ExpLitert",
+                  (Elementwise.ERF, Reference.ONNXRUNTIME_CPU): "ErfOrt"}
 
-    The crate is assembled beside out_dir and renamed into place (porter.codegen.render), so
-    out_dir never holds a half-written crate.
-    """
+
+class _Arrays:
+    def __init__(self, manifest: dict):
+        self.entries = {e["name"]: e for e in manifest["arrays"]}
+
+    def __call__(self, name: str | None) -> dict | None:
+        if name is None:
+            return None
+        e = self.entries[name]
+        return {"offset": e["offset"], "len": int(np.prod(e["shape"], dtype=np.int64)), "dtype": e["dtype"]}
+
+
+def _pad4(shape) -> list[int]:
+    shape = list(shape)
+    if len(shape) > 4:
+        squeezed = [d for d in shape if d != 1]
+        if len(squeezed) > 4:
+            raise PorterError(f"an elementwise step over a rank-{len(shape)} tensor {shape}")
+        shape = squeezed
+    return [1] * (4 - len(shape)) + shape
+
+
+def _strides_for(operand_shape, out_shape) -> list[int]:
+    """An operand's strides along the output's four axes (0 where it is broadcast)."""
+    op4, out4 = _pad4(operand_shape), _pad4(out_shape)
+    natural = [int(np.prod(op4[a + 1:])) for a in range(4)]
+    return [0 if op4[a] == 1 and out4[a] != 1 else natural[a] for a in range(4)]
+
+
+def _token_axis(shape, buffer) -> int:
+    if not buffer.tokens:
+        return 4
+    padded = _pad4(shape)
+    return next((a for a, d in enumerate(padded) if d != 1), 4)
+
+
+def assign_slots(program: EncoderProgram) -> dict[str, int]:
+    """Buffer -> slot: buffers whose lifetimes do not overlap share one allocation (a forward pass
+    of a MiniLM-sized model has about ten live at once, against seventy buffers). A step's outputs
+    never share a slot with its inputs; the mask and the output keep slots of their own."""
+    last_read: dict[str, int] = {}
+    for i, step in enumerate(program.steps):
+        for name in step.inputs:
+            last_read[name] = i
+    pinned = {INPUT_MASK: 0, program.output_buffer: 1}
+    slot_of, holder = dict(pinned), {}
+    free: list[int] = []
+    for i, step in enumerate(program.steps):
+        in_place = _in_place_input(program, step, i, last_read, pinned)
+        if in_place is not None:  # GELU or an add over a buffer nothing reads later: its slot
+            slot_of[step.outputs[0]] = slot_of[in_place]
+            holder[slot_of[in_place]] = step.outputs[0]
+        for name in step.outputs:
+            if name not in slot_of:
+                slot_of[name] = free.pop() if free else len(pinned) + len(holder)
+                holder[slot_of[name]] = name
+        for name in step.inputs + step.outputs:  # released once nothing after this step reads them
+            slot = slot_of.get(name)
+            if name not in pinned and holder.get(slot) == name and last_read.get(name, -1) <= i:
+                free.append(slot)
+                holder[slot] = None
+    return slot_of
+
+
+def _in_place_input(program: EncoderProgram, step, i: int, last_read: dict, pinned: dict) -> str | None:
+    """The input a GELU or an elementwise step may overwrite with its output: the same size, first
+    operand, read by nothing after this step."""
+    if not isinstance(step, (GeluStep, ElementwiseStep)) or step.outputs[0] in pinned:
+        return None
+    first = step.inputs[0] if isinstance(step, GeluStep) else step.operands[0].buffer
+    if first is None or first in pinned or last_read.get(first) != i or first in step.inputs[1:]:
+        return None
+    a, out = program.buffers[first], program.buffers[step.outputs[0]]
+    if (a.rows, a.cols, a.tokens) != (out.rows, out.cols, out.tokens):
+        return None
+    if isinstance(step, ElementwiseStep) and tuple(step.operands[0].shape) != tuple(step.shape):
+        return None
+    return first
+
+
+class _Variables:
+    def __init__(self, program: EncoderProgram, manifest: dict):
+        self.p = program
+        self.array = _Arrays(manifest)
+        self.index = assign_slots(program)
+
+    def rows(self, buffer: str) -> str:
+        return ROWS[self.p.buffers[buffer].extent]
+
+    def operand(self, o: Operand, out_shape) -> dict:
+        source = {"buffer": self.index[o.buffer]} if o.buffer else {"const": self.array(o.array)}
+        return {**source, "strides": _strides_for(o.shape, out_shape)}
+
+    def lookup(self, lookup: Lookup) -> dict:
+        name = lookup.name
+        return {"kind": TABLES[lookup.kind.value], "table": self.array(f"{name}.table"),
+                "scale": self.array(f"{name}.scale") if lookup.kind.value != "float32" else None,
+                "zero_point": self.array(f"{name}.zero_point") if lookup.kind.value == "uint8_tensor" else None,
+                "width": lookup.width}
+
+    def step(self, step) -> dict:
+        out = step.outputs[0]
+        common = {"name": step.name, "out": self.index[out], "rows": self.rows(out)}
+        if isinstance(step, Embed):
+            terms = [{"kind": "rows", "array": self.array(t.array),
+                      "row_stride": step.word.width if self.p.weights[t.array].ndim == 2 else 0}
+                     if t.kind == "rows" else
+                     {"kind": "positions", "lookup": self.lookup(t.lookup), "pad_id": t.pad_id}
+                     for t in step.terms]
+            return {**common, "kind": "embed", "word": self.lookup(step.word), "terms": terms}
+        if isinstance(step, LinearStep):
+            return {**common, "kind": "linear", "x": self.index[step.inputs[0]], "x_rows": self.rows(step.inputs[0]),
+                    "linear": self.linear(step)}
+        if isinstance(step, LayerNorm):
+            return {**common, "kind": "layer_norm", "x": self.index[step.inputs[0]],
+                    "normalised": self.index[step.outputs[1]] if len(step.outputs) == 2 else None,
+                    "gamma": self.array(f"{step.name}.gamma") if step.has_gamma else None,
+                    "beta": self.array(f"{step.name}.beta") if step.has_beta else None,
+                    "eps": f32_literal(step.eps), "form": FORMS[step.form.value], "width": step.width}
+        if isinstance(step, Attention):
+            return {**common, "kind": "attention", **self.attention(step)}
+        if isinstance(step, GeluStep):
+            if step.kind not in GELUS:
+                raise PorterError(f"{step.name}: no Rust kernel for GELU {step.kind.value!r} yet")
+            x = self.p.buffers[step.inputs[0]]
+            return {**common, "kind": "gelu", "x": self.index[step.inputs[0]], "gelu": GELUS[step.kind],
+                    "row": x.cols if x.tokens else 0, "len": x.rows * x.cols}
+        if isinstance(step, ElementwiseStep):
+            return {**common, "kind": "elementwise", **self.elementwise(step)}
+        if isinstance(step, ReduceStep):
+            shape, rank = _pad4(step.operand.shape), len(step.operand.shape)
+            if rank > 4:
+                raise PorterError(f"{step.name}: a reduction over a rank-{rank} tensor")
+            axes = [a in set(step.axes) for a in range(rank - 4, rank)]
+            last_only = [a for a in range(4) if axes[a] and shape[a] != 1] == [3]
+            x_buffer = self.p.buffers.get(step.operand.buffer) if step.operand.buffer else None
+            token_axis = _token_axis(step.operand.shape, x_buffer) if x_buffer else 4
+            return {**common, "kind": "reduce", "op": REDUCES[step.op],
+                    "x": self.operand(step.operand, step.operand.shape), "shape": shape, "axes": axes,
+                    "eigen_rows": last_only and self.p.reference == Reference.LITERT_BUILTIN,
+                    "token_axis": token_axis if token_axis < 4 and not axes[token_axis] else 4}
+        if isinstance(step, SliceStep):
+            rank = len(step.operand.shape)
+            if rank > 4:
+                raise PorterError(f"{step.name}: a slice of a rank-{rank} tensor")
+            ranges = [[0, 1, d] for d in _pad4(step.operand.shape)]
+            for axis, start, stop, stride in step.slices:
+                count = len(range(start, stop, stride))
+                ranges[axis + 4 - rank] = [start, stride, count]
+            if any(r[1] < 0 for r in ranges):
+                raise PorterError(f"{step.name}: a slice with a negative step")
+            return {**common, "kind": "slice", "x": self.operand(step.operand, step.operand.shape),
+                    "shape": _pad4(step.operand.shape), "ranges": ranges}
+        raise PorterError(f"{step.name}: no Rust code for {type(step).__name__}")
+
+    def linear(self, step: LinearStep) -> dict:
+        lin = step.linear
+        ort = self.p.reference == Reference.ONNXRUNTIME_CPU
+        if lin.weights == WeightFormat.FLOAT32:
+            kind = "float_ort" if ort else "float32"
+        elif lin.activation_quant == ActivationQuant.ORT_DYNAMIC_UINT8 and ort:
+            kind = "ort_dynamic"
+        elif lin.activation_quant in (ActivationQuant.HYBRID_SYMMETRIC, ActivationQuant.HYBRID_ASYMMETRIC) and not ort:
+            kind = "int8"
+        else:
+            raise PorterError(f"{step.name}: no Rust kernel for {lin.activation_quant.value} activations "
+                              f"under {self.p.reference.value} arithmetic")
+        return {"kind": kind, "weight": self.array(f"{lin.name}.weight"),
+                "scale": self.array(f"{lin.name}.scale") if lin.weights != WeightFormat.FLOAT32 else None,
+                "bias": self.array(f"{lin.name}.bias") if lin.has_bias else None,
+                "outs": lin.out_features, "k": lin.in_features,
+                "asymmetric": lin.activation_quant == ActivationQuant.HYBRID_ASYMMETRIC,
+                "saturating": lin.integer_dot == IntegerDot.INT16_PAIRS_SATURATED}
+
+    def attention(self, a: Attention) -> dict:
+        if a.k_scale is not None or (a.q_scale is not None and a.score_scale is not None):
+            raise PorterError(f"{a.name}: attention scaling both Q and K (or Q and the scores) has no "
+                              "Rust kernel yet")
+        if a.score_divisor is not None:
+            raise PorterError(f"{a.name}: attention that divides its scores has no Rust kernel yet")
+        if a.mask == MaskMode.REPLACE or (a.mask == MaskMode.ADD and a.keep_value != 0):
+            raise PorterError(f"{a.name}: a mask that replaces scores, or adds to kept keys, has no Rust "
+                              "kernel yet")
+        scale = a.q_scale if a.q_scale is not None else a.score_scale if a.score_scale is not None else 1.0
+        return {"q": self.index[a.inputs[0]], "k": self.index[a.inputs[1]], "v": self.index[a.inputs[2]],
+                "heads": a.heads, "head_dim": a.head_dim, "scale": f32_literal(scale),
+                "scale_on_query": a.q_scale is not None, "softmax_beta": f32_literal(a.softmax_beta),
+                "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
+                "masked": a.mask != MaskMode.NONE,
+                "onnxruntime": self.p.reference == Reference.ONNXRUNTIME_CPU}
+
+    def elementwise(self, step: ElementwiseStep) -> dict:
+        op = step.op
+        rust = BINARY.get(op) or UNARY.get(op) or TRANSCENDENTAL.get((op, self.p.reference))
+        if rust is None:
+            raise PorterError(f"{step.name}: no Rust kernel for {op.value} under {self.p.reference.value} "
+                              "arithmetic yet")
+        a, *b = step.operands
+        return {"op": rust, "a": self.operand(a, step.shape), "b": self.operand(b[0], step.shape) if b else None,
+                "shape": _pad4(step.shape), "token_axis": _token_axis(step.shape, self.p.buffers[step.outputs[0]])}
+
+
+def gemm_depths(program: EncoderProgram) -> list[int]:
+    """The two most common Linear depths: the int8 GEMM is compiled for each as a constant."""
+    counts = Counter(lin.in_features for lin in program.linears())
+    common = [k for k, _ in counts.most_common(2)] or [1]
+    return (common + common)[:2]
+
+
+def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning = Tuning(),
+                       crate_dir: Path | None = None) -> dict:
+    v = _Variables(program, manifest)
+    steps = [v.step(s) for s in program.steps]
+    widths = [b.cols for b in program.buffers.values()] + [lin.in_features for lin in program.linears()]
+    head_dims = [a.head_dim for a in program.attentions()] or [1]
+    slots = [{"len": 0, "row": 0} for _ in range(max(v.index.values()) + 1)]
+    for name, b in program.buffers.items():
+        slot = slots[v.index[name]]
+        slot["row"] = max(slot["row"], b.cols if b.tokens else 0)
+        slot["len"] = max(slot["len"], 0 if b.tokens else b.rows * b.cols)
+    return {
+        "crate_name": crate_name(program.source, crate_dir),
+        "source_name": Path(program.source).name,
+        "seq": program.seq, "vocab": program.vocab, "width": program.width,
+        "output_tokens": program.output_tokens,
+        "output_buffer": v.index[program.output_buffer],
+        "mask_buffer": v.index[INPUT_MASK],
+        "slots": slots,
+        "widest": max(widths), "max_head_dim": max(head_dims),
+        "uses_mask": any(a.mask != MaskMode.NONE for a in program.attentions()),
+        "padding_is_inert": program.padding_is_inert,
+        "gemm_depths": gemm_depths(program),
+        # relaxed_madd for onnxruntime's products (Cargo feature fused-madd); never beside
+        # LiteRT's kernels, whose standard SIMD code it would change (ort_float.rs)
+        "fused_madd": program.reference == Reference.ONNXRUNTIME_CPU,
+        "model_bytes": manifest["total_size"], "align": manifest["align"],
+        "array_count": len(manifest["arrays"]),
+        "steps": steps,
+        **tuning_variables(tuning),
+    }
+
+
+def render_forward_crate(program: EncoderProgram, out_dir: str | Path, tuning: Tuning = Tuning()) -> Path:
+    """Writes the crate, model.bin, layout.json and ir.json into out_dir, replacing it whole."""
     out = Path(out_dir)
-    blob, manifest = pack.pack(ir)
-    variables = template_variables(ir, manifest, tuning, out)
-    return render_crate(TEMPLATE, out, variables, compiled_files(blob, manifest, ir.summary()))
+    blob, manifest = pack.pack(program)
+    variables = template_variables(program, manifest, tuning, out)
+    return render_crate(TEMPLATE, out, variables, compiled_files(blob, manifest, program.summary()))
+
 
 
 def compiled_files(blob: bytes, manifest: dict, summary: dict) -> dict[str, bytes]:

@@ -1,6 +1,6 @@
 """model.bin: every IR array in one flat file, read in place by the generated crate.
 
-Layout: the arrays of `EncoderIR.array_order()`, in that order, each starting at a multiple of
+Layout: the arrays of `array_order()` of the program (or packed decoder), in that order, each starting at a multiple of
 16 bytes (so v128 loads from an aligned base are valid), zero padding between them, little
 endian, C order. Nothing else: no header, no names. The JSON layout manifest beside it names
 each array with its dtype, shape, offset and size, plus the total size and a SHA-256, and the
@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
-from porter.ir.encoder import EncoderIR
+from porter.ir.encoder import EncoderProgram
 
 ALIGN = 16
 LAYOUT_VERSION = "porter.layout/1"
@@ -31,7 +31,7 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def layout(ir: EncoderIR) -> list[dict]:
+def layout(ir: EncoderProgram) -> list[dict]:
     """Offsets of every array; the single source of truth for packer and codegen."""
     entries, offset = [], 0
     for name in ir.array_order():
@@ -47,7 +47,7 @@ def layout(ir: EncoderIR) -> list[dict]:
     return entries
 
 
-def pack(ir: EncoderIR) -> tuple[bytes, dict]:
+def pack(ir: EncoderProgram) -> tuple[bytes, dict]:
     entries = layout(ir)
     total = _aligned(entries[-1]["offset"] + entries[-1]["size"]) if entries else 0
     blob = bytearray(total)
@@ -59,7 +59,7 @@ def pack(ir: EncoderIR) -> tuple[bytes, dict]:
     return bytes(blob), manifest
 
 
-def write_model(ir: EncoderIR, out_dir: Path) -> dict:
+def write_model(ir: EncoderProgram, out_dir: Path) -> dict:
     """Writes model.bin and layout.json into out_dir; returns the manifest."""
     blob, manifest = pack(ir)
     write_atomic(out_dir / "model.bin", blob)

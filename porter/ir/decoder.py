@@ -8,7 +8,30 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from porter.ir.encoder import LayerNorm, Linear
+
+@dataclass
+class Linear:
+    """y = x @ W^T + b, W [out, in] float32 (Q8_0 at pack time when the crate asks for it)."""
+
+    name: str
+    in_features: int
+    out_features: int
+    source_op: int  # the graph's MatMul, for error messages and onnxruntime reference models
+
+    def arrays(self) -> list[str]:
+        return [f"{self.name}.weight", f"{self.name}.bias"]
+
+
+@dataclass
+class LayerNorm:
+    """onnxruntime's LayerNormalization: (x - mean) / sqrt(var + eps) * gamma + beta."""
+
+    name: str
+    eps: float
+    ops: list[int] = field(default_factory=list)
+
+    def arrays(self) -> list[str]:
+        return [f"{self.name}.gamma", f"{self.name}.beta"]
 
 @dataclass
 class DecoderLayer:

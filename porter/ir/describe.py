@@ -1,48 +1,71 @@
-"""Human-readable text for a recovered EncoderIR (`porter inspect --ir`)."""
+"""Human-readable text for a recovered encoder program (`porter inspect --ir`)."""
 
 from __future__ import annotations
 
-from porter.ir.encoder import EncoderIR, Linear
+from porter.ir.encoder import (ActivationQuant, Attention, ElementwiseStep, Embed, EncoderProgram, GeluStep,
+                               LayerNorm, LinearStep, MaskMode, ReduceStep, SliceStep, WeightFormat)
 
 
-def _linear(lin: Linear) -> str:
-    if lin.weight_dtype == "float32":
+def _linear(step: LinearStep) -> str:
+    lin = step.linear
+    if lin.weights == WeightFormat.FLOAT32:
         scheme = "float32"
     else:
-        scheme = "int8 " + ("per-channel" if lin.per_channel else "per-tensor")
-        if lin.activation_quant == "ort_dynamic_uint8":
-            scheme += ", activations uint8 per tensor (onnxruntime DynamicQuantizeLinear)"
-        else:
-            scheme += ", activations per row " + ("asymmetric" if lin.asymmetric_inputs else "symmetric")
+        scheme = "int8 " + ("per-channel" if lin.weights == WeightFormat.INT8_PER_CHANNEL else "per-tensor")
+        scheme += {ActivationQuant.ORT_DYNAMIC_UINT8: ", activations uint8 per tensor (onnxruntime)",
+                   ActivationQuant.HYBRID_ASYMMETRIC: ", activations per row asymmetric",
+                   ActivationQuant.HYBRID_SYMMETRIC: ", activations per row symmetric"}.get(lin.activation_quant, "")
     bias = "+bias" if lin.has_bias else "no bias"
-    return f"[{lin.out_features} x {lin.in_features}] {scheme}, {bias} (op {lin.source_op})"
+    return f"linear [{lin.out_features} x {lin.in_features}] {scheme}, {bias}"
 
 
-def format_ir(ir: EncoderIR) -> str:
-    e = ir.embeddings
+def _attention(a: Attention) -> str:
+    scale = [f"{name} x {value:.6g}" for name, value in (("Q", a.q_scale), ("K", a.k_scale),
+                                                          ("scores", a.score_scale)) if value is not None]
+    if a.score_divisor is not None:
+        scale.append(f"scores / {a.score_divisor:.6g}")
+    mask = {MaskMode.NONE: "no mask", MaskMode.ADD: f"mask adds {a.drop_value:g} to padded keys",
+            MaskMode.REPLACE: f"mask sets padded keys to {a.drop_value:g}"}[a.mask]
+    return f"attention {a.heads} heads x {a.head_dim}, {', '.join(scale) or 'unscaled'}, {mask}"
+
+
+def _step(step) -> str:
+    if isinstance(step, Embed):
+        terms = " + ".join(t.kind if t.kind == "positions" else "rows" for t in step.terms)
+        return f"embed {step.word.kind.value} table [{step.word.rows} x {step.word.width}]" + (f" + {terms}" if terms else "")
+    if isinstance(step, LinearStep):
+        return _linear(step)
+    if isinstance(step, LayerNorm):
+        affine = "+".join(p for p, has in (("gamma", step.has_gamma), ("beta", step.has_beta)) if has) or "no affine"
+        folded = ", pre-affine rows read by the next layers" if len(step.outputs) == 2 else ""
+        return f"layer norm {step.form.value}, eps {step.eps:g}, {affine}{folded}"
+    if isinstance(step, Attention):
+        return _attention(step)
+    if isinstance(step, GeluStep):
+        return f"gelu ({step.kind.value})"
+    if isinstance(step, ElementwiseStep):
+        return f"{step.op.value} {list(step.shape)}"
+    if isinstance(step, ReduceStep):
+        return f"reduce {step.op.value} over axes {list(step.axes)} of {list(step.operand.shape)}"
+    if isinstance(step, SliceStep):
+        return f"slice {[list(s) for s in step.slices]} of {list(step.operand.shape)}"
+    return type(step).__name__
+
+
+def format_ir(ir: EncoderProgram) -> str:
+    attentions = ir.attentions()
     lines = [
-        f"{ir.source} ({ir.format})",
-        f"encoder: {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, FFN {ir.ffn}, "
-        f"vocab {ir.vocab}, window {ir.seq}, {ir.labels} labels",
-        f"inputs: ids '{ir.ids_input}', mask '{ir.mask_input}'; output '{ir.output}'",
-        f"padding: {ir.mask} "
-        + ("(padded keys masked out: live rows ignore padding)" if ir.mask == "mask_input"
-           else "(every key attended: padding is load-bearing)"),
-        f"embeddings: {e.table_kind} table [{e.vocab} x {e.hidden}] + {e.bias_terms} "
-        f"position/type term(s); LayerNorm eps {e.ln.eps:g} ({e.ln.form}"
-        f"{', affine folded into the next layers' if e.ln.affine_folded else ''})",
+        f"{ir.source} ({ir.format}, {ir.reference.value} arithmetic)",
+        f"encoder program: {len(ir.steps)} steps, {len(attentions)} attention blocks, vocab {ir.vocab}, "
+        f"window {ir.seq}, output '{ir.output}' "
+        + (f"{ir.width} values per token" if ir.output_tokens else f"{ir.width} values per window (pooled)"),
+        f"inputs: ids '{ir.ids_input}', mask '{ir.mask_input}'",
+        "padding: " + ("inert, live rows computed (padded keys masked out)" if ir.padding_is_inert
+                       else "every row computed"),
     ]
-    for i, ly in enumerate(ir.layers):
-        a = ly.attn
-        lines.append(f"layer {i}:")
-        lines.append(f"  attention: {a.heads} heads x {a.head_dim}, scale {a.scale:.6g} on "
-                     f"{a.scale_on}, softmax beta {a.softmax_beta:g}")
-        for name in ("q", "k", "v", "o"):
-            lines.append(f"    {name}: {_linear(getattr(a, name))}")
-        lines.append(f"  attn LayerNorm eps {ly.attn_ln.eps:g} ({ly.attn_ln.form}"
-                     f"{', affine folded' if ly.attn_ln.affine_folded else ''})")
-        lines.append(f"  ffn: in {_linear(ly.ffn_in)}; GELU {ly.gelu}; out {_linear(ly.ffn_out)}")
-        lines.append(f"  ffn LayerNorm eps {ly.ffn_ln.eps:g} ({ly.ffn_ln.form}"
-                     f"{', affine folded' if ly.ffn_ln.affine_folded else ''})")
-    lines.append(f"head: {_linear(ir.head)}")
+    for step in ir.steps:
+        ops = step.source_ops
+        span = f"op {ops[0]}" if len(ops) == 1 else f"ops {ops[0]}..{ops[-1]}" if ops else "no ops"
+        lines.append(f"  {step.name:12s} {_step(step)}  ({span}; {', '.join(step.inputs)} -> "
+                     f"{', '.join(step.outputs)})")
     return "\n".join(lines)

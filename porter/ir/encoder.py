@@ -1,200 +1,410 @@
-"""The encoder IR: a BERT-style network as named blocks with exact semantics.
+"""The encoder IR: a program of steps over named buffers, each step with exact semantics.
 
-The IR says *what* is computed and with which arithmetic (quantisation scheme, epsilon, GELU
-flavour, softmax beta, mask semantics); the weights themselves live in `EncoderIR.weights`, a
-dict of named numpy arrays that the packer writes to model.bin in IR order. Every shape comes
-from the graph.
+A recovered encoder is a straight-line program. Its steps are either *blocks* that porter has
+fast kernels for (the embedding lookup, Linear layers, LayerNorm, attention, the GELU op) or
+*elementwise and reduction steps* that run one graph op each with the reference runtime's own
+arithmetic. Blocks are recognised by role and proven against the graph's ops by evaluation
+(porter.recover); whatever is not a block but is in the elementwise vocabulary still compiles,
+op for op, so a new spelling of a known computation never needs a new pattern to be exact.
+
+Every buffer is a row-major float32 matrix [rows, cols]: a tensor of the graph flattened to
+"everything but the last axis" x "the last axis". Token buffers have one row per window
+position (rows == seq); pooled buffers have one row. The weights live in
+`EncoderProgram.weights`, named numpy arrays packed into model.bin in `array_order()`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import enum
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-# How padding behaves, decided from the graph (see porter.recover.mask_semantics):
-MASK_INPUT = "mask_input"  # an attention-mask input masks padded keys out; live rows ignore padding
-WHOLE_WINDOW = "whole_window"  # every key is attended; padding is load-bearing
 
-# Whose kernels the float arithmetic reproduces (EncoderIR.reference):
-LITERT_BUILTIN = "litert_builtin"  # TFLite's builtin kernels (porter.reference.litert)
-ONNXRUNTIME_CPU = "onnxruntime_cpu"  # onnxruntime's CPU execution provider (porter.reference.ort)
+class Reference(str, enum.Enum):
+    """Whose kernels the program's float arithmetic reproduces."""
 
-# How a Linear's activations meet its weights (Linear.activation_quant):
-FLOAT_ACTIVATIONS = "float"  # float x float
-TFLITE_HYBRID = "tflite_hybrid_per_row"  # int8 per input row, on the fly (see asymmetric_inputs)
-ORT_DYNAMIC_UINT8 = "ort_dynamic_uint8"  # DynamicQuantizeLinear: uint8, one scale and zero point
-#                                          for the whole input tensor (porter.reference.quant)
+    LITERT_BUILTIN = "litert_builtin"  # TFLite's builtin kernels (porter.reference.litert)
+    ONNXRUNTIME_CPU = "onnxruntime_cpu"  # onnxruntime's CPU provider (porter.reference.ort)
+
+
+class WeightFormat(str, enum.Enum):
+    FLOAT32 = "float32"
+    INT8_PER_CHANNEL = "int8_per_channel"  # one scale per output row, zero point 0
+    INT8_PER_TENSOR = "int8_per_tensor"  # one scale, zero point 0
+
+
+class ActivationQuant(str, enum.Enum):
+    """How a Linear's input meets int8 weights (porter.reference.quant has the arithmetic)."""
+
+    FLOAT = "float"  # float weights: no quantisation
+    HYBRID_SYMMETRIC = "tflite_hybrid_symmetric"  # each row to int8 on the fly, no zero point
+    HYBRID_ASYMMETRIC = "tflite_hybrid_asymmetric"  # each row to int8 with a zero point
+    ORT_DYNAMIC_UINT8 = "ort_dynamic_uint8"  # the whole tensor to uint8 (DynamicQuantizeLinear)
+
+
+class IntegerDot(str, enum.Enum):
+    """The u8 x s8 dot product of onnxruntime's dynamically quantised layers."""
+
+    EXACT = "exact"
+    INT16_PAIRS_SATURATED = "int16_pairs_saturated"  # MLAS on AVX2 (vpmaddubsw)
+
+
+class NormForm(str, enum.Enum):
+    """The float operation order of a LayerNorm block (porter.reference.execute.layer_norm)."""
+
+    SHIFT = "shift"  # r = rsqrt(var + eps); x * r + (0 - r * mean)         (litert-torch)
+    CENTRED = "centred"  # (x - mean) * r                                   (TensorFlow)
+    KERAS = "keras"  # inv = r * gamma; x * inv + (beta - mean * inv)       (tf.nn.batch_normalization)
+    ONNX = "onnx"  # onnxruntime's LayerNormalization kernel
+    ONNX_SKIP = "onnx_skip"  # its SkipLayerNormalization (a residual Add fused in)
+
+
+class TableKind(str, enum.Enum):
+    INT8_ROWS = "int8_rows"  # int8 rows, one scale per row (EMBEDDING_LOOKUP)
+    INT8_TENSOR = "int8_tensor"  # int8 rows, one scale (GATHER -> DEQUANTIZE)
+    UINT8_TENSOR = "uint8_tensor"  # uint8 with one scale and zero point (DequantizeLinear)
+    FLOAT32 = "float32"
+
+
+class Gelu(str, enum.Enum):
+    """The GELU kernels porter has; a GELU spelled out in other ops runs as elementwise steps."""
+
+    LITERT = "litert"  # LiteRT's GELU op, approximate=False (Eigen's erfc)
+    LITERT_TANH = "litert_tanh"  # LiteRT's GELU op, approximate=True
+    ORT_ERF_DIV = "ort_erf_div"  # x * 0.5 * (1 + erf(x / sqrt 2)), op by op, MLAS erf
+    ORT_ERF_MUL = "ort_erf_mul"  # onnxruntime's Gelu kernel: erf(x * (1 / sqrt 2))
+
+
+class MaskMode(str, enum.Enum):
+    NONE = "none"  # every key is attended (no mask input, or a constant all-keep bias)
+    ADD = "add"  # scores + keep_value / drop_value per key, from the mask input
+    REPLACE = "replace"  # dropped keys' scores replaced by drop_value (masked_fill / where)
+
+
+class Rows(str, enum.Enum):
+    """How many rows of a token buffer a step computes (decided per program, checked by verify).
+
+    LIVE: the window's live tokens; KEYS: up to the last kept key (every key attention reads);
+    ALL: the whole window. A pooled (one-row) buffer is always ONE.
+    """
+
+    ONE = "one"
+    LIVE = "live"
+    KEYS = "keys"
+    ALL = "all"
+
+
+class Positions(str, enum.Enum):
+    CONSTANT = "constant"  # position rows folded to a constant [seq, hidden] term
+    FROM_IDS = "from_ids"  # RoBERTa: pad + cumsum(ids != pad) for real tokens, pad for padding
+
+
+# ---- the pieces steps are made of -------------------------------------------------------------
 
 
 @dataclass
 class Linear:
-    """y = x @ W^T + b, W [out, in]; int8 weights run the arithmetic `activation_quant` names."""
+    """y = x @ W^T (+ b), W [out, in]; int8 weights run the arithmetic `activation_quant` names."""
 
-    name: str
+    name: str  # prefix of its arrays: <name>.weight, <name>.scale, <name>.bias
     in_features: int
     out_features: int
-    weight_dtype: str  # "int8" or "float32"
-    per_channel: bool  # int8: one scale per output row, else one per tensor
-    asymmetric_inputs: bool  # hybrid FC quantises each activation row with a zero point
+    weights: WeightFormat
+    activation_quant: ActivationQuant
     has_bias: bool
-    source_op: int  # graph op index, for error messages and intermediate dumps
-    activation_quant: str = FLOAT_ACTIVATIONS  # FLOAT_ACTIVATIONS, TFLITE_HYBRID, ORT_DYNAMIC_UINT8
-    # ORT_DYNAMIC_UINT8 only: "exact" or "int16_pairs_saturated" (porter.reference.quant.u8s8_dot)
-    integer_dot: str = "exact"
+    integer_dot: IntegerDot = IntegerDot.EXACT  # ORT_DYNAMIC_UINT8 only
+    source_ops: list[int] = field(default_factory=list)  # the file's op indices
 
     def arrays(self) -> list[str]:
         names = [f"{self.name}.weight"]
-        if self.weight_dtype == "int8":
+        if self.weights != WeightFormat.FLOAT32:
             names.append(f"{self.name}.scale")
         if self.has_bias:
             names.append(f"{self.name}.bias")
         return names
 
 
-# LayerNorm forms computed by one onnxruntime kernel (see LayerNorm.form)
-ONNX_LAYER_NORM_FORMS = ("onnx", "onnx_skip")
+# ---- steps ------------------------------------------------------------------------------------
 
 
 @dataclass
-class LayerNorm:
-    """(x - mean) / sqrt(var + eps), then * gamma + beta.
-
-    affine_folded: the graph feeds the *pre-affine* tensor to the next Linear layers (their
-    weights already carry gamma and beta) and the post-affine one to the residual only.
-    """
+class Step:
+    """One step: reads `inputs` (buffer names), writes `outputs`. `source_ops` are the file's op
+    indices it stands for (for error messages and the every-op-explained invariant)."""
 
     name: str
+    inputs: list[str]
+    outputs: list[str]
+    source_ops: list[int]
+
+    def arrays(self) -> list[str]:
+        return []
+
+
+@dataclass
+class Lookup:
+    """A table read by ids: `<name>.table` (+ `.scale`, `.zero_point` as its kind needs)."""
+
+    name: str
+    kind: TableKind
+    rows: int
+    width: int
+
+    def arrays(self) -> list[str]:
+        names = [f"{self.name}.table"]
+        if self.kind != TableKind.FLOAT32:
+            names.append(f"{self.name}.scale")
+        if self.kind == TableKind.UINT8_TENSOR:
+            names.append(f"{self.name}.zero_point")
+        return names
+
+
+@dataclass
+class EmbedTerm:
+    """One term added to the word rows, in the graph's order: constant `rows` ([seq, width], or
+    [width] for every position), or a `positions` table looked up by position ids computed from
+    the token ids (Positions.FROM_IDS: RoBERTa's pad + cumsum(ids != pad), pad for padding)."""
+
+    kind: str  # "rows" | "positions"
+    array: str | None = None
+    lookup: Lookup | None = None
+    positions: Positions | None = None
+    pad_id: int | None = None
+
+    def arrays(self) -> list[str]:
+        return [self.array] if self.array else self.lookup.arrays()
+
+
+@dataclass
+class Embed(Step):
+    word: Lookup
+    terms: list[EmbedTerm]
+
+    def arrays(self) -> list[str]:
+        return self.word.arrays() + [a for t in self.terms for a in t.arrays()]
+
+
+@dataclass
+class LinearStep(Step):
+    linear: Linear
+
+    def arrays(self) -> list[str]:
+        return self.linear.arrays()
+
+
+@dataclass
+class LayerNorm(Step):
+    """Normalise each row; outputs [out] or [out, normalised]: with two, the Linear layers that
+    follow read the pre-affine `normalised` rows (the exporter folded gamma and beta into their
+    weights) and only the residual reads `out`. gamma / beta absent: the graph has no such op."""
+
+    form: NormForm
     eps: float
-    affine_folded: bool
-    # The float operation order, as the exporter wrote it:
-    #   "shift": r = rsqrt(var + eps); norm = x * r + (0 - r * mean); out = norm * gamma + beta
-    #   "centred": norm = (x - mean) * r; out = norm * gamma + beta
-    #   "keras": r as above; inv = r * gamma; out = x * inv + (beta - mean * inv)
-    #   "onnx": onnxruntime's LayerNormalization kernel (porter.reference.ort.layer_norm)
-    #   "onnx_skip": onnxruntime's SkipLayerNormalization kernel, which its optimiser puts in
-    #           place of a LayerNorm whose input is a residual Add (porter.reference.ort.skip_layer_norm)
-    form: str = "shift"
-    ops: list[int] = field(default_factory=list)
+    width: int
+    has_gamma: bool
+    has_beta: bool
 
     def arrays(self) -> list[str]:
-        return [f"{self.name}.gamma", f"{self.name}.beta"]
+        return [f"{self.name}.{p}" for p, has in (("gamma", self.has_gamma), ("beta", self.has_beta)) if has]
 
 
 @dataclass
-class Embeddings:
-    """Word lookup plus the constant [seq, hidden] terms (position, token type 0).
+class Attention(Step):
+    """softmax(scale(q_heads . k_heads^T) + mask) . v_heads, heads merged back: inputs q, k, v
+    [rows, heads * head_dim] buffers, output the merged context.
 
-    The terms are added one by one in the graph's order rather than folded into one bias:
-    (w + p) + t and w + (p + t) round differently, and the reference adds them one at a time.
-    """
+    The scalar factors are applied where the graph applies them (each is exact elementwise work
+    on its operand): q_scale to Q before the product, k_scale to K, score_scale to the scores
+    after it, or score_divisor dividing them."""
 
-    # "int8_rows" (per-row scale), "int8_tensor" (one scale), "float32", or "uint8_tensor"
-    # (one scale and one zero point: row = float(int(q) - zero_point) * scale)
-    table_kind: str
-    vocab: int
-    hidden: int
-    ln: LayerNorm
-    bias_terms: int = 1
-
-    def arrays(self) -> list[str]:
-        names = ["embed.table"]
-        if self.table_kind != "float32":
-            names.append("embed.scale")
-        if self.table_kind == "uint8_tensor":
-            names.append("embed.zero_point")
-        return names + [f"embed.bias{i}" for i in range(self.bias_terms)] + self.ln.arrays()
-
-
-@dataclass
-class Attention:
     heads: int
     head_dim: int
-    scale: float  # multiplies the Q.K^T scores
-    scale_on: str  # "scores" (MUL after the first BATCH_MATMUL) or "query" (before it)
-    softmax_beta: float
-    mask_value: float  # added to the scores of padded keys (MASK_INPUT only)
-    q: Linear
-    k: Linear
-    v: Linear
-    o: Linear
-    # Set when the graph divides the scores (Div(scores, d)) instead of multiplying them:
-    # scores / scale_divisor rounds differently from scores * scale (which is then 1 / d).
-    scale_divisor: float | None = None
+    q_scale: float | None
+    k_scale: float | None
+    score_scale: float | None
+    score_divisor: float | None
+    mask: MaskMode
+    keep_value: float  # MaskMode.ADD: added to kept keys (0 adds nothing)
+    drop_value: float  # added to (ADD) or replacing (REPLACE) dropped keys' scores
+    softmax_beta: float = 1.0
 
 
 @dataclass
-class EncoderLayer:
-    attn: Attention
-    attn_ln: LayerNorm
-    ffn_in: Linear
-    # "erf" (exact), "tanh" (approximate); ONNX: "erf" divides by sqrt 2 before the erf,
-    # "erf_mul" multiplies by 1 / sqrt 2 (onnxruntime's Gelu kernel, and graphs that spell it so)
-    gelu: str
-    ffn_out: Linear
-    ffn_ln: LayerNorm
+class GeluStep(Step):
+    kind: Gelu
+
+
+class Elementwise(str, enum.Enum):
+    """Elementwise ops run one graph op each, broadcasting [rows, cols] against [rows, 1],
+    [1, cols] or [1, 1] operands (constants are arrays of the program)."""
+
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    MAXIMUM = "maximum"
+    MINIMUM = "minimum"
+    SQUARED_DIFFERENCE = "squared_difference"
+    NEG = "neg"
+    ABS = "abs"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    TANH = "tanh"
+    EXP = "exp"
+    ERF = "erf"
+    RELU = "relu"
+    SIGMOID = "sigmoid"
+
+
+UNARY = {Elementwise.NEG, Elementwise.ABS, Elementwise.SQRT, Elementwise.RSQRT, Elementwise.TANH,
+         Elementwise.EXP, Elementwise.ERF, Elementwise.RELU, Elementwise.SIGMOID}
 
 
 @dataclass
-class EncoderIR:
-    source: str  # the graph file
+class Operand:
+    """A step input: a buffer, or a constant array of the program, seen with `shape` (a view of
+    the buffer's flat data); operands broadcast against each other as numpy does."""
+
+    buffer: str | None
+    array: str | None
+    shape: tuple[int, ...]
+
+
+@dataclass
+class ElementwiseStep(Step):
+    op: Elementwise
+    operands: list[Operand]
+    shape: tuple[int, ...]  # the output's
+
+
+class Reduce(str, enum.Enum):
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = "max"
+
+
+@dataclass
+class ReduceStep(Step):
+    """A reduction over `axes` of the input (seen with `shape`), in the reference kernel's order
+    (porter.reference.ops.reduce_float); the output keeps the reduced axes as size one."""
+
+    op: Reduce
+    operand: Operand
+    axes: tuple[int, ...]
+
+
+@dataclass
+class SliceStep(Step):
+    """A slice of the input (seen with `shape`): (axis, start, stop, step) per sliced axis, e.g.
+    the first token for CLS pooling."""
+
+    operand: Operand
+    slices: tuple[tuple[int, int, int, int], ...]
+
+
+# ---- buffers and the program ---------------------------------------------------------------
+
+
+@dataclass
+class Buffer:
+    rows: int  # seq (a token buffer) or 1
+    cols: int
+    tokens: bool  # one row per window position
+    extent: Rows = Rows.ALL  # the rows the program computes (porter.recover.rows)
+
+
+INPUT_IDS = "input.ids"
+INPUT_MASK = "input.mask"  # the attention mask as float [seq, 1], for elementwise steps
+
+
+@dataclass
+class EncoderProgram:
+    source: str
     format: str  # tflite / onnx
+    reference: Reference
     seq: int
-    hidden: int
-    heads: int
-    ffn: int
     vocab: int
-    labels: int
     ids_input: str
     mask_input: str | None
-    output: str
-    mask: str  # MASK_INPUT or WHOLE_WINDOW
-    embeddings: Embeddings
-    layers: list[EncoderLayer]
-    head: Linear
-    weights: dict = field(default_factory=dict, repr=False)  # name -> np.ndarray
-    reference: str = LITERT_BUILTIN  # whose float kernels the arithmetic reproduces
+    output: str  # the graph's output name
+    output_buffer: str
+    buffers: dict[str, Buffer]
+    steps: list[Step]
+    weights: dict = field(default_factory=dict, repr=False)
+    # True where rows past the last kept key can be left uncomputed (porter.recover.rows).
+    padding_is_inert: bool = False
+
+    @property
+    def width(self) -> int:
+        """Values per output row: labels for a classifier, hidden size for an embedding."""
+        return self.buffers[self.output_buffer].cols
+
+    @property
+    def output_tokens(self) -> bool:
+        """One output row per token (token classification), or one for the window (pooled)."""
+        return self.buffers[self.output_buffer].tokens
+
+    @property
+    def mask(self) -> MaskMode:
+        modes = {s.mask for s in self.steps if isinstance(s, Attention)}
+        return MaskMode.ADD if MaskMode.ADD in modes else MaskMode.REPLACE if modes - {MaskMode.NONE} else MaskMode.NONE
 
     def linears(self) -> list[Linear]:
-        out = []
-        for ly in self.layers:
-            a = ly.attn
-            out += [a.q, a.k, a.v, a.o, ly.ffn_in, ly.ffn_out]
-        return out + [self.head]
+        return [s.linear for s in self.steps if isinstance(s, LinearStep)]
 
-    def rows_independent(self) -> bool:
-        """Whether every Linear treats its input rows independently. onnxruntime's
-        DynamicQuantizeLinear does not: one scale for the whole tensor, padding included."""
-        return all(lin.activation_quant != ORT_DYNAMIC_UINT8 for lin in self.linears())
-
-    def padding_is_inert(self) -> bool:
-        """Whether rows past the last kept token may be left uncomputed without changing a live
-        row: the mask hides them from attention, nothing else mixes rows, and a dropped key's
-        probability is exactly 0. LiteRT's exp underflows to 0 for the mask value; MLAS's exp
-        (onnxruntime) clamps its input at -88.38 and returns a tiny non-zero value instead, which
-        still adds to the softmax sum."""
-        return self.mask == MASK_INPUT and self.rows_independent() and self.reference == LITERT_BUILTIN
+    def attentions(self) -> list[Attention]:
+        return [s for s in self.steps if isinstance(s, Attention)]
 
     def array_order(self) -> list[str]:
         """The order arrays are packed in model.bin (and read back by the generated crate)."""
-        names = self.embeddings.arrays()
-        for ly in self.layers:
-            a = ly.attn
-            for lin in (a.q, a.k, a.v, a.o):
-                names += lin.arrays()
-            names += ly.attn_ln.arrays()
-            names += ly.ffn_in.arrays() + ly.ffn_out.arrays()
-            names += ly.ffn_ln.arrays()
-        return names + self.head.arrays()
+        names: list[str] = []
+        for step in self.steps:
+            names += [a for a in step.arrays() if a not in names]
+            operands = getattr(step, "operands", None) or ([step.operand] if hasattr(step, "operand") else [])
+            for operand in operands:
+                if operand.array and operand.array not in names:
+                    names.append(operand.array)
+        return names
 
     def summary(self) -> dict:
-        """The architecture without weights: what `porter inspect --ir` prints and ir.json holds."""
-        d = asdict(self)
-        d.pop("weights")
-        d["num_layers"] = len(self.layers)
-        d["arrays"] = {n: {"dtype": str(self.weights[n].dtype), "shape": list(self.weights[n].shape)}
-                       for n in self.array_order()}
-        return d
+        """The architecture without weights: what `porter inspect --ir --json` prints and ir.json
+        holds (the fields other tools read: kind, source, format, seq, vocab, labels, ...)."""
+        attentions = self.attentions()
+        return {
+            "kind": "encoder",
+            "source": self.source, "format": self.format, "reference": self.reference.value,
+            "seq": self.seq, "vocab": self.vocab,
+            "labels": self.width, "width": self.width,
+            "output_rows": "tokens" if self.output_tokens else "one",
+            "ids_input": self.ids_input, "mask_input": self.mask_input, "output": self.output,
+            "mask": self.mask.value, "padding_is_inert": self.padding_is_inert,
+            "layers": len(attentions),
+            "heads": attentions[0].heads if attentions else 0,
+            "steps": [_step_summary(s) for s in self.steps],
+            "buffers": {n: _plain(asdict(b)) for n, b in self.buffers.items()},
+            "arrays": {n: {"dtype": str(self.weights[n].dtype), "shape": list(self.weights[n].shape)}
+                       for n in self.array_order()},
+        }
+
+
+def _step_summary(step: Step) -> dict:
+    d = {"step": type(step).__name__}
+    for f in fields(step):
+        d[f.name] = _plain(getattr(step, f.name))
+    return d
+
+
+def _plain(value):
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return value
 
 
 def as_f32(a) -> np.ndarray:

@@ -20,8 +20,8 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.decoder import DecoderIR, DecoderLayer
-from porter.ir.encoder import LayerNorm, Linear, as_f32
+from porter.ir.decoder import DecoderIR, DecoderLayer, LayerNorm, Linear
+from porter.ir.encoder import as_f32
 from porter.recover.onnx_patterns import LAYER_NORM_OP, gelu_erf, last_axis, layout, linear
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.tflite_patterns import scalar_const
@@ -83,8 +83,7 @@ def _require(found, what: str, g: Graph, t: int):
 def _layer_norm(g: Graph, t: int, name: str) -> tuple[LayerNorm, int, dict]:
     m = _require(match(LAYER_NORM_OP, g, t), "a LayerNormalization", g, t)
     op = g.ops[m.ops["out"]]
-    ln = LayerNorm(name=name, eps=float(np.float32(op.options.get("epsilon", 1e-5))), affine_folded=False,
-                   form="onnx", ops=sorted(m.consumed))
+    ln = LayerNorm(name=name, eps=float(np.float32(op.options.get("epsilon", 1e-5))), ops=sorted(m.consumed))
     arrays = {f"{name}.gamma": as_f32(g.const(m["gamma"])), f"{name}.beta": as_f32(g.const(m["beta"]))}
     return ln, m["x"], arrays
 
@@ -94,7 +93,7 @@ def _linear(g: Graph, m, key: str, name: str) -> tuple[Linear, dict]:
     if w.dtype != np.float32 or w.ndim != 2:
         raise PorterError(f"decoder: {name} weight {g.tensor(m[f'{key}_w']).describe()} is not a float32 matrix")
     b = g.const(m[f"{key}_b"]) if f"{key}_b" in m.tensors else np.zeros(w.shape[1], np.float32)
-    lin = Linear(name, int(w.shape[0]), int(w.shape[1]), "float32", False, False, True, m.ops.get(key, -1))
+    lin = Linear(name, int(w.shape[0]), int(w.shape[1]), m.ops.get(key, -1))
     return lin, {f"{name}.weight": as_f32(w.T), f"{name}.bias": as_f32(b)}
 
 

@@ -1,160 +1,189 @@
-"""The numpy IR executor: runs an EncoderIR with the reference's arithmetic.
+"""The numpy executor: runs an EncoderProgram step by step in the reference's arithmetic.
 
-TFLite graphs (ir.reference LITERT_BUILTIN): integer-weight layers use TFLite's builtin hybrid
-FULLY_CONNECTED exactly (porter.reference.quant); the float steps use LiteRT's builtin float kernels as
-porter.reference.litert emulates them (Eigen's summation order, exp and erfc), in the graph's
-operation order. The result is meant to be bit-identical to LiteRT's builtin kernels.
+It is the definition the generated crate is checked against, and (through porter.recover.prove)
+what each recovered block is compared with when it is proven against the graph's own ops. Every
+step follows its reference runtime (program.reference): LiteRT's builtin kernels
+(porter.reference.litert, porter.reference.quant) or onnxruntime's CPU kernels
+(porter.reference.ort); elementwise and reduction steps use porter.reference.ops, the same
+functions recovery folds constants with.
 
-ONNX graphs (ONNXRUNTIME_CPU): quantize_dynamic's layers use onnxruntime's DynamicQuantizeLinear
-and integer matmul exactly (porter.reference.quant); the float steps follow onnxruntime's CPU kernels as
-porter.reference.ort emulates them (every one bit-exact as measured).
-Tests measure both against the goldens.
-
-`run(ir, ids, mask, trace=dict)` fills `trace` with every block's output (`embed`, `embed.ln`,
-`layer{i}.attn.probs`, `layer{i}.attn_ln`, `layer{i}.ffn_ln`) and every Linear's input and
-output (`<linear name>.in` / `.out`), so that a divergence from LiteRT's preserved
-intermediates can be located to the first block that differs (porter.check.run.locate).
+`run(program, ids, mask, trace=dict)` fills `trace` with every buffer the program writes (by
+buffer name), so a divergence can be located to the first step that differs.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, Embed,
+                               EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
+                               NormForm, Operand, ReduceStep, Reference, SliceStep, TableKind)
 from porter.reference import litert as LF
 from porter.reference import ort as OF
-from porter.reference import quant
-from porter.ir.encoder import MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8, EncoderIR, LayerNorm, Linear
+from porter.reference import ops
 
 F32 = np.float32
-# LayerNorm forms that are one onnxruntime kernel (porter.ir.encoder.LayerNorm.form)
-ONNX_LAYER_NORMS = {"onnx": OF.layer_norm, "onnx_skip": OF.skip_layer_norm}
 
 
-def linear(ir: EncoderIR, lin: Linear, x: np.ndarray, trace: dict) -> np.ndarray:
-    w = ir.weights[f"{lin.name}.weight"]
-    bias = ir.weights.get(f"{lin.name}.bias")
-    if lin.activation_quant == ORT_DYNAMIC_UINT8:
-        y = quant.ort_dynamic_linear(x, w, ir.weights[f"{lin.name}.scale"], bias,
-                                     lin.integer_dot)
-    elif lin.weight_dtype == "int8":
-        y = quant.hybrid_fully_connected(x, w, ir.weights[f"{lin.name}.scale"], bias,
-                                         lin.asymmetric_inputs)
-    elif ir.reference == ONNXRUNTIME_CPU:
-        y = OF.linear(x, w, bias)
-    else:
-        y = LF.fully_connected(x, w, bias)
-    trace[f"{lin.name}.in"], trace[f"{lin.name}.out"] = x, y
-    return y
+def run(program: EncoderProgram, ids, mask=None, trace: dict | None = None) -> np.ndarray:
+    """The output buffer for one window of token ids (padded to program.seq by the caller):
+    [seq, width] for a token output, [1, width] for a pooled one."""
+    values = {} if trace is None else trace
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.shape != (program.seq,):
+        raise ValueError(f"expected {program.seq} token ids, got {ids.shape}")
+    if ids.min() < 0 or ids.max() >= program.vocab:
+        raise ValueError(f"token id out of range [0, {program.vocab})")
+    values[INPUT_IDS] = ids
+    values[INPUT_MASK] = (np.ones(program.seq, F32) if mask is None else np.asarray(mask).astype(F32))
+    for step in program.steps:
+        outputs = run_step(program, step, values)
+        for name, value in zip(step.outputs, outputs):
+            values[name] = value
+    out = values[program.output_buffer]
+    return out.reshape(program.seq, -1) if program.output_tokens else out.reshape(1, -1)
 
 
-def layer_norm(ir: EncoderIR, ln: LayerNorm, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (normalised, affine). With a folded affine the next layers read `normalised`."""
-    gamma, beta = ir.weights[f"{ln.name}.gamma"], ir.weights[f"{ln.name}.beta"]
-    if ln.form in ONNX_LAYER_NORMS:
-        out = ONNX_LAYER_NORMS[ln.form](x, gamma, beta, ln.eps)
-        return out, out
-    mean = LF.mean_last_axis(x)
-    centred = (x - mean).astype(F32)
-    var = LF.mean_last_axis((centred * centred).astype(F32))
-    rstd = (F32(1) / np.sqrt((var + F32(ln.eps)).astype(F32))).astype(F32)
-    if ln.form == "centred":
-        normalised = (centred * rstd).astype(F32)
-        affine = ((normalised * gamma).astype(F32) + beta).astype(F32)
-        return normalised, affine
-    if ln.form == "keras":
-        inv = (rstd * gamma).astype(F32)
-        out = ((x * inv).astype(F32) + (beta - (mean * inv).astype(F32)).astype(F32))
-        return out.astype(F32), out.astype(F32)
-    shift = (F32(0) - (rstd * mean).astype(F32)).astype(F32)
-    normalised = ((x * rstd).astype(F32) + shift).astype(F32)
-    affine = ((normalised * gamma).astype(F32) + beta).astype(F32)
-    return normalised, affine
+def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
+    w = program.weights
+    ref = program.reference
+    if isinstance(step, Embed):
+        return [embed(step, w, values[INPUT_IDS])]
+    if isinstance(step, LinearStep):
+        x = values[step.inputs[0]]
+        return [ops.linear(linear_attrs(step.linear, w), x.reshape(-1, step.linear.in_features), ref)]
+    if isinstance(step, LayerNorm):
+        return layer_norm(step, w, values[step.inputs[0]], ref)
+    if isinstance(step, Attention):
+        return [attention(step, ref, *(values[t] for t in step.inputs[:3]), values[INPUT_MASK])]
+    if isinstance(step, GeluStep):
+        return [gelu(step.kind, values[step.inputs[0]])]
+    if isinstance(step, ElementwiseStep):
+        inputs = [operand_value(o, w, values) for o in step.operands]
+        return [ops.evaluate(step.op.value, {}, inputs, ref).reshape(step.shape)]
+    if isinstance(step, ReduceStep):
+        x = operand_value(step.operand, w, values)
+        return [ops.reduce_float(step.op.value, x.astype(F32), step.axes, ref)]
+    if isinstance(step, SliceStep):
+        x = operand_value(step.operand, w, values)
+        index = [slice(None)] * x.ndim
+        for axis, start, stop, stride in step.slices:
+            index[axis] = slice(start, stop, stride)
+        return [np.ascontiguousarray(x[tuple(index)])]
+    raise TypeError(f"no executor for {type(step).__name__}")
 
 
-def gelu(ir: EncoderIR, x: np.ndarray, kind: str) -> np.ndarray:
-    if kind in ("erf", "erf_mul") and ir.reference == ONNXRUNTIME_CPU:
-        return OF.gelu_erf(x, multiply=kind == "erf_mul")
-    if kind == "tanh":
-        x64 = x.astype(np.float64)
-        inner = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
-        return (0.5 * x64 * (1 + np.tanh(inner))).astype(F32)
-    return LF.gelu_exact(x)
+def operand_value(o: Operand, weights: dict, values: dict) -> np.ndarray:
+    data = weights[o.array] if o.array else values[o.buffer]
+    return np.asarray(data).reshape(o.shape)
 
 
-def embed(ir: EncoderIR, ids: np.ndarray) -> np.ndarray:
-    e = ir.embeddings
-    table = ir.weights["embed.table"]
+def linear_attrs(lin, weights: dict) -> dict:
+    return {"weight": weights[f"{lin.name}.weight"], "scale": weights.get(f"{lin.name}.scale"),
+            "bias": weights.get(f"{lin.name}.bias"), "weights": lin.weights,
+            "activation_quant": lin.activation_quant, "integer_dot": lin.integer_dot}
+
+
+def lookup_rows(lookup: Lookup, weights: dict, ids: np.ndarray) -> np.ndarray:
+    table = weights[f"{lookup.name}.table"]
     rows = table[ids]
-    if e.table_kind == "int8_rows":
-        rows = rows.astype(F32) * ir.weights["embed.scale"][ids][:, None]
-    elif e.table_kind == "int8_tensor":
-        rows = rows.astype(F32) * ir.weights["embed.scale"][0]
-    elif e.table_kind == "uint8_tensor":  # DequantizeLinear: float(q - zero_point) * scale
-        centred = rows.astype(np.int32) - ir.weights["embed.zero_point"][0]
-        rows = centred.astype(F32) * ir.weights["embed.scale"][0]
-    x = rows.astype(F32)
-    for i in range(e.bias_terms):
-        x = (x + ir.weights[f"embed.bias{i}"]).astype(F32)
+    if lookup.kind == TableKind.INT8_ROWS:
+        return (rows.astype(F32) * weights[f"{lookup.name}.scale"][ids][:, None]).astype(F32)
+    if lookup.kind == TableKind.INT8_TENSOR:
+        return (rows.astype(F32) * weights[f"{lookup.name}.scale"][0]).astype(F32)
+    if lookup.kind == TableKind.UINT8_TENSOR:  # DequantizeLinear: float(q - zero_point) * scale
+        centred = rows.astype(np.int32) - weights[f"{lookup.name}.zero_point"][0]
+        return (centred.astype(F32) * weights[f"{lookup.name}.scale"][0]).astype(F32)
+    return rows.astype(F32)
+
+
+def position_ids(term, ids: np.ndarray) -> np.ndarray:
+    """RoBERTa's position ids: pad + the running count of real tokens; pad on padding."""
+    real = ids != term.pad_id
+    return np.where(real, np.cumsum(real) + term.pad_id, term.pad_id)
+
+
+def embed(step: Embed, weights: dict, ids: np.ndarray) -> np.ndarray:
+    """The word rows, then each term added in the graph's order (one rounding per addition)."""
+    x = lookup_rows(step.word, weights, ids)
+    for term in step.terms:
+        if term.kind == "rows":
+            x = (x + weights[term.array]).astype(F32)
+        else:
+            x = (x + lookup_rows(term.lookup, weights, position_ids(term, ids))).astype(F32)
     return x
 
 
-def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndarray | None,
-              trace: dict) -> np.ndarray:
-    a = ir.layers[layer_index].attn
-    seq = x_norm.shape[0]
-    q, k, v = (linear(ir, lin, x_norm, trace) for lin in (a.q, a.k, a.v))
-    split = lambda t: t.reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
+def layer_norm(step: LayerNorm, weights: dict, x: np.ndarray, ref: Reference) -> list[np.ndarray]:
+    """[out] or [out, normalised] as the step's outputs say (normalised: before gamma and beta)."""
+    x = np.asarray(x, F32).reshape(-1, step.width)
+    gamma = weights.get(f"{step.name}.gamma")
+    beta = weights.get(f"{step.name}.beta")
+    if step.form in (NormForm.ONNX, NormForm.ONNX_SKIP):
+        fn = OF.layer_norm if step.form == NormForm.ONNX else OF.skip_layer_norm
+        out = fn(x, gamma, beta, step.eps)
+        return [out, out][: len(step.outputs)]
+    mean = LF.mean_last_axis(x)
+    centred = (x - mean).astype(F32)
+    var = LF.mean_last_axis((centred * centred).astype(F32))
+    rstd = (F32(1) / np.sqrt((var + F32(step.eps)).astype(F32))).astype(F32)
+    if step.form == NormForm.KERAS:
+        inv = (rstd * gamma).astype(F32)
+        out = ((x * inv).astype(F32) + (beta - (mean * inv).astype(F32)).astype(F32)).astype(F32)
+        return [out, out][: len(step.outputs)]
+    if step.form == NormForm.CENTRED:
+        normalised = (centred * rstd).astype(F32)
+    else:  # SHIFT
+        shift = (F32(0) - (rstd * mean).astype(F32)).astype(F32)
+        normalised = ((x * rstd).astype(F32) + shift).astype(F32)
+    out = normalised
+    if gamma is not None:
+        out = (out * gamma).astype(F32)
+    if beta is not None:
+        out = (out + beta).astype(F32)
+    return [out, normalised][: len(step.outputs)]
+
+
+def gelu(kind: Gelu, x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    if kind == Gelu.LITERT:
+        return LF.gelu_exact(x)
+    if kind == Gelu.ORT_ERF_MUL:
+        return OF.gelu_erf(x, multiply=True)
+    if kind == Gelu.ORT_ERF_DIV:
+        return OF.gelu_erf(x, multiply=False)
+    raise ValueError(f"no executor for GELU {kind.value}")
+
+
+def attention(a: Attention, ref: Reference, q, k, v, mask) -> np.ndarray:
+    mask = np.asarray(mask).reshape(-1)
+    seq = mask.shape[0]
+    split = lambda t: np.asarray(t, F32).reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
     qh, kh, vh = split(q), split(k), split(v)
-    onnx = ir.reference == ONNXRUNTIME_CPU
-    scale = F32(a.scale)
-    if a.scale_on == "query":
-        qh = (qh * scale).astype(F32)
+    if a.q_scale is not None:
+        qh = (qh * F32(a.q_scale)).astype(F32)
+    if a.k_scale is not None:
+        kh = (kh * F32(a.k_scale)).astype(F32)
+    onnx = ref == Reference.ONNXRUNTIME_CPU
     if onnx:
-        # onnxruntime fuses the scaling into FusedMatMul(alpha), which never takes MLAS's M = 1
-        # kernel and applies alpha per SGEMM block
-        alpha = scale if a.scale_on == "scores" and a.scale_divisor is None else F32(1)
+        # onnxruntime fuses a multiplication of the scores into FusedMatMul(alpha), which
+        # never takes MLAS's M = 1 kernel and applies alpha per SGEMM block
+        alpha = F32(a.score_scale) if a.score_scale is not None else F32(1)
         scores = OF.sgemm(qh, kh.transpose(0, 2, 1), alpha=alpha)
     else:
         scores = LF.batch_matmul(qh, kh.transpose(0, 2, 1))
-    if a.scale_divisor is not None:
-        scores = (scores / F32(a.scale_divisor)).astype(F32)
-    elif a.scale_on == "scores" and not onnx:
-        scores = (scores * scale).astype(F32)
-    if ir.mask == MASK_INPUT and mask is not None:
-        # The graph adds 0 to kept keys and mask_value to dropped ones.
-        scores = np.where(mask[None, None, :] != 0, scores,
-                          (scores + F32(a.mask_value)).astype(F32))
+        if a.score_scale is not None:
+            scores = (scores * F32(a.score_scale)).astype(F32)
+    if a.score_divisor is not None:
+        scores = (scores / F32(a.score_divisor)).astype(F32)
+    kept = mask != 0
+    if a.mask == MaskMode.ADD:
+        bias = np.where(kept, F32(a.keep_value), F32(a.drop_value))
+        scores = np.where(kept & (F32(a.keep_value) == 0), scores, (scores + bias).astype(F32))
+    elif a.mask == MaskMode.REPLACE:
+        scores = np.where(kept, scores, F32(a.drop_value))
     probs = OF.softmax(scores) if onnx else LF.softmax(scores, a.softmax_beta)
     ctx = (OF.matmul if onnx else LF.batch_matmul)(probs, vh)
-    ctx = ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
-    trace[f"layer{layer_index}.attn.probs"] = probs
-    return linear(ir, a.o, ctx, trace)
+    return ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
 
 
-def run(ir: EncoderIR, ids, mask=None, trace: dict | None = None) -> np.ndarray:
-    """Logits [seq, labels] for one window of token ids (padded to ir.seq by the caller)."""
-    trace = {} if trace is None else trace
-    ids = np.asarray(ids, dtype=np.int64)
-    if ids.shape != (ir.seq,):
-        raise ValueError(f"expected {ir.seq} token ids, got {ids.shape}")
-    if ids.min() < 0 or ids.max() >= ir.vocab:
-        raise ValueError(f"token id out of range [0, {ir.vocab})")
-    mask = None if mask is None else np.asarray(mask)
-    x = embed(ir, ids)
-    trace["embed"] = x
-    norm, x = layer_norm(ir, ir.embeddings.ln, x)
-    feed = norm if ir.embeddings.ln.affine_folded else x
-    trace["embed.ln"] = x
-    for i, ly in enumerate(ir.layers):
-        attn = attention(ir, i, feed, mask, trace)
-        norm, x = layer_norm(ir, ly.attn_ln, (attn + x).astype(F32))
-        feed = norm if ly.attn_ln.affine_folded else x
-        trace[f"layer{i}.attn_ln"] = x
-        h = gelu(ir, linear(ir, ly.ffn_in, feed, trace), ly.gelu)
-        h = linear(ir, ly.ffn_out, h, trace)
-        norm, x = layer_norm(ir, ly.ffn_ln, (h + x).astype(F32))
-        feed = norm if ly.ffn_ln.affine_folded else x
-        trace[f"layer{i}.ffn_ln"] = x
-    return linear(ir, ir.head, feed, trace)

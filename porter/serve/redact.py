@@ -27,7 +27,7 @@ from pathlib import Path
 from porter import TEMPLATES_DIR, package_path
 from porter.check.windows import WindowRule, require_vocabulary_fits, window_rule
 from porter.errors import PorterError
-from porter.ir.encoder import WHOLE_WINDOW
+from porter.ir.encoder import MaskMode
 from porter.serve.host import forward_modules, record_component
 
 SERVICE_TEMPLATE = TEMPLATES_DIR / "redact_service"
@@ -102,7 +102,7 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str]
     require_vocabulary_fits(rule, ir.vocab)
     padding_note = ("The model attends to every key, so the padding id changes its output: it "
                     "must be the one the model was checked with (the tokenizer's padding token "
-                    "unless --pad-id says otherwise)." if ir.mask == WHOLE_WINDOW else
+                    "unless --pad-id says otherwise)." if ir.mask == MaskMode.NONE else
                     "The model's mask input drops padded keys.")
     return {
         "crate_name": "porter-redact-service",
@@ -134,8 +134,11 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
 
     toolchain = require_toolchain()
     ir = recover(model)
-    echo(f"recovered {model}: window {ir.seq}, {ir.labels} labels, mask {ir.mask}")
-    labels = read_labels(labels_json, ir.labels)
+    if not ir.output_tokens:
+        raise PorterError(f"{model} has a pooled output ({ir.width} values per window); the redaction "
+                          "service needs one output row per token (a token classifier)")
+    echo(f"recovered {model}: window {ir.seq}, {ir.width} labels, mask {ir.mask.value}")
+    labels = read_labels(labels_json, ir.width)
     rule = window_rule(tokenizer_json, pad_id)
     blob = build_blob(read_tokenizer_json(tokenizer_json), tokenizer_json.name)
     files, modules = forward_files(ir, out_dir / "forward")
@@ -175,7 +178,7 @@ def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_
         "component_bytes": len(data),
         "component_sha256": hashlib.sha256(data).hexdigest(),
         "window": ir.seq,
-        "mask": ir.mask,
+        "mask": ir.mask.value,
         "prefix_ids": rule.prefix_ids,
         "suffix_ids": rule.suffix_ids,
         "pad_id": rule.pad_id,

@@ -25,7 +25,7 @@ use crate::profile::Profile;
 static TOKENIZER_BLOB: &[u8] = include_bytes!("../tokenizer.bin");
 
 // The labels and the window rendered into config.rs must be the model's own.
-const _: () = assert!(crate::model::LABELS == config::LABELS.len() && crate::model::SEQ == WINDOW);
+const _: () = assert!(crate::model::WIDTH == config::LABELS.len() && crate::model::OUTPUT_TOKENS && crate::model::SEQ == WINDOW);
 
 /// Tokens of one window's text part: WINDOW minus the special tokens around it.
 const CHUNK: usize = WINDOW - PREFIX_IDS.len() - SUFFIX_IDS.len();

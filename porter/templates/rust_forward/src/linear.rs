@@ -6,7 +6,7 @@ use crate::kernels::linear_f32::linear_f32;
 use crate::kernels::ort_float;
 use crate::kernels::ort_quant::{self, TensorQuantized};
 use crate::kernels::quantize::QuantizedRows;
-use crate::model::{Linear, Weights};
+use crate::program::{Linear, Weights};
 
 impl Linear<'_> {
     /// The per-row activation quantisation this layer expects (TFLite's hybrid layers only).
@@ -14,6 +14,14 @@ impl Linear<'_> {
         match &self.weights {
             Weights::Int8 { asymmetric, .. } => Some(*asymmetric),
             _ => None,
+        }
+    }
+
+    /// The input width (k).
+    pub fn in_features(&self) -> usize {
+        match &self.weights {
+            Weights::Int8 { weights, .. } | Weights::OrtDynamic { weights, .. } => weights.k,
+            Weights::Float(weights) | Weights::FloatOrt(weights) => weights.k,
         }
     }
 

@@ -29,6 +29,8 @@ mod tuning;
 // The shapes the kernels are specialised for (the model's embedded weights are not used here).
 #[path = "../../src/model.rs"]
 mod model;
+#[path = "../../src/program.rs"]
+mod program;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -291,6 +293,7 @@ fn check_kernels(seed: u64) -> ! {
             scale_on_query: trial % 2 == 1,
             softmax_beta: 1.0,
             mask_value: -3.402_823_5e38,
+            masked: true,
             onnxruntime: false,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };

@@ -21,8 +21,10 @@ pub struct AttentionParams {
     /// The graph scales Q before Q.K^T instead of the scores after it.
     pub scale_on_query: bool,
     pub softmax_beta: f32,
-    /// Added to the score of every key whose mask is 0 (mask-input models only).
+    /// Added to the score of every key whose mask is 0 (when `masked`).
     pub mask_value: f32,
+    /// The graph drops the mask input's padded keys (else every key is attended).
+    pub masked: bool,
     /// onnxruntime's arithmetic (ort_float::attention) instead of LiteRT's.
     pub onnxruntime: bool,
 }

@@ -13,6 +13,7 @@
 pub mod attention;
 pub mod eigen;
 pub mod gemm;
+pub mod generic;
 pub mod linear_f32;
 pub mod mathfn;
 pub mod norm;

@@ -1,0 +1,74 @@
+"""Which rows of each token buffer a program computes: the live-length execution.
+
+Where the graph masks padding out of attention (every attention block drops the mask input's
+padded keys with a value whose exp() underflows to exactly 0 in LiteRT's kernel) and every other
+step works row by row, rows past the last kept token cannot change a live row: they only ever add
+exact zeros. The program then computes, backwards from its output:
+
+- the output's rows: the live tokens (LIVE), or one row for a pooled output;
+- a row-wise step's input rows: the rows its output needs;
+- attention's Q rows: the rows its output needs; K and V: every key up to the last kept one (KEYS);
+- anything a step mixes across rows (a reduction or a slice over the tokens): ALL rows.
+
+onnxruntime's arithmetic is never inert (MLAS's exp returns a tiny non-zero value for the mask
+value, and DynamicQuantizeLinear quantises the whole tensor at once): its programs compute ALL.
+`porter verify` runs every window both ways and fails on any bit of difference.
+"""
+
+from __future__ import annotations
+
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, EncoderProgram, MaskMode,
+                               ReduceStep, Reference, Rows, SliceStep)
+
+ORDER = [Rows.ONE, Rows.LIVE, Rows.KEYS, Rows.ALL]
+DROP_UNDERFLOWS = -1e4  # exp(x - max) of a score this far below is exactly 0 in LiteRT
+
+
+def padding_is_inert(program: EncoderProgram) -> bool:
+    attentions = program.attentions()
+    return (program.reference == Reference.LITERT_BUILTIN and bool(attentions)
+            and all(a.mask != MaskMode.NONE and a.drop_value <= DROP_UNDERFLOWS for a in attentions))
+
+
+def _widest(a: Rows, b: Rows) -> Rows:
+    return max(a, b, key=ORDER.index)
+
+
+def _input_needs(program: EncoderProgram, step, out_rows: Rows) -> dict[str, Rows]:
+    """The rows of each input buffer a step needs to compute `out_rows` rows of its output."""
+    buffers = program.buffers
+    token_inputs = [b for b in step.inputs if b in buffers and buffers[b].tokens]
+    if isinstance(step, Attention):
+        q, k, v = step.inputs[:3]
+        return {q: out_rows, k: Rows.KEYS, v: Rows.KEYS}
+    if isinstance(step, ReduceStep):
+        return {b: Rows.ALL for b in token_inputs}  # a reduction over the tokens mixes them
+    if isinstance(step, SliceStep):
+        if buffers[step.outputs[0]].tokens:
+            return {b: out_rows for b in token_inputs}
+        return {b: Rows.ALL for b in token_inputs}
+    out = step.outputs[0]
+    if isinstance(step, ElementwiseStep) and not buffers[out].tokens:
+        return {b: Rows.ALL for b in token_inputs}
+    return {b: out_rows for b in token_inputs}
+
+
+def set_row_extents(program: EncoderProgram) -> None:
+    program.padding_is_inert = padding_is_inert(program)
+    buffers = program.buffers
+    if not program.padding_is_inert:
+        for b in buffers.values():
+            b.extent = Rows.ALL if b.tokens else Rows.ONE
+        return
+    need = {name: Rows.ONE for name in buffers}
+    out = buffers[program.output_buffer]
+    need[program.output_buffer] = Rows.LIVE if out.tokens else Rows.ONE
+    for step in reversed(program.steps):
+        rows = Rows.ONE
+        for o in step.outputs:
+            rows = _widest(rows, need.get(o, Rows.ONE))
+        for name, needed in _input_needs(program, step, rows).items():
+            if name not in (INPUT_IDS, INPUT_MASK):
+                need[name] = _widest(need.get(name, Rows.ONE), needed)
+    for name, b in buffers.items():
+        b.extent = need[name] if b.tokens else Rows.ONE

@@ -1,0 +1,350 @@
+"""The canonical op vocabulary and what each op computes, in the reference runtime's arithmetic.
+
+porter.recover.canonical turns a TFLite or ONNX graph into these ops (lower-case names, one
+vocabulary for both formats). This module is their meaning: it folds constants, evaluates mask
+and position paths on probe inputs, proves recovered blocks against the graph's own ops, and runs
+the elementwise and reduction steps of a program. Each op follows the kernel its runtime uses
+(`Reference`): LiteRT's builtin kernels or onnxruntime's CPU kernels, each float op rounded to
+float32 as theirs is.
+
+Values are numpy arrays. Integer and boolean ops follow numpy (exact); float ops are spelled
+out where the reference's rounding differs from numpy's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
+from porter.reference import litert as LF
+from porter.reference import ort as OF
+from porter.reference import quant
+
+F32 = np.float32
+
+
+class Unsupported(Exception):
+    """The op (or this use of it) has no evaluator: callers leave it unfolded or refuse it."""
+
+
+def _f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=F32)
+
+
+def _float_binary(fn):
+    def apply(attrs, a, b, ref):
+        if np.asarray(a).dtype.kind != "f" and np.asarray(b).dtype.kind != "f":
+            return fn(np.asarray(a), np.asarray(b))
+        with np.errstate(all="ignore"):
+            return fn(_f32(a), _f32(b)).astype(F32)
+    return apply
+
+
+def _div(a, b):
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        return a / b
+    return np.trunc(a / b).astype(np.result_type(a, b))  # C's integer division
+
+
+def _squared_difference(a, b):
+    d = (a - b).astype(F32)
+    return d * d
+
+
+def _pow(attrs, a, b, ref):
+    b = np.asarray(b)
+    if b.size == 1 and float(b.reshape(-1)[0]) == 2.0:
+        return (_f32(a) * _f32(a)).astype(F32)  # pow(x, 2) is x * x exactly, correctly rounded
+    if b.size == 1 and float(b.reshape(-1)[0]) == 0.5:
+        return np.sqrt(_f32(a)).astype(F32)
+    if b.size == 1 and float(b.reshape(-1)[0]) == 1.0:
+        return _f32(a)
+    # Other exponents: libm's powf, correctly rounded in float64 here, which the reference's
+    # std::pow agrees with except in rare last-bit cases.
+    with np.errstate(all="ignore"):
+        return np.power(_f32(a).astype(np.float64), _f32(b).astype(np.float64)).astype(F32)
+
+
+def _unary_float(fn):
+    def apply(attrs, x, ref):
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(_f32(x), ref), dtype=F32)
+    return apply
+
+
+def _rsqrt(x, ref):
+    return (F32(1) / np.sqrt(x)).astype(F32)  # both runtimes: 1 / sqrt(x), two roundings
+
+
+def _tanh(x, ref):
+    raise Unsupported("tanh (its kernel is not emulated yet)")
+
+
+def _exp(x, ref):
+    if ref == Reference.LITERT_BUILTIN:
+        return LF.exp(x)
+    raise Unsupported("exp under onnxruntime (its kernel is not emulated yet)")
+
+
+def _erf(x, ref):
+    if ref == Reference.ONNXRUNTIME_CPU:
+        return OF.erf(x)
+    raise Unsupported("erf under LiteRT")
+
+
+def _sigmoid(x, ref):
+    raise Unsupported("sigmoid (its kernel is not emulated yet)")
+
+
+def _gelu(attrs, x, ref):
+    approximate = attrs.get("approximate", False) in (True, "tanh")
+    if approximate:
+        raise Unsupported("tanh GELU (its kernel is not emulated yet)")
+    if ref == Reference.LITERT_BUILTIN:
+        return LF.gelu_exact(_f32(x))
+    return OF.gelu_erf(_f32(x), multiply=True)
+
+
+def _axes(attrs, rank: int) -> tuple[int, ...]:
+    axes = attrs.get("axes")
+    if axes is None:
+        return tuple(range(rank))
+    return tuple(sorted(int(a) % rank for a in np.ravel(axes)))
+
+
+def _reduce(kind: str):
+    def apply(attrs, x, ref):
+        x = np.asarray(x)
+        axes = _axes(attrs, x.ndim)
+        keep = bool(attrs.get("keepdims", True))
+        if x.dtype.kind != "f" or kind == "prod":
+            out = {"sum": np.sum, "mean": np.mean, "max": np.max, "prod": np.prod}[kind](x, axis=axes, keepdims=keep)
+            return out.astype(x.dtype)
+        # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0 and 2
+        # is the last-axis kernel's
+        real = tuple(a for a in axes if x.shape[a] != 1) or axes
+        out = reduce_float(kind, _f32(x), real, ref)
+        return out.reshape([1 if a in axes else d for a, d in enumerate(x.shape)]) if keep \
+            else out.reshape([d for a, d in enumerate(x.shape) if a not in axes])
+    return apply
+
+
+def reduce_float(kind: str, x: np.ndarray, axes: tuple[int, ...], ref: Reference) -> np.ndarray:
+    """A float reduction with keepdims, in the reference's order: a reduction over the last
+    axis alone follows the runtime's vectorised row kernel (LiteRT: Eigen's packet order); any
+    other reduction adds the elements one by one in index order."""
+    if kind == "max":
+        return x.max(axis=axes, keepdims=True)
+    last_only = axes == (x.ndim - 1,)
+    if last_only and ref == Reference.LITERT_BUILTIN:
+        total = LF.eigen_sum(x)[..., None]
+    elif last_only:
+        raise Unsupported("a float reduction over the last axis under onnxruntime")
+    else:
+        moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+        flat = moved.reshape(moved.shape[: x.ndim - len(axes)] + (-1,))
+        total = flat[..., 0].copy()
+        for i in range(1, flat.shape[-1]):
+            total = (total + flat[..., i]).astype(F32)
+        for a in axes:
+            total = np.expand_dims(total, a)
+    if kind == "sum":
+        return total.astype(F32)
+    count = int(np.prod([x.shape[a] for a in axes]))
+    return (total / F32(count)).astype(F32)
+
+
+def _softmax(attrs, x, ref):
+    x = _f32(x)
+    axis = int(attrs.get("axis", -1)) % x.ndim
+    if axis != x.ndim - 1:
+        raise Unsupported(f"softmax over axis {axis} of a rank-{x.ndim} tensor")
+    if ref == Reference.LITERT_BUILTIN:
+        return LF.softmax(x, float(attrs.get("beta", 1.0)))
+    return OF.softmax(x)
+
+
+def _matmul(attrs, a, b, ref):
+    a, b = _f32(a), _f32(b)
+    if attrs.get("adj_a"):
+        a = np.swapaxes(a, -1, -2)
+    if attrs.get("adj_b"):
+        b = np.swapaxes(b, -1, -2)
+    if ref == Reference.LITERT_BUILTIN:
+        return LF.batch_matmul(a, b)
+    return OF.sgemm(a, b, alpha=float(attrs.get("alpha", 1.0)))
+
+
+def linear(attrs, x, ref):
+    """x [..., in] @ W^T (+ b) in the arithmetic the canonical linear op records."""
+    x = _f32(x)
+    w, bias, scale = attrs["weight"], attrs.get("bias"), attrs.get("scale")
+    flat = x.reshape(-1, x.shape[-1])
+    aq = attrs["activation_quant"]
+    if aq == ActivationQuant.ORT_DYNAMIC_UINT8:
+        y = quant.ort_dynamic_linear(flat, w, scale, bias, IntegerDot(attrs["integer_dot"]).value)
+    elif attrs["weights"] != WeightFormat.FLOAT32:
+        y = quant.hybrid_fully_connected(flat, w, scale, bias, aq == ActivationQuant.HYBRID_ASYMMETRIC)
+    elif ref == Reference.ONNXRUNTIME_CPU:
+        y = OF.linear(flat, w, bias) if attrs.get("bias_in_gemm", True) else OF.matmul_add(flat, w, bias)
+    else:
+        y = LF.fully_connected(flat, w, bias)
+    return y.reshape(x.shape[:-1] + (w.shape[0],))
+
+
+def _layer_norm(attrs, x, gamma, beta, ref):
+    x = _f32(x)
+    if ref != Reference.ONNXRUNTIME_CPU:
+        raise Unsupported("layer_norm op outside onnxruntime")
+    flat = x.reshape(-1, x.shape[-1])
+    out = OF.layer_norm(flat, _f32(gamma), _f32(beta), float(attrs.get("epsilon", 1e-5)))
+    return out.reshape(x.shape)
+
+
+def view(attrs, x, ref=None):
+    return np.asarray(x).reshape(attrs["shape"])
+
+
+def _permute(attrs, x, ref):
+    return np.transpose(np.asarray(x), attrs["perm"])
+
+
+def _expand(attrs, x, ref):
+    return np.broadcast_to(np.asarray(x), np.broadcast_shapes(np.shape(x), tuple(attrs["shape"]))).copy()
+
+
+def _gather(attrs, table, indices, ref):
+    table, indices = np.asarray(table), np.asarray(indices)
+    axis = int(attrs.get("axis", 0))
+    if np.any(indices < -table.shape[axis]) or np.any(indices >= table.shape[axis]):
+        raise Unsupported("gather index out of range")
+    return np.take(table, indices.astype(np.int64), axis=axis)
+
+
+def _gather_nd(attrs, data, indices, ref):
+    data, indices = np.asarray(data), np.asarray(indices).astype(np.int64)
+    k = indices.shape[-1]
+    picked = data[tuple(indices.reshape(-1, k).T)]
+    return picked.reshape(indices.shape[:-1] + data.shape[k:])
+
+
+def _embedding_lookup(attrs, ids, table, ref):
+    """TFLite's EMBEDDING_LOOKUP of an int8 table with one scale per row, dequantised."""
+    table = np.asarray(table)
+    ids = np.asarray(ids).astype(np.int64)
+    rows = table[ids]
+    scale = attrs.get("scale")
+    if scale is None:
+        return rows.astype(F32)
+    return (rows.astype(F32) * _f32(scale)[ids][..., None]).astype(F32)
+
+
+def _dequantize(attrs, x, ref):
+    x = np.asarray(x)
+    scale, zero_point = _f32(attrs["scale"]), np.asarray(attrs.get("zero_point", 0))
+    centred = (x.astype(np.int32) - zero_point.astype(np.int32)).astype(F32)
+    return (centred * scale).astype(F32)
+
+
+_CAST = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64,
+         "bool": np.bool_, "int8": np.int8, "uint8": np.uint8}
+
+
+def _cast(attrs, x, ref):
+    to = attrs["to"]
+    if to not in _CAST:
+        raise Unsupported(f"cast to {to}")
+    return np.asarray(x).astype(_CAST[to])
+
+
+def _slice(attrs, x, ref):
+    x = np.asarray(x)
+    index = [slice(None)] * x.ndim
+    for axis, start, stop, step in attrs["slices"]:
+        index[axis] = slice(start, stop, step)
+    return x[tuple(index)]
+
+
+def _concat(attrs, *xs, ref):
+    return np.concatenate([np.asarray(x) for x in xs], axis=int(attrs["axis"]))
+
+
+def _cumsum(attrs, x, ref):
+    x = np.asarray(x)
+    axis = int(attrs["axis"]) % x.ndim
+    if attrs.get("reverse"):
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs.get("exclusive"):
+        out = out - x
+    return np.flip(out, axis) if attrs.get("reverse") else out
+
+
+def _where(attrs, cond, a, b, ref):
+    return np.where(np.asarray(cond).astype(bool), a, b)
+
+
+def _fill(attrs, ref):
+    return np.full(attrs["shape"], attrs["value"], dtype=np.asarray(attrs["value"]).dtype)
+
+
+def _range(attrs, start, limit, delta, ref):
+    start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
+    return np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))
+
+
+BINARY = {
+    "add": _float_binary(np.add), "sub": _float_binary(np.subtract),
+    "mul": _float_binary(np.multiply), "div": _float_binary(_div),
+    # std::max / std::min as both runtimes call them: a unless b is strictly beyond it
+    "maximum": _float_binary(lambda a, b: np.where(a < b, b, a)),
+    "minimum": _float_binary(lambda a, b: np.where(b < a, b, a)),
+    "squared_difference": _float_binary(_squared_difference),
+}
+COMPARISONS = {
+    "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
+    "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
+    "logical_and": np.logical_and, "logical_or": np.logical_or,
+}
+UNARY = {
+    "neg": _unary_float(lambda x, ref: -x), "abs": _unary_float(lambda x, ref: np.abs(x)),
+    "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),
+    "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "erf": _unary_float(_erf),
+    "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
+}
+
+EVALUATORS = {
+    **BINARY,
+    **{name: (lambda fn: lambda attrs, a, b, ref: fn(np.asarray(a), np.asarray(b)))(fn)
+       for name, fn in COMPARISONS.items()},
+    **UNARY,
+    "logical_not": lambda attrs, x, ref: np.logical_not(np.asarray(x)),
+    "pow": _pow,
+    "gelu": _gelu,
+    "reduce_sum": _reduce("sum"), "reduce_mean": _reduce("mean"), "reduce_max": _reduce("max"),
+    "reduce_prod": _reduce("prod"),
+    "stack": lambda attrs, *xs, ref: np.stack([np.asarray(x) for x in xs], axis=int(attrs["axis"])),
+    "softmax": _softmax,
+    "matmul": _matmul,
+    "linear": linear,
+    "layer_norm": _layer_norm,
+    "view": view, "permute": _permute, "expand": _expand,
+    "gather": _gather, "gather_nd": _gather_nd, "embedding_lookup": _embedding_lookup,
+    "dequantize": _dequantize, "cast": _cast, "slice": _slice, "concat": _concat,
+    "cumsum": _cumsum, "where": _where, "fill": _fill, "range": _range,
+}
+
+
+def evaluate(kind: str, attrs: dict, inputs: list, ref: Reference) -> np.ndarray:
+    """The output of one canonical op (all canonical ops have one output) for numpy inputs."""
+    fn = EVALUATORS.get(kind)
+    if fn is None:
+        raise Unsupported(f"no evaluator for {kind}")
+    try:
+        if kind in ("concat", "stack"):
+            return np.asarray(fn(attrs, *inputs, ref=ref))
+        if kind == "fill":
+            return np.asarray(fn(attrs, ref))
+        return np.asarray(fn(attrs, *inputs, ref))
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
+        raise Unsupported(f"{kind}: {e}") from None

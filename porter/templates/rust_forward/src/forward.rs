@@ -1,0 +1,276 @@
+//! The forward pass: the model's steps (model.rs) run in order over their buffers.
+//!
+//! Which rows are computed: the whole window, or (`Extent::Live`, where PADDING_IS_INERT) each
+//! step's `Rows`: the live tokens, every key up to the last kept token, or the whole window.
+//! That is exact, not an approximation: every step but attention and the few that mix rows works
+//! row by row (the hybrid FC quantises each row on its own), and attention adds the mask value to
+//! the dropped keys' scores, so their probabilities underflow to exactly 0 and only ever add 0 to
+//! the softmax sum and to the context. Attention still runs over a multiple of KEY_BLOCK keys, so
+//! that dropping whole blocks of such zeros leaves the order of every other addition as it was;
+//! the few padding keys that rounding adds get zero K and V rows (any finite values would do:
+//! their scores are masked too) instead of being computed. `porter verify` checks the claim on
+//! every window it runs.
+
+use crate::kernels::attention::{attention, AttentionScratch};
+use crate::kernels::generic;
+use crate::kernels::mathfn::gelu_in_place;
+use crate::kernels::norm::{layer_norm, NormScratch};
+use crate::kernels::ort_float::gelu_erf_mul_in_place;
+use crate::linear::LinearScratch;
+use crate::model::*;
+use crate::profile::{Phase, Profile};
+use crate::program::*;
+
+/// Which rows of the window the steps compute.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Each step's rows where padding is inert, else all.
+    Live,
+    /// Every row, as the reference runtime does.
+    WholeWindow,
+}
+
+/// Softmax sums its keys in Eigen's order: 4-lane packets alternating between two accumulators.
+/// Cutting the keys at a multiple of two packets removes only whole packets of zeros from each
+/// accumulator, so every remaining addition happens in the same order as over the full window.
+const KEY_BLOCK: usize = 8;
+
+/// The row counts of one window: the live tokens (the output's rows), and the rows the steps
+/// compute: `live` and `used` (up to the last kept token) for Rows::Live and Rows::Keys, and
+/// `keys`, that rounded up to KEY_BLOCK, the keys attention runs over. For the whole window all
+/// three are SEQ.
+#[derive(Clone, Copy)]
+pub struct Counts {
+    pub output: usize,
+    pub live: usize,
+    pub used: usize,
+    pub keys: usize,
+}
+
+impl Counts {
+    pub fn of(&self, rows: Rows) -> usize {
+        match rows {
+            Rows::One => 1,
+            Rows::Live => self.live,
+            Rows::Keys => self.used,
+            Rows::All => SEQ,
+        }
+    }
+}
+
+pub fn rows_to_compute(mask: &[i32], live: usize, extent: Extent) -> Counts {
+    if extent == Extent::WholeWindow || !PADDING_IS_INERT {
+        return Counts { output: live, live: SEQ, used: SEQ, keys: SEQ };
+    }
+    let last_kept = mask.iter().rposition(|&m| m != 0).map_or(0, |i| i + 1);
+    let used = live.max(last_kept).max(1);
+    let keys = (used.div_ceil(KEY_BLOCK) * KEY_BLOCK).min(SEQ);
+    Counts { output: live, live, used, keys }
+}
+
+/// Every buffer of one forward pass, each sized for the rows this window computes (a short input
+/// allocates and zeroes only its share of the window), and the kernels' work space.
+struct State {
+    buffers: Vec<Vec<f32>>,
+    norm: NormScratch,
+    linear: LinearScratch,
+    attention: AttentionScratch,
+    /// The slot (and whether asymmetric) whose rows `linear.quantized` holds: Q, K and V quantise
+    /// their shared input once. Forgotten when a step writes that slot again.
+    quantized_from: Option<(usize, bool)>,
+}
+
+impl State {
+    fn new(counts: &Counts) -> Self {
+        let buffers = SLOTS.iter().map(|b| vec![0.0f32; (counts.keys * b.row).max(b.len)]).collect();
+        State {
+            buffers,
+            norm: NormScratch::new(WIDEST),
+            linear: LinearScratch::new(counts.keys, WIDEST),
+            attention: AttentionScratch::new(counts.keys, counts.keys, MAX_HEAD_DIM),
+            quantized_from: None,
+        }
+    }
+
+    /// The output slot, taken out so that inputs can be borrowed beside it (a step never writes
+    /// a slot it reads).
+    fn take(&mut self, out: usize) -> Vec<f32> {
+        if self.quantized_from.is_some_and(|(slot, _)| slot == out) {
+            self.quantized_from = None;
+        }
+        std::mem::take(&mut self.buffers[out])
+    }
+}
+
+/// The output rows of one window ([live, WIDTH] for a token output, [1, WIDTH] pooled) and the
+/// number of rows computed. ids and mask hold SEQ entries.
+pub fn forward(model: &Model, ids: &[u32], mask: &[i32], live: usize, extent: Extent, profile: &mut Profile)
+    -> (Vec<f32>, usize) {
+    assert!(ids.len() == SEQ && mask.len() == SEQ && live <= SEQ);
+    let counts = rows_to_compute(mask, live, extent);
+    let mut s = State::new(&counts);
+    let keep: Vec<bool> = mask.iter().map(|&m| m != 0).collect();
+    s.buffers[MASK_BUFFER] = mask.iter().map(|&m| m as f32).collect();
+    for step in &model.steps {
+        let phase = run_step(step, ids, &keep, &counts, &mut s);
+        profile.lap(phase);
+    }
+    let rows = if OUTPUT_TOKENS { counts.output } else { 1 };
+    let mut out = std::mem::take(&mut s.buffers[OUTPUT_BUFFER]);
+    out.truncate(rows * WIDTH);
+    (out, counts.used)
+}
+
+fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut State) -> Phase {
+    match step {
+        Step::Embed { out, rows, word, terms } => {
+            let mut y = s.take(*out);
+            embed(word, terms, &ids[..counts.of(*rows)], &mut y);
+            s.buffers[*out] = y;
+            Phase::Other
+        }
+        Step::Linear { x, out, x_rows, rows, linear } => {
+            let mut y = s.take(*out);
+            let (xs, n) = (&s.buffers[*x], counts.of(*rows));
+            match linear.asymmetric_inputs() {
+                Some(asymmetric) => {
+                    if s.quantized_from != Some((*x, asymmetric)) {
+                        s.linear.quantized.quantize(xs, counts.of(*x_rows), linear.in_features(), asymmetric);
+                        s.quantized_from = Some((*x, asymmetric));
+                    }
+                    linear.apply_quantized(&s.linear.quantized, n, &mut y);
+                }
+                None => linear.apply(xs, n, &mut y, &mut s.linear),
+            }
+            s.buffers[*out] = y;
+            Phase::Matmul
+        }
+        Step::LayerNorm { x, out, normalised, rows, params } => {
+            let mut y = s.take(*out);
+            let mut pre = normalised.map(|n| s.take(n));
+            layer_norm(params, &s.buffers[*x], counts.of(*rows), pre.as_deref_mut(), &mut y, &mut s.norm);
+            s.buffers[*out] = y;
+            if let (Some(n), Some(pre)) = (normalised, pre) {
+                s.buffers[*n] = pre;
+            }
+            Phase::Other
+        }
+        Step::Attention { q, k, v, out, rows, params } => {
+            // keys past the last kept one, up to KEY_BLOCK: zero K and V rows (the slots may hold
+            // an earlier buffer's values there)
+            let hidden = params.heads * params.head_dim;
+            for slot in [*k, *v] {
+                s.buffers[slot][counts.used * hidden..counts.keys * hidden].fill(0.0);
+            }
+            let mut y = s.take(*out);
+            let keep = params.masked.then_some(&keep[..counts.keys]);
+            attention(params, &s.buffers[*q], &s.buffers[*k], &s.buffers[*v], keep, counts.of(*rows), counts.keys,
+                      &mut y, &mut s.attention);
+            s.buffers[*out] = y;
+            Phase::Attention
+        }
+        Step::Gelu { x, out, rows, row, len, kind } => {
+            let n = if *row == 0 { *len } else { counts.of(*rows) * row };
+            let mut y = s.take(*out);
+            if x != out {
+                y[..n].copy_from_slice(&s.buffers[*x][..n]);
+            }
+            match kind {
+                Gelu::Litert => gelu_in_place(&mut y[..n]),
+                Gelu::OrtErfMul => gelu_erf_mul_in_place(&mut y[..n]),
+            }
+            s.buffers[*out] = y;
+            Phase::Other
+        }
+        Step::Elementwise { op, a, b, out, rows, shape, token_axis } => {
+            let mut y = s.take(*out);
+            let shape = generic::limited(*shape, *token_axis, counts.of(*rows));
+            let b = b.as_ref().map(|b| (values(&s.buffers, b), b.strides));
+            if matches!(a.source, Source::Buffer(slot) if slot == *out) {
+                generic::elementwise_in_place(*op, &mut y, b, shape); // a's slot is the output's
+            } else {
+                generic::elementwise(*op, values(&s.buffers, a), a.strides, b, shape, &mut y);
+            }
+            s.buffers[*out] = y;
+            Phase::Other
+        }
+        Step::Reduce { op, x, out, rows, shape, axes, eigen_rows, token_axis } => {
+            let mut y = s.take(*out);
+            let in_shape = generic::limited(*shape, *token_axis, counts.of(*rows));
+            let mut out_shape = in_shape;
+            for a in 0..4 {
+                if axes[a] {
+                    out_shape[a] = 1;
+                }
+            }
+            generic::reduce(*op, values(&s.buffers, x), in_shape, *axes, *eigen_rows, out_shape, &mut y);
+            s.buffers[*out] = y;
+            Phase::Other
+        }
+        Step::Slice { x, out, shape, ranges } => {
+            let mut y = s.take(*out);
+            generic::slice(values(&s.buffers, x), *shape, *ranges, &mut y);
+            s.buffers[*out] = y;
+            Phase::Other
+        }
+    }
+}
+
+fn values<'b>(buffers: &'b [Vec<f32>], operand: &'b Operand) -> &'b [f32] {
+    match operand.source {
+        Source::Buffer(i) => &buffers[i],
+        Source::Const(c) => c,
+    }
+}
+
+/// x[t] = the word row of ids[t] (dequantised), then each term added in graph order.
+fn embed(word: &Lookup, terms: &[Term], ids: &[u32], x: &mut [f32]) {
+    let width = word.width;
+    let mut seen = 0u32; // real tokens so far, for RoBERTa's position ids
+    for (t, &id) in ids.iter().enumerate() {
+        let row = &mut x[t * width..(t + 1) * width];
+        lookup_row(word, id as usize, row);
+        for term in terms {
+            match term {
+                Term::Rows { values, row_stride } => {
+                    for (out, &v) in row.iter_mut().zip(&values[t * row_stride..t * row_stride + width]) {
+                        *out += v;
+                    }
+                }
+                Term::Positions { lookup, pad_id } => {
+                    if id != *pad_id {
+                        seen += 1;
+                    }
+                    let position = if id == *pad_id { *pad_id } else { pad_id + seen };
+                    add_lookup_row(lookup, position as usize, row);
+                }
+            }
+        }
+    }
+}
+
+fn lookup_row(l: &Lookup, id: usize, out: &mut [f32]) {
+    let w = l.width;
+    match l.kind {
+        TableKind::Float32 => out.copy_from_slice(&l.table_f32[id * w..(id + 1) * w]),
+        TableKind::Uint8Tensor => {
+            for (o, &q) in out.iter_mut().zip(&l.table_u8[id * w..(id + 1) * w]) {
+                *o = (q as i32 - l.zero_point) as f32 * l.scale[0];
+            }
+        }
+        TableKind::Int8Rows | TableKind::Int8Tensor => {
+            let scale = if l.kind == TableKind::Int8Rows { l.scale[id] } else { l.scale[0] };
+            for (o, &q) in out.iter_mut().zip(&l.table_i8[id * w..(id + 1) * w]) {
+                *o = q as f32 * scale;
+            }
+        }
+    }
+}
+
+fn add_lookup_row(l: &Lookup, id: usize, out: &mut [f32]) {
+    let mut row = vec![0.0f32; l.width];
+    lookup_row(l, id, &mut row);
+    for (o, v) in out.iter_mut().zip(row) {
+        *o += v;
+    }
+}

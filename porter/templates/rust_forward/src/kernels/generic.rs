@@ -1,0 +1,202 @@
+//! Elementwise ops, reductions and slices: the graph's own ops, one at a time, for whatever
+//! porter recovered no block for (porter/reference/ops.py is their definition).
+//!
+//! Shapes have four axes (leading ones padded with 1); an operand is read through per-axis
+//! strides, 0 where it is broadcast. Only the first `rows` positions of the token axis are
+//! computed. These run rarely and on small tensors (a head's pooling, an op an exporter added),
+//! so they are plain loops: each value is one IEEE operation, exactly the reference's.
+
+use super::eigen::eigen_sum;
+use super::mathfn::exp_scalar;
+use super::ort_float;
+use crate::program::{Elementwise, Reduce};
+
+/// out[i] = op(out[i], b[i]) where the first operand is laid out like the output (its slot is
+/// the output's).
+pub fn elementwise_in_place(op: Elementwise, out: &mut [f32], b: Option<(&[f32], [usize; 4])>, shape: [usize; 4]) {
+    let n = shape.iter().product::<usize>();
+    let dense = natural(shape);
+    match b {
+        Some((b, strides)) if strides == dense => {
+            for (o, &y) in out[..n].iter_mut().zip(&b[..n]) {
+                *o = binary(op, *o, y);
+            }
+        }
+        Some((b, strides)) => {
+            let mut i = 0;
+            for i0 in 0..shape[0] {
+                for i1 in 0..shape[1] {
+                    for i2 in 0..shape[2] {
+                        for i3 in 0..shape[3] {
+                            out[i] = binary(op, out[i], b[i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3]]);
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        None => {
+            for o in out[..n].iter_mut() {
+                *o = unary(op, *o);
+            }
+        }
+    }
+}
+
+/// The output shape limited to `rows` positions along the token axis (4: no token axis).
+pub fn limited(shape: [usize; 4], token_axis: usize, rows: usize) -> [usize; 4] {
+    let mut s = shape;
+    if token_axis < 4 {
+        s[token_axis] = s[token_axis].min(rows);
+    }
+    s
+}
+
+fn unary(op: Elementwise, x: f32) -> f32 {
+    match op {
+        Elementwise::Neg => -x,
+        Elementwise::Abs => x.abs(),
+        Elementwise::Sqrt => x.sqrt(),
+        Elementwise::Rsqrt => 1.0 / x.sqrt(),
+        Elementwise::Relu => if x > 0.0 { x } else { 0.0 },
+        Elementwise::ExpLitert => exp_scalar(x),
+        Elementwise::ErfOrt => ort_float::erf(x),
+        _ => unreachable!("{op:?} takes two operands"),
+    }
+}
+
+fn binary(op: Elementwise, a: f32, b: f32) -> f32 {
+    match op {
+        Elementwise::Add => a + b,
+        Elementwise::Sub => a - b,
+        Elementwise::Mul => a * b,
+        Elementwise::Div => a / b,
+        // std::max / std::min, as both runtimes' kernels call them: `a` unless b is strictly
+        // beyond it (so -0 and +0, and NaN in a, give a)
+        Elementwise::Maximum => if a < b { b } else { a },
+        Elementwise::Minimum => if b < a { b } else { a },
+        Elementwise::SquaredDifference => {
+            let d = a - b;
+            d * d
+        }
+        _ => unreachable!("{op:?} takes one operand"),
+    }
+}
+
+/// The strides of a tensor of `shape` read in its own row-major order.
+fn natural(shape: [usize; 4]) -> [usize; 4] {
+    [shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1]
+}
+
+/// out[i] = op(a[i], b[i]) over `shape` (row-major), operands read through their strides.
+pub fn elementwise(op: Elementwise, a: &[f32], a_strides: [usize; 4], b: Option<(&[f32], [usize; 4])>,
+                   shape: [usize; 4], out: &mut [f32]) {
+    let n = shape.iter().product::<usize>();
+    let dense = natural(shape);
+    // Operands laid out like the output (a residual add): one flat pass.
+    if a_strides == dense && b.is_none_or(|(_, s)| s == dense) {
+        match b {
+            Some((b, _)) => {
+                for ((o, &x), &y) in out[..n].iter_mut().zip(&a[..n]).zip(&b[..n]) {
+                    *o = binary(op, x, y);
+                }
+            }
+            None => {
+                for (o, &x) in out[..n].iter_mut().zip(&a[..n]) {
+                    *o = unary(op, x);
+                }
+            }
+        }
+        return;
+    }
+    let mut o = 0;
+    for i0 in 0..shape[0] {
+        for i1 in 0..shape[1] {
+            for i2 in 0..shape[2] {
+                for i3 in 0..shape[3] {
+                    let at = |s: [usize; 4]| i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3];
+                    let x = a[at(a_strides)];
+                    out[o] = match b {
+                        Some((b, strides)) => binary(op, x, b[at(strides)]),
+                        None => unary(op, x),
+                    };
+                    o += 1;
+                }
+            }
+        }
+    }
+}
+
+/// A reduction over the flagged axes of x ([4] shape, row-major), keeping them as size one.
+/// `eigen_rows`: a sum over the last axis alone in LiteRT's order (Eigen's packets); any other
+/// sum adds the values one by one in index order.
+pub fn reduce(op: Reduce, x: &[f32], shape: [usize; 4], axes: [bool; 4], eigen_rows: bool, out_shape: [usize; 4],
+              out: &mut [f32]) {
+    let strides = natural(shape);
+    let reduced: Vec<usize> = (0..4).filter(|&a| axes[a]).collect();
+    let count: usize = reduced.iter().map(|&a| shape[a]).product();
+    let mut o = 0;
+    for i0 in 0..out_shape[0] {
+        for i1 in 0..out_shape[1] {
+            for i2 in 0..out_shape[2] {
+                for i3 in 0..out_shape[3] {
+                    let base = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
+                    let value = if eigen_rows && op != Reduce::Max {
+                        eigen_sum(&x[base..base + shape[3]])
+                    } else {
+                        fold(op, x, base, shape, &reduced, &strides)
+                    };
+                    out[o] = if op == Reduce::Mean { value / count as f32 } else { value };
+                    o += 1;
+                }
+            }
+        }
+    }
+}
+
+fn fold(op: Reduce, x: &[f32], base: usize, shape: [usize; 4], reduced: &[usize], strides: &[usize; 4]) -> f32 {
+    let mut index = [0usize; 4];
+    let mut acc: Option<f32> = None;
+    loop {
+        let at = base + reduced.iter().map(|&a| index[a] * strides[a]).sum::<usize>();
+        let v = x[at];
+        acc = Some(match (acc, op) {
+            (None, _) => v,
+            (Some(m), Reduce::Max) => if v > m { v } else { m },
+            (Some(s), _) => s + v,
+        });
+        // the next index over the reduced axes, last axis fastest
+        let mut carry = true;
+        for &a in reduced.iter().rev() {
+            if !carry {
+                break;
+            }
+            index[a] += 1;
+            carry = index[a] == shape[a];
+            if carry {
+                index[a] = 0;
+            }
+        }
+        if carry {
+            return acc.unwrap_or(0.0);
+        }
+    }
+}
+
+/// out = x[start + step * i] along each axis, for count positions per axis.
+pub fn slice(x: &[f32], shape: [usize; 4], ranges: [(usize, usize, usize); 4], out: &mut [f32]) {
+    let strides = natural(shape);
+    let mut o = 0;
+    for i0 in 0..ranges[0].2 {
+        for i1 in 0..ranges[1].2 {
+            for i2 in 0..ranges[2].2 {
+                for i3 in 0..ranges[3].2 {
+                    let index = [i0, i1, i2, i3];
+                    let at: usize = (0..4).map(|a| (ranges[a].0 + ranges[a].1 * index[a]) * strides[a]).sum();
+                    out[o] = x[at];
+                    o += 1;
+                }
+            }
+        }
+    }
+}

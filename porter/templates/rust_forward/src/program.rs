@@ -1,0 +1,145 @@
+//! The encoder as a program: the steps porter recovered, in order, over numbered buffers.
+//!
+//! model.rs (generated) builds the steps from model.bin; forward.rs runs them. Each buffer is a
+//! flat f32 array in one of the model's slots (buffers whose lifetimes do not overlap share a
+//! slot); a token buffer holds one row per window position, and a step on it computes only the
+//! rows its `Rows` says (see forward::rows_to_compute).
+
+use crate::kernels::attention::AttentionParams;
+use crate::kernels::gemm::Int8Weights;
+use crate::kernels::linear_f32::FloatWeights;
+use crate::kernels::norm::LayerNormParams;
+
+/// How many rows of a token buffer a step computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// A pooled buffer: one row.
+    One,
+    /// The window's live tokens.
+    Live,
+    /// Every key attention reads: up to the last kept token.
+    Keys,
+    /// The whole window.
+    All,
+}
+
+/// An allocation's size: `row` values per computed token row, or `len` values, whichever is more.
+#[derive(Clone, Copy, Debug)]
+pub struct Buffer {
+    pub len: usize,
+    pub row: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TableKind {
+    /// int8 rows, one scale per row
+    Int8Rows,
+    /// int8 rows, one scale for the table
+    Int8Tensor,
+    /// uint8 rows, one scale and zero point for the table (DequantizeLinear)
+    Uint8Tensor,
+    Float32,
+}
+
+/// A table read by ids, in place in model.bin.
+pub struct Lookup<'a> {
+    pub kind: TableKind,
+    /// Float rows, or the int8 / uint8 rows' bytes when `kind` is an integer kind.
+    pub table_f32: &'a [f32],
+    pub table_i8: &'a [i8],
+    pub table_u8: &'a [u8],
+    pub scale: &'a [f32],
+    pub zero_point: i32,
+    pub width: usize,
+}
+
+/// A term added to the word rows, in the graph's order.
+pub enum Term<'a> {
+    /// Constant rows: one per position (row_stride = width) or one for all (row_stride = 0).
+    Rows { values: &'a [f32], row_stride: usize },
+    /// A table looked up by RoBERTa's position ids: pad + the running count of real tokens.
+    Positions { lookup: Lookup<'a>, pad_id: u32 },
+}
+
+pub enum Weights<'a> {
+    /// TFLite's hybrid FULLY_CONNECTED: each input row quantised to int8 on its own
+    Int8 { weights: Int8Weights<'a>, asymmetric: bool },
+    /// onnxruntime's dynamic quantisation: the whole input tensor to uint8 at once
+    OrtDynamic { weights: Int8Weights<'a>, saturating: bool },
+    /// LiteRT's float FULLY_CONNECTED
+    Float(FloatWeights<'a>),
+    /// onnxruntime's float Gemm
+    FloatOrt(FloatWeights<'a>),
+}
+
+pub struct Linear<'a> {
+    pub weights: Weights<'a>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Gelu {
+    /// LiteRT's GELU (Eigen's erfc)
+    Litert,
+    /// onnxruntime's Gelu kernel: erf(h * (1 / sqrt 2))
+    OrtErfMul,
+}
+
+/// Elementwise ops, one graph op each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Elementwise {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Minimum,
+    SquaredDifference,
+    Neg,
+    Abs,
+    Sqrt,
+    Rsqrt,
+    Relu,
+    /// LiteRT's EXP (Eigen's exp)
+    ExpLitert,
+    /// onnxruntime's Erf (MLAS's)
+    ErfOrt,
+}
+
+/// Where an operand's values are: a buffer, or a constant of model.bin.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    Buffer(usize),
+    Const(&'a [f32]),
+}
+
+/// An operand of an elementwise step: its values and, for each of the output's four axes, the
+/// step between consecutive values along it (0 where the operand is broadcast).
+#[derive(Clone, Copy)]
+pub struct Operand<'a> {
+    pub source: Source<'a>,
+    pub strides: [usize; 4],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reduce {
+    Sum,
+    Mean,
+    Max,
+}
+
+pub enum Step<'a> {
+    Embed { out: usize, rows: Rows, word: Lookup<'a>, terms: Vec<Term<'a>> },
+    /// `x_rows`: the rows of x to quantise (all its readers' rows), `rows`: the rows to compute.
+    Linear { x: usize, out: usize, x_rows: Rows, rows: Rows, linear: Linear<'a> },
+    LayerNorm { x: usize, out: usize, normalised: Option<usize>, rows: Rows, params: LayerNormParams<'a> },
+    Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams },
+    /// x has `row` values per token row (0: `len` values, no token rows).
+    Gelu { x: usize, out: usize, rows: Rows, row: usize, len: usize, kind: Gelu },
+    /// `shape`: the output's, four axes; `token_axis`: its token axis (4 when it has none).
+    Elementwise { op: Elementwise, a: Operand<'a>, b: Option<Operand<'a>>, out: usize, rows: Rows, shape: [usize; 4], token_axis: usize },
+    /// Over the axes flagged in `axes` of x (shape `shape`); `eigen_rows`: LiteRT's packet order
+    /// for a reduction over the last axis alone.
+    Reduce { op: Reduce, x: Operand<'a>, out: usize, rows: Rows, shape: [usize; 4], axes: [bool; 4], eigen_rows: bool, token_axis: usize },
+    /// (start, step, count) per axis of x's `shape`.
+    Slice { x: Operand<'a>, out: usize, shape: [usize; 4], ranges: [(usize, usize, usize); 4] },
+}
