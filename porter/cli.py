@@ -115,6 +115,43 @@ def run(model, golden_path, ids, dump, locate):
     runner.run_command(model, golden_path, ids, dump, locate, click.echo)
 
 
+def golden_source_options(command):
+    """The options that say what a golden is made from (`porter golden`, `porter check`)."""
+    options = [
+        click.option("--texts", type=click.Path(path_type=Path),
+                     help="Texts to window as the redaction service does: one per line, or a JSON list."),
+        click.option("--tokenizer", type=click.Path(path_type=Path),
+                     help="The model's tokenizer.json (for --texts, and for text --prompts)."),
+        click.option("--pad-id", type=int, help="Padding id for --texts (default: the tokenizer's)."),
+        click.option("--random", "random_windows", type=int, metavar="N",
+                     help="N seeded windows of random ids and varied live lengths (no tokenizer needed)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random."),
+        click.option("--prompts", type=click.Path(path_type=Path),
+                     help="Decoders: prompts, one text per line or a JSON list of texts or id lists."),
+        click.option("--steps", type=int, help="Decoders: greedy tokens generated per prompt."),
+        click.option("--mode", type=click.Choice(["builtin", "xnnpack", "ort"]),
+                     help="Reference kernels: LiteRT builtin (default for .tflite) or xnnpack; "
+                          "ort for .onnx."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True,
+              help="The golden to write: OUT.npz and OUT.json.")
+@golden_source_options
+def golden(model, out, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode):
+    """Run the reference runtime on MODEL and write a golden in porter's format."""
+    from porter.check.make_golden import make_golden
+
+    written = make_golden(model, out, texts=texts, tokenizer=tokenizer, random=random_windows, seed=seed,
+                          prompts=prompts, steps=steps, mode=mode, pad_id=pad_id, echo=click.echo)
+    click.echo(f"wrote {written} and {written.with_suffix('.json')}")
+
+
 @main.command()
 @click.argument("target", type=click.Path(path_type=Path))
 @click.option("--golden", "goldens", multiple=True, required=True, type=click.Path(path_type=Path),
@@ -126,7 +163,7 @@ def run(model, golden_path, ids, dump, locate):
 @click.option("--write-baseline", "write_baseline_to", type=click.Path(path_type=Path),
               help="Write the module's logits on the --golden windows as a baseline .npz.")
 @click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
-              help="Lowest label agreement on live tokens that passes, per --golden.")
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes, per --golden.")
 @click.option("--max-abs", type=float, default=0.05, show_default=True,
               help="Largest |dlogit| on live tokens that passes, per --golden.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path),
@@ -134,17 +171,55 @@ def run(model, golden_path, ids, dump, locate):
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path),
               help="PNG histogram of |dlogit|; default verify-dlogit.png in the compiled directory.")
 @click.option("--timeout", "timeout_per_window_s", type=float, default=60.0, show_default=True,
-              help="Seconds per window before the epoch deadline interrupts the module.")
+              help="Seconds per window (decoders: per prompt) before the epoch deadline interrupts the module.")
+@click.option("--model", type=click.Path(path_type=Path),
+              help="The model TARGET was compiled from, when the path in its ir.json does not lead there from here.")
 def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agreement, max_abs,
-           report_path, plot_path, timeout_per_window_s):
-    """Run the eval module built in TARGET (a compiled directory or its .wasm) on golden windows."""
+           report_path, plot_path, timeout_per_window_s, model):
+    """Run the module built in TARGET (a compiled directory or its .wasm) on golden windows, or
+    for a decoder on golden prompts (greedy tokens and logits)."""
     from porter.check.verify import Thresholds, verify as run_verify
 
     report = run_verify(target, list(goldens), list(compares), baseline, write_baseline_to,
                         Thresholds(min_label_agreement, max_abs), report_path, plot_path,
-                        timeout_per_window_s, click.echo)
+                        timeout_per_window_s, click.echo, model)
     if not report["passed"]:
         sys.exit(1)
+
+
+@main.command("check")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--golden", "goldens", multiple=True, type=click.Path(path_type=Path),
+              help="Golden to verify against (repeatable); or make one with --texts, --random or --prompts.")
+@golden_source_options
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=Path("porter-check"),
+              show_default=True,
+              help="Directory for the compiled crate and module, report.json, junit.xml and summary.md.")
+@click.option("--quant", type=click.Choice(QUANT_MODES), help="Decoders: how weights are stored (see `porter compile`).")
+@click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes.")
+@click.option("--max-abs", type=float, default=0.05, show_default=True,
+              help="Largest |dlogit| that passes.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Seconds per window (decoders: per prompt) before the module is interrupted.")
+def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode, out_dir,
+              quant, min_label_agreement, max_abs, timeout_s):
+    """Compile, build and verify MODEL as CI does; write report.json, junit.xml and summary.md.
+
+    Exits 0 when verification passes, 1 when it fails, 2 when the model cannot be compiled
+    (or built, or checked), with the reason on one line."""
+    from porter.check.ci import GoldenSource, check
+    from porter.check.verify import Thresholds
+
+    source = GoldenSource(texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode)
+    result = check(model, out_dir, list(goldens), source, Thresholds(min_label_agreement, max_abs), quant,
+                   timeout_s, click.echo)
+    click.echo(f"report {result.report_path}, JUnit {result.junit_path}, summary {result.summary_path}")
+    if result.error is not None:
+        click.echo(f"porter: error: {' | '.join(result.error.splitlines())}", err=True)
+    else:
+        click.echo(f"porter check: {'PASS' if result.passed else 'FAIL'} ({result.report['total_seconds']:.1f} s)")
+    sys.exit(result.exit_code)
 
 
 @main.command()

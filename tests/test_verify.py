@@ -142,7 +142,7 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
                     "--report", report_path, "--plot", tmp_path / "p.png")
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
-    assert set(report) == {"format", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
+    assert set(report) == {"format", "kind", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
                            "thresholds", "goldens", "timing", "baseline", "live_rows", "plot", "passed",
                            "failures"}
     assert report["format"] == "porter.verify/1"

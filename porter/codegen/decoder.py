@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from porter import TEMPLATES_DIR
+from porter import TEMPLATES_DIR, package_path
 
 from porter.codegen import pack
 from porter.codegen.render import render_crate
@@ -25,7 +25,7 @@ from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
-KERNELS_DIR = TEMPLATES_DIR / "rust_forward" / "src" / "kernels"
+KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
 SHARED_KERNELS = ("linear_f32.rs", "ort_float.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
@@ -125,6 +125,6 @@ def render_decoder_crate(ir: DecoderIR, out_dir: str | Path, quant: str = "float
     out = Path(out_dir)
     blob, manifest = pack.pack(packed_arrays(ir, quant))
     variables = template_variables(ir, manifest, quant, out)
-    files = {f"src/kernels/{name}": (KERNELS_DIR / name).read_bytes() for name in SHARED_KERNELS}
+    files = {f"src/kernels/{name}": package_path(f"{KERNELS_DIR}/{name}").read_bytes() for name in SHARED_KERNELS}
     summary = {**ir.summary(), "weight_format": quant}
     return render_crate(TEMPLATE, out, variables, {**files, **compiled_files(blob, manifest, summary)})
