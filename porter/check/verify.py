@@ -37,6 +37,7 @@ from porter.runtime import wasm
 from porter.check.compare import Agreement, agreement
 from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, load_golden
+from porter.reference import ort_cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 
 REPORT_FORMAT = "porter.verify/1"
@@ -65,6 +66,7 @@ class Module:
     labels: int
     model: Path
     model_sha256: str
+    ort_cpu: str | None = None  # ONNX graphs: the CPU whose onnxruntime arithmetic it reproduces
 
 
 @dataclass
@@ -134,7 +136,7 @@ def locate_module(target: Path) -> Module:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise PorterError(f"{compiled_dir / IR_NAME}: not a porter compile output ({e})") from None
     model = _resolve_source(Path(source), compiled_dir)
-    return Module(wasm_path, compiled_dir, seq, labels, model, _sha256(model))
+    return Module(wasm_path, compiled_dir, seq, labels, model, _sha256(model), ir.get("ort_cpu"))
 
 
 def _single_wasm_in(directory: Path) -> Path:
@@ -171,8 +173,10 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def load_matching_golden(module: Module, path: Path) -> Golden:
+def load_matching_golden(module: Module, path: Path, gated: bool = True) -> Golden:
     golden = load_golden(path)
+    if gated:
+        check_same_cpu(module, golden)
     seq, labels = golden.logits.shape[1:]
     if seq != module.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
@@ -181,6 +185,18 @@ def load_matching_golden(module: Module, path: Path) -> Golden:
         raise PorterError(f"golden {golden.path.name} has {labels} labels; the module has {module.labels}")
     check_model_matches(golden, module.model)
     return golden
+
+
+def check_same_cpu(module: Module, golden: Golden) -> None:
+    """A module that reproduces one CPU's onnxruntime arithmetic cannot be gated by a golden
+    made on a CPU that takes other kernels (their logits differ by design)."""
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    if module.ort_cpu is None or made_on is None or made_on.name == module.ort_cpu:
+        return
+    raise PorterError(f"golden {golden.path.name} was made where onnxruntime takes its {made_on.name} "
+                      f"path ({golden.manifest.get('cpu_model', 'unknown')} CPU), but "
+                      f"{module.compiled_dir.name} reproduces its {module.ort_cpu} path: compile it with "
+                      f"--ort-cpu {made_on.name} to gate it by this golden, or give the golden with --compare")
 
 
 # --- running and comparing ------------------------------------------------------------------
@@ -393,7 +409,9 @@ def golden_report(run: GoldenRun) -> dict:
         sequences.append({"window": w, "text_index": int(golden.text_index[w]), "live": int(golden.live[w]),
                           **a.as_dict(), "matmul_ms": r.matmul_ms, "attention_ms": r.attention_ms,
                           "other_ms": r.other_ms, "forward_ms": r.forward_ms})
-    return {"name": run.name, "path": str(golden.path), "reference": golden.label, "gated": run.gated,
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    return {"name": run.name, "path": str(golden.path), "reference": golden.label,
+            "ort_cpu": made_on.name if made_on else None, "gated": run.gated,
             "windows": golden.windows, "overall": run.overall.as_dict(),
             "logits_compared": int(run.abs_diffs.size),
             "logits_identical": int((run.abs_diffs == 0).sum()),
@@ -410,7 +428,7 @@ def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
                          "max_abs": baseline.max_abs, "first_difference": baseline.first_difference}
     return {"format": REPORT_FORMAT, "wasm": str(module.wasm), "wasm_sha256": _sha256(module.wasm),
             "compiled_dir": str(module.compiled_dir), "model": str(module.model),
-            "model_sha256": module.model_sha256,
+            "model_sha256": module.model_sha256, "ort_cpu": module.ort_cpu,
             "thresholds": {"min_label_agreement": thresholds.min_label_agreement,
                            "max_abs": thresholds.max_abs},
             "goldens": [golden_report(run) for run in runs], "timing": timing(runs),
@@ -463,7 +481,9 @@ def _timing_line(t: dict) -> str:
 
 def _echo_run(run: GoldenRun, echo) -> None:
     role = "gated" if run.gated else "informative, not gated"
-    echo(f"golden {run.name} ({run.golden.label}; {run.golden.windows} windows; {role}):")
+    made_on = ort_cpus.golden_target(run.golden.manifest, run.golden.path.name)
+    cpu = f", CPU path {made_on.name}" if made_on else ""
+    echo(f"golden {run.name} ({run.golden.label}{cpu}; {run.golden.windows} windows; {role}):")
     for w, a in enumerate(run.windows):
         echo(f"  window {w:3d} (text {int(run.golden.text_index[w])}): {a.line()}")
     echo(f"  overall: {run.overall.line()}")
@@ -497,9 +517,10 @@ def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
         raise PorterError("give --baseline or --write-baseline, not both")
     module = locate_module(target)
     requested = [(path, True) for path in goldens] + [(path, False) for path in compares]
-    loaded = [(load_matching_golden(module, path), gated) for path, gated in requested]
+    loaded = [(load_matching_golden(module, path, gated), gated) for path, gated in requested]
+    arithmetic = f", onnxruntime on {ort_cpus.target(module.ort_cpu).describe()}" if module.ort_cpu else ""
     echo(f"eval module {module.wasm} (model {module.model.name}, window {module.seq}, "
-         f"{module.labels} labels)")
+         f"{module.labels} labels{arithmetic})")
     runs, replies, live_rows = [], {}, LiveRowsCheck(seq=module.seq)
     for golden, gated in loaded:
         # Goldens of the same windows (LiteRT's two kernel modes) share one run of the module.

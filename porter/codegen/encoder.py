@@ -27,6 +27,8 @@ from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target
 from porter.errors import PorterError
 from porter.ir.encoder import (LITERT_BUILTIN, MASK_INPUT, ONNX_LAYER_NORM_FORMS, ONNXRUNTIME_CPU,
                        ORT_DYNAMIC_UINT8, TFLITE_HYBRID, EncoderIR, LayerNorm, Linear)
+from porter.reference import ort_cpu as ort_cpus
+from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.reference.quant import EXACT_DOT, INT16_PAIRS_SATURATED
 from porter.toolchain.discover import CrateKind, Toolchain
 
@@ -131,6 +133,24 @@ def _bias_term(ir: EncoderIR, entries: dict, index: int) -> dict:
     return {**term, "row_stride": stride}
 
 
+# porter.reference.ort_cpu's float kernel families -> the crate's ort_float::OrtFloats
+ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
+
+
+def _ort_floats(ir: EncoderIR) -> str:
+    """AttentionParams.onnxruntime: the CPU's float kernels for onnxruntime's arithmetic."""
+    if ir.reference != ONNXRUNTIME_CPU:
+        return "None"
+    return f"Some(crate::kernels::ort_float::OrtFloats::{ORT_FLOATS[ort_cpus.target(ir.ort_cpu).floats]})"
+
+
+def arithmetic(ort_cpu: str | None) -> str:
+    """Whose arithmetic a crate reproduces, for its generated sources' header."""
+    if ort_cpu is None:
+        return "LiteRT's builtin kernels, the same on every CPU"
+    return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(ort_cpu).describe()}"
+
+
 def require_kernels(ir: EncoderIR) -> None:
     """The Rust kernels reproduce LiteRT's builtin arithmetic and onnxruntime's CPU arithmetic;
     refuse anything else by name (each Linear is checked as it is rendered)."""
@@ -178,7 +198,7 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning(),
             "attention": {"scale": f32_literal(a.scale), "scale_on_query": a.scale_on == "query",
                           "softmax_beta": f32_literal(a.softmax_beta),
                           "mask_value": f32_literal(a.mask_value),
-                          "onnxruntime": ir.reference == ONNXRUNTIME_CPU},
+                          "onnxruntime": _ort_floats(ir)},
             "attn_ln": _layer_norm(ly.attn_ln, entries),
             "ffn_in": _linear(ly.ffn_in, entries, ir.reference),
             "ffn_out": _linear(ly.ffn_out, entries, ir.reference),
@@ -188,6 +208,7 @@ def template_variables(ir: EncoderIR, manifest: dict, tuning: Tuning = Tuning(),
     return {
         "crate_name": crate_name(ir.source, crate_dir),
         "source_name": Path(ir.source).name,
+        "arithmetic": arithmetic(ir.ort_cpu),
         "seq": ir.seq, "hidden": ir.hidden, "heads": ir.heads, "head_dim": head_dims.pop(),
         "ffn": ir.ffn, "vocab": ir.vocab, "labels": ir.labels,
         "uses_mask": ir.mask == MASK_INPUT,

@@ -28,6 +28,8 @@ def format_ir(ir: EncoderIR) -> str:
         f"padding: {ir.mask} "
         + ("(padded keys masked out: live rows ignore padding)" if ir.mask == "mask_input"
            else "(every key attended: padding is load-bearing)"),
+        "arithmetic: " + (f"onnxruntime's CPU kernels as on {ir.ort_cpu} CPUs" if ir.ort_cpu
+                          else "LiteRT's builtin kernels (the same on every CPU)"),
         f"embeddings: {e.table_kind} table [{e.vocab} x {e.hidden}] + {e.bias_terms} "
         f"position/type term(s); LayerNorm eps {e.ln.eps:g} ({e.ln.form}"
         f"{', affine folded into the next layers' if e.ln.affine_folded else ''})",

@@ -40,7 +40,8 @@ class Linear:
     has_bias: bool
     source_op: int  # graph op index, for error messages and intermediate dumps
     activation_quant: str = FLOAT_ACTIVATIONS  # FLOAT_ACTIVATIONS, TFLITE_HYBRID, ORT_DYNAMIC_UINT8
-    # ORT_DYNAMIC_UINT8 only: "exact" or "int16_pairs_saturated" (porter.reference.quant.u8s8_dot)
+    # ORT_DYNAMIC_UINT8 only: "exact" or "int16_pairs_saturated" (porter.reference.quant.u8s8_dot),
+    # the u8 x s8 dot of the IR's ort_cpu
     integer_dot: str = "exact"
 
     def arrays(self) -> list[str]:
@@ -154,6 +155,8 @@ class EncoderIR:
     head: Linear
     weights: dict = field(default_factory=dict, repr=False)  # name -> np.ndarray
     reference: str = LITERT_BUILTIN  # whose float kernels the arithmetic reproduces
+    # ONNXRUNTIME_CPU only: the CPU whose onnxruntime arithmetic (porter.reference.ort_cpu)
+    ort_cpu: str | None = None
 
     def linears(self) -> list[Linear]:
         out = []

@@ -24,6 +24,7 @@ import numpy as np
 
 from porter.recover import fold
 
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference import quant
 from porter.recover.schemes import weight_scheme
 from porter.recover import onnx_patterns as OP
@@ -89,9 +90,10 @@ class FoundLayerNorm:
 class Recovery:
     """Collects blocks while walking the graph; owns the op-accounting invariant."""
 
-    def __init__(self, g: Graph, dialect: Dialect):
+    def __init__(self, g: Graph, dialect: Dialect, ort_cpu: ort_cpus.OrtCpu | None):
         self.g = g
         self.d = dialect
+        self.ort_cpu = ort_cpu  # onnxruntime graphs: the CPU whose arithmetic they reproduce
         self.owner: dict[int, str] = {}  # op index -> block that explained it
         self.weights: dict[str, np.ndarray] = {}
 
@@ -177,7 +179,7 @@ class Recovery:
                       scheme == "int8_per_channel",
                       bool(op.options.get("asymmetric_quantize_inputs", False)),
                       bias_key in m.tensors, op.index, activation_quant,
-                      quant.ORT_INTEGER_DOT if activation_quant == ORT_DYNAMIC_UINT8
+                      self.ort_cpu.integer_dot if activation_quant == ORT_DYNAMIC_UINT8
                       else quant.EXACT_DOT)
 
     def _activation_quant(self, m: Match, key: str, w_t, where: str) -> str:
@@ -213,12 +215,15 @@ def _feed_of(ln: FoundLayerNorm, feed: int, what: str, g: Graph) -> bool:
                       f"the LayerNorm before it")
 
 
-def recover_encoder(g: Graph) -> EncoderIR:
+def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO) -> EncoderIR:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime arithmetic the IR reproduces (a
+    porter.reference.ort_cpu target, or auto: this machine's)."""
     dialect = DIALECTS.get(g.format)
     if dialect is None:
         raise PorterError(f"porter recovers encoders from {sorted(DIALECTS)} graphs, not {g.format}")
+    target = _ort_cpu_of(dialect, g.format, ort_cpu)
     g, prepared = dialect.prepare(g)
-    r = Recovery(g, dialect)
+    r = Recovery(g, dialect, target)
     r.claim("constants", prepared)
     lns = r.layer_norms()
     if not lns:
@@ -262,10 +267,21 @@ def recover_encoder(g: Graph) -> EncoderIR:
         vocab=embeddings.vocab, labels=head[0].out_features,
         ids_input=ids_input, mask_input=mask_input, output=output_name, mask=mask_mode,
         embeddings=embeddings, layers=layers, head=head[0], weights=r.weights,
-        reference=dialect.reference)
+        reference=dialect.reference, ort_cpu=target.name if target else None)
     _check_shapes(ir)
     _check_one_scheme(ir)
     return ir
+
+
+def _ort_cpu_of(dialect: Dialect, graph_format: str, choice: str) -> ort_cpus.OrtCpu | None:
+    """The onnxruntime target of an ONNX graph; none for LiteRT's kernels, which give the same
+    bits on every CPU (so naming one is a mistake)."""
+    if dialect.reference == ONNXRUNTIME_CPU:
+        return ort_cpus.resolve(choice)
+    if choice != ort_cpus.AUTO:
+        raise PorterError(f"--ort-cpu {choice}: a {graph_format} graph runs LiteRT's builtin kernels, "
+                          f"the same on every CPU; the target is for ONNX graphs (onnxruntime)")
+    return None
 
 
 def _region(g: Graph, end: int, stop: set[int]) -> list[int]:

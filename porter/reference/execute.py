@@ -7,7 +7,8 @@ operation order. The result is meant to be bit-identical to LiteRT's builtin ker
 
 ONNX graphs (ONNXRUNTIME_CPU): quantize_dynamic's layers use onnxruntime's DynamicQuantizeLinear
 and integer matmul exactly (porter.reference.quant); the float steps follow onnxruntime's CPU kernels as
-porter.reference.ort emulates them (every one bit-exact as measured).
+porter.reference.ort emulates them (every one bit-exact as measured), those of the CPU the IR's
+ort_cpu names (porter.reference.ort_cpu).
 Tests measure both against the goldens.
 
 `run(ir, ids, mask, trace=dict)` fills `trace` with every block's output (`embed`, `embed.ln`,
@@ -24,6 +25,7 @@ import numpy as np
 
 from porter.reference import litert as LF
 from porter.reference import ort as OF
+from porter.reference import ort_cpu
 from porter.reference import quant
 from porter.ir.encoder import MASK_INPUT, ONNXRUNTIME_CPU, ORT_DYNAMIC_UINT8, EncoderIR, LayerNorm, Linear
 
@@ -126,7 +128,10 @@ def attention(ir: EncoderIR, layer_index: int, x_norm: np.ndarray, mask: np.ndar
         # The graph adds 0 to kept keys and mask_value to dropped ones.
         scores = np.where(mask[None, None, :] != 0, scores,
                           (scores + F32(a.mask_value)).astype(F32))
-    probs = OF.softmax(scores) if onnx else LF.softmax(scores, a.softmax_beta)
+    if onnx:
+        probs = OF.softmax(scores, ort_cpu.target(ir.ort_cpu).floats)
+    else:
+        probs = LF.softmax(scores, a.softmax_beta)
     ctx = (OF.matmul if onnx else LF.batch_matmul)(probs, vh)
     ctx = ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
     trace[f"layer{layer_index}.attn.probs"] = probs
