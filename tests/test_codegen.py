@@ -224,7 +224,7 @@ ONNX_MODULES = ([pytest.param(p, "avx2", id=f"{p.name}-avx2") for p in SMALL_ONN
 def test_onnx_module_is_bit_identical_to_the_executor_and_onnxruntime(path, target, crates, wasm_runtime):
     ir, wasm = crates(path, target)
     assert ir.ort_cpu == target
-    assert not ir.padding_is_inert()  # MLAS's exp never returns 0 on AVX-512: every window runs whole
+    assert not ir.padding_is_inert()  # onnxruntime: every window runs whole (EncoderIR.padding_is_inert)
     golden = load_golden(ort_golden(path, target))
     windows = run_golden_windows(wasm_runtime, wasm, golden)
     # Sampled fixtures' executor windows are checked against this same golden in test_onnx_recover;

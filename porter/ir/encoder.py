@@ -174,8 +174,9 @@ class EncoderIR:
         """Whether rows past the last kept token may be left uncomputed without changing a live
         row: the mask hides them from attention, nothing else mixes rows, and a dropped key's
         probability is exactly 0. LiteRT's exp underflows to 0 for the mask value; MLAS's exp
-        (onnxruntime) clamps its input at -88.38 and returns a tiny non-zero value instead, which
-        still adds to the softmax sum."""
+        (onnxruntime) clamps its input at -88.38, where its AVX-512F kernel returns a tiny
+        non-zero value instead (vscalefps), which still adds to the softmax sum, and the depth
+        of onnxruntime's P.V blocks depends on the number of keys."""
         return self.mask == MASK_INPUT and self.rows_independent() and self.reference == LITERT_BUILTIN
 
     def array_order(self) -> list[str]:
