@@ -148,15 +148,16 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
     assert set(report) == {"format", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
-                           "thresholds", "goldens", "timing", "baseline", "live_rows", "plot", "passed",
-                           "failures"}
+                           "ort_cpu", "thresholds", "goldens", "timing", "baseline", "live_rows", "plot",
+                           "passed", "failures"}
+    assert report["ort_cpu"] is None  # a LiteRT graph's module
     assert report["format"] == "porter.verify/1"
     assert report["model_sha256"] == fake.model_sha256
     assert Path(report["compiled_dir"]) == fake.compiled_dir.resolve()
     assert report["thresholds"] == {"min_label_agreement": 1.0, "max_abs": 0.05}
     gated, informative = report["goldens"]
-    assert set(gated) == {"name", "path", "reference", "gated", "windows", "overall", "logits_compared",
-                          "logits_identical", "sequences", "timing", "failures"}
+    assert set(gated) == {"name", "path", "reference", "ort_cpu", "gated", "windows", "overall",
+                          "logits_compared", "logits_identical", "sequences", "timing", "failures"}
     assert (gated["name"], gated["gated"], informative["gated"]) == ("fake.exact", True, False)
     assert set(gated["sequences"][0]) == {"window", "text_index", "live", "tokens", "labels_agree",
                                           "label_rate", "max_abs", "mean_abs", "matmul_ms",
