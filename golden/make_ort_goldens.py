@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("fixtures", nargs="*", help="fixture file names (default: every .onnx)")
     args = ap.parse_args()
     cpu = ort_cpu.host_cpu()
-    target = ort_cpu.target_for_flags(cpu.architecture_flags, f"this machine's CPU ({cpu.model})")
+    target = ort_cpu.target_for_flags(cpu.all_flags, f"this machine's CPU ({cpu.model})")
     directory = common.GOLDEN_DIR if target.name == "avx2" else common.GOLDEN_DIR / target.name
     print(f"{cpu.model}: onnxruntime's {target.describe()} path -> {directory}")
     todo = [p for p in common.fixtures(".onnx") if not args.fixtures or p.name in args.fixtures]

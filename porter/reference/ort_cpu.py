@@ -113,7 +113,7 @@ def target_for_flags(flags: set[str] | list[str], where: str) -> OrtCpu:
 class HostCpu:
     model: str
     flags: list[str]  # the dispatch flags only, sorted
-    architecture_flags: set[str]  # every flag, for the target
+    all_flags: set[str]  # every flag, for the target
 
 
 def host_cpu(cpuinfo: Path = CPUINFO) -> HostCpu:
@@ -146,7 +146,7 @@ def dispatch_flags(flags: set[str]) -> list[str]:
 
 def host_target() -> OrtCpu:
     cpu = host_cpu()
-    return target_for_flags(cpu.architecture_flags, f"this machine's CPU ({cpu.model})")
+    return target_for_flags(cpu.all_flags, f"this machine's CPU ({cpu.model})")
 
 
 def golden_target(manifest: dict, name: str) -> OrtCpu | None:
