@@ -9,6 +9,15 @@ from porter.errors import PorterError
 
 # porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+# porter.reference.ort_cpu.choices(), likewise
+ORT_CPU_CHOICES = "auto|avx2|avxvnni|avx512|avx512vnni"
+ORT_CPU_HELP = (f"ONNX graphs: the CPU whose onnxruntime arithmetic to reproduce ({ORT_CPU_CHOICES}); "
+                "auto: the golden's CPU where a golden that records one is given, else this machine's.")
+
+
+def ort_cpu_option(function):
+    return click.option("--ort-cpu", "ort_cpu", default="auto", show_default=True, metavar="TARGET",
+                        help=ORT_CPU_HELP)(function)
 
 
 class PorterGroup(click.Group):
@@ -55,7 +64,8 @@ def doctor(root):
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report (schema porter.inspect/1).")
 @click.option("--ir", "show_ir", is_flag=True,
               help="Print the recovered encoder architecture (the IR) instead of the graph report.")
-def inspect(model, as_json, show_ir):
+@ort_cpu_option
+def inspect(model, as_json, show_ir, ort_cpu):
     """Report a model's signature, ops, constant data, weight quantisation and options."""
     import json
 
@@ -63,7 +73,7 @@ def inspect(model, as_json, show_ir):
         from porter.codegen.compile import recover
         from porter.ir.describe import format_ir
 
-        ir = recover(model)
+        ir = recover(model, ort_cpu)
         click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
         return
     from porter.frontends.inspect import format_report, inspect_model
@@ -79,23 +89,25 @@ def inspect(model, as_json, show_ir):
 @click.option("--quant", type=click.Choice(QUANT_MODES),
               help="Decoders: float32 weights (the default); q8_0 weights; or q8_0_int8, q8_0 weights "
                    "times inputs quantised to q8_0 in integers (faster; not onnxruntime's arithmetic).")
-def compile_cmd(model, out_dir, quant):
+@ort_cpu_option
+def compile_cmd(model, out_dir, quant, ort_cpu):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
     from porter.ir.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir, quant)
+    ir = compile_model(model, out_dir, quant, ort_cpu)
+    target = f", onnxruntime on {ir.ort_cpu} CPUs" if ir.ort_cpu else ""
     if isinstance(ir, DecoderIR):
         size_mb = (Path(out_dir) / "model.bin").stat().st_size / 1e6
         click.echo(f"{model}: decoder, {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
                    f"FFN {ir.ffn}, vocab {ir.vocab}, context {ir.n_ctx}, {quant or 'float32'} weights "
-                   f"(model.bin {size_mb:.1f} MB) -> {out_dir}")
+                   f"(model.bin {size_mb:.1f} MB){target} -> {out_dir}")
         return
     output = f"{ir.width} values per token" if ir.output_tokens else f"{ir.width} values per window"
     click.echo(f"{model}: encoder, {len(ir.steps)} steps ({len(ir.attentions())} attention blocks), "
                f"vocab {ir.vocab}, window {ir.seq}, {output}, mask {ir.mask.value}, "
-               f"{ir.reference.value} arithmetic -> {out_dir}")
+               f"{ir.reference.value} arithmetic{target} -> {out_dir}")
 
 
 @main.command()
@@ -108,11 +120,12 @@ def compile_cmd(model, out_dir, quant):
 @click.option("--locate", is_flag=True,
               help="Run the reference runtime (LiteRT's builtin kernels, or onnxruntime) on the "
                    "first window and report the first step whose output differs.")
-def run(model, golden_path, ids, dump, locate):
+@ort_cpu_option
+def run(model, golden_path, ids, dump, locate, ort_cpu):
     """Run MODEL's recovered program in the numpy executor (the reference's arithmetic)."""
     from porter.check import run as runner
 
-    runner.run_command(model, golden_path, ids, dump, locate, click.echo)
+    runner.run_command(model, golden_path, ids, dump, locate, click.echo, ort_cpu)
 
 
 def golden_source_options(command):

@@ -27,12 +27,13 @@ class Module:
     labels: int  # an encoder's labels; a decoder's vocabulary
     model: Path
     model_sha256: str
+    ort_cpu: str | None = None  # ONNX graphs: the CPU whose onnxruntime arithmetic it reproduces
 
     def facts(self) -> dict:
         """What a report says about the module."""
         return {"wasm": str(self.wasm), "wasm_sha256": sha256_of(self.wasm),
                 "compiled_dir": str(self.compiled_dir), "model": str(self.model),
-                "model_sha256": self.model_sha256}
+                "model_sha256": self.model_sha256, "ort_cpu": self.ort_cpu}
 
 
 def locate_module(target: Path, model: Path | None = None) -> Module:
@@ -56,7 +57,7 @@ def locate_module(target: Path, model: Path | None = None) -> Module:
     if model is not None and not Path(model).is_file():
         raise PorterError(f"--model {model}: no such file")
     model = Path(model) if model is not None else _resolve_source(Path(source), compiled_dir)
-    return Module(wasm_path, compiled_dir, kind, seq, labels, model, sha256_of(model))
+    return Module(wasm_path, compiled_dir, kind, seq, labels, model, sha256_of(model), ir.get("ort_cpu"))
 
 
 def _single_wasm_in(directory: Path) -> Path:

@@ -37,6 +37,7 @@ from porter.check.golden import Golden, check_model_matches, load_golden
 from porter.check.modules import DECODER, Module, locate_module
 from porter.check.plot import write_plot
 from porter.errors import PorterError
+from porter.reference import ort_cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 from porter.runtime import evalproto, wasm
 
@@ -101,8 +102,10 @@ class LiveRowsCheck(BitComparison):
     whole_ms: list[float] = field(default_factory=list)  # forward ms per window, whole window
 
 
-def load_matching_golden(module: Module, path: Path) -> Golden:
+def load_matching_golden(module: Module, path: Path, gated: bool = True) -> Golden:
     golden = load_golden(path)
+    if gated:
+        check_same_cpu(module, golden)
     seq, labels = golden.ids.shape[1], golden.logits.shape[2]  # logits [N, seq or 1 (pooled), labels]
     if seq != module.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
@@ -112,6 +115,18 @@ def load_matching_golden(module: Module, path: Path) -> Golden:
                           f"has {module.labels}")
     check_model_matches(golden, module.model)
     return golden
+
+
+def check_same_cpu(module: Module, golden: Golden) -> None:
+    """A module that reproduces one CPU's onnxruntime arithmetic cannot be gated by a golden
+    made on a CPU that takes other kernels (their logits differ by design)."""
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    if module.ort_cpu is None or made_on is None or made_on.name == module.ort_cpu:
+        return
+    raise PorterError(f"golden {golden.path.name} was made where onnxruntime takes its {made_on.name} "
+                      f"path ({golden.manifest.get('cpu_model', 'unknown')} CPU), but "
+                      f"{module.compiled_dir.name} reproduces its {module.ort_cpu} path: compile it with "
+                      f"--ort-cpu {made_on.name} to gate it by this golden, or give the golden with --compare")
 
 
 # --- running and comparing ------------------------------------------------------------------
@@ -324,7 +339,9 @@ def golden_report(run: GoldenRun) -> dict:
         sequences.append({"window": w, "text_index": int(golden.text_index[w]), "live": int(golden.live[w]),
                           **a.as_dict(), "matmul_ms": r.matmul_ms, "attention_ms": r.attention_ms,
                           "other_ms": r.other_ms, "forward_ms": r.forward_ms})
-    return {"name": run.name, "path": str(golden.path), "reference": golden.label, "gated": run.gated,
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    return {"name": run.name, "path": str(golden.path), "reference": golden.label,
+            "ort_cpu": made_on.name if made_on else None, "gated": run.gated,
             "windows": golden.windows, "overall": run.overall.as_dict(),
             "logits_compared": int(run.abs_diffs.size),
             "logits_identical": int((run.abs_diffs == 0).sum()),
@@ -361,7 +378,9 @@ def _timing_line(t: dict) -> str:
 
 def _echo_run(run: GoldenRun, echo) -> None:
     role = "gated" if run.gated else "informative, not gated"
-    echo(f"golden {run.name} ({run.golden.label}; {run.golden.windows} windows; {role}):")
+    made_on = ort_cpus.golden_target(run.golden.manifest, run.golden.path.name)
+    cpu = f", CPU path {made_on.name}" if made_on else ""
+    echo(f"golden {run.name} ({run.golden.label}{cpu}; {run.golden.windows} windows; {role}):")
     for w, a in enumerate(run.windows):
         echo(f"  window {w:3d} (text {int(run.golden.text_index[w])}): {a.line()}")
     echo(f"  overall: {run.overall.line()}")
@@ -430,9 +449,10 @@ def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
 def _verify_encoder(module: Module, requested: list[tuple[Path, bool]], baseline: Path | None,
                     write_baseline_to: Path | None, thresholds: Thresholds, timeout_per_window_s: float,
                     echo) -> tuple[list[GoldenRun], BaselineCheck | None, LiveRowsCheck, list[str]]:
-    loaded = [(load_matching_golden(module, path), gated) for path, gated in requested]
+    loaded = [(load_matching_golden(module, path, gated), gated) for path, gated in requested]
+    arithmetic = f", onnxruntime on {ort_cpus.target(module.ort_cpu).describe()}" if module.ort_cpu else ""
     echo(f"eval module {module.wasm} (model {module.model.name}, window {module.seq}, "
-         f"{module.labels} labels)")
+         f"{module.labels} labels{arithmetic})")
     runs, replies, live_rows = [], {}, LiveRowsCheck(seq=module.seq)
     for golden, gated in loaded:
         # Goldens of the same windows (LiteRT's two kernel modes) share one run of the module.

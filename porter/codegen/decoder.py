@@ -19,8 +19,9 @@ from porter import TEMPLATES_DIR, package_path
 
 from porter.codegen import pack
 from porter.codegen.render import render_crate
-from porter.codegen.encoder import compiled_files, crate_name, f32_literal
+from porter.codegen.encoder import ORT_FLOATS, compiled_files, crate_name, f32_literal
 from porter.ir.decoder import DecoderIR
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 
@@ -106,6 +107,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
         raise PorterError(f"{ir.heads} heads of {ir.head_dim} do not make hidden {ir.hidden}")
     return {
         "crate_name": crate_name(ir.source, crate_dir), "source_name": Path(ir.source).name,
+        "ort_cpu": ir.ort_cpu, "ort_floats": ORT_FLOATS[ort_cpus.target(ir.ort_cpu).floats],
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads,
         "head_dim": ir.head_dim, "ffn": ir.ffn, "scale": f32_literal(ir.scale), "weight_format": quant,
         "int8_dot": quant == "q8_0_int8", "row_tile": ROW_TILE,

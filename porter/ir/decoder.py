@@ -62,6 +62,7 @@ class DecoderIR:
     layers: list[DecoderLayer]
     final_ln: LayerNorm
     weight_format: str = "float32"  # or "q8_0"
+    ort_cpu: str | None = None  # the CPU whose onnxruntime arithmetic (porter.reference.ort_cpu)
     weights: dict = field(default_factory=dict, repr=False)
 
     def linears(self) -> list[Linear]:

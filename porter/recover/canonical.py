@@ -31,7 +31,9 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.recover.schemes import weight_scheme
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.ops import Unsupported, evaluate
+from porter.reference.ort_cpu import OrtCpu
 
 # Tensors larger than this are not folded by evaluation (a folded op is usually a shape, a
 # position row or a mask constant; a real weight is never computed).
@@ -42,6 +44,7 @@ FOLD_LIMIT = 1 << 24
 class Canonical:
     graph: Graph  # ops in the canonical vocabulary, in execution order
     reference: Reference
+    ort_cpu: "OrtCpu | None"  # ONNXRUNTIME_CPU: the CPU whose onnxruntime kernels the ops follow
     origin: dict[int, tuple[int, ...]]  # canonical op index -> the file's op indices
     explained: dict[int, str] = field(default_factory=dict)  # file op -> why it needs no step
     source: Graph | None = None  # the file's own graph
@@ -58,8 +61,9 @@ class Canonical:
 class _Builder:
     """Collects canonical ops; tensors are the file's, plus any a translation adds."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, ort_cpu: "OrtCpu | None"):
         self.g = g
+        self.ort_cpu = ort_cpu
         self.tensors: list[Tensor] = list(g.tensors)
         self.ops: list[Op] = []
         self.origin: list[tuple[int, ...]] = []
@@ -457,7 +461,8 @@ def _onnx_gelu(b: _Builder, op: Op) -> None:
 
 
 def _onnx_softmax(b: _Builder, op: Op) -> None:
-    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0)
+    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0,
+           ort_floats=b.ort_cpu.floats)
 
 
 def _onnx_shape(b: _Builder, op: Op) -> None:
@@ -997,7 +1002,7 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
                      weight=np.ascontiguousarray(np.asarray(w_t.data).T), weights=scheme,
                      activation_quant=ActivationQuant.ORT_DYNAMIC_UINT8,
                      scale=np.asarray(w_t.quant.scale, np.float32), bias=None,
-                     integer_dot=IntegerDot.INT16_PAIRS_SATURATED, weight_tensor=w_t.index)
+                     integer_dot=IntegerDot(b.ort_cpu.integer_dot), weight_tensor=w_t.index)
         p.ops.append(lin)
         for dead in (op, cast, mul):
             p.ops[dead.index] = None
@@ -1135,11 +1140,15 @@ def _topological(ops: list[Op]) -> list[Op]:
     return order
 
 
-def canonicalise(g: Graph) -> Canonical:
+def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None) -> Canonical:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime kernels the canonical ops follow
+    (the u8 x s8 dot of its quantised layers, its softmax); None takes this machine's."""
     reference = {"tflite": Reference.LITERT_BUILTIN, "onnx": Reference.ONNXRUNTIME_CPU}.get(g.format)
     if reference is None:
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
-    b = _Builder(g)
+    if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
+        ort_cpu = ort_cpus.host_target()
+    b = _Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
     _static_inputs(b, g)
     translate = _translate_tflite if g.format == "tflite" else _translate_onnx
     explained: dict[int, str] = {}
@@ -1169,4 +1178,4 @@ def canonicalise(g: Graph) -> Canonical:
         origin[i] = b.origin[op.index]
         ops.append(Op(i, op.type, op.inputs, op.outputs, op.options))
     graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs, g.metadata)
-    return Canonical(graph, reference, origin, p.explained, g)
+    return Canonical(graph, reference, b.ort_cpu, origin, p.explained, g)

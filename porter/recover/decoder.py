@@ -22,6 +22,7 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph
 from porter.ir.decoder import DecoderIR, DecoderLayer, LayerNorm, Linear
 from porter.ir.encoder import as_f32
+from porter.reference import ort_cpu as ort_cpus
 from porter.recover.onnx_patterns import LAYER_NORM_OP, gelu_erf, last_axis, layout, linear
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.tflite_patterns import scalar_const
@@ -142,7 +143,10 @@ def is_decoder_graph(g: Graph) -> bool:
     return any(name.startswith("past_key") for name in g.inputs)
 
 
-def recover_decoder(g: Graph, source: str) -> DecoderIR:
+def recover_decoder(g: Graph, source: str, ort_cpu: str = ort_cpus.AUTO) -> DecoderIR:
+    """ort_cpu: the CPU whose onnxruntime arithmetic the IR reproduces (a
+    porter.reference.ort_cpu target, or auto: this machine's)."""
+    target = ort_cpus.resolve(ort_cpu)
     if "logits" not in g.outputs or "input_ids" not in g.inputs:
         raise PorterError(f"{source}: a decoder graph has an input_ids input and a logits output")
     head = _require(match(HEAD_TIED, g, g.outputs["logits"]), "the tied LM head MatMul(h, wte^T)", g,
@@ -173,7 +177,7 @@ def recover_decoder(g: Graph, source: str) -> DecoderIR:
     ir = DecoderIR(source=source, n_ctx=int(wpe.shape[0]), vocab=int(wte.shape[0]), hidden=int(hidden),
                    heads=heads, head_dim=head_dim, ffn=layers[0].fc.out_features, scale=scales.pop(),
                    ids_input="input_ids", logits_output="logits", layers=layers, final_ln=final_ln,
-                   weights=weights)
+                   weights=weights, ort_cpu=target.name)
     return ir
 
 

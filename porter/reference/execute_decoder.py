@@ -1,5 +1,6 @@
 """The numpy decoder executor: a DecoderIR run step by step with a KV cache, in onnxruntime's
-float arithmetic (porter.reference.ort), the reference for the generated decoder crate.
+float arithmetic (porter.reference.ort) on the CPU the IR's ort_cpu names, the reference for the
+generated decoder crate.
 
 With int8_dot the Linear layers and the LM head take Q8_0 x Q8_0 integer dot products instead
 (porter.reference.q8_0.q8_0_int8_linear, the `q8_0_int8` crates' arithmetic).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from porter.reference import ort as OF
+from porter.reference import ort_cpu
 from porter.ir.decoder import DecoderIR
 from porter.reference.q8_0 import dequantize_q8_0, q8_0_int8_linear, quantize_q8_0
 from porter.errors import PorterError
@@ -25,6 +27,7 @@ class Session:
     def __init__(self, ir: DecoderIR, int8_dot: bool = False):
         self.ir = ir
         self.int8_dot = int8_dot
+        self.floats = ort_cpu.target(ir.ort_cpu).floats  # MLAS's float kernels on the IR's CPU
         self._q8_0: dict[str, tuple] = {}
         shape = (ir.heads, 0, ir.head_dim)
         self.keys = [np.zeros(shape, F32) for _ in ir.layers]
@@ -61,7 +64,7 @@ class Session:
         scores = OF.sgemm(q, self.keys[index].transpose(0, 2, 1), alpha=ir.scale)  # FusedMatMul
         hidden = np.arange(past + seq)[None, :] > (np.arange(seq)[:, None] + past)
         scores = np.where(hidden[None], F32(-np.inf), scores)
-        context = OF.matmul(OF.softmax(scores), self.values[index])
+        context = OF.matmul(OF.softmax(scores, self.floats), self.values[index])
         return context.transpose(1, 0, 2).reshape(seq, ir.hidden)
 
     def step(self, ids) -> np.ndarray:

@@ -1,5 +1,5 @@
-//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic
-//! (the same operations as porter/decoder_execute.py).
+//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic on
+//! the CPU model.rs names (the same operations as porter/reference/execute_decoder.py).
 //!
 //! The cache holds every layer's keys and values for the whole context, [LAYERS][HEADS][N_CTX]
 //! [HEAD_DIM] each, allocated once; a step writes only its new positions and reads the ones
@@ -92,7 +92,7 @@ fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
             let head_keys = &cache.keys[Cache::at(layer, h, 0)..];
             sgemm_outputs(q, head_keys, HEAD_DIM, visible, stride_k(keys, HEAD_DIM, false), SCALE, None, &mut scores[..visible]);
             scores[visible..].fill(f32::NEG_INFINITY);
-            softmax(scores);
+            softmax(scores, ORT_FLOATS);
             let out = &mut s.context[r * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
             let head_values = &cache.values[Cache::at(layer, h, 0)..];
             // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
