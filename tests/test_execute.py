@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fixtures import REPO, TFLITE_FIXTURES, fixture_id, require, run_porter, spec
+from fixtures import REPO, TFLITE_FIXTURES, executor_windows, fixture_id, recovered, require, run_porter, spec
 from porter.reference import execute
 from porter.codegen.compile import recover
 from porter.check.golden import load_golden
@@ -14,7 +14,8 @@ GOLDEN = REPO / "golden"
 
 
 def _golden_agreement(path, mode):
-    return executor_agreement(recover(require(path)), load_golden(GOLDEN / f"{path.name}.{mode}.npz"))
+    golden = load_golden(GOLDEN / f"{path.name}.{mode}.npz")
+    return executor_agreement(recovered(path), golden, windows=executor_windows(golden))
 
 
 @pytest.mark.parametrize("path", TFLITE_FIXTURES, ids=fixture_id)
