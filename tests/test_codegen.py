@@ -58,12 +58,10 @@ def run_golden_windows(wasm_runtime, wasm, golden, extent=evalproto.LIVE_ROWS):
 
 def live_rows_computed(ir, live: int, mask: np.ndarray) -> int:
     """Rows the live run computes: up to the last kept token where padding is inert (attention
-    runs over that rounded up to 8 keys), and all of them where a Linear quantises the whole
-    tensor (then the rounded-up rows are computed too)."""
-    if not ir.padding_is_inert():
+    reads that many keys, rounded up to its key block), the whole window otherwise."""
+    if not ir.padding_is_inert:
         return ir.seq
-    used = max(live, int(np.flatnonzero(mask).max(initial=-1)) + 1, 1)
-    return used if ir.rows_independent() else -(-used // 8) * 8
+    return max(live, int(np.flatnonzero(mask).max(initial=-1)) + 1, 1)
 
 
 @pytest.mark.parametrize("path", BUILT, ids=fixture_id)
@@ -78,7 +76,7 @@ def test_eval_module_is_bit_identical_to_executor_and_litert(path, crates, wasm_
     for w, (ours, ours_whole) in enumerate(zip(windows, whole)):
         live = int(golden.live[w])
         reference = execute.run(ir, golden.ids[w], golden.attention_mask[w])[:live]
-        assert ours.logits.shape == (live, ir.labels)
+        assert ours.logits.shape == (live, ir.width)
         assert ours_whole.rows == ir.seq
         assert ours.rows == live_rows_computed(ir, live, golden.attention_mask[w]), f"window {w}"
         assert np.array_equal(ours.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"
@@ -104,7 +102,7 @@ def test_padding_rows_are_not_computed(crates, wasm_runtime):
     mask = np.tile((np.arange(ir.seq) < live).astype(np.int32), (2, 1))
     request = evalproto.encode_request(ids, mask, np.array([live, live]))
     windows, _ = evalproto.decode_reply(wasm_runtime.run_command(wasm, [], request).stdout)
-    assert windows[0].logits.shape == (live, ir.labels) and windows[0].rows == live
+    assert windows[0].logits.shape == (live, ir.width) and windows[0].rows == live
     assert np.array_equal(windows[0].logits, windows[1].logits)
     assert np.array_equal(windows[0].logits, execute.run(ir, ids[0], mask[0])[:live])
 
@@ -124,7 +122,9 @@ def test_eval_module_refuses_bad_requests(crates, wasm_runtime):
 
 def shape_numbers(ir) -> set[int]:
     """The sizes of a model that must only ever appear in the generated model.rs."""
-    numbers = {ir.seq, ir.hidden, ir.ffn, ir.vocab, ir.hidden // ir.heads, 3 * ir.hidden}
+    widths = {n for lin in ir.linears() for n in (lin.in_features, lin.out_features)}
+    head_dims = {a.head_dim for a in ir.attentions()}
+    numbers = {ir.seq, ir.vocab} | widths | head_dims | {3 * w for w in widths}
     # 127/128/255 are int8 quantisation constants, not sizes.
     return {n for n in numbers if n >= 16} - {127, 128, 255}
 
@@ -135,7 +135,7 @@ def test_rendered_crate_writes_shapes_only_in_model_rs(path, tmp_path):
     crate = render_forward_crate(ir, tmp_path / "crate")
     numbers = shape_numbers(ir)
     model_rs = (crate / "src" / "model.rs").read_text()
-    assert f"pub const HIDDEN: usize = {ir.hidden};" in model_rs
+    assert f"pub const SEQ: usize = {ir.seq};" in model_rs and f"pub const VOCAB: usize = {ir.vocab};" in model_rs
     offenders = []
     for source in sorted(crate.rglob("*.rs")):
         if source.name == "model.rs":
@@ -224,7 +224,7 @@ ONNX_MODULES = ([pytest.param(p, "avx2", id=f"{p.name}-avx2") for p in SMALL_ONN
 def test_onnx_module_is_bit_identical_to_the_executor_and_onnxruntime(path, target, crates, wasm_runtime):
     ir, wasm = crates(path, target)
     assert ir.ort_cpu == target
-    assert not ir.padding_is_inert()  # onnxruntime: every window runs whole (EncoderIR.padding_is_inert)
+    assert not ir.padding_is_inert  # onnxruntime: every window runs whole (porter.recover.rows)
     golden = load_golden(ort_golden(path, target))
     windows = run_golden_windows(wasm_runtime, wasm, golden)
     # Sampled fixtures' executor windows are checked against this same golden in test_onnx_recover;

@@ -125,7 +125,7 @@ def whole_window_service(tmp_path_factory):
     labels_json = out / "labels.json"
     labels_json.write_text(json.dumps({"labels": ["O", "B-GIVEN_NAME", "E-GIVEN_NAME"]}))
     server, log, service = start_service(out / "build", WHOLE_WINDOW_MODEL, minilm_tokenizer(), labels_json)
-    assert service.facts["mask"] == "whole_window"
+    assert service.facts["mask"] == "none" and not service.facts["padding_is_inert"]
     yield service
     stop_server(server, log)
 

@@ -179,6 +179,7 @@ def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_
         "component_sha256": hashlib.sha256(data).hexdigest(),
         "window": ir.seq,
         "mask": ir.mask.value,
+        "padding_is_inert": ir.padding_is_inert,
         "prefix_ids": rule.prefix_ids,
         "suffix_ids": rule.suffix_ids,
         "pad_id": rule.pad_id,
