@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import porter
 from fixtures import REPO, assert_one_line_error, minilm_tokenizer_json, require, run_porter
+from porter.reference import ort_cpu
 from porter.check.decoder_reference import ort_greedy
 from porter.check.golden import load_decoder_golden, load_golden
 from porter.check.references import encoder_reference, ort_session, run_windows
@@ -49,7 +50,9 @@ def test_a_golden_from_texts_is_the_committed_golden(model, mode, tmp_path):
     assert m["model_sha256"] == committed.manifest["model_sha256"]
     assert (m["mode"], m["num_threads"], m["runtime_version"]) == (mode, 1, committed.manifest["runtime_version"])
     assert m["runtime"] == ("onnxruntime" if mode == "ort" else "ai-edge-litert")
-    assert m["cpu"]["model"] and m["cpu"]["flags"]
+    assert m["cpu_model"] and m["cpu_flags"]
+    if mode == "ort":  # verify gates modules of this CPU's onnxruntime target only by it
+        assert ort_cpu.golden_target(m, "mine").name == ort_cpu.host_target().name
     assert m["windowing"]["prefix_ids"] == [101] and m["windowing"]["suffix_ids"] == [102]
 
 

@@ -116,7 +116,7 @@ def test_golden_then_check_from_outside_the_checkout(venv, outside):
     assert "running 3 windows of 64 tokens" in made.stdout
     manifest = json.loads((work / "golden" / "model.builtin.json").read_text())
     assert manifest["windows"] == 3 and manifest["mode"] == "builtin" and manifest["num_threads"] == 1
-    assert Path(tokenizer).name in manifest["tokenizer_file"] and manifest["cpu"]["flags"]
+    assert Path(tokenizer).name in manifest["tokenizer_file"] and manifest["cpu_flags"]
 
     checked = run([venv / "porter", "check", model.name, "--golden", "golden/model.builtin.npz", "-o", "ci"],
                   **outside)

@@ -25,29 +25,22 @@ from porter import __version__
 from porter.check import references, windows as windowing
 from porter.check.golden import DECODER_FORMAT, ENCODER_FORMAT, npz_path, sha256_of, write_golden
 from porter.errors import PorterError
+from porter.reference import ort_cpu
 
-CPUINFO = Path("/proc/cpuinfo")
 DECODING = ("greedy argmax (the first largest logit), {steps} steps, KV cache: one prompt pass "
             "(past length 0) then one token per call; no stop token")
 
 
 def cpu_facts() -> dict:
-    """The CPU's model name and feature flags (/proc/cpuinfo's first processor where there is
-    one), the machine and the number of cores."""
-    facts = {"model": platform.processor() or platform.machine(), "flags": "",
-             "machine": platform.machine(), "cores": os.cpu_count()}
+    """The CPU the golden is made on, as porter.reference.ort_cpu reads it back: its model name
+    and the flags onnxruntime's kernel dispatch looks at (a golden of an ONNX model is only
+    valid for CPUs that take the same kernels), the machine and the number of cores."""
+    facts = {"cpu_machine": platform.machine(), "cpu_cores": os.cpu_count()}
     try:
-        text = CPUINFO.read_text(errors="replace")
-    except OSError:
-        return facts
-    first = text.split("\n\n", 1)[0]
-    for line in first.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-            facts["model"] = value.strip()
-        elif key.strip() in ("flags", "Features"):  # x86, Arm
-            facts["flags"] = " ".join(value.split())
-    return facts
+        cpu = ort_cpu.host_cpu()
+    except PorterError:  # no x86 flags (an Arm machine): no onnxruntime target reproduces it
+        return {"cpu_model": platform.processor() or platform.machine(), "cpu_flags": [], **facts}
+    return {"cpu_model": cpu.model, "cpu_flags": cpu.flags, **facts}
 
 
 def _common_manifest(model: Path, golden: Path, mode: str, format_: str) -> dict:
@@ -95,7 +88,7 @@ def make_encoder_golden(model: Path, graph, out: Path, *, texts: Path | None = N
               "text_index": windows.text_index, "logits": logits}
     out = npz_path(out)
     manifest = {**_common_manifest(model, out, reference.mode, ENCODER_FORMAT), **reference.facts(),
-                "cpu": cpu_facts(),
+                **cpu_facts(),
                 # token-type inputs are fed zeros
                 "inputs_by_role": {"token_ids": signature.ids, "attention_mask": signature.mask,
                                    "token_type_ids": list(signature.token_types)},
@@ -173,7 +166,7 @@ def make_decoder_golden(model: Path, out: Path, *, prompts: Path, steps: int,
         records.append({"index": i, "prompt": text, "prompt_ids": list(ids), "generated_ids": generated})
     out = npz_path(out)
     manifest = {**_common_manifest(model, out, references.ORT_MODE, DECODER_FORMAT),
-                **references.ort_facts(), "cpu": cpu_facts(),
+                **references.ort_facts(), **cpu_facts(),
                 "inputs_by_role": {"token_ids": signature.ids, "logits": signature.logits,
                                    "kv_cache": [[past, present] for past, present, _ in signature.cache]},
                 "decoding": DECODING.format(steps=steps), "steps": steps,
