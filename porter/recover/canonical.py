@@ -334,7 +334,7 @@ _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "
                 "And": "logical_and", "Or": "logical_or"}
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
                "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
-               "IsNaN": "isnan", "Reciprocal": "reciprocal"}
+               "IsNaN": "isnan", "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos"}
 _ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
                 "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types
@@ -464,7 +464,9 @@ def _onnx_shape(b: _Builder, op: Op) -> None:
     shape = b.tensor(op.inputs[0]).shape
     if any(d < 0 for d in shape):
         raise _fail(b.g, op, f"Shape of {b.tensor(op.inputs[0]).describe()}, which has a dynamic dimension")
-    b.set_const(op.outputs[0], np.array(shape, np.int64))
+    # opset 15's start / end pick a range of the dimensions (Python slice semantics, clamped)
+    start, end = int(op.options.get("start", 0)), op.options.get("end")
+    b.set_const(op.outputs[0], np.array(shape[start:None if end is None else int(end)], np.int64))
 
 
 def _onnx_constant_of_shape(b: _Builder, op: Op) -> None:

@@ -59,6 +59,8 @@ def _pow(attrs, a, b, ref):
         return np.sqrt(_f32(a)).astype(F32)
     if b.size == 1 and float(b.reshape(-1)[0]) == 1.0:
         return _f32(a)
+    if b.size == 1 and float(b.reshape(-1)[0]) == 3.0 and ref == Reference.ONNXRUNTIME_CPU:
+        return ((_f32(a) * _f32(a)).astype(F32) * _f32(a)).astype(F32)  # onnxruntime's Pow: x * x * x
     # Other exponents: libm's powf, correctly rounded in float64 here, which the reference's
     # std::pow agrees with except in rare last-bit cases.
     with np.errstate(all="ignore"):
@@ -95,7 +97,17 @@ def _erf(x, ref):
 
 
 def _sigmoid(x, ref):
-    raise Unsupported("sigmoid (its kernel is not emulated yet)")
+    if ref == Reference.ONNXRUNTIME_CPU:
+        return OF.logistic(x)  # MLAS's logistic kernel
+    raise Unsupported("sigmoid under LiteRT (its kernel is not emulated yet)")
+
+
+def _trig(name: str):
+    def apply(x, ref):
+        if ref == Reference.ONNXRUNTIME_CPU:
+            return getattr(OF, name)(x)  # Eigen's psincos_float, as onnxruntime builds it
+        raise Unsupported(f"{name} under LiteRT (its kernel is not emulated yet)")
+    return apply
 
 
 def _gelu(attrs, x, ref):
@@ -327,6 +339,7 @@ UNARY = {
     "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "erf": _unary_float(_erf),
     "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
     "reciprocal": _unary_float(lambda x, ref: F32(1) / x),
+    "sin": _unary_float(_trig("sin")), "cos": _unary_float(_trig("cos")),
 }
 
 EVALUATORS = {
