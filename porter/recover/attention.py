@@ -312,3 +312,9 @@ def _check_drop(drop: float, where: str) -> None:
     if not drop <= -1e4:
         raise PorterError(f"{where}: padded keys get {drop:g}; a mask must drop them with a large "
                           "negative number")
+
+
+def scores_before(g: Graph, t: int, claimed: set[int]) -> Scores | None:
+    """What lies between a Q.K^T product and the softmax reading tensor t (one scalar factor,
+    one mask), or None: the encoder's walk, for the decoder's attention (porter.recover.decoder_attention)."""
+    return _parse_scores(g, t, claimed)
