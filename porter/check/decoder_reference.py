@@ -15,15 +15,26 @@ from porter.errors import PorterError
 from porter.frontends import load_graph
 
 
-def _initializer_names(ir: DecoderIR) -> dict[str, tuple[str, bool]]:
-    """IR array -> (ONNX initializer name, transposed): MatMul weights are [in, out] there."""
+def _initializer_names(ir: DecoderIR) -> list[tuple[str, str, bool]]:
+    """(IR array, ONNX initializer name, transposed) for every quantised array: MatMul weights
+    and Gemm's without transB are [in, out] there."""
     g = load_graph(ir.source)
-    names = {f"{lin.name}.weight": (g.tensor(g.ops[lin.source_op].inputs[1]).name, True) for lin in ir.linears()}
+    names = [(ir.weight_of(lin), *_weight_initializer(g, ir, lin)) for lin in ir.linears()]
+    head = g.ops[ir.head.source_op]
+    if ir.tied and g.tensor(head.inputs[1]).is_const:  # a tied head with its own copy of the table
+        names.append(("wte", *_weight_initializer(g, ir, ir.head)))
     # The token table: the constant a Gather reads rows of, shaped [vocab, hidden].
     gather = next(op for op in g.ops if op.type == "Gather" and g.tensor(op.inputs[0]).is_const
                   and g.tensor(op.inputs[0]).shape == tuple(ir.weights["wte"].shape))
-    names["wte"] = (g.tensor(gather.inputs[0]).name, False)
-    return names
+    return names + [("wte", g.tensor(gather.inputs[0]).name, False)]
+
+
+def _weight_initializer(g, ir: DecoderIR, lin) -> tuple[str, bool]:
+    op = g.ops[lin.source_op]
+    weight = g.tensor(op.inputs[1])
+    if not weight.is_const:
+        raise PorterError(f"{ir.source}: {op.describe()} does not read its weight from an initializer")
+    return weight.name, not (op.type == "Gemm" and op.options.get("transB", 0))
 
 
 def model_with_weights(ir: DecoderIR, weights: dict) -> bytes:
@@ -33,7 +44,7 @@ def model_with_weights(ir: DecoderIR, weights: dict) -> bytes:
 
     model = onnx.load(ir.source)
     by_name = {init.name: init for init in model.graph.initializer}
-    for array, (name, transposed) in _initializer_names(ir).items():
+    for array, name, transposed in _initializer_names(ir):
         if name not in by_name:
             raise PorterError(f"{ir.source}: no initializer {name} for {array}")
         value = np.asarray(weights[array], np.float32)
@@ -54,20 +65,22 @@ def ort_greedy(model: bytes | str | Path, ir: DecoderIR, prompts: list, steps: i
     for prompt in prompts:
         cache = {}
         for ly in ir.layers:
-            for name in (ly.past_key, ly.past_value):
-                cache[name] = np.zeros((1, ir.heads, 0, ir.head_dim), np.float32)
+            a = ly.attention
+            for name in (a.past_key, a.past_value):
+                cache[name] = np.zeros((1, a.kv_heads, 0, a.head_dim), np.float32)
         ids, rows, prompt_logits = list(map(int, prompt)), [], None
         feed = np.asarray(ids, np.int64)[None]
         generated = []
         for k in range(steps):
-            outputs = dict(zip(out_names, session.run(None, {"input_ids": feed, **cache})))
+            outputs = dict(zip(out_names, session.run(None, {ir.ids_input: feed, **cache})))
             logits = outputs[ir.logits_output][0]
             if prompt_logits is None:
                 prompt_logits = logits
             rows.append(logits[-1])
             generated.append(int(np.argmax(logits[-1])))
             for ly in ir.layers:
-                cache[ly.past_key], cache[ly.past_value] = outputs[ly.present_key], outputs[ly.present_value]
+                a = ly.attention
+                cache[a.past_key], cache[a.past_value] = outputs[a.present_key], outputs[a.present_value]
             feed = np.asarray([[generated[-1]]], np.int64)
         results.append((generated, prompt_logits, np.stack(rows)))
     return results

@@ -20,12 +20,15 @@ def recover(model_path: str | Path) -> EncoderProgram:
     return recover_encoder(load_graph(model_path))
 
 
-def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None) -> EncoderProgram | DecoderIR:
+def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None,
+                  context: int | None = None) -> EncoderProgram | DecoderIR:
     g = load_graph(model_path)
     if is_decoder_graph(g):
-        ir = recover_decoder(g, str(model_path))
+        ir = recover_decoder(g, str(model_path), context)
         render_decoder_crate(ir, out_dir, quant or "float32")
         return ir
+    if context is not None:
+        raise PorterError("--context: encoders run the window their graph was exported with")
     if quant not in (None, "hybrid"):
         raise PorterError(f"--quant {quant}: encoders keep the quantisation their graph was exported with")
     ir = recover_encoder(g)
