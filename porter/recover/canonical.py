@@ -661,6 +661,9 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(out_shape)
         return
     if any(d < 0 for d in in_shape):
+        unknown = _untranslated_before(b, op.inputs[0])
+        if unknown is not None:  # the shape is unknown because an op before has no meaning to porter
+            raise PorterError(f"{g.ops[b.origin[unknown.index][0]].describe()}: porter does not know this op")
         raise PorterError(f"{file_op.describe()}: input {b.tensor(op.inputs[0]).describe()} has a "
                           "dynamic shape")
     if g.format == "tflite":
@@ -669,6 +672,21 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
     t = b.tensor(op.outputs[0])
     b.tensors[t.index] = replace(t, shape=op.options["shape"])
+
+
+def _untranslated_before(b: _Builder, t: int) -> Op | None:
+    """The nearest op computing tensor t (through its inputs) that has no canonical translation."""
+    made = {out: op for op in b.ops for out in op.outputs}
+    todo, seen = [t], set()
+    while todo:
+        op = made.get(todo.pop())
+        if op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        if "." in op.type:
+            return op
+        todo.extend(i for i in op.inputs if i >= 0)
+    return None
 
 
 def _tflite_view_shape(b: _Builder, op: Op, in_shape: list[int], out_shape: list[int]) -> list[int]:

@@ -26,7 +26,7 @@ from porter.ir.decoder import (BIAS_ADD, BIAS_NONE, LAYER_NORM, NORM_ORT_SKIP, P
                                Rotary)
 from porter.ir.encoder import ActivationQuant, WeightFormat
 from porter.recover import decoder_ort, probe
-from porter.recover.decoder_blocks import AttentionBlock, Walk, position_table, walk
+from porter.recover.decoder_blocks import AttentionBlock, Walk, file_op, position_table, walk
 from porter.recover.decoder_io import MAIN_BINDING, PROBE_BINDINGS, Bindings, Roles, find_roles, is_decoder_graph
 from porter.recover.decoder_prove import prove
 
@@ -41,7 +41,7 @@ def recover_decoder(g: Graph, source: str, context: int | None = None) -> Decode
     roles = find_roles(g, source)
     bindings = Bindings(g, roles)
     c = bindings.main
-    w = walk(c.graph, bindings, roles)
+    w = walk(c, bindings, roles)
     _check_everything_explained(c, w)
     ir, tensors = _assemble(c, bindings, roles, w, source, context)
     prove(ir, bindings, roles, tensors)
@@ -51,8 +51,7 @@ def recover_decoder(g: Graph, source: str, context: int | None = None) -> Decode
 def _check_everything_explained(c, w: Walk) -> None:
     left = [op.index for op in c.graph.ops if op.index not in w.ops and op.type != "view"]
     if left:
-        raise PorterError(f"{c.describe(left[0])} ({probe.describe_op(c.graph, left[0])}) is not part of any "
-                          "decoder block porter knows")
+        raise PorterError(f"{file_op(c, left[0])} is not part of any decoder block porter knows")
     in_steps = {i for op in c.graph.ops for i in c.origin[op.index]}
     unexplained = [i for i in range(len(c.source.ops)) if i not in in_steps and i not in c.explained]
     if unexplained:

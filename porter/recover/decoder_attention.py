@@ -26,7 +26,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.decoder import MASK_ADD, MASK_REPLACE, ROTATE_HALF, ROTATE_INTERLEAVED, Attention, Rotary
+from porter.ir.decoder import MASK_ADD, MASK_REPLACE, ROTATE_HALF, ROTATE_INTERLEAVED
 from porter.ir.encoder import Reference
 from porter.recover import attention as encoder_attention
 from porter.recover import probe
@@ -195,7 +195,9 @@ def _projection(g: Graph, t: int, region: set[int], normed: int, heads: int, hea
     linear = g.producer(source)
     if linear is None or linear.type != "linear" or linear.index not in region or \
             _through_views_to(g, linear.inputs[0], region) != normed:
-        raise PorterError(f"{where}: {g.tensor(source).describe()} is not a Linear of the block's norm")
+        made_by = f"{probe.describe_op(g, linear.index)}, which makes it," if linear is not None else "it"
+        raise PorterError(f"{where}: {g.tensor(source).describe()} is not a Linear of the block's norm ({made_by} "
+                          "is neither data movement nor rotary positions)")
     width = g.tensor(source).shape[-1]
     into_rope = _map(g, before, source, rope["input"], where) if rope is not None else None
     rope_to_t = _map(g, after, rope["output"] if rope is not None else source, t, where)
@@ -345,13 +347,18 @@ def check_causal(bindings: Bindings, found: FoundAttention, where: str) -> None:
         expected = causal(past, seq)
         if not np.all(hidden == expected[None]):
             i, j = np.argwhere(hidden != expected[None])[0][1:]
-            raise PorterError(f"{where}: the mask is not causal: with {past} cached and {seq} new tokens it "
+            raise PorterError(f"{where}: the mask {_made_by(bindings, found.mask_tensor)} is not causal: with {past} cached and {seq} new tokens it "
                               f"{'hides' if hidden[:, i, j].any() else 'shows'} key {j} "
                               f"{'from' if hidden[:, i, j].any() else 'to'} query {past + i}")
 
 
-def ir(found: FoundAttention, norm, projections, o, g: Graph, names: dict) -> Attention:
-    rotary = Rotary(found.ropes[0].style) if found.ropes else None
-    return Attention(norm, projections, o, found.heads, found.kv_heads, found.head_dim, found.scale,
-                     found.mask, found.fill, rotary, names[found.past_key], names[found.past_value],
-                     names[found.present_key], names[found.present_value])
+_PASSING = ("Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Identity", "Transpose")
+
+
+def _made_by(bindings: Bindings, t: int) -> str:
+    """A file tensor with the file op that computes it (past casts and reshapes)."""
+    g = bindings.g
+    op = g.producer(t)
+    while op is not None and op.type in _PASSING and g.producer(op.inputs[0]) is not None:
+        op = g.producer(op.inputs[0])
+    return f"{g.tensor(t).describe()}" + (f" (computed by op {op.index} {op.type})" if op is not None else "")

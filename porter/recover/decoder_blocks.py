@@ -18,6 +18,7 @@ import numpy as np
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
 from porter.recover import decoder_attention, decoder_mlp, decoder_norm, embeddings, probe
+from porter.recover.canonical import Canonical
 from porter.ir.encoder import Reference
 from porter.recover.decoder_io import MAIN_BINDING, PROBE_BINDINGS, Bindings, Roles
 from porter.recover.decoder_mlp import through_views
@@ -102,7 +103,21 @@ def _residual_add(g: Graph, stream: int):
     return found[0] if found else None
 
 
-def walk(g: Graph, bindings: Bindings, roles: Roles) -> Walk:
+def file_op(c: Canonical, i: int) -> str:
+    """A canonical op as errors name it: the file's ops it stands for."""
+    return f"{c.describe(i)} (canonical {c.graph.ops[i].type})"
+
+
+def _known_ops(c: Canonical, region: set[int], where: str) -> None:
+    """Ops canonicalisation has no translation for (kept as format.OpType) are refused by name
+    before any recogniser reads the block."""
+    unknown = sorted(i for i in region if "." in c.graph.ops[i].type)
+    if unknown:
+        raise PorterError(f"{where}: {file_op(c, unknown[0])} is not an op porter knows")
+
+
+def walk(c: Canonical, bindings: Bindings, roles: Roles) -> Walk:
+    g = c.graph
     emb = embedding(g, g.inputs[roles.ids])
     claimed = set(emb.ops)
     stream, blocks, residuals = emb.out, [], []
@@ -114,9 +129,10 @@ def walk(g: Graph, bindings: Bindings, roles: Roles) -> Walk:
         where = f"layer {layer} {part}"
         if region & claimed:
             raise PorterError(f"{where}: shares ops with an earlier block")
+        _known_ops(c, region, where)
         is_attention = any(g.ops[i].type == "softmax" for i in region)
         if is_attention != (part == "attention"):
-            raise PorterError(f"{where}: the block at {probe.describe_op(g, add.index)} is "
+            raise PorterError(f"{where}: the block closed by {file_op(c, add.index)} is "
                               f"{'attention' if is_attention else 'an MLP'}; porter compiles layers of "
                               "attention then MLP")
         norm = decoder_norm.find(g, stream, region, f"layer{layer}.{'attn' if is_attention else 'mlp'}.norm", where)
@@ -126,7 +142,7 @@ def walk(g: Graph, bindings: Bindings, roles: Roles) -> Walk:
         else:
             block = mlp(g, region, norm, value, where)
             ops = block.ops | norm.ops
-        _explained(g, region, ops, where)
+        _explained(c, region, ops, where)
         blocks.append(block)
         residuals.append(add.index)
         claimed |= region | {add.index}
@@ -134,7 +150,7 @@ def walk(g: Graph, bindings: Bindings, roles: Roles) -> Walk:
     if not blocks or len(blocks) % 2:
         raise PorterError("porter compiles decoders of whole layers (attention then MLP); "
                           f"this graph has {len(blocks)} blocks")
-    final_norm, head, final_ops = _final(g, stream, g.outputs[roles.logits], claimed)
+    final_norm, head, final_ops = _final(c, stream, g.outputs[roles.logits], claimed)
     claimed |= final_ops
     return Walk(emb, blocks, residuals, final_norm, head, claimed)
 
@@ -170,26 +186,28 @@ def mlp(g: Graph, region: set[int], norm: decoder_norm.FoundNorm, out: int, wher
     return MLPBlock(norm, up, gate, down.index, act, ops | act.ops)
 
 
-def _final(g: Graph, stream: int, logits: int, claimed: set[int]):
+def _final(c: Canonical, stream: int, logits: int, claimed: set[int]):
+    g = c.graph
     region = set(probe.region(g, logits, stop={stream}))
     where = "the final norm and LM head"
     if region & claimed:
         raise PorterError(f"{where}: the logits are not computed from the last block's output")
+    _known_ops(c, region, where)
     norm = decoder_norm.find(g, stream, region, "final_norm", where)
     head_out, views = through_views(g, logits)
     head = g.producer(head_out)
     if head is None or head.type != "linear" or through_views(g, head.inputs[0])[0] != norm.out:
         raise PorterError(f"{where}: the logits are not a Linear of the final norm")
     ops = norm.ops | views | {head.index} | through_views(g, head.inputs[0])[1]
-    _explained(g, region, ops, where)
+    _explained(c, region, ops, where)
     return norm, head.index, region
 
 
-def _explained(g: Graph, region: set[int], ops: set[int], where: str) -> None:
+def _explained(c: Canonical, region: set[int], ops: set[int], where: str) -> None:
     """Every op of the block is part of what its recogniser found (views are free)."""
-    left = sorted(i for i in region - ops if g.ops[i].type != "view")
+    left = sorted(i for i in region - ops if c.graph.ops[i].type != "view")
     if left:
-        raise PorterError(f"{where}: {probe.describe_op(g, left[0])} is not part of any block porter knows"
+        raise PorterError(f"{where}: {file_op(c, left[0])} is not part of any block porter knows"
                           + (f" (and {len(left) - 1} more ops)" if len(left) > 1 else ""))
 
 

@@ -20,7 +20,6 @@ import numpy as np
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
 from porter.ir.decoder import ACT_FAST_GELU, ACT_GELU, ACT_OPS, BINARY_OPS, UNARY_OPS, Activation, Instr
-from porter.ir.encoder import Reference
 from porter.recover import decoder_ort, probe
 from porter.reference.execute_decoder import run_program
 from porter.reference.ops import Unsupported

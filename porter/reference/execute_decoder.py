@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from porter.errors import PorterError
-from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_ADD, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD,
-                               NORM_ORT_SKIP, POSITIONS_LEARNED, POSITIONS_ROTARY, RMS_RECIPROCAL,
+from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD,
+                               NORM_ORT_SKIP, POSITIONS_LEARNED, RMS_RECIPROCAL,
                                ROTATE_HALF, Activation, Attention, DecoderIR, Instr, Linear, MLP, Norm)
 from porter.ir.encoder import Reference
 from porter.reference import ort as OF

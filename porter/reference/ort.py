@@ -425,7 +425,8 @@ def logistic(x: np.ndarray) -> np.ndarray:
 def silu(x: np.ndarray) -> np.ndarray:
     """QuickGelu(alpha = 1), and Sigmoid then Mul: x * logistic(x)."""
     x = np.asarray(x, F32)
-    return (x * logistic(x)).astype(F32)
+    with np.errstate(all="ignore"):
+        return (x * logistic(x)).astype(F32)
 
 
 # FastGelu (contrib_ops/cpu/bert/bias_gelu.cc, the tanh GELU onnxruntime fuses): scalar float
@@ -437,13 +438,15 @@ _FAST_GELU_C = F32(0.035677408136300125)  # 0.044715 * sqrt(2 / pi)
 def fast_gelu(x: np.ndarray) -> np.ndarray:
     """t = x * ((C * x) * x + B); y = (x * 0.5) * (tanh(t) + 1)."""
     x = np.asarray(x, F32)
-    inner = ((((_FAST_GELU_C * x).astype(F32) * x).astype(F32) + _FAST_GELU_B).astype(F32) * x).astype(F32)
-    return ((x * F32(0.5)).astype(F32) * (tanh(inner) + F32(1)).astype(F32)).astype(F32)
+    with np.errstate(all="ignore"):
+        inner = ((((_FAST_GELU_C * x).astype(F32) * x).astype(F32) + _FAST_GELU_B).astype(F32) * x).astype(F32)
+        return ((x * F32(0.5)).astype(F32) * (tanh(inner) + F32(1)).astype(F32)).astype(F32)
 
 
 def gelu_fused(x: np.ndarray) -> np.ndarray:
     """onnxruntime's Gelu and BiasGelu kernels (after the bias add): e = erf(x * (1 / sqrt 2)),
     y = (x * 0.5) * (e + 1)."""
     x = np.asarray(x, F32)
-    e = erf((x * _SQRT1_2).astype(F32))
-    return ((x * F32(0.5)).astype(F32) * (e + F32(1)).astype(F32)).astype(F32)
+    with np.errstate(all="ignore"):
+        e = erf((x * _SQRT1_2).astype(F32))
+        return ((x * F32(0.5)).astype(F32) * (e + F32(1)).astype(F32)).astype(F32)
