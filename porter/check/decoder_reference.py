@@ -13,6 +13,7 @@ import numpy as np
 from porter.ir.decoder import DecoderIR
 from porter.errors import PorterError
 from porter.frontends import load_graph
+from porter.recover.decoder_io import fed_value
 
 
 def _initializer_names(ir: DecoderIR) -> list[tuple[str, str, bool]]:
@@ -72,7 +73,8 @@ def ort_greedy(model: bytes | str | Path, ir: DecoderIR, prompts: list, steps: i
         feed = np.asarray(ids, np.int64)[None]
         generated = []
         for k in range(steps):
-            outputs = dict(zip(out_names, session.run(None, {ir.ids_input: feed, **cache})))
+            fed = {name: fed_value(kind, len(ids) - feed.shape[1], feed.shape[1]) for name, kind in ir.fed_inputs.items()}
+            outputs = dict(zip(out_names, session.run(None, {ir.ids_input: feed, **cache, **fed})))
             logits = outputs[ir.logits_output][0]
             if prompt_logits is None:
                 prompt_logits = logits
@@ -82,5 +84,6 @@ def ort_greedy(model: bytes | str | Path, ir: DecoderIR, prompts: list, steps: i
                 a = ly.attention
                 cache[a.past_key], cache[a.past_value] = outputs[a.present_key], outputs[a.present_value]
             feed = np.asarray([[generated[-1]]], np.int64)
+            ids.append(generated[-1])
         results.append((generated, prompt_logits, np.stack(rows)))
     return results

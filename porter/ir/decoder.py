@@ -157,6 +157,9 @@ class DecoderIR:
     head: Linear  # the LM head; tied: its weight is the token table "wte"
     tied: bool
     weight_format: str = "float32"  # or "q8_0"
+    # inputs the graph takes that porter computes itself (porter.recover.decoder_io): name ->
+    # "positions" (past .. past + seq - 1) or "mask" (ones over past + seq keys)
+    fed_inputs: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict, repr=False)
 
     # the first layer's shapes, which every layer shares (recovery checks it)

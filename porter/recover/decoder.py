@@ -118,7 +118,7 @@ def _assemble(c, bindings: Bindings, roles: Roles, w: Walk, source: str, context
     tensors.update(final=w.final_norm.out, logits=g.outputs[roles.logits])
     ir = DecoderIR(source=source, n_ctx=n_ctx, vocab=vocab, hidden=hidden, positions=positions,
                    ids_input=roles.ids, logits_output=roles.logits, layers=layers, final_norm=final,
-                   head=head, tied=tied, weights=arrays.weights)
+                   head=head, tied=tied, fed_inputs=dict(roles.fed), weights=arrays.weights)
     missing = [n for n in ir.array_order() if n not in ir.weights]
     if missing:
         raise PorterError(f"{source}: internal: arrays {missing} were not collected")

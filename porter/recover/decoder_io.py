@@ -36,11 +36,34 @@ class Cache:
     axis: int
 
 
+# Inputs porter computes itself for every call, by what their names say (the proof then holds
+# the IR to the graph fed that way): position ids past .. past + seq - 1, an attention mask of
+# ones over the past + seq keys (generation has no padding).
+FED_POSITIONS, FED_MASK = "positions", "mask"
+_FED_NAMES = (("position", FED_POSITIONS), ("mask", FED_MASK))
+
+
 @dataclass(frozen=True)
 class Roles:
     ids: str
     logits: str
     caches: tuple[Cache, ...]
+    fed: tuple[tuple[str, str], ...] = ()  # (input, FED_POSITIONS | FED_MASK)
+
+
+def _looked_up_in(g: Graph) -> dict[str, int]:
+    """Graph input -> rows of the largest constant 2-D table a Gather reads with it."""
+    names = {index: name for name, index in g.inputs.items()}
+    rows: dict[str, int] = {}
+    for op in g.ops:
+        if op.type != "Gather" or g.const(op.inputs[0]) is None or g.const(op.inputs[0]).ndim != 2:
+            continue
+        t = op.inputs[1]
+        while (p := g.producer(t)) is not None and p.type in ("Cast", "Reshape", "Unsqueeze", "Squeeze", "Identity"):
+            t = p.inputs[0]
+        if t in names:
+            rows[names[t]] = max(rows.get(names[t], 0), int(g.const(op.inputs[0]).shape[0]))
+    return rows
 
 
 def _concat_of_input(g: Graph, t: int) -> tuple[str, int] | None:
@@ -73,17 +96,24 @@ def find_roles(g: Graph, source: str) -> Roles:
         raise PorterError(f"{source}: no graph output extends a graph input (a KV cache); not a decoder")
     cache_inputs = {c.past for c in caches}
     others = [n for n in g.inputs if n not in cache_inputs]
-    ints = [n for n in others if g.tensor(g.inputs[n]).dtype.startswith(("int", "uint"))]
-    if len(ints) != 1 or len(others) != 1:
-        raise PorterError(f"{source}: besides its KV cache a decoder takes the token ids alone; this "
-                          f"graph also takes {', '.join(sorted(set(others) - set(ints[:1])))}"
-                          if len(ints) == 1 else f"{source}: no single integer input holds the token ids "
-                          f"(inputs besides the cache: {', '.join(others) or 'none'})")
+    tables = {n: rows for n, rows in _looked_up_in(g).items() if n in others}
+    if not tables:
+        raise PorterError(f"{source}: no input besides the cache is looked up in an embedding table "
+                          f"(inputs: {', '.join(others) or 'none'})")
+    ids = max(tables, key=tables.get)  # the token table is the largest one an input reads
+    fed = []
+    for name in others:
+        kind = next((k for word, k in _FED_NAMES if word in name.lower()), None)
+        if name != ids and kind is None:
+            raise PorterError(f"{source}: input '{name}' is neither the token ids, a cache, position ids nor "
+                              "an attention mask; porter feeds those alone")
+        if name != ids:
+            fed.append((name, kind))
     outputs = [n for n in g.outputs if n not in {c.present for c in caches}]
     if len(outputs) != 1:
         raise PorterError(f"{source}: a decoder has one output besides its cache (the logits); this "
                           f"one has {', '.join(outputs) or 'none'}")
-    return Roles(ints[0], outputs[0], tuple(caches))
+    return Roles(ids, outputs[0], tuple(caches), tuple(fed))
 
 
 def bind(g: Graph, roles: Roles, past: int, seq: int) -> Graph:
@@ -93,7 +123,12 @@ def bind(g: Graph, roles: Roles, past: int, seq: int) -> Graph:
     tensors = list(g.tensors)
     lengths = {roles.ids: seq, **{c.past: past for c in roles.caches}}
     axes = {roles.ids: len(g.tensor(g.inputs[roles.ids]).shape) - 1, **{c.past: c.axis for c in roles.caches}}
-    for name, t in g.inputs.items():
+    inputs = dict(g.inputs)
+    for name, kind in roles.fed:
+        t = inputs.pop(name)
+        value = _fed_value(tensors[t], kind, past, seq)
+        tensors[t] = replace(tensors[t], data=value, shape=tuple(value.shape))
+    for name, t in inputs.items():
         shape = list(tensors[t].shape)
         if shape[axes[name]] >= 0:
             what = "token" if name == roles.ids else "cache"
@@ -105,7 +140,22 @@ def bind(g: Graph, roles: Roles, past: int, seq: int) -> Graph:
             raise PorterError(f"input '{name}' ({tensors[t].describe()}) has a dynamic dimension "
                               "besides the batch and its length")
         tensors[t] = replace(tensors[t], shape=tuple(1 if d < 0 else d for d in shape))
-    return Graph(g.format, g.path, tensors, g.ops, dict(g.inputs), dict(g.outputs), g.metadata)
+    return Graph(g.format, g.path, tensors, g.ops, inputs, dict(g.outputs), g.metadata)
+
+
+def fed_value(kind: str, past: int, seq: int) -> np.ndarray:
+    """What porter feeds an input of that kind: [1, seq] positions or a [1, past + seq] mask."""
+    if kind == FED_POSITIONS:
+        return np.arange(past, past + seq, dtype=np.int64)[None]
+    return np.ones((1, past + seq), np.int64)
+
+
+def _fed_value(t, kind: str, past: int, seq: int) -> np.ndarray:
+    value = fed_value(kind, past, seq)
+    if len(t.shape) != 2 or any(d >= 0 and d != v for d, v in zip(t.shape, value.shape)):
+        raise PorterError(f"input '{t.name}' ({t.describe()}) is not [batch, {'seq' if kind == FED_POSITIONS else 'past + seq'}] "
+                          f"{'position ids' if kind == FED_POSITIONS else 'attention mask'}")
+    return value.astype(t.dtype)
 
 
 class Bindings:
