@@ -85,6 +85,13 @@ def test_float_module_reproduces_onnxruntime_bit_for_bit(modules):
         assert np.array_equal(r.step_logits, GOLDEN[f"p{i}_step_logits"])
 
 
+def test_the_modules_kernels_are_numpys(ir, modules):
+    """Its GELU, the graph's own ops, runs as the vectorised gelu_erf; its LayerNorm kernel."""
+    from test_decoder_zoo import check_kernels
+
+    check_kernels(modules["float32"], ir)
+
+
 def test_q8_0_module_generates_what_onnxruntime_does_with_the_same_weights(ir, modules):
     reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), ir, PROMPTS, LONG_STEPS)
     results, _ = decoder_proto.generate(modules["q8_0"], PROMPTS, LONG_STEPS, with_logits=True)

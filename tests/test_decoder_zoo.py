@@ -233,10 +233,9 @@ def kernel(module: Path, which: int, values: np.ndarray) -> np.ndarray:
 ONE_INPUT = {0: OF.logistic, 1: OF.tanh, 2: OF.fast_gelu, 3: OF.gelu_fused, 4: OF.erf}
 
 
-def check_kernels(module: Path, name: str) -> None:
+def check_kernels(module: Path, ir) -> None:
     """Each Rust kernel against its numpy definition (itself onnxruntime's, test_decoder_kernels)
     on about 1.5 M inputs, bit for bit; layer 0's activation and attention norm likewise."""
-    ir = recovered(name)
     x = wide_inputs()
     with np.errstate(all="ignore"):  # the inputs' infinities and NaNs
         for which, ours in ONE_INPUT.items():
@@ -248,7 +247,7 @@ def check_kernels(module: Path, name: str) -> None:
 
 
 def test_the_llama_modules_kernels_are_numpys(llama_module):
-    check_kernels(llama_module, WASM_DEFAULT)
+    check_kernels(llama_module, recovered(WASM_DEFAULT))
 
 
 @pytest.mark.slow
@@ -277,7 +276,7 @@ def test_a_changed_kernel_constant_fails_the_checks(toolchain, tmp_path_factory)
 def test_the_other_zoo_modules_reproduce_their_goldens_bit_for_bit(name, toolchain, tmp_path_factory):
     module = _module(name, tmp_path_factory)
     _module_matches_golden(module, name)
-    check_kernels(module, name)
+    check_kernels(module, recovered(name))
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from porter.codegen import pack
 from porter.codegen.render import render_crate
 from porter.codegen.encoder import compiled_files, crate_name, f32_literal
 from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NORM_ORT, NORM_ORT_SKIP,
-                               POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_RECIPROCAL, ROTATE_HALF, Activation,
+                               POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, ROTATE_HALF, Activation,
                                Attention, DecoderIR, Instr, Linear, Norm)
 from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
@@ -101,7 +101,8 @@ def _linear(entries: dict, lin: Linear, weight: str | None = None) -> dict:
 
 
 _NORM_KINDS = {(LAYER_NORM, NORM_ORT): "LayerNorm", (LAYER_NORM, NORM_ORT_SKIP): "LayerNormSkip",
-               (RMS_NORM, RMS_RECIPROCAL): "RmsReciprocal", (RMS_NORM, RMS_DIVIDE): "RmsDivide"}
+               (RMS_NORM, RMS_RECIPROCAL): "RmsReciprocal", (RMS_NORM, RMS_DIVIDE): "RmsDivide",
+               (RMS_NORM, RMS_ORT): "RmsSimplified"}
 
 
 def _norm(entries: dict, norm: Norm) -> dict:
@@ -143,11 +144,24 @@ def _instructions(program: list[Instr]) -> list[dict]:
     return out
 
 
+# x * ((erf(x / sqrt 2) + 1) * 0.5), operands of + and * in either order: the encoder crate's
+# vectorised gelu_erf computes exactly these ops
+_GELU_DIV = [("div", ("x", float(np.float32(np.sqrt(2))))), ("erf", ("t0",)), ("add", (1.0, "t1")),
+             ("mul", (0.5, "t2")), ("mul", ("t3", "x"))]
+_COMMUTATIVE = ("add", "mul")
+
+
+def _normalised(program: list[Instr]) -> list:
+    return [(i.op, tuple(sorted(i.args, key=str)) if i.op in _COMMUTATIVE else tuple(i.args)) for i in program]
+
+
 def _activation(act: Activation, programs: list) -> str:
     if act.kernel == ACT_GELU:
         return "Activation::Gelu"
     if act.kernel == ACT_FAST_GELU:
         return "Activation::FastGelu"
+    if _normalised(act.program) == _normalised([Instr(op, list(args)) for op, args in _GELU_DIV]):
+        return "Activation::GeluDiv"
     programs.append(_instructions(act.program))
     return f"Activation::Ops(ACTIVATION{len(programs) - 1})"
 

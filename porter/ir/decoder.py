@@ -25,6 +25,7 @@ NORM_ORT = "ort"  # LayerNormalization's kernel
 NORM_ORT_SKIP = "ort_skip"  # SkipLayerNormalization: the residual sum before it, fused in
 RMS_RECIPROCAL = "reciprocal"  # x * (1 / sqrt(mean(x^2) + eps)), op by op
 RMS_DIVIDE = "divide"  # x / sqrt(mean(x^2) + eps), op by op
+RMS_ORT = "ort_simplified"  # SimplifiedLayerNormalization's kernel (onnxruntime fuses Pow .. Div, Mul)
 
 # Activation kernels: onnxruntime's fused Gelu / BiasGelu, its FastGelu, or the graph's ops
 ACT_GELU, ACT_FAST_GELU, ACT_OPS = "ort_gelu", "ort_fast_gelu", "ops"

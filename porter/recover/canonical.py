@@ -544,6 +544,16 @@ def _onnx_split(b: _Builder, op: Op) -> None:
         start += size
 
 
+def _onnx_trilu(b: _Builder, op: Op) -> None:
+    k = _const_ints(b, op, op.inputs[1], "k")[0] if len(op.inputs) > 1 and op.inputs[1] >= 0 else 0
+    b.emit("trilu", op.inputs[:1], op.outputs, [op.index], upper=bool(op.options.get("upper", 1)), k=k)
+
+
+def _onnx_tile(b: _Builder, op: Op) -> None:
+    b.emit("tile", op.inputs[:1], op.outputs, [op.index],
+           repeats=tuple(_const_ints(b, op, op.inputs[1], "the repeats")))
+
+
 def _onnx_dynamic_quantize(b: _Builder, op: Op) -> None:
     b.emit("dynamic_quantize", op.inputs[:1], op.outputs, [op.index])
 
@@ -577,6 +587,7 @@ ONNX = {
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
     "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
+    "Trilu": _onnx_trilu, "Tile": _onnx_tile,
 }
 
 
@@ -782,6 +793,8 @@ def _is_identity(p: _Pass, op: Op) -> str | None:
         return f"{op.type} to the same shape"
     if op.type == "permute" and tuple(op.options["perm"]) == tuple(range(len(x.shape))):
         return "identity permutation"
+    if op.type == "concat" and len(op.inputs) == 1:
+        return "concat of one tensor"
     if op.type == "cast" and op.options["to"] == x.dtype:
         return "cast to the type it has"
     if op.type in _NEUTRAL and len(op.inputs) == 2:
@@ -872,6 +885,27 @@ def _ort_matmul_scale_fusion(p: _Pass) -> None:
         op.outputs = [unscaled]
         fused = b.emit("mul", [unscaled, alpha_t], [out], sorted(set(origin)))
         p.ops.append(fused)
+
+
+def _ort_div_mul_fusion(p: _Pass) -> None:
+    """onnxruntime's DivMulFusion, so the canonical graph computes what onnxruntime does:
+    x * (1 / y), the division read by that product alone, is x / y (one rounding, not two)."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    b = p.b
+    for op in list(p.ops):
+        if op is None or op.type != "div" or len(op.inputs) != 2 or op.outputs[0] in p.outputs.values():
+            continue
+        one = b.const(op.inputs[0])
+        users = p.users(op.outputs[0])
+        if one is None or one.size != 1 or float(one.reshape(-1)[0]) != 1.0 or len(users) != 1 \
+                or users[0].type != "mul" or b.const(op.inputs[1]) is not None:
+            continue
+        mul = users[0]
+        other = mul.inputs[1] if mul.inputs[0] == op.outputs[0] else mul.inputs[0]
+        mul.type, mul.inputs = "div", [other, op.inputs[1]]
+        b.origin[mul.index] = b.origin[op.index] + b.origin[mul.index]
+        p.ops[op.index] = None
 
 
 def _scale_of(p: _Pass, op: Op | None, x_rank_from: int | None = None) -> tuple[int, np.float32] | None:
@@ -1179,6 +1213,7 @@ def canonicalise(g: Graph) -> Canonical:
     _remove_identities(p)
     _implicit_broadcasts(p)
     _ort_matmul_scale_fusion(p)
+    _ort_div_mul_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
     gathers_as_slices(b, _PassGraph(p), p.ops, reference)

@@ -32,7 +32,8 @@ from porter.recover import attention as encoder_attention
 from porter.recover import probe
 from porter.recover.decoder_io import MAIN_BINDING, PROBE_BINDINGS, Bindings
 
-MOVEMENT = ("view", "permute", "slice", "expand")
+# ops that only move data (a gather's indices are constant by then: a binding folds them)
+MOVEMENT = ("view", "permute", "slice", "expand", "tile", "gather")
 
 
 @dataclass
@@ -117,6 +118,10 @@ def find(g: Graph, bindings: Bindings, region: set[int], normed: int, out: int, 
                           "(with at most a scalar factor and a mask)")
     qk = g.ops[scores.product]
     p_t, p_views = _forward(g, softmax.outputs[0], region)
+    guard = encoder_attention.nan_guard_after(g, p_t)  # torch's sdpa: where(isnan(p), 0, p)
+    if guard is not None:
+        p_t, guard_ops = guard
+        p_views = p_views + guard_ops
     pv = [u for u in g.users(p_t) if u.type == "matmul" and u.inputs[0] == p_t and u.index in region]
     if len(pv) != 1 or qk.options.get("adj_a") or qk.options.get("adj_b"):
         raise PorterError(f"{where}: the softmax's probabilities are not multiplied by V")

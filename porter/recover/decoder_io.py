@@ -66,19 +66,30 @@ def _looked_up_in(g: Graph) -> dict[str, int]:
     return rows
 
 
+def _identity(op) -> bool:
+    """Ops that pass their one input through: Identity, a Concat of one tensor."""
+    return op is not None and (op.type == "Identity" or (op.type in _CONCATS and len(op.inputs) == 1))
+
+
+_CONCATS = ("Concat", "CONCATENATION")
+
+
 def _concat_of_input(g: Graph, t: int) -> tuple[str, int] | None:
-    """(graph input, axis) when tensor t is a Concat (through Identity ops) whose first
-    operand is a graph input."""
+    """(graph input, axis) when tensor t is a Concat (through identities) whose first operand
+    is a graph input (through identities)."""
     op = g.producer(t)
-    while op is not None and op.type == "Identity":
+    while _identity(op):
         op = g.producer(op.inputs[0])
-    if op is None or op.type not in ("Concat", "CONCATENATION") or not op.inputs:
+    if op is None or op.type not in _CONCATS or len(op.inputs) < 2:
         return None
+    first = op.inputs[0]
+    while _identity(g.producer(first)):
+        first = g.producer(first).inputs[0]
     names = {index: name for name, index in g.inputs.items()}
-    if op.inputs[0] not in names:
+    if first not in names:
         return None
-    rank = len(g.tensor(op.inputs[0]).shape)
-    return names[op.inputs[0]], int(op.options.get("axis", 0)) % max(rank, 1)
+    rank = len(g.tensor(first).shape)
+    return names[first], int(op.options.get("axis", 0)) % max(rank, 1)
 
 
 def is_decoder_graph(g: Graph) -> bool:

@@ -56,6 +56,9 @@ def activation(g: Graph, x: int, out: int, where: str) -> FoundActivation:
     ops = probe.region(g, out, stop={x})
     if probe.leaves(g, ops) - {x}:
         raise PorterError(f"{where}: the activation reads more than the linear before it")
+    gelu = [g.ops[i] for i in ops if g.ops[i].type == "gelu"]
+    if len(gelu) == 1 and all(g.ops[i].type == "view" for i in ops if i != gelu[0].index):
+        return _gelu_op(gelu[0], set(ops))
     alias = {x: "x"}
     program: list[Instr] = []
     for i in ops:
@@ -77,6 +80,13 @@ def activation(g: Graph, x: int, out: int, where: str) -> FoundActivation:
                                for t in inputs)), None)
     kernel = _KERNELS.get(fused, ACT_OPS)
     return FoundActivation(Activation(kind, kernel, program if kernel == ACT_OPS else []), set(ops))
+
+
+def _gelu_op(op, ops: set[int]) -> FoundActivation:
+    """The ONNX Gelu op: onnxruntime's kernel is its fused Gelu (approximate none) or FastGelu's
+    arithmetic (tanh), both measured (tests/test_decoder_kernels.py)."""
+    tanh = op.options.get("approximate") in ("tanh", True)
+    return FoundActivation(Activation("gelu_tanh" if tanh else "gelu_erf", ACT_FAST_GELU if tanh else ACT_GELU), ops)
 
 
 def _operand(g: Graph, t: int, alias: dict, where: str, op_index: int):

@@ -5,8 +5,9 @@ spellings porter has arithmetic for (the LayerNormalization op; mean(x^2), + eps
 x * reciprocal or x / it, * gamma), and what they match is then evaluated on random rows and
 compared with the norm's definition, so a spelling that matches but computes something else
 is refused. The form fixes the arithmetic: onnxruntime runs RMSNorm's ops one by one, except
-Pow / ReduceMean / Add / Sqrt / Div / Mul, which it fuses into SimplifiedLayerNormalization
-(a kernel porter does not reproduce, so that spelling is refused by name).
+Pow / ReduceMean / Add / Sqrt / Div(x, .) / Mul by a vector, which its SimplifiedLayerNormFusion
+turns into the SimplifiedLayerNormalization kernel (after DivMulFusion has made x * (1 / s)
+into x / s: porter.recover.canonical).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.decoder import LAYER_NORM, NORM_ORT, RMS_DIVIDE, RMS_NORM, RMS_RECIPROCAL, Norm
+from porter.ir.decoder import LAYER_NORM, NORM_ORT, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, Norm
 from porter.ir.encoder import Reference
 from porter.recover import norms, probe
 from porter.recover.engine import AnyOf, Const, Match, Op, Var, match
+from porter.reference import ort as OF
 
 # a norm matches its definition to this relative error (its own float32 rounding)
 ROLE_TOLERANCE = 1e-4
@@ -47,8 +49,9 @@ def _rms_pattern(with_gamma: bool):
     square = AnyOf(Op("pow", x, _scalar("two", 2.0), name="square"), Op("mul", x, x, name="square"))
     mean = Op("reduce_mean", square, name="mean", where=_reduces_last_axis)
     std = Op("sqrt", Op("add", mean, _scalar("eps"), commutative=True, name="add_eps"), name="std")
-    normed = AnyOf(Op("mul", x, Op("reciprocal", std, name="reciprocal"), commutative=True, name="normed"),
-                   Op("div", x, std, name="normed"))
+    # 1 / std as Reciprocal or as Div(1, .) (torch's rsqrt through TorchScript): the same quotient
+    reciprocal = AnyOf(Op("reciprocal", std, name="reciprocal"), Op("div", _scalar("one", 1.0), std, name="reciprocal"))
+    normed = AnyOf(Op("mul", x, reciprocal, commutative=True, name="normed"), Op("div", x, std, name="normed"))
     return Op("mul", normed, _row("gamma"), commutative=True, name="out") if with_gamma else normed
 
 
@@ -92,9 +95,11 @@ def _rms_norm(g: Graph, op, x: int, name: str) -> FoundNorm | None:
             continue
         form = RMS_RECIPROCAL if "reciprocal" in m.ops else RMS_DIVIDE
         if form == RMS_DIVIDE and g.ops[m.ops["square"]].type == "pow" and "gamma" in m.tensors:
-            raise PorterError(f"{probe.describe_op(g, op.index)}: this RMSNorm spelling (Pow, ReduceMean, "
-                              "Add, Sqrt, Div, Mul) is fused by onnxruntime into SimplifiedLayerNormalization, "
-                              "whose kernel porter does not reproduce")
+            form = RMS_ORT  # onnxruntime's SimplifiedLayerNormFusion takes exactly this spelling
+            if g.tensor(x).shape[-1] < OF.MIN_SIMPLIFIED_WIDTH:
+                raise PorterError(f"{probe.describe_op(g, op.index)}: onnxruntime runs SimplifiedLayerNormalization "
+                                  f"on rows of {g.tensor(x).shape[-1]} values with a kernel porter does not "
+                                  f"reproduce (it does from {OF.MIN_SIMPLIFIED_WIDTH})")
         eps = float(np.asarray(g.const(m["eps"]), np.float32).reshape(-1)[0])
         arrays = {f"{name}.gamma": _vector(g, m["gamma"])} if "gamma" in m.tensors else {}
         norm = Norm(name, RMS_NORM, form, eps, int(g.tensor(x).shape[-1]), has_gamma="gamma" in m.tensors,

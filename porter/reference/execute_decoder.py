@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD,
-                               NORM_ORT_SKIP, POSITIONS_LEARNED, RMS_RECIPROCAL,
+                               NORM_ORT_SKIP, POSITIONS_LEARNED, RMS_ORT, RMS_RECIPROCAL,
                                ROTATE_HALF, Activation, Attention, DecoderIR, Instr, Linear, MLP, Norm)
 from porter.ir.encoder import Reference
 from porter.reference import ort as OF
@@ -95,6 +95,8 @@ class Session:
         w = self.ir.weights
         if norm.kind == LAYER_NORM:
             return OF.layer_norm(x, w[f"{norm.name}.gamma"], w[f"{norm.name}.beta"], norm.eps)
+        if norm.form == RMS_ORT:
+            return OF.simplified_layer_norm(x, w[f"{norm.name}.gamma"], norm.eps)
         mean_square = reduce_float("mean", (x * x).astype(F32), (x.ndim - 1,), Reference.ONNXRUNTIME_CPU)
         std = np.sqrt((mean_square + F32(norm.eps)).astype(F32)).astype(F32)
         y = (x * (F32(1) / std).astype(F32)) if norm.form == RMS_RECIPROCAL else (x / std)

@@ -315,6 +315,16 @@ def _fill(attrs, ref):
     return np.full(attrs["shape"], attrs["value"], dtype=np.asarray(attrs["value"]).dtype)
 
 
+def _trilu(attrs, x, ref):
+    """The upper (or lower) triangle of the last two axes from diagonal k on; the rest zeros."""
+    x = np.asarray(x)
+    return np.triu(x, attrs.get("k", 0)) if attrs.get("upper", True) else np.tril(x, attrs.get("k", 0))
+
+
+def _tile(attrs, x, ref):
+    return np.tile(np.asarray(x), attrs["repeats"])
+
+
 def _range(attrs, start, limit, delta, ref):
     start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
     return np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))
@@ -366,6 +376,7 @@ EVALUATORS = {
     "gather": _gather, "gather_nd": _gather_nd, "embedding_lookup": _embedding_lookup,
     "dequantize": _dequantize, "cast": _cast, "slice": _slice, "concat": _concat,
     "cumsum": _cumsum, "where": _where, "fill": _fill, "range": _range,
+    "trilu": _trilu, "tile": _tile,
 }
 
 

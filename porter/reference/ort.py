@@ -450,3 +450,21 @@ def gelu_fused(x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         e = erf((x * _SQRT1_2).astype(F32))
         return ((x * F32(0.5)).astype(F32) * (e + F32(1)).astype(F32)).astype(F32)
+
+
+# SimplifiedLayerNormalization (RMSNorm, which onnxruntime fuses from Pow .. Div, Mul): the
+# LayerNormalization kernel's sum of squared deviations taken of x itself (eight fma lanes, the
+# same reduction and tail), then 1 / sqrt(sum / n + eps), then (x * that) * gamma. Measured
+# bit-exact for every width from 16 (tests/test_decoder_kernels.py); narrower rows take another
+# path, not reproduced.
+MIN_SIMPLIFIED_WIDTH = 16
+
+
+def simplified_layer_norm(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    x = np.asarray(x, F32)
+    n = x.shape[-1]
+    if n < MIN_SIMPLIFIED_WIDTH:
+        raise ValueError(f"SimplifiedLayerNormalization is reproduced for rows of {MIN_SIMPLIFIED_WIDTH} or more "
+                         f"values, not {n}")
+    inv_std = (F32(1) / np.sqrt(((_squared_deviations(x) / F32(n)).astype(F32) + F32(eps)).astype(F32))).astype(F32)
+    return ((x * inv_std[..., None]).astype(F32) * np.asarray(gamma, F32)).astype(F32)

@@ -12,7 +12,7 @@
 
 use core::arch::wasm32::*;
 
-use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary};
+use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary, simplified_layer_norm_row};
 use crate::kernels::ort_float::{layer_norm_row, m1_columns, m1_dot, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
@@ -80,6 +80,7 @@ fn norm(n: &Norm, x: &[f32], rows: usize, out: &mut [f32], squares: &mut [f32]) 
             NormKind::RmsReciprocal | NormKind::RmsDivide => {
                 rms_norm_row(&x[span.clone()], n.gamma, n.eps, n.kind == NormKind::RmsReciprocal, squares, &mut out[span])
             }
+            NormKind::RmsSimplified => simplified_layer_norm_row(&x[span.clone()], n.gamma.unwrap(), n.eps, &mut out[span]),
         }
     }
 }

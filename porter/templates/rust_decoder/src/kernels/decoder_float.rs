@@ -7,7 +7,7 @@
 //! onnxruntime's rounds; MLAS's fused multiply-adds go through `ort_float::fma`.
 
 use super::eigen::eigen_mean;
-use super::ort_float::{erf, fma};
+use super::ort_float::{erf, fma, gelu_erf_in_place, gelu_erf_mul_in_place};
 
 // ---- MLAS's logistic (MlasLogisticKernelFma3: Sigmoid and QuickGelu on AVX2) ---------------
 
@@ -151,17 +151,23 @@ pub fn run(program: &[Instr], x: f32) -> f32 {
     t[program.len() - 1]
 }
 
-/// How an MLP's activation is computed: onnxruntime's fused kernel, or the graph's own ops.
+/// How an MLP's activation is computed: onnxruntime's fused kernel, or the graph's own ops
+/// (`GeluDiv` when they are x * ((erf(x / sqrt 2) + 1) * 0.5), which the encoder's vectorised
+/// kernel computes in that order).
 #[derive(Clone, Copy, Debug)]
 pub enum Activation {
     Gelu,
+    GeluDiv,
     FastGelu,
     Ops(&'static [Instr]),
 }
 
 pub fn activate_in_place(act: Activation, values: &mut [f32]) {
     match act {
-        Activation::Gelu => values.iter_mut().for_each(|v| *v = gelu(*v)),
+        // (x * 0.5) * (e + 1) and x * ((e + 1) * 0.5) are the same float: both halvings are exact
+        // (e + 1 rounds to 1 wherever x is too small for x * 0.5 to be)
+        Activation::Gelu => gelu_erf_mul_in_place(values),
+        Activation::GeluDiv => gelu_erf_in_place(values),
         Activation::FastGelu => values.iter_mut().for_each(|v| *v = fast_gelu(*v)),
         Activation::Ops(program) => values.iter_mut().for_each(|v| *v = run(program, *v)),
     }
@@ -181,6 +187,38 @@ pub fn rms_norm_row(x: &[f32], gamma: Option<&[f32]>, eps: f32, reciprocal: bool
     for i in 0..n {
         let y = if reciprocal { x[i] * inverse } else { x[i] / std };
         out[i] = gamma.map_or(y, |g| y * g[i]);
+    }
+}
+
+/// SimplifiedLayerNormalization's kernel on one row (at least 16 values): the sum of squares in
+/// eight fma lanes over blocks of eight, reduced ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)); a
+/// tail of four or more adds four rounded squares in order, the last one to three are fma'd
+/// (LayerNormalization's variance, of x itself: kernels/ort_float.rs keeps that one private);
+/// then 1 / sqrt(sum / n + eps), then (x * that) * gamma.
+pub fn simplified_layer_norm_row(x: &[f32], gamma: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len();
+    let mut lanes = [0.0f32; 8];
+    let blocks = n - n % 8;
+    for block in x[..blocks].chunks_exact(8) {
+        for (lane, &v) in lanes.iter_mut().zip(block) {
+            *lane = fma(v, v, *lane);
+        }
+    }
+    let half = [lanes[0] + lanes[4], lanes[1] + lanes[5], lanes[2] + lanes[6], lanes[3] + lanes[7]];
+    let mut total = (half[0] + half[2]) + (half[1] + half[3]);
+    let mut i = blocks;
+    if n - blocks >= 4 {
+        for &v in &x[blocks..blocks + 4] {
+            total += v * v;
+        }
+        i += 4;
+    }
+    for &v in &x[i..] {
+        total = fma(v, v, total);
+    }
+    let inv_std = 1.0 / (total / n as f32 + eps).sqrt();
+    for i in 0..n {
+        out[i] = x[i] * inv_std * gamma[i];
     }
 }
 
