@@ -9,6 +9,15 @@ from porter.errors import PorterError
 
 # porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+# porter.reference.ort_cpu.choices(), likewise
+ORT_CPU_CHOICES = "auto|avx2|avxvnni|avx512|avx512vnni"
+ORT_CPU_HELP = (f"ONNX graphs: the CPU whose onnxruntime arithmetic to reproduce ({ORT_CPU_CHOICES}); "
+                "auto: the golden's CPU where a golden that records one is given, else this machine's.")
+
+
+def ort_cpu_option(function):
+    return click.option("--ort-cpu", "ort_cpu", default="auto", show_default=True, metavar="TARGET",
+                        help=ORT_CPU_HELP)(function)
 
 
 class PorterGroup(click.Group):
@@ -55,7 +64,8 @@ def doctor(root):
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report (schema porter.inspect/1).")
 @click.option("--ir", "show_ir", is_flag=True,
               help="Print the recovered encoder architecture (the IR) instead of the graph report.")
-def inspect(model, as_json, show_ir):
+@ort_cpu_option
+def inspect(model, as_json, show_ir, ort_cpu):
     """Report a model's signature, ops, constant data, weight quantisation and options."""
     import json
 
@@ -63,7 +73,7 @@ def inspect(model, as_json, show_ir):
         from porter.codegen.compile import recover
         from porter.ir.describe import format_ir
 
-        ir = recover(model)
+        ir = recover(model, ort_cpu)
         click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
         return
     from porter.frontends.inspect import format_report, inspect_model
@@ -82,23 +92,25 @@ def inspect(model, as_json, show_ir):
 @click.option("--context", type=click.IntRange(min=1),
               help="Decoders: the longest prompt + generation the module serves (needed when the graph "
                    "computes its positions for any length; at most a learned position table's rows).")
-def compile_cmd(model, out_dir, quant, context):
+@ort_cpu_option
+def compile_cmd(model, out_dir, quant, context, ort_cpu):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
     from porter.ir.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir, quant, context)
+    ir = compile_model(model, out_dir, quant, ort_cpu, context)
+    target = f", onnxruntime on {ir.ort_cpu} CPUs" if ir.ort_cpu else ""
     if isinstance(ir, DecoderIR):
         size_mb = (Path(out_dir) / "model.bin").stat().st_size / 1e6
         click.echo(f"{model}: decoder, {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
                    f"FFN {ir.ffn}, vocab {ir.vocab}, context {ir.n_ctx}, {quant or 'float32'} weights "
-                   f"(model.bin {size_mb:.1f} MB) -> {out_dir}")
+                   f"(model.bin {size_mb:.1f} MB){target} -> {out_dir}")
         return
     output = f"{ir.width} values per token" if ir.output_tokens else f"{ir.width} values per window"
     click.echo(f"{model}: encoder, {len(ir.steps)} steps ({len(ir.attentions())} attention blocks), "
                f"vocab {ir.vocab}, window {ir.seq}, {output}, mask {ir.mask.value}, "
-               f"{ir.reference.value} arithmetic -> {out_dir}")
+               f"{ir.reference.value} arithmetic{target} -> {out_dir}")
 
 
 @main.command()
@@ -111,11 +123,49 @@ def compile_cmd(model, out_dir, quant, context):
 @click.option("--locate", is_flag=True,
               help="Run the reference runtime (LiteRT's builtin kernels, or onnxruntime) on the "
                    "first window and report the first step whose output differs.")
-def run(model, golden_path, ids, dump, locate):
+@ort_cpu_option
+def run(model, golden_path, ids, dump, locate, ort_cpu):
     """Run MODEL's recovered program in the numpy executor (the reference's arithmetic)."""
     from porter.check import run as runner
 
-    runner.run_command(model, golden_path, ids, dump, locate, click.echo)
+    runner.run_command(model, golden_path, ids, dump, locate, click.echo, ort_cpu)
+
+
+def golden_source_options(command):
+    """The options that say what a golden is made from (`porter golden`, `porter check`)."""
+    options = [
+        click.option("--texts", type=click.Path(path_type=Path),
+                     help="Texts to window as the redaction service does: one per line, or a JSON list."),
+        click.option("--tokenizer", type=click.Path(path_type=Path),
+                     help="The model's tokenizer.json (for --texts, and for text --prompts)."),
+        click.option("--pad-id", type=int, help="Padding id for --texts (default: the tokenizer's)."),
+        click.option("--random", "random_windows", type=int, metavar="N",
+                     help="N seeded windows of random ids and varied live lengths (no tokenizer needed)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random."),
+        click.option("--prompts", type=click.Path(path_type=Path),
+                     help="Decoders: prompts, one text per line or a JSON list of texts or id lists."),
+        click.option("--steps", type=int, help="Decoders: greedy tokens generated per prompt."),
+        click.option("--mode", type=click.Choice(["builtin", "xnnpack", "ort"]),
+                     help="Reference kernels: LiteRT builtin (default for .tflite) or xnnpack; "
+                          "ort for .onnx."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True,
+              help="The golden to write: OUT.npz and OUT.json.")
+@golden_source_options
+def golden(model, out, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode):
+    """Run the reference runtime on MODEL and write a golden in porter's format."""
+    from porter.check.make_golden import make_golden
+
+    written = make_golden(model, out, texts=texts, tokenizer=tokenizer, random=random_windows, seed=seed,
+                          prompts=prompts, steps=steps, mode=mode, pad_id=pad_id, echo=click.echo)
+    click.echo(f"wrote {written} and {written.with_suffix('.json')}")
 
 
 @main.command()
@@ -129,7 +179,7 @@ def run(model, golden_path, ids, dump, locate):
 @click.option("--write-baseline", "write_baseline_to", type=click.Path(path_type=Path),
               help="Write the module's logits on the --golden windows as a baseline .npz.")
 @click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
-              help="Lowest label agreement on live tokens that passes, per --golden.")
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes, per --golden.")
 @click.option("--max-abs", type=float, default=0.05, show_default=True,
               help="Largest |dlogit| on live tokens that passes, per --golden.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path),
@@ -137,17 +187,55 @@ def run(model, golden_path, ids, dump, locate):
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path),
               help="PNG histogram of |dlogit|; default verify-dlogit.png in the compiled directory.")
 @click.option("--timeout", "timeout_per_window_s", type=float, default=60.0, show_default=True,
-              help="Seconds per window before the epoch deadline interrupts the module.")
+              help="Seconds per window (decoders: per prompt) before the epoch deadline interrupts the module.")
+@click.option("--model", type=click.Path(path_type=Path),
+              help="The model TARGET was compiled from, when the path in its ir.json does not lead there from here.")
 def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agreement, max_abs,
-           report_path, plot_path, timeout_per_window_s):
-    """Run the eval module built in TARGET (a compiled directory or its .wasm) on golden windows."""
+           report_path, plot_path, timeout_per_window_s, model):
+    """Run the module built in TARGET (a compiled directory or its .wasm) on golden windows, or
+    for a decoder on golden prompts (greedy tokens and logits)."""
     from porter.check.verify import Thresholds, verify as run_verify
 
     report = run_verify(target, list(goldens), list(compares), baseline, write_baseline_to,
                         Thresholds(min_label_agreement, max_abs), report_path, plot_path,
-                        timeout_per_window_s, click.echo)
+                        timeout_per_window_s, click.echo, model)
     if not report["passed"]:
         sys.exit(1)
+
+
+@main.command("check")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--golden", "goldens", multiple=True, type=click.Path(path_type=Path),
+              help="Golden to verify against (repeatable); or make one with --texts, --random or --prompts.")
+@golden_source_options
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=Path("porter-check"),
+              show_default=True,
+              help="Directory for the compiled crate and module, report.json, junit.xml and summary.md.")
+@click.option("--quant", type=click.Choice(QUANT_MODES), help="Decoders: how weights are stored (see `porter compile`).")
+@click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes.")
+@click.option("--max-abs", type=float, default=0.05, show_default=True,
+              help="Largest |dlogit| that passes.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Seconds per window (decoders: per prompt) before the module is interrupted.")
+def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode, out_dir,
+              quant, min_label_agreement, max_abs, timeout_s):
+    """Compile, build and verify MODEL as CI does; write report.json, junit.xml and summary.md.
+
+    Exits 0 when verification passes, 1 when it fails, 2 when the model cannot be compiled
+    (or built, or checked), with the reason on one line."""
+    from porter.check.ci import GoldenSource, check
+    from porter.check.verify import Thresholds
+
+    source = GoldenSource(texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode)
+    result = check(model, out_dir, list(goldens), source, Thresholds(min_label_agreement, max_abs), quant,
+                   timeout_s, click.echo)
+    click.echo(f"report {result.report_path}, JUnit {result.junit_path}, summary {result.summary_path}")
+    if result.error is not None:
+        click.echo(f"porter: error: {' | '.join(result.error.splitlines())}", err=True)
+    else:
+        click.echo(f"porter check: {'PASS' if result.passed else 'FAIL'} ({result.report['total_seconds']:.1f} s)")
+    sys.exit(result.exit_code)
 
 
 @main.command()

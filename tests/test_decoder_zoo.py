@@ -34,12 +34,15 @@ def golden(name: str):
 
 
 _RECOVERED: dict = {}
+GOLDEN_CPU = "avx2"  # the zoo's decoder goldens were made on an AVX2 CPU (their manifests' cpu_flags)
 
 
-def recovered(name: str):
-    if name not in _RECOVERED:
-        _RECOVERED[name] = recover_decoder(load_graph(ZOO / name), str(ZOO / name), MEMBERS[name])
-    return _RECOVERED[name]
+def recovered(name: str, ort_cpu: str = GOLDEN_CPU):
+    """The IR for the goldens' CPU, or (auto) for live onnxruntime on this machine."""
+    if (name, ort_cpu) not in _RECOVERED:
+        _RECOVERED[name, ort_cpu] = recover_decoder(load_graph(ZOO / name), str(ZOO / name), ort_cpu,
+                                                    context=MEMBERS[name])
+    return _RECOVERED[name, ort_cpu]
 
 
 @pytest.mark.parametrize("name", MEMBERS)
@@ -128,10 +131,10 @@ def test_position_ids_and_an_attention_mask_are_inputs_porter_feeds(tmp_path):
     from porter.check.decoder_reference import ort_greedy
 
     path = _edited("gpt2-lm.dynamo-f32.onnx", tmp_path, _with_position_and_mask_inputs)
-    ir = recover_decoder(load_graph(path), str(path))
+    ir = recover_decoder(load_graph(path), str(path), GOLDEN_CPU)
     assert ir.fed_inputs == {"position_ids": "positions", "attention_mask": "mask"}
     data, prompts = golden("gpt2-lm.dynamo-f32.onnx")
-    reference = ort_greedy(path, ir, prompts, 12)
+    reference = ort_greedy(path, prompts, 12)
     for i, prompt in enumerate(prompts):
         ids, prompt_logits, step_logits = greedy(ir, prompt, 12)
         assert ids == reference[i][0] == data[f"p{i}_generated_ids"].tolist()
@@ -171,7 +174,7 @@ def test_an_unknown_op_inside_a_block_is_refused_by_name(tmp_path):
         down.input[0] = "floored"
     path = _edited("llama-lm.dynamo-f32.onnx", tmp_path, edit)
     with pytest.raises(PorterError, match=r"op \d+ Floor\(.*porter does not know this op"):
-        recover_decoder(load_graph(path), str(path), 64)
+        recover_decoder(load_graph(path), str(path), context=64)
     assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out", "--context", "64"), "Floor")
 
 
@@ -189,9 +192,9 @@ def test_a_known_op_where_no_block_has_it_is_refused_by_name(tmp_path):
 # ---- wasm -----------------------------------------------------------------------------------
 
 
-def _module(name: str, tmp_path_factory, quant: str = "float32") -> Path:
+def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str = GOLDEN_CPU) -> Path:
     out = tmp_path_factory.mktemp("zoo-decoder") / f"{name}-{quant}"
-    args = ["compile", ZOO / name, "-o", out, "--quant", quant]
+    args = ["compile", ZOO / name, "-o", out, "--quant", quant, "--ort-cpu", ort_cpu]
     if MEMBERS[name] is not None:
         args += ["--context", str(MEMBERS[name])]
     result = run_porter(*args)
@@ -256,7 +259,7 @@ def test_a_changed_kernel_constant_fails_the_checks(toolchain, tmp_path_factory)
     import re
 
     out = tmp_path_factory.mktemp("mutated") / "llama"
-    assert run_porter("compile", ZOO / WASM_DEFAULT, "-o", out, "--context", "64").returncode == 0
+    assert run_porter("compile", ZOO / WASM_DEFAULT, "-o", out, "--context", "64", "--ort-cpu", GOLDEN_CPU).returncode == 0
     source = out / "src" / "kernels" / "decoder_float.rs"
     text = source.read_text()
     mutated = re.sub(r"0x3f7e3f34\]", "0x3f7e3f35]", text)
@@ -297,10 +300,10 @@ def test_q8_0_zoo_modules_generate_what_onnxruntime_does_with_the_same_weights(n
     from porter.check.decoder_reference import model_with_weights, ort_greedy
     from porter.reference.q8_0 import with_q8_0_weights
 
-    ir = recovered(name)
+    ir = recovered(name, "auto")  # live onnxruntime on this machine's CPU
     _, prompts = golden(name)
-    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), ir, prompts, 24)
-    results, _ = decoder_proto.generate(_module(name, tmp_path_factory, "q8_0"), prompts, 24, with_logits=True)
+    reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), prompts, 24)
+    results, _ = decoder_proto.generate(_module(name, tmp_path_factory, "q8_0", "auto"), prompts, 24, with_logits=True)
     for i, (r, (ids, prompt_logits, step_logits)) in enumerate(zip(results, reference)):
         assert r.generated == ids, f"prompt {i}"
         assert np.array_equal(r.prompt_logits, prompt_logits) and np.array_equal(r.step_logits, step_logits)

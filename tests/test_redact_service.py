@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import deployed_manifest, stop_server
-from porter import REPO_ROOT
+from fixtures import REPO, deployed_manifest, stop_server
 from porter.reference import execute
 from porter.bench.service import bench_service, text_of_tokens
 from porter.codegen.compile import recover
@@ -36,10 +35,10 @@ from porter.serve.host import (free_port, http_request, parse_server_timing, ser
                                wasmtime_program)
 from porter.serve.redact import serve_build
 
-FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
+FIXTURE_MODEL = REPO / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
-WHOLE_WINDOW_MODEL = REPO_ROOT / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
-REDACT_DIR = REPO_ROOT / "examples" / "redact"
+WHOLE_WINDOW_MODEL = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
+REDACT_DIR = REPO / "examples" / "redact"
 TRAINED_MODEL = REDACT_DIR / "model" / "redact-minilm.litert-dq8.tflite"
 START_TIMEOUT_S = 120
 SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline
@@ -134,7 +133,7 @@ def whole_window_service(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained_service(tmp_path_factory):
     if not TRAINED_MODEL.is_file():
-        pytest.skip(f"{TRAINED_MODEL.relative_to(REPO_ROOT)} is not there yet")
+        pytest.skip(f"{TRAINED_MODEL.relative_to(REPO)} is not there yet")
     out = tmp_path_factory.mktemp("redact-trained")
     server, log, service = start_service(out / "build", TRAINED_MODEL, TRAINED_MODEL.parent / "tokenizer.json",
                                          REDACT_DIR / "labels.json")
@@ -452,7 +451,7 @@ def test_trained_labels_match_the_litert_golden(trained_service):
     windows (the same golden rule: [CLS] chunk [SEP], padded with 0): every live text token."""
     golden_path = REDACT_DIR / "golden" / f"{TRAINED_MODEL.name}.builtin.npz"
     if not golden_path.is_file():
-        pytest.skip(f"{golden_path.relative_to(REPO_ROOT)} is not there yet")
+        pytest.skip(f"{golden_path.relative_to(REPO)} is not there yet")
     golden = load_golden(golden_path)
     check_model_matches(golden, TRAINED_MODEL)
     texts = json.loads((REDACT_DIR / "golden" / "texts.json").read_text(encoding="utf-8"))["texts"]

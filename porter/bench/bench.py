@@ -37,18 +37,19 @@ from pathlib import Path
 
 import numpy as np
 
+from porter import package_path
 from porter.runtime import evalproto
 
 from porter.runtime import wasm
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
-from porter.check.verify import locate_module
+from porter.check.modules import locate_module
 from porter.recover.decoder_io import fed_value
 
 BENCH_FORMAT = "porter.bench/1"
 SHORT_TOKENS = 20
 ORT_WEB_VERSION = "1.30.0"
-PEER_SCRIPT = Path(__file__).parent / "peers" / "ort_web.mjs"
+PEER_SCRIPT = "bench/peers/ort_web.mjs"  # in porter's package data
 PORTER = "porter wasm"
 PEERS = ("litert-builtin", "litert-xnnpack", "ort", "ort-web")
 
@@ -295,7 +296,7 @@ class OrtWebRunner:
 
         # The native session only tells us the inputs' names, types and shapes.
         self.inputs = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()
-        self.process = subprocess.Popen(["node", str(PEER_SCRIPT), str(ensure_ort_web()), str(onnx_path)],
+        self.process = subprocess.Popen(["node", str(package_path(PEER_SCRIPT)), str(ensure_ort_web()), str(onnx_path)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
         self.version = self._reply()["ready"]

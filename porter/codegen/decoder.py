@@ -16,19 +16,20 @@ from pathlib import Path
 
 import numpy as np
 
-from porter import TEMPLATES_DIR
+from porter import TEMPLATES_DIR, package_path
 
 from porter.codegen import pack
 from porter.codegen.render import render_crate
-from porter.codegen.encoder import compiled_files, crate_name, f32_literal
+from porter.codegen.encoder import ORT_FLOATS, compiled_files, crate_name, f32_literal
 from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NORM_ORT, NORM_ORT_SKIP,
                                POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, ROTATE_HALF, Activation,
                                Attention, DecoderIR, Instr, Linear, Norm)
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
-KERNELS_DIR = TEMPLATES_DIR / "rust_forward" / "src" / "kernels"
+KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
 SHARED_KERNELS = ("eigen.rs", "linear_f32.rs", "ort_float.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
@@ -114,7 +115,7 @@ def _norm(entries: dict, norm: Norm) -> dict:
 _OPS = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Maximum", "minimum": "Minimum",
         "erf": "Erf", "tanh": "Tanh", "sigmoid": "Sigmoid", "neg": "Neg", "sqrt": "Sqrt", "abs": "Abs",
         "relu": "Relu", "reciprocal": "Reciprocal"}
-_POWERS = {2.0: "Square", 3.0: "Cube", 0.5: "Sqrt"}
+_POWERS = {2.0: "Square", 3.0: "Cube"}
 MAX_INSTRUCTIONS = 16  # templates/rust_decoder/src/kernels/decoder_float.rs MAX_INSTRUCTIONS
 
 
@@ -126,7 +127,7 @@ def _arg(arg) -> str:
 
 def _instructions(program: list[Instr]) -> list[dict]:
     """An activation's ops as the crate's Instr values; pow only with an exponent porter
-    reproduces (x^2, x^3, x^0.5 exactly as onnxruntime's Pow special-cases them)."""
+    reproduces (x^2 and x^3, which onnxruntime's Pow multiplies out)."""
     if len(program) > MAX_INSTRUCTIONS:
         raise PorterError(f"an activation of {len(program)} ops; the crate runs at most {MAX_INSTRUCTIONS}")
     out = []
@@ -134,7 +135,8 @@ def _instructions(program: list[Instr]) -> list[dict]:
         if instr.op == "pow":
             exponent = instr.args[1]
             if isinstance(exponent, str) or float(exponent) not in _POWERS:
-                raise PorterError(f"an activation raises to the power {exponent}; porter reproduces x^2, x^3 and x^0.5")
+                raise PorterError(f"an activation raises to the power {exponent}; porter reproduces onnxruntime's "
+                                  "Pow for the exponents 2 and 3 only")
             op, args = _POWERS[float(exponent)], instr.args[:1]
         elif instr.op in _OPS:
             op, args = _OPS[instr.op], instr.args
@@ -193,6 +195,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
     wte = {**_weights(entries, "wte"), "bias": None, "bias_in_c": False, "outs": ir.vocab, "k": ir.hidden}
     return {
         "crate_name": crate_name(ir.source, crate_dir), "source_name": Path(ir.source).name,
+        "ort_cpu": ir.ort_cpu, "ort_floats": ORT_FLOATS[ort_cpus.target(ir.ort_cpu).floats],
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads, "kv_heads": ir.kv_heads,
         "head_dim": ir.head_dim, "ffn": ir.ffn, "projection_widths": widths, "widest": widest,
         "q_at": _at(first, "q"), "k_at": _at(first, "k"), "v_at": _at(first, "v"),
@@ -212,6 +215,6 @@ def render_decoder_crate(ir: DecoderIR, out_dir: str | Path, quant: str = "float
     out = Path(out_dir)
     blob, manifest = pack.pack(packed_arrays(ir, quant))
     variables = template_variables(ir, manifest, quant, out)
-    files = {f"src/kernels/{name}": (KERNELS_DIR / name).read_bytes() for name in SHARED_KERNELS}
+    files = {f"src/kernels/{name}": package_path(f"{KERNELS_DIR}/{name}").read_bytes() for name in SHARED_KERNELS}
     summary = {**ir.summary(), "weight_format": quant}
     return render_crate(TEMPLATE, out, variables, {**files, **compiled_files(blob, manifest, summary)})

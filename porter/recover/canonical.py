@@ -31,7 +31,9 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.recover.schemes import weight_scheme
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.ops import Unsupported, evaluate
+from porter.reference.ort_cpu import OrtCpu
 
 # Tensors larger than this are not folded by evaluation (a folded op is usually a shape, a
 # position row or a mask constant; a real weight is never computed).
@@ -42,6 +44,7 @@ FOLD_LIMIT = 1 << 24
 class Canonical:
     graph: Graph  # ops in the canonical vocabulary, in execution order
     reference: Reference
+    ort_cpu: "OrtCpu | None"  # ONNXRUNTIME_CPU: the CPU whose onnxruntime kernels the ops follow
     origin: dict[int, tuple[int, ...]]  # canonical op index -> the file's op indices
     explained: dict[int, str] = field(default_factory=dict)  # file op -> why it needs no step
     source: Graph | None = None  # the file's own graph
@@ -58,8 +61,9 @@ class Canonical:
 class _Builder:
     """Collects canonical ops; tensors are the file's, plus any a translation adds."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, ort_cpu: "OrtCpu | None"):
         self.g = g
+        self.ort_cpu = ort_cpu
         self.tensors: list[Tensor] = list(g.tensors)
         self.ops: list[Op] = []
         self.origin: list[tuple[int, ...]] = []
@@ -329,7 +333,7 @@ TFLITE = {
 # ---- ONNX --------------------------------------------------------------------------------------
 
 _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "maximum",
-                "Min": "minimum", "Pow": "pow", "Equal": "equal", "Greater": "greater",
+                "Min": "minimum", "Equal": "equal", "Greater": "greater",
                 "GreaterOrEqual": "greater_equal", "Less": "less", "LessOrEqual": "less_equal",
                 "And": "logical_and", "Or": "logical_or"}
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
@@ -457,7 +461,8 @@ def _onnx_gelu(b: _Builder, op: Op) -> None:
 
 
 def _onnx_softmax(b: _Builder, op: Op) -> None:
-    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0)
+    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0,
+           ort_floats=b.ort_cpu.floats)
 
 
 def _onnx_shape(b: _Builder, op: Op) -> None:
@@ -488,6 +493,25 @@ def _onnx_cumsum(b: _Builder, op: Op) -> None:
 
 def _onnx_range(b: _Builder, op: Op) -> None:
     b.emit("range", op.inputs[:3], op.outputs, [op.index])
+
+
+def _onnx_pow(b: _Builder, op: Op) -> None:
+    """onnxruntime's Pow multiplies for the exponents 2 and 3 ((x * x) * x; measured bit for bit
+    on 2 M inputs) and calls std::pow otherwise, which porter does not reproduce. The products
+    keep `spelled="pow"`: onnxruntime's LayerNormFusion only fuses a variance written with Pow."""
+    x, e = op.inputs[:2]
+    exponent = b.const(e)
+    if b.const(x) is not None or exponent is None or exponent.size != 1 \
+            or float(exponent.reshape(-1)[0]) not in (2.0, 3.0):
+        b.emit("pow", [x, e], op.outputs, [op.index])
+        return
+    if float(exponent.reshape(-1)[0]) == 2.0:
+        b.emit("mul", [x, x], op.outputs, [op.index], spelled="pow")
+        return
+    like = b.tensor(op.outputs[0])
+    square = b.add_tensor(like, f"{like.name}/square", like.shape, like.dtype)
+    b.emit("mul", [x, x], [square], [op.index], spelled="pow")
+    b.emit("mul", [square, x], op.outputs, [op.index], spelled="pow")
 
 
 def _onnx_clip(b: _Builder, op: Op) -> None:
@@ -586,7 +610,7 @@ ONNX = {
     "CumSum": _onnx_cumsum, "Range": _onnx_range, "Identity": _onnx_identity,
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
-    "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
+    "Pow": _onnx_pow, "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
     "Trilu": _onnx_trilu, "Tile": _onnx_tile,
 }
 
@@ -1051,7 +1075,7 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
                      weight=np.ascontiguousarray(np.asarray(w_t.data).T), weights=scheme,
                      activation_quant=ActivationQuant.ORT_DYNAMIC_UINT8,
                      scale=np.asarray(w_t.quant.scale, np.float32), bias=None,
-                     integer_dot=IntegerDot.INT16_PAIRS_SATURATED, weight_tensor=w_t.index)
+                     integer_dot=IntegerDot(b.ort_cpu.integer_dot), weight_tensor=w_t.index)
         p.ops.append(lin)
         for dead in (op, cast, mul):
             p.ops[dead.index] = None
@@ -1189,11 +1213,15 @@ def _topological(ops: list[Op]) -> list[Op]:
     return order
 
 
-def canonicalise(g: Graph) -> Canonical:
+def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None) -> Canonical:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime kernels the canonical ops follow
+    (the u8 x s8 dot of its quantised layers, its softmax); None takes this machine's."""
     reference = {"tflite": Reference.LITERT_BUILTIN, "onnx": Reference.ONNXRUNTIME_CPU}.get(g.format)
     if reference is None:
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
-    b = _Builder(g)
+    if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
+        ort_cpu = ort_cpus.host_target()
+    b = _Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
     _static_inputs(b, g)
     translate = _translate_tflite if g.format == "tflite" else _translate_onnx
     explained: dict[int, str] = {}
@@ -1224,4 +1252,4 @@ def canonicalise(g: Graph) -> Canonical:
         origin[i] = b.origin[op.index]
         ops.append(Op(i, op.type, op.inputs, op.outputs, op.options))
     graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs, g.metadata)
-    return Canonical(graph, reference, origin, p.explained, g)
+    return Canonical(graph, reference, b.ort_cpu, origin, p.explained, g)

@@ -29,21 +29,26 @@ from porter.recover import decoder_ort, probe
 from porter.recover.decoder_blocks import AttentionBlock, Walk, file_op, position_table, walk
 from porter.recover.decoder_io import MAIN_BINDING, PROBE_BINDINGS, Bindings, Roles, find_roles, is_decoder_graph
 from porter.recover.decoder_prove import prove
+from porter.reference import ort_cpu as ort_cpus
 
 __all__ = ["is_decoder_graph", "recover_decoder"]
 
 
-def recover_decoder(g: Graph, source: str, context: int | None = None) -> DecoderIR:
-    """context: the longest past + seq the module serves; needed when the graph does not bound
-    it (rotary or no positions), at most the learned table's rows otherwise."""
+def recover_decoder(g: Graph, source: str, ort_cpu: str = ort_cpus.AUTO, context: int | None = None) -> DecoderIR:
+    """ort_cpu: the CPU whose onnxruntime arithmetic the IR reproduces (a porter.reference.ort_cpu
+    target, or auto: this machine's). context: the longest past + seq the module serves; needed
+    when the graph does not bound it (rotary or no positions), at most the learned table's rows
+    otherwise."""
     if g.format != "onnx":
         raise PorterError(f"{source}: porter compiles decoders from ONNX graphs (onnxruntime's arithmetic)")
+    target = ort_cpus.resolve(ort_cpu)
     roles = find_roles(g, source)
-    bindings = Bindings(g, roles)
+    bindings = Bindings(g, roles, target)
     c = bindings.main
     w = walk(c, bindings, roles)
     _check_everything_explained(c, w)
     ir, tensors = _assemble(c, bindings, roles, w, source, context)
+    ir.ort_cpu = target.name
     prove(ir, bindings, roles, tensors)
     return ir
 

@@ -51,6 +51,11 @@ class Roles:
     fed: tuple[tuple[str, str], ...] = ()  # (input, FED_POSITIONS | FED_MASK)
 
 
+def fed_kind(name: str) -> str | None:
+    """FED_POSITIONS or FED_MASK for an input porter feeds itself, by its name, else None."""
+    return next((kind for word, kind in _FED_NAMES if word in name.lower()), None)
+
+
 def _looked_up_in(g: Graph) -> dict[str, int]:
     """Graph input -> rows of the largest constant 2-D table a Gather reads with it."""
     names = {index: name for name, index in g.inputs.items()}
@@ -114,7 +119,7 @@ def find_roles(g: Graph, source: str) -> Roles:
     ids = max(tables, key=tables.get)  # the token table is the largest one an input reads
     fed = []
     for name in others:
-        kind = next((k for word, k in _FED_NAMES if word in name.lower()), None)
+        kind = fed_kind(name)
         if name != ids and kind is None:
             raise PorterError(f"{source}: input '{name}' is neither the token ids, a cache, position ids nor "
                               "an attention mask; porter feeds those alone")
@@ -170,16 +175,17 @@ def _fed_value(t, kind: str, past: int, seq: int) -> np.ndarray:
 
 
 class Bindings:
-    """The graph canonicalised at each (past, seq) asked for, once."""
+    """The graph canonicalised at each (past, seq) asked for, once, for onnxruntime's kernels on
+    the CPU `ort_cpu` (porter.reference.ort_cpu)."""
 
-    def __init__(self, g: Graph, roles: Roles):
-        self.g, self.roles = g, roles
+    def __init__(self, g: Graph, roles: Roles, ort_cpu=None):
+        self.g, self.roles, self.ort_cpu = g, roles, ort_cpu
         self._done: dict[tuple[int, int], Canonical] = {}
 
     def at(self, past: int, seq: int) -> Canonical:
         key = (past, seq)
         if key not in self._done:
-            self._done[key] = canonicalise(bind(self.g, self.roles, past, seq))
+            self._done[key] = canonicalise(bind(self.g, self.roles, past, seq), self.ort_cpu)
         return self._done[key]
 
     @property

@@ -44,7 +44,8 @@ def _row(name: str):
 
 
 def _rms_pattern(with_gamma: bool):
-    """mean(x^2) -> + eps -> sqrt -> x * (1 / .) or x / . -> * gamma."""
+    """mean(x^2) -> + eps -> sqrt -> x * (1 / .) or x / . -> * gamma (x^2 as Pow: canonicalisation
+    writes it x * x, and says it was spelled "pow")."""
     x = Var("x")
     square = AnyOf(Op("pow", x, _scalar("two", 2.0), name="square"), Op("mul", x, x, name="square"))
     mean = Op("reduce_mean", square, name="mean", where=_reduces_last_axis)
@@ -94,7 +95,8 @@ def _rms_norm(g: Graph, op, x: int, name: str) -> FoundNorm | None:
         if m is None:
             continue
         form = RMS_RECIPROCAL if "reciprocal" in m.ops else RMS_DIVIDE
-        if form == RMS_DIVIDE and g.ops[m.ops["square"]].type == "pow" and "gamma" in m.tensors:
+        square = g.ops[m.ops["square"]]
+        if form == RMS_DIVIDE and "pow" in (square.type, square.options.get("spelled")) and "gamma" in m.tensors:
             form = RMS_ORT  # onnxruntime's SimplifiedLayerNormFusion takes exactly this spelling
             if g.tensor(x).shape[-1] < OF.MIN_SIMPLIFIED_WIDTH:
                 raise PorterError(f"{probe.describe_op(g, op.index)}: onnxruntime runs SimplifiedLayerNormalization "

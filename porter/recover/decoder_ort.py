@@ -40,6 +40,11 @@ def _value(expected: float, exact: float | None = None):
     return Const(where=close)
 
 
+def _spelled_pow(op, g) -> bool:
+    """An op canonicalisation made of the file's Pow (porter.recover.canonical _onnx_pow)."""
+    return op.options.get("spelled") == "pow"
+
+
 def _erf_part(x):
     return Op("add", Op("erf", Op("div", x, _value(np.sqrt(2), 1.4142099618911743), name="div"), name="erf"),
               _value(1.0), commutative=True, name="add")
@@ -60,8 +65,9 @@ def _fast_gelu_patterns():
     inner_1 = Op("mul", Op("add", Op("mul", Op("mul", x, _value(0.044715), commutative=True), x, commutative=True),
                            _value(1.0), commutative=True),
                  Op("mul", x, _value(0.7978845834732056), commutative=True), commutative=True)
-    # formula 2: (x + 0.044715 * x^3) * 0.7978845834732056
-    inner_2 = Op("mul", Op("add", Op("mul", Op("pow", x, _value(3.0)), _value(0.044715), commutative=True), x,
+    # formula 2: (x + 0.044715 * x^3) * 0.7978845834732056, x^3 a Pow (canonicalised as (x * x) * x)
+    cube = Op("mul", Op("mul", x, x, where=_spelled_pow), x, commutative=True, where=_spelled_pow)
+    inner_2 = Op("mul", Op("add", Op("mul", cube, _value(0.044715), commutative=True), x,
                            commutative=True), _value(0.7978845834732056), commutative=True)
     return tuple(Op("mul", Op("add", Op("tanh", inner), _value(1.0), commutative=True),
                     Op("mul", x, _value(0.5), commutative=True), commutative=True, name="out")

@@ -1,5 +1,6 @@
 """The numpy decoder executor: a DecoderIR run step by step with a KV cache, in onnxruntime's
-float arithmetic (porter.reference.ort), the reference for the generated decoder crate.
+float arithmetic (porter.reference.ort) on the CPU the IR's ort_cpu names, the reference for the
+generated decoder crate.
 
 Every variant of the IR runs the kernel onnxruntime runs for it: Gemm (the bias as C) or
 MatMul then Add, LayerNormalization or its fused SkipLayerNormalization, RMSNorm's ops one by
@@ -24,6 +25,7 @@ from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, BIAS_NONE, LA
                                ROTATE_HALF, Activation, Attention, DecoderIR, Instr, Linear, MLP, Norm)
 from porter.ir.encoder import Reference
 from porter.reference import ort as OF
+from porter.reference import ort_cpu
 from porter.reference.ops import evaluate, reduce_float
 from porter.reference.q8_0 import dequantize_q8_0, q8_0_int8_linear, quantize_q8_0
 
@@ -64,6 +66,7 @@ class Session:
     def __init__(self, ir: DecoderIR, int8_dot: bool = False):
         self.ir = ir
         self.int8_dot = int8_dot
+        self.floats = ort_cpu.target(ir.ort_cpu).floats  # MLAS's float kernels on the IR's CPU
         self._q8_0: dict[str, tuple] = {}
         self.keys = [np.zeros((ly.attention.kv_heads, 0, ly.attention.head_dim), F32) for ly in ir.layers]
         self.values = [k.copy() for k in self.keys]
@@ -125,7 +128,7 @@ class Session:
             scores = (scores + np.where(hidden, F32(att.fill), F32(0))).astype(F32)
         else:
             scores = np.where(hidden, F32(att.fill), scores)
-        context = OF.matmul(OF.softmax(scores), values)
+        context = OF.matmul(OF.softmax(scores, self.floats), values)
         return self.linear(att.o, context.transpose(1, 0, 2).reshape(seq, att.heads * hd))
 
     def _rotary(self, att: Attention, x: np.ndarray, past: int) -> np.ndarray:

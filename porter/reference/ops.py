@@ -188,7 +188,7 @@ def _softmax(attrs, x, ref):
         raise Unsupported(f"softmax over axis {axis} of a rank-{x.ndim} tensor")
     if ref == Reference.LITERT_BUILTIN:
         return LF.softmax(x, float(attrs.get("beta", 1.0)))
-    return OF.softmax(x)
+    return OF.softmax(x, attrs["ort_floats"])
 
 
 def _matmul(attrs, a, b, ref):

@@ -1,7 +1,9 @@
 """onnxruntime's CPU float kernels for an encoder, emulated in numpy: bit-exact where noted.
 
-What onnxruntime 1.32 (CPU provider, AVX2 machine) runs for a torch.onnx BERT export, read from
-its optimised graph and MLAS's sources, each kernel then measured against onnxruntime:
+What onnxruntime 1.32 (CPU provider) runs for a torch.onnx BERT export, read from its
+optimised graph and MLAS's sources, each kernel then measured against onnxruntime. MLAS picks
+some kernels by CPU; of these, softmax's takes the target's float kernel family (`floats`,
+porter.reference.ort_cpu), and the rest give the same bits on every target:
 
 - LayerNormalization: its AVX2 kernel, read from onnxruntime 1.32's machine code and emulated
   exactly (layer_norm). With ORT_ENABLE_ALL (the goldens) a LayerNormalization that reads a
@@ -12,7 +14,8 @@ its optimised graph and MLAS's sources, each kernel then measured against onnxru
   size-dependent depth otherwise), each block fma'd into C; a one-row MatMul of two
   activations takes MLAS's M = 1 kernel instead: emulated exactly (sgemm, matmul).
 - Erf: MLAS's polynomial, emulated step by step (erf).
-- Softmax: MLAS's exp polynomial, an 8-lane sum, then * (1 / sum): emulated exactly (softmax).
+- Softmax: MLAS's exp polynomial, an 8-lane sum (AVX2) or a 16-lane one with vscalefps's
+  power of two (AVX-512F), then * (1 / sum): emulated exactly (softmax).
 
 The dynamically quantised layers are exact too (porter.reference.quant), so an encoder graph reproduces
 onnxruntime's logits bit for bit; that matters most for them, since an ulp before a
@@ -23,17 +26,37 @@ from __future__ import annotations
 
 import numpy as np
 
+from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
+
 F32 = np.float32
 
 
 def _fma(a, b, c):
     """fmaf, correctly rounded, through float64. The product of two float32 values is exact in
-    float64; the float64 sum is rounded to odd (nudged off an even last bit when inexact, its
-    exact error found by TwoSum), which makes the final rounding to float32 correct. A plain
-    float64 sum would round twice and, rarely, differ from the hardware fma onnxruntime runs."""
+    float64, so only the float64 sum rounds before the final rounding to float32; rounding twice
+    differs from one rounding only when the float64 sum lands exactly halfway between two float32
+    values (its low 29 bits 1 followed by zeros) or in float32's subnormal range. Those rare
+    elements take the exact path (_fma_round_to_odd); the rest are already right."""
     p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
     c = np.asarray(c, np.float64)
     s = p + c
+    with np.errstate(invalid="ignore"):
+        suspect = ((s.view(np.int64) & _LOW_29) == _HALF_29) | ((np.abs(s) < _F32_SMALLEST_NORMAL) & (s != 0))
+    out = s.astype(F32)
+    if suspect.any():
+        p, c = np.broadcast_to(p, s.shape), np.broadcast_to(c, s.shape)
+        out[suspect] = _fma_round_to_odd(p[suspect], c[suspect], s[suspect])
+    return out
+
+
+_LOW_29 = (1 << 29) - 1  # the float64 mantissa bits float32 drops
+_HALF_29 = 1 << 28
+_F32_SMALLEST_NORMAL = np.float64(np.finfo(np.float32).tiny)
+
+
+def _fma_round_to_odd(p, c, s):
+    """The float64 sum rounded to odd (nudged off an even last bit when inexact, its exact error
+    found by TwoSum), which makes the rounding to float32 correct."""
     back = s - p
     error = (p - (s - back)) + (c - back)
     with np.errstate(invalid="ignore"):
@@ -69,10 +92,13 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: floa
     shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,))[:-1] + (a.shape[-2], b.shape[-1])
     depth = a.shape[-1]
     block = stride_k(b.shape[-1], depth, prepacked)
+    # float64 copies once (exact), k-major so each step reads a contiguous slice
+    a64 = np.ascontiguousarray(np.moveaxis(a, -1, 0), np.float64)[..., None]
+    b64 = np.ascontiguousarray(np.moveaxis(b, -2, 0), np.float64)[..., None, :]
     for start in range(0, depth, block):
         chain = np.zeros(shape, F32)
         for k in range(start, min(depth, start + block)):
-            chain = _fma(a[..., :, k:k + 1], b[..., k:k + 1, :], chain)
+            chain = _fma(a64[k], b64[k], chain)
         # the kernel's first store multiplies by alpha; later blocks fma into C
         c = (chain * F32(alpha)).astype(F32) if c is None else _fma(chain, F32(alpha), c)
     return np.zeros(shape, F32) if c is None else c
@@ -190,47 +216,78 @@ def skip_layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: flo
 
 
 # MLAS's exp for softmax (mlas/lib/compute.cpp, MlasComputeSumExpVector): range reduction by
-# 2^m, then a degree-6 polynomial, every step an fma; inputs below -88.376 give 2^-127 * p.
+# 2^m, then a degree-6 polynomial, every step an fma. Its AVX2 kernel (MlasComputeSumExpF32KernelFma3)
+# builds 2^m from m's bits, which gives 0 from m = -127 down (the input clamp -88.376 reaches
+# -127); the AVX-512F one (MlasComputeSumExpF32KernelAvx512F) applies it with vscalefps, p * 2^m
+# rounded once, a subnormal there. The two agree wherever 2^m is a normal float.
 _SUMEXP_LOW = F32(-88.3762626647949)
 _SUMEXP_POLY = [F32(float.fromhex(h)) for h in ("0x1.694000p-10", "0x1.125edcp-7", "0x1.555b5ap-5",
                                                 "0x1.555450p-3", "0x1.fffff6p-2", "0x1.000000p+0")]
 _LOG2E, _LN2_HI, _LN2_LO = F32(1.44269504088896341), F32(-6.93145752e-1), F32(-1.42860677e-6)
 _ROUNDING_MAGIC = F32(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
-_SUM_LANES = 8  # the AVX2 kernel's accumulator
+# the softmax sum's accumulator: one vector of the kernel's width
+SUM_LANES = {AVX2_FLOATS: 8, AVX512_FLOATS: 16}
 
 
-def _sum_exp(x: np.ndarray) -> np.ndarray:
+def _exp_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, m, biased): exp(x) = p * 2^m, m an integer in float32 and in biased's low bits."""
     x = np.maximum(_SUMEXP_LOW, x)
     biased = _fma(x, _LOG2E, _ROUNDING_MAGIC)
     m = (biased - _ROUNDING_MAGIC).astype(F32)
     r = _fma(m, _LN2_LO, _fma(m, _LN2_HI, x))
-    # 2^m from the integer in biased's low mantissa bits, moved into the exponent field
-    scale = ((biased.view(np.int32) << 23) + np.int32(0x3F800000)).view(F32)
     p = np.full_like(r, _SUMEXP_POLY[0])
     for c in _SUMEXP_POLY[1:]:
         p = _fma(p, r, c)
-    p = _fma(p, r, _SUMEXP_POLY[-1])
+    return _fma(p, r, _SUMEXP_POLY[-1]), m, biased
+
+
+def _sum_exp(x: np.ndarray) -> np.ndarray:
+    """The AVX2 kernel's exp: 2^m from the integer in biased's low mantissa bits, moved into the
+    exponent field, then p * 2^m."""
+    p, _, biased = _exp_parts(x)
+    scale = ((biased.view(np.int32) << 23) + np.int32(0x3F800000)).view(F32)
     return (p * scale).astype(F32)
 
 
-def _lane_sum(e: np.ndarray) -> np.ndarray:
-    """One 8-lane accumulator over the row, the tail added into its first lanes (MLAS loads it
-    masked), then the lanes added in adjacent pairs (measured: bit-exact for every length)."""
-    n = e.shape[-1]
-    acc = np.zeros(e.shape[:-1] + (_SUM_LANES,), F32)
-    for i in range(0, n, _SUM_LANES):
-        block = e[..., i:i + _SUM_LANES]
+# 2^n stays exact in float64 and p * 2^n finite there up to this |n|, past which the float32
+# result is 0 or infinite for every finite p anyway
+_SCALE_LIMIT = 300
+
+
+def _sum_exp_scalef(x: np.ndarray) -> np.ndarray:
+    """The AVX-512F kernel's exp: vscalefps(p, m) = p * 2^m, exact in float64, rounded once."""
+    p, m, _ = _exp_parts(x)
+    n = np.clip(np.nan_to_num(m), -_SCALE_LIMIT, _SCALE_LIMIT).astype(np.int32)  # NaN: p is NaN too
+    with np.errstate(over="ignore"):
+        return np.ldexp(p.astype(np.float64), n).astype(F32)
+
+
+SUM_EXP = {AVX2_FLOATS: _sum_exp, AVX512_FLOATS: _sum_exp_scalef}
+
+
+def _lane_sum(e: np.ndarray, floats: str) -> np.ndarray:
+    """One accumulator of the kernel's width over the row, the tail added into its first lanes
+    (MLAS loads it masked); AVX-512F first adds the upper eight lanes onto the lower eight
+    (vextractf64x4, vaddps); then the eight are added in adjacent pairs (vhaddps twice, the
+    two halves' sums last). Measured: bit-exact for every length."""
+    n, lanes = e.shape[-1], SUM_LANES[floats]
+    acc = np.zeros(e.shape[:-1] + (lanes,), F32)
+    for i in range(0, n, lanes):
+        block = e[..., i:i + lanes]
         acc[..., :block.shape[-1]] = (acc[..., :block.shape[-1]] + block).astype(F32)
+    if lanes == 16:
+        acc = (acc[..., 8:] + acc[..., :8]).astype(F32)
     while acc.shape[-1] > 1:
         acc = (acc[..., 0::2] + acc[..., 1::2]).astype(F32)
     return acc[..., 0]
 
 
-def softmax(x: np.ndarray) -> np.ndarray:
-    """MLAS softmax: e = exp(x - max) (MLAS's exp), sum, then e * (1 / sum)."""
+def softmax(x: np.ndarray, floats: str) -> np.ndarray:
+    """MLAS softmax with the float kernels `floats` names (porter.reference.ort_cpu):
+    e = exp(x - max) (MLAS's exp), sum, then e * (1 / sum)."""
     x = np.asarray(x, F32)
-    e = _sum_exp((x + (-x.max(axis=-1, keepdims=True))).astype(F32))
-    return (e * (F32(1) / _lane_sum(e)).astype(F32)[..., None]).astype(F32)
+    e = SUM_EXP[floats]((x + (-x.max(axis=-1, keepdims=True))).astype(F32))
+    return (e * (F32(1) / _lane_sum(e, floats)).astype(F32)[..., None]).astype(F32)
 
 
 # MLAS's erf (mlas/lib/erf.cpp and its FMA3 kernel): odd polynomial up to |x| = 0.921875,

@@ -25,6 +25,7 @@ from porter import TEMPLATES_DIR
 from porter.errors import PorterError
 from porter.fsutil import copy_atomic
 from porter.tokenize.bpe import bpe_blob
+from porter import package_path
 from porter.serve.host import HTTP_GLUE_DIR, forward_modules, record_component
 
 TEMPLATE = TEMPLATES_DIR / "generate_service"
@@ -51,7 +52,7 @@ def decoder_files(crate: Path) -> tuple[dict[str, bytes], list[str]]:
     del files[DECODER_MAIN]
     files["model.bin"] = (crate / "model.bin").read_bytes()
     for name in SHARED_SOURCES:
-        files[f"src/{name}"] = (HTTP_GLUE_DIR / name).read_bytes()
+        files[f"src/{name}"] = package_path(f"{HTTP_GLUE_DIR}/{name}").read_bytes()
     return files, modules
 
 
@@ -63,7 +64,7 @@ def _recover(model: Path, context: int | None):
     if not is_decoder_graph(graph):
         raise PorterError(f"{model} is not a decoder with a KV cache (no output extends an input); "
                           "`porter serve-build` serves token classifiers")
-    return recover_decoder(graph, str(model), context)
+    return recover_decoder(graph, str(model), context=context)
 
 
 def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: str = "float32",

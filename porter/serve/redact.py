@@ -24,13 +24,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from porter import TEMPLATES_DIR
+from porter import TEMPLATES_DIR, package_path
+from porter.check.windows import WindowRule, require_vocabulary_fits, window_rule
 from porter.errors import PorterError
 from porter.ir.encoder import MaskMode
 from porter.serve.host import forward_modules, record_component
 
 SERVICE_TEMPLATE = TEMPLATES_DIR / "redact_service"
-TOKENIZER_MODULE = TEMPLATES_DIR / "tokenizer" / "src" / "tokenizer.rs"
+TOKENIZER_MODULE = "templates/tokenizer/src/tokenizer.rs"  # in porter's package data
 COMPONENT_NAME = "redact.wasm"
 FORMAT = "porter.service/1"
 DESCRIPTION = "PII redaction: a token classifier compiled to wasm by porter"
@@ -39,20 +40,8 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 # request timeout of tens of seconds.
 DEFAULT_MAX_WINDOWS = 16
 BIOES_TAGS = ("B", "I", "E", "S")
-PAD_TOKEN_NAMES = ("[PAD]", "<pad>")
 # The forward crate's own entry point: its modules become the service's, its main() does not.
 FORWARD_MAIN = "src/main.rs"
-
-
-@dataclass(frozen=True)
-class WindowRule:
-    """How the text's tokens become model windows: special tokens around them, then padding."""
-
-    prefix_ids: list[int]
-    suffix_ids: list[int]
-    pad_id: int
-    unk_id: int | None  # replaces ids past the model's vocabulary; None if the tokenizer has none
-    vocab_size: int  # the tokenizer's
 
 
 @dataclass(frozen=True)
@@ -62,48 +51,6 @@ class LabelSet:
 
 
 # --- reading the inputs ------------------------------------------------------------------------
-
-
-def window_rule(tokenizer_json: Path, pad_id: int | None = None) -> WindowRule:
-    """Special tokens, padding and unknown ids as the reference `tokenizers` library sees them."""
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_file(str(tokenizer_json))
-        spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
-    except Exception as e:  # tokenizers raises a bare Exception for a malformed file
-        raise PorterError(f"cannot read tokenizer {tokenizer_json}: {e}") from None
-    padding = tokenizer.padding
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    # sequence_ids is None exactly on the post-processor's special tokens.
-    encoding = tokenizer.encode("a")
-    text_positions = [i for i, s in enumerate(encoding.sequence_ids) if s is not None]
-    if not text_positions:
-        raise PorterError(f"{tokenizer_json}: encoding 'a' gives no text token")
-    first, last = text_positions[0], text_positions[-1]
-    if pad_id is None:
-        pad_id = _pad_id(tokenizer, padding, tokenizer_json)
-    return WindowRule(list(encoding.ids[:first]), list(encoding.ids[last + 1:]), pad_id,
-                      _unk_id(tokenizer, spec.get("model") or {}), tokenizer.get_vocab_size())
-
-
-def _pad_id(tokenizer, padding: dict | None, path: Path) -> int:
-    if padding and padding.get("pad_id") is not None:
-        return int(padding["pad_id"])
-    for name in PAD_TOKEN_NAMES:
-        found = tokenizer.token_to_id(name)
-        if found is not None:
-            return found
-    raise PorterError(f"{path} names no padding token; give --pad-id")
-
-
-def _unk_id(tokenizer, model: dict) -> int | None:
-    if isinstance(model.get("unk_id"), int):  # Unigram
-        return model["unk_id"]
-    if model.get("unk_token"):  # WordPiece, BPE
-        return tokenizer.token_to_id(model["unk_token"])
-    return None
 
 
 def read_labels(labels_json: Path, expected: int) -> LabelSet:
@@ -151,11 +98,8 @@ def forward_files(ir, forward_dir: Path) -> tuple[dict[str, bytes], list[str]]:
 
 def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str],
                       max_body_bytes: int, max_windows: int) -> dict:
-    if len(rule.prefix_ids) + len(rule.suffix_ids) >= ir.seq:
-        raise PorterError(f"the window of {ir.seq} tokens has no room left for text")
-    if rule.vocab_size > ir.vocab and rule.unk_id is None:
-        raise PorterError(f"the tokenizer has {rule.vocab_size} ids, the model {ir.vocab}, and "
-                          "the tokenizer names no unknown token to stand for the rest")
+    rule.chunk(ir.seq)
+    require_vocabulary_fits(rule, ir.vocab)
     padding_note = ("The model attends to every key, so the padding id changes its output: it "
                     "must be the one the model was checked with (the tokenizer's padding token "
                     "unless --pad-id says otherwise)." if ir.mask == MaskMode.NONE else
@@ -199,7 +143,7 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
     blob = build_blob(read_tokenizer_json(tokenizer_json), tokenizer_json.name)
     files, modules = forward_files(ir, out_dir / "forward")
     files["tokenizer.bin"] = blob
-    files["src/tokenizer.rs"] = TOKENIZER_MODULE.read_bytes()
+    files["src/tokenizer.rs"] = package_path(TOKENIZER_MODULE).read_bytes()
     variables = service_variables(ir, rule, labels, modules, max_body_bytes, max_windows)
     files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
     crate = render_crate(SERVICE_TEMPLATE, out_dir / "crate", variables, files)

@@ -1,5 +1,5 @@
-//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic (the
-//! same operations as porter/reference/execute_decoder.py):
+//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic on the
+//! CPU model.rs names (the same operations as porter/reference/execute_decoder.py):
 //!
 //!     x = embed(ids) (+ learned positions)
 //!     per layer: x += o(attention(norm1(x)))      q, k (rotated), v from one Linear or three
@@ -156,7 +156,7 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
             } else {
                 scores[visible..].fill(a.fill);
             }
-            softmax(scores);
+            softmax(scores, ORT_FLOATS);
             let out = &mut s.context[(r * HEADS + h) * HEAD_DIM..][..HEAD_DIM];
             let head_values = &cache.values[Cache::at(layer, kv, 0)..];
             // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
