@@ -89,14 +89,17 @@ def inspect(model, as_json, show_ir, ort_cpu):
 @click.option("--quant", type=click.Choice(QUANT_MODES),
               help="Decoders: float32 weights (the default); q8_0 weights; or q8_0_int8, q8_0 weights "
                    "times inputs quantised to q8_0 in integers (faster; not onnxruntime's arithmetic).")
+@click.option("--context", type=click.IntRange(min=1),
+              help="Decoders: the longest prompt + generation the module serves (needed when the graph "
+                   "computes its positions for any length; at most a learned position table's rows).")
 @ort_cpu_option
-def compile_cmd(model, out_dir, quant, ort_cpu):
+def compile_cmd(model, out_dir, quant, context, ort_cpu):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
     from porter.ir.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir, quant, ort_cpu)
+    ir = compile_model(model, out_dir, quant, ort_cpu, context)
     target = f", onnxruntime on {ir.ort_cpu} CPUs" if ir.ort_cpu else ""
     if isinstance(ir, DecoderIR):
         size_mb = (Path(out_dir) / "model.bin").stat().st_size / 1e6
@@ -288,15 +291,17 @@ def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_by
               help="Directory for the crates, the component (generate.wasm) and service.json.")
 @click.option("--quant", type=click.Choice(QUANT_MODES), default="float32", show_default=True,
               help="How the decoder's weights are stored and multiplied (see `porter compile`).")
+@click.option("--context", type=click.IntRange(min=1),
+              help="The longest prompt + generation the service serves (see `porter compile`).")
 @click.option("--max-body-bytes", type=int, default=16 * 1024, show_default=True,
               help="Larger request bodies get 413.")
 @click.option("--max-prompt-bytes", type=int, default=4096, show_default=True,
               help="Longer prompts (UTF-8 bytes) get 413.")
-def generate_build(model, tokenizer_json, out_dir, quant, max_body_bytes, max_prompt_bytes):
+def generate_build(model, tokenizer_json, out_dir, quant, context, max_body_bytes, max_prompt_bytes):
     """Build decoder MODEL into a text-generation service: a wasi:http component for Spin."""
     from porter.serve.generate import generate_build as build
 
-    build(model, tokenizer_json, out_dir, quant=quant, max_body_bytes=max_body_bytes,
+    build(model, tokenizer_json, out_dir, quant=quant, context=context, max_body_bytes=max_body_bytes,
           max_prompt_bytes=max_prompt_bytes, echo=click.echo)
 
 

@@ -338,7 +338,7 @@ _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "
                 "And": "logical_and", "Or": "logical_or"}
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
                "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
-               "IsNaN": "isnan", "Reciprocal": "reciprocal"}
+               "IsNaN": "isnan", "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos"}
 _ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
                 "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types
@@ -469,7 +469,9 @@ def _onnx_shape(b: _Builder, op: Op) -> None:
     shape = b.tensor(op.inputs[0]).shape
     if any(d < 0 for d in shape):
         raise _fail(b.g, op, f"Shape of {b.tensor(op.inputs[0]).describe()}, which has a dynamic dimension")
-    b.set_const(op.outputs[0], np.array(shape, np.int64))
+    # opset 15's start / end pick a range of the dimensions (Python slice semantics, clamped)
+    start, end = int(op.options.get("start", 0)), op.options.get("end")
+    b.set_const(op.outputs[0], np.array(shape[start:None if end is None else int(end)], np.int64))
 
 
 def _onnx_constant_of_shape(b: _Builder, op: Op) -> None:
@@ -566,6 +568,16 @@ def _onnx_split(b: _Builder, op: Op) -> None:
         start += size
 
 
+def _onnx_trilu(b: _Builder, op: Op) -> None:
+    k = _const_ints(b, op, op.inputs[1], "k")[0] if len(op.inputs) > 1 and op.inputs[1] >= 0 else 0
+    b.emit("trilu", op.inputs[:1], op.outputs, [op.index], upper=bool(op.options.get("upper", 1)), k=k)
+
+
+def _onnx_tile(b: _Builder, op: Op) -> None:
+    b.emit("tile", op.inputs[:1], op.outputs, [op.index],
+           repeats=tuple(_const_ints(b, op, op.inputs[1], "the repeats")))
+
+
 def _onnx_dynamic_quantize(b: _Builder, op: Op) -> None:
     b.emit("dynamic_quantize", op.inputs[:1], op.outputs, [op.index])
 
@@ -599,6 +611,7 @@ ONNX = {
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
     "Pow": _onnx_pow, "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
+    "Trilu": _onnx_trilu, "Tile": _onnx_tile,
 }
 
 
@@ -683,6 +696,9 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(out_shape)
         return
     if any(d < 0 for d in in_shape):
+        unknown = _untranslated_before(b, op.inputs[0])
+        if unknown is not None:  # the shape is unknown because an op before has no meaning to porter
+            raise PorterError(f"{g.ops[b.origin[unknown.index][0]].describe()}: porter does not know this op")
         raise PorterError(f"{file_op.describe()}: input {b.tensor(op.inputs[0]).describe()} has a "
                           "dynamic shape")
     if g.format == "tflite":
@@ -691,6 +707,21 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
     t = b.tensor(op.outputs[0])
     b.tensors[t.index] = replace(t, shape=op.options["shape"])
+
+
+def _untranslated_before(b: _Builder, t: int) -> Op | None:
+    """The nearest op computing tensor t (through its inputs) that has no canonical translation."""
+    made = {out: op for op in b.ops for out in op.outputs}
+    todo, seen = [t], set()
+    while todo:
+        op = made.get(todo.pop())
+        if op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        if "." in op.type:
+            return op
+        todo.extend(i for i in op.inputs if i >= 0)
+    return None
 
 
 def _tflite_view_shape(b: _Builder, op: Op, in_shape: list[int], out_shape: list[int]) -> list[int]:
@@ -786,6 +817,8 @@ def _is_identity(p: _Pass, op: Op) -> str | None:
         return f"{op.type} to the same shape"
     if op.type == "permute" and tuple(op.options["perm"]) == tuple(range(len(x.shape))):
         return "identity permutation"
+    if op.type == "concat" and len(op.inputs) == 1:
+        return "concat of one tensor"
     if op.type == "cast" and op.options["to"] == x.dtype:
         return "cast to the type it has"
     if op.type in _NEUTRAL and len(op.inputs) == 2:
@@ -876,6 +909,27 @@ def _ort_matmul_scale_fusion(p: _Pass) -> None:
         op.outputs = [unscaled]
         fused = b.emit("mul", [unscaled, alpha_t], [out], sorted(set(origin)))
         p.ops.append(fused)
+
+
+def _ort_div_mul_fusion(p: _Pass) -> None:
+    """onnxruntime's DivMulFusion, so the canonical graph computes what onnxruntime does:
+    x * (1 / y), the division read by that product alone, is x / y (one rounding, not two)."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    b = p.b
+    for op in list(p.ops):
+        if op is None or op.type != "div" or len(op.inputs) != 2 or op.outputs[0] in p.outputs.values():
+            continue
+        one = b.const(op.inputs[0])
+        users = p.users(op.outputs[0])
+        if one is None or one.size != 1 or float(one.reshape(-1)[0]) != 1.0 or len(users) != 1 \
+                or users[0].type != "mul" or b.const(op.inputs[1]) is not None:
+            continue
+        mul = users[0]
+        other = mul.inputs[1] if mul.inputs[0] == op.outputs[0] else mul.inputs[0]
+        mul.type, mul.inputs = "div", [other, op.inputs[1]]
+        b.origin[mul.index] = b.origin[op.index] + b.origin[mul.index]
+        p.ops[op.index] = None
 
 
 def _scale_of(p: _Pass, op: Op | None, x_rank_from: int | None = None) -> tuple[int, np.float32] | None:
@@ -1187,6 +1241,7 @@ def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None) -> Canonical:
     _remove_identities(p)
     _implicit_broadcasts(p)
     _ort_matmul_scale_fusion(p)
+    _ort_div_mul_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
     gathers_as_slices(b, _PassGraph(p), p.ops, reference)

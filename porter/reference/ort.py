@@ -361,3 +361,167 @@ def tanh(x: np.ndarray) -> np.ndarray:
         q = _fma(q, v2, c)
     with np.errstate(all="ignore"):
         return (p / q).astype(F32)
+
+
+# ---- kernels decoders need (read from onnxruntime 1.32's sources and measured against it) -----
+
+# Sin and Cos are Eigen's array .sin() / .cos() (core/providers/cpu/math/element_wise_ops.cc):
+# Eigen's psincos_float on SSE packets of four, which onnxruntime's core is built without FMA
+# for, so every pmadd is a multiply then an add; the last size % 4 elements take std::sin /
+# std::cos (glibc), taken here as the correctly rounded value. Measured bit-exact on 125 k inputs.
+_TWO_OVER_PI = F32(0.636619746685028076171875)
+_PI_OVER_2_PARTS = [F32(c) for c in (-1.5703125, -0.000483989715576171875, 1.62865035235881805419921875e-07,
+                                     5.5644315544167710640977020375430583953857421875e-11)]
+_COS_POLY = [F32(c) for c in (2.4372266125283204019069671630859375e-05, -0.00138865201734006404876708984375,
+                              0.041666619479656219482421875, -0.5, 1.0)]
+_SIN_POLY = [F32(c) for c in (-0.0001959234114083702898469196984621021329076029360294342041015625,
+                              0.0083326873655616851693794799871284340042620897293090820312500000,
+                              -0.1666666203982298255503735617821803316473960876464843750000000000)]
+# beyond these |x| Eigen reduces the argument exactly (Payne-Hanek, _trig_reduce_huge)
+_HUGE = {True: F32(25966.0), False: F32(18838.0)}
+# 2/pi's bits, eight at a time, as Eigen's trig_reduce_huge reads them
+_TWO_OVER_PI_BITS = np.array([
+    0x00000028, 0x000028be, 0x0028be60, 0x28be60db, 0xbe60db93, 0x60db9391, 0xdb939105, 0x9391054a,
+    0x91054a7f, 0x054a7f09, 0x4a7f09d5, 0x7f09d5f4, 0x09d5f47d, 0xd5f47d4d, 0xf47d4d37, 0x7d4d3770,
+    0x4d377036, 0x377036d8, 0x7036d8a5, 0x36d8a566, 0xd8a5664f, 0xa5664f10, 0x664f10e4, 0x4f10e410,
+    0x10e41000, 0xe4100000], np.uint64)
+
+
+def _madd(a, b, c):
+    return ((a * b).astype(F32) + c).astype(F32)
+
+
+def _trig_reduce_huge(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x - q * pi/2, q) for |x| past the fast reduction's range: x * 2/pi in 2.62 fixed point from
+    96 bits of 2/pi, rounded to the nearest quadrant q, the rest scaled back in float64."""
+    bits = x.astype(F32).view(np.uint32).astype(np.uint64)
+    e = (bits >> np.uint64(23)) - np.uint64(118)
+    mantissa = ((bits & np.uint64(0x007FFFFF)) | np.uint64(0x00800000)) << (e & np.uint64(7))
+    i = (e >> np.uint64(3)).astype(np.int64)
+    low32 = np.uint64(0xFFFFFFFF)
+    p = mantissa * _TWO_OVER_PI_BITS[i + 7]
+    p = mantissa * _TWO_OVER_PI_BITS[i + 3] + (p >> np.uint64(32))
+    p = (((mantissa * _TWO_OVER_PI_BITS[i - 1]) & low32) << np.uint64(32)) + p
+    q = (p + (np.uint64(1) << np.uint64(61))) >> np.uint64(62)
+    p = p - (q << np.uint64(62))
+    r = (p.view(np.int64).astype(np.float64) * 3.4061215800865545e-19).astype(F32)
+    return r, q.astype(np.int32)
+
+
+def _psincos(x0: np.ndarray, sine: bool) -> np.ndarray:
+    x0 = np.asarray(x0, F32)
+    x = np.abs(x0)
+    rounded = (x * _TWO_OVER_PI + _ROUNDING_MAGIC).astype(F32)
+    quadrant = rounded.view(np.int32).copy()
+    y = (rounded - _ROUNDING_MAGIC).astype(F32)
+    for part in _PI_OVER_2_PARTS:
+        x = _madd(y, part, x)
+    huge = np.abs(x0) >= _HUGE[sine]
+    if np.any(huge & np.isfinite(x0)):
+        at = huge & np.isfinite(x0)
+        x[at], quadrant[at] = _trig_reduce_huge(np.abs(x0[at]))
+    if sine:
+        sign = (x0.view(np.uint32) ^ (quadrant.view(np.uint32) << np.uint32(30))) & np.uint32(0x80000000)
+    else:
+        sign = ((quadrant + 1).view(np.uint32) << np.uint32(30)) & np.uint32(0x80000000)
+    x2 = (x * x).astype(F32)
+    cos_part = np.full_like(x, _COS_POLY[0])
+    for c in _COS_POLY[1:]:
+        cos_part = _madd(cos_part, x2, c)
+    sin_part = np.full_like(x, _SIN_POLY[0])
+    for c in _SIN_POLY[1:]:
+        sin_part = _madd(sin_part, x2, c)
+    sin_part = _madd((sin_part * x2).astype(F32), x, x)
+    even = (quadrant & 1) == 0
+    value = np.where(even, sin_part, cos_part) if sine else np.where(even, cos_part, sin_part)
+    return (value.view(np.uint32) ^ sign).view(F32)
+
+
+def _eigen_trig(x: np.ndarray, sine: bool) -> np.ndarray:
+    x = np.asarray(x, F32)
+    flat = x.reshape(-1)
+    body = flat.size - flat.size % 4
+    out = np.empty_like(flat)
+    out[:body] = _psincos(flat[:body], sine)
+    out[body:] = (np.sin if sine else np.cos)(flat[body:].astype(np.float64)).astype(F32)
+    return out.reshape(x.shape)
+
+
+def sin(x: np.ndarray) -> np.ndarray:
+    return _eigen_trig(x, True)
+
+
+def cos(x: np.ndarray) -> np.ndarray:
+    return _eigen_trig(x, False)
+
+
+# MLAS's logistic (MlasLogisticKernelFma3, the kernel of Sigmoid and QuickGelu on AVX2): the input
+# clamped to [-18, 18], odd / even polynomials in x^2 by fma, p / q + 0.5, then max(0, .)
+_LOGISTIC_RANGE = F32(18)
+_LOGISTIC_P = [F32(c) for c in (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
+                                8.51377133304701e-03, 2.48287947061529e-01)]
+_LOGISTIC_Q = [F32(c) for c in (6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06,
+                                1.70198817374094e-03, 1.16817656904453e-01, 9.93151921023180e-01)]
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, F32)
+    v = np.minimum(_LOGISTIC_RANGE, np.maximum(-_LOGISTIC_RANGE, x)).astype(F32)
+    v2 = (v * v).astype(F32)
+    p = _fma(v2, _LOGISTIC_P[0], _LOGISTIC_P[1])
+    for c in _LOGISTIC_P[2:]:
+        p = _fma(v2, p, c)
+    q = _fma(v2, _LOGISTIC_Q[0], _LOGISTIC_Q[1])
+    for c in _LOGISTIC_Q[2:]:
+        q = _fma(v2, q, c)
+    with np.errstate(all="ignore"):
+        r = ((v * p).astype(F32) / q).astype(F32)
+    return np.maximum(F32(0), (r + F32(0.5)).astype(F32)).astype(F32)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """QuickGelu(alpha = 1), and Sigmoid then Mul: x * logistic(x)."""
+    x = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        return (x * logistic(x)).astype(F32)
+
+
+# FastGelu (contrib_ops/cpu/bert/bias_gelu.cc, the tanh GELU onnxruntime fuses): scalar float
+# loops around MLAS's tanh, no fma (the contrib ops are built for baseline x86-64)
+_FAST_GELU_B = F32(0.7978845608028654)  # sqrt(2 / pi)
+_FAST_GELU_C = F32(0.035677408136300125)  # 0.044715 * sqrt(2 / pi)
+
+
+def fast_gelu(x: np.ndarray) -> np.ndarray:
+    """t = x * ((C * x) * x + B); y = (x * 0.5) * (tanh(t) + 1)."""
+    x = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        inner = ((((_FAST_GELU_C * x).astype(F32) * x).astype(F32) + _FAST_GELU_B).astype(F32) * x).astype(F32)
+        return ((x * F32(0.5)).astype(F32) * (tanh(inner) + F32(1)).astype(F32)).astype(F32)
+
+
+def gelu_fused(x: np.ndarray) -> np.ndarray:
+    """onnxruntime's Gelu and BiasGelu kernels (after the bias add): e = erf(x * (1 / sqrt 2)),
+    y = (x * 0.5) * (e + 1)."""
+    x = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        e = erf((x * _SQRT1_2).astype(F32))
+        return ((x * F32(0.5)).astype(F32) * (e + F32(1)).astype(F32)).astype(F32)
+
+
+# SimplifiedLayerNormalization (RMSNorm, which onnxruntime fuses from Pow .. Div, Mul): the
+# LayerNormalization kernel's sum of squared deviations taken of x itself (eight fma lanes, the
+# same reduction and tail), then 1 / sqrt(sum / n + eps), then (x * that) * gamma. Measured
+# bit-exact for every width from 16 (tests/test_decoder_kernels.py); narrower rows take another
+# path, not reproduced.
+MIN_SIMPLIFIED_WIDTH = 16
+
+
+def simplified_layer_norm(x: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    x = np.asarray(x, F32)
+    n = x.shape[-1]
+    if n < MIN_SIMPLIFIED_WIDTH:
+        raise ValueError(f"SimplifiedLayerNormalization is reproduced for rows of {MIN_SIMPLIFIED_WIDTH} or more "
+                         f"values, not {n}")
+    inv_std = (F32(1) / np.sqrt(((_squared_deviations(x) / F32(n)).astype(F32) + F32(eps)).astype(F32))).astype(F32)
+    return ((x * inv_std[..., None]).astype(F32) * np.asarray(gamma, F32)).astype(F32)

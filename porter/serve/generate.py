@@ -56,19 +56,19 @@ def decoder_files(crate: Path) -> tuple[dict[str, bytes], list[str]]:
     return files, modules
 
 
-def _recover(model: Path):
+def _recover(model: Path, context: int | None):
     from porter.recover.decoder import is_decoder_graph, recover_decoder
     from porter.frontends import load_graph
 
     graph = load_graph(model)
     if not is_decoder_graph(graph):
-        raise PorterError(f"{model} is not a decoder with a KV cache (no past_key inputs); "
+        raise PorterError(f"{model} is not a decoder with a KV cache (no output extends an input); "
                           "`porter serve-build` serves token classifiers")
-    return recover_decoder(graph, str(model))
+    return recover_decoder(graph, str(model), context=context)
 
 
 def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: str = "float32",
-                   max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                   context: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                    max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES, echo=print) -> dict:
     """Compile, render and build the service into out_dir; returns what service.json records."""
     from porter.codegen.render import cargo_config_file, render_crate
@@ -80,7 +80,7 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
         raise PorterError(f"--max-prompt-bytes {max_prompt_bytes} must lie in 1..--max-body-bytes "
                           f"({max_body_bytes})")
     toolchain = require_toolchain()
-    ir = _recover(model)
+    ir = _recover(model, context)
     echo(f"recovered {model}: decoder, {len(ir.layers)} layers, context {ir.n_ctx}, vocabulary {ir.vocab}")
     blob, vocab_size, end_of_text = bpe_blob(tokenizer_json)
     if vocab_size > ir.vocab:
