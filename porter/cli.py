@@ -1,6 +1,8 @@
 """The `porter` command line. Each subcommand is a thin shell over one stage module."""
 
+import re
 import sys
+import traceback
 from pathlib import Path
 
 import click
@@ -9,22 +11,59 @@ from porter.errors import PorterError
 
 # porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+# An unexpected exception is porter's fault, not the input's: its own exit code.
+INTERNAL_ERROR_EXIT = 3
+# File contents reach messages (tensor and node names): a newline or escape sequence in one
+# must not break the one-line promise or drive the terminal.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    return CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class PorterGroup(click.Group):
-    """Turns PorterError into one line on stderr and exit code 2, with no traceback."""
+    """The last line of defence: PorterError becomes one `porter: error:` line and exit 2; any
+    other exception (a bug) one `porter: internal error:` line naming the command and its file,
+    and exit 3. --debug adds the traceback."""
+
+    def resolve_command(self, ctx, args):
+        # Remembered so that an internal error can name the command and the file it was given.
+        ctx.meta["porter.command"] = resolved = super().resolve_command(ctx, args)
+        return resolved
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except PorterError as e:
-            click.echo(f"porter: error: {e}", err=True)
+            click.echo(f"porter: error: {one_line(str(e))}", err=True)
             sys.exit(e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            if ctx.params.get("debug"):
+                traceback.print_exc()
+            detail = one_line(" ".join(str(e).split())) or "no message"
+            click.echo(f"porter: internal error: {self.what_was_running(ctx)}: {type(e).__name__}: {detail} "
+                       f"(a bug in porter{'' if ctx.params.get('debug') else '; --debug shows the traceback'})",
+                       err=True)
+            sys.exit(INTERNAL_ERROR_EXIT)
+
+    @staticmethod
+    def what_was_running(ctx) -> str:
+        """`porter COMMAND FILE`: the subcommand and its first path argument, as given."""
+        name, command, args = ctx.meta.get("porter.command", (None, None, []))
+        if command is None:
+            return "porter"
+        parsed = command.make_context(name, list(args), parent=ctx, resilient_parsing=True).params
+        paths = [parsed.get(p.name) for p in command.params if isinstance(p, click.Argument)]
+        return " ".join(["porter", name] + [one_line(str(p)) for p in paths[:1] if p is not None])
 
 
 @click.group(cls=PorterGroup)
 @click.version_option(package_name="porter")
-def main():
+@click.option("--debug", is_flag=True, help="On an internal error (a bug), print its traceback too.")
+def main(debug):
     """Compile small transformer models into Rust + wasm simd128 forward passes."""
 
 
