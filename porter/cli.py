@@ -28,9 +28,11 @@ class PorterGroup(click.Group):
     and exit 3. --debug adds the traceback."""
 
     def resolve_command(self, ctx, args):
-        # Remembered so that an internal error can name the command and the file it was given.
-        ctx.meta["porter.command"] = resolved = super().resolve_command(ctx, args)
-        return resolved
+        # Remembered so that an internal error can name the command and the file it was given
+        # (a copy of its arguments: parsing them consumes the list).
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta["porter.command"] = name, command, list(rest)
+        return name, command, rest
 
     def invoke(self, ctx):
         try:

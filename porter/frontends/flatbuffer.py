@@ -137,8 +137,9 @@ class Table:
         count = self.buffer.unpack(UOFFSET, start, f"the length of '{name}' of the {self.describe()}")
         first = start + UOFFSET.size
         if first + count * element_size > self.buffer.size:
-            raise FlatbufferError(f"'{name}' of the {self.describe()} (at byte {start}, {count} elements of "
-                                  f"{element_size} bytes) runs past the end of the {self.buffer.size}-byte file")
+            extent = f"{count} bytes" if element_size == 1 else f"{count} elements of {element_size} bytes"
+            raise FlatbufferError(f"'{name}' of the {self.describe()} (at byte {start}, {extent}) runs past "
+                                  f"the end of the {self.buffer.size}-byte file")
         return first, count
 
     def vector(self, name: str) -> np.ndarray:

@@ -8,6 +8,7 @@ they recognise. Constant data is decoded once, checked against the file by the f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Hashable
@@ -17,6 +18,21 @@ import numpy as np
 # No transformer op needs more than 6 dimensions; numpy holds at most 32 (64 in numpy 2), so a
 # file claiming more must be refused before any array is shaped from it.
 MAX_RANK = 16
+# porter compiles to wasm32: no tensor of more than 4 GiB can exist in the module, and refusing
+# one here keeps every later stage from allocating for a shape that could never run.
+MAX_TENSOR_BYTES = 1 << 32
+CYCLE_SHOWN = 8  # nodes of a cycle named in its message
+
+
+def shape_problem(shape, itemsize: int) -> str | None:
+    """Why a declared shape (-1: dynamic) cannot be a tensor porter compiles, or None."""
+    if len(shape) > MAX_RANK:
+        return f"has rank {len(shape)}; porter reads tensors of rank up to {MAX_RANK}"
+    if any(d < -1 for d in shape):
+        return f"has a negative dimension in shape {list(shape)}"
+    if math.prod(d for d in shape if d > 0) * itemsize > MAX_TENSOR_BYTES:
+        return f"has shape {list(shape)}, more than the 4 GiB a wasm32 module can hold"
+    return None
 
 
 @dataclass(frozen=True)
@@ -146,7 +162,9 @@ def dataflow_problem(reads: list[list[Hashable]], writes: list[list[Hashable]],
                 return f"{node(k)} reads {value(v)} before {node(j)} writes it (not in execution order)"
             if len(loop) == 1:
                 return f"{node(loop[0])} reads its own output: the graph has a cycle"
-            return "the graph has a cycle: " + " -> ".join(node(i) for i in loop + loop[:1]) + " (each feeds the next)"
+            shown = loop + loop[:1] if len(loop) <= CYCLE_SHOWN else loop[:CYCLE_SHOWN - 1] + ["..."] + loop[-1:] + loop[:1]
+            return (f"the graph has a cycle of {len(loop)} nodes: "
+                    + " -> ".join(i if i == "..." else node(i) for i in shown) + " (each feeds the next)")
     return None
 
 

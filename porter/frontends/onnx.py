@@ -29,7 +29,7 @@ from onnx import numpy_helper
 
 from porter.errors import PorterError
 from porter.frontends.onnx_shapes import inferred_values
-from porter.frontends.graph import MAX_RANK, Graph, Op, Quantization, Storage, Tensor, dataflow_problem
+from porter.frontends.graph import Graph, Op, Quantization, Storage, Tensor, dataflow_problem, shape_problem
 from porter.frontends.op_rules import (Rule, axes_attribute, axes_operand, axis_attribute, bounded_result,
                                        check_op_rules, finite_attribute, one_of, permutation_attribute,
                                        rank_of, reshape_target)
@@ -164,12 +164,15 @@ def _value_types(path: Path, *value_lists) -> dict[str, tuple[str, tuple[int, ..
             if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
                 continue
             declared = tensor_type.shape.dim
-            if len(declared) > MAX_RANK or any(d.HasField("dim_value") and d.dim_value < 0 for d in declared):
-                shown = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in declared[:MAX_RANK + 1]]
-                raise _fail(path, f"value '{value.name}' is declared with shape {shown}: a negative "
-                                  f"dimension or a rank above {MAX_RANK}")
+            negative = [d.dim_value for d in declared if d.HasField("dim_value") and d.dim_value < 0]
+            if negative:  # porter's -1 means dynamic; the file's dim_param says that
+                raise _fail(path, f"value '{value.name}' is declared with dimension {negative[0]}")
             dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in declared)
-            types[value.name] = (_dtype_name(tensor_type.elem_type), dims)
+            dtype = _dtype_name(tensor_type.elem_type)
+            problem = shape_problem(dims, NUMPY_DTYPES[dtype].itemsize if dtype in NUMPY_DTYPES else 1)
+            if problem:
+                raise _fail(path, f"value '{value.name}' {problem}")
+            types[value.name] = (dtype, dims)
     return types
 
 
@@ -273,6 +276,8 @@ class _GraphBuilder:
         self.attach_matmul_integer_quantization(ops)
         outputs = {}
         for v in g.output:
+            if v.name in outputs:
+                raise self.fail(f"graph output '{v.name}' is listed twice")
             if v.name not in self.index:
                 raise self.fail(f"graph output '{v.name}' is not produced by any node, input or initializer")
             outputs[v.name] = self.index[v.name]
@@ -313,12 +318,12 @@ class _GraphBuilder:
         numpy_dtype = NUMPY_DTYPES.get(dtype)
         if numpy_dtype is None:
             raise self.fail(f"{where} has type {dtype}, which porter cannot read")
-        if len(proto.dims) > MAX_RANK:
-            raise self.fail(f"{where} has rank {len(proto.dims)}; porter reads tensors of rank up to {MAX_RANK}")
-        if any(d < 0 for d in proto.dims):
-            raise self.fail(f"{where} has a negative dimension in {list(proto.dims)}")
-        if math.prod(d for d in proto.dims if d) * numpy_dtype.itemsize >= 2**62:
-            raise self.fail(f"{where} has an impossible shape {list(proto.dims)}")
+        # -1 means "dynamic" in declared shapes only: a constant's dims are all known.
+        problem = shape_problem([max(d, 0) for d in proto.dims], numpy_dtype.itemsize)
+        if problem is None and any(d < 0 for d in proto.dims):
+            problem = f"has a negative dimension in {list(proto.dims)}"
+        if problem:
+            raise self.fail(f"{where} {problem}")
         shape = tuple(int(d) for d in proto.dims)
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow the check
         if proto.data_location != onnx.TensorProto.EXTERNAL:
@@ -400,9 +405,13 @@ class _GraphBuilder:
         if domain not in self.opsets:
             raise self.fail(f"{where} uses domain '{domain}', which the model does not import")
         schema = _schema(node.op_type, domain, self.opsets[domain])
+        names = set()
         for attr in node.attribute:
             if attr.type not in ATTRIBUTE_TYPES or attr.type == onnx.AttributeProto.UNDEFINED:
                 raise self.fail(f"{where}: attribute '{attr.name}' has no valid type ({attr.type})")
+            if attr.name in names:
+                raise self.fail(f"{where}: attribute '{attr.name}' is given twice")
+            names.add(attr.name)
         if schema is None:
             return  # an op porter's patterns do not know: recovery names it if it matters
         problem = _schema_problem(node, schema)

@@ -100,7 +100,8 @@ def _axis_problem(what: str, values, low: int, high: int, rank: int) -> str | No
     """Each axis must lie in [low, high): axes may count from the end."""
     for axis in values:
         if not low <= axis < high:
-            return f"{what} {axis} lies outside [{low}, {high - 1}] for a rank-{rank} input"
+            allowed = f" ({low} to {high - 1})" if high > low else ""
+            return f"{what} {axis} is not an axis of the rank-{rank} input{allowed}"
     return None
 
 

@@ -29,7 +29,7 @@ import tflite
 
 from porter.errors import PorterError
 from porter.frontends.flatbuffer import Buffer, FlatbufferError, Table, layout
-from porter.frontends.graph import MAX_RANK, Graph, Op, Quantization, Storage, Tensor, dataflow_problem
+from porter.frontends.graph import MAX_RANK, Graph, Op, Quantization, Storage, Tensor, dataflow_problem, shape_problem
 from porter.frontends.op_rules import Rule, axes_operand, axis_attribute, check_op_rules, finite_attribute, permutation_operand, reshape_target
 
 IDENTIFIER = b"TFL3"
@@ -319,7 +319,7 @@ class _ModelReader:
             dtype = DTYPES.get(t.scalar("type"))
             if dtype is None:
                 raise self.fail(f"{where} has unknown TensorType {t.scalar('type')}")
-            shape = self.tensor_shape(t, where)
+            shape = self.tensor_shape(t, dtype, where)
             if t.table("sparsity") is not None:
                 raise self.fail(f"{where} is sparse, which porter does not read")
             quant = self.quantization(t.table("quantization"), shape, where)
@@ -344,19 +344,20 @@ class _ModelReader:
         except ValueError:
             raise self.fail(f"{where} has an impossible shape {list(shape)}") from None
 
-    def tensor_shape(self, t: Table, where: str) -> tuple[int, ...]:
+    def tensor_shape(self, t: Table, dtype: str, where: str) -> tuple[int, ...]:
         shape = t.vector("shape").tolist()
         if len(shape) > MAX_RANK:
             raise self.fail(f"{where} has rank {len(shape)}; porter reads tensors of rank up to {MAX_RANK}")
         # shape_signature (when present) marks dynamic dims with -1 where `shape` says 1. LiteRT
         # allocates from `shape`, so a signature that disagrees elsewhere is refused.
-        signature = t.vector("shape_signature")[:MAX_RANK + 1].tolist()
+        signature = t.vector("shape_signature").tolist()
         if signature:
             if len(signature) != len(shape) or any(s not in (d, -1) for s, d in zip(signature, shape)):
                 raise self.fail(f"{where} has shape_signature {signature} that disagrees with shape {shape}")
             shape = signature
-        if any(d < -1 for d in shape):
-            raise self.fail(f"{where} has a negative dimension in shape {shape}")
+        problem = shape_problem(shape, NUMPY_DTYPES[dtype].itemsize if dtype in NUMPY_DTYPES else 1)
+        if problem:
+            raise self.fail(f"{where} {problem}")
         return tuple(shape)
 
     def quantization(self, q: Table | None, shape: tuple[int, ...], where: str) -> Quantization | None:
@@ -443,8 +444,8 @@ class _ModelReader:
             if index != s:
                 continue
             with self.reading(f"signature '{key}'"):
-                ins = self.tensor_map(signature.tables("inputs"))
-                outs = self.tensor_map(signature.tables("outputs"))
+                ins = self.tensor_map(f"signature '{key}' input", signature.tables("inputs"))
+                outs = self.tensor_map(f"signature '{key}' output", signature.tables("outputs"))
             for role, mapping in (("input", ins), ("output", outs)):
                 for name, t in mapping.items():
                     if not 0 <= t < len(tensors):
@@ -457,13 +458,30 @@ class _ModelReader:
             own_inputs = self.checked_indices("subgraph input", subgraph.vector("inputs"), tensors)
             own_outputs = self.checked_indices("subgraph output", subgraph.vector("outputs"), tensors)
         if inputs is None:
-            inputs = {tensors[i].name: i for i in own_inputs}
-            outputs = {tensors[i].name: i for i in own_outputs}
+            inputs = self.by_name("subgraph input", own_inputs, tensors)
+            outputs = self.by_name("subgraph output", own_outputs, tensors)
         return inputs, outputs
 
-    @staticmethod
-    def tensor_map(entries: list[Table]) -> dict[str, int]:
-        return {e.string("name") or "": e.scalar("tensor_index") for e in entries}
+    def by_name(self, role: str, indices: list[int], tensors: list[Tensor]) -> dict[str, int]:
+        """Without a signature, inputs and outputs are known by their tensors' names."""
+        mapping = {}
+        for i in indices:
+            if tensors[i].name in mapping and mapping[tensors[i].name] != i:
+                raise self.fail(f"{role} tensors {mapping[tensors[i].name]} and {i} are both named '{tensors[i].name}'")
+            mapping[tensors[i].name] = i
+        return mapping
+
+    def tensor_map(self, role: str, entries: list[Table]) -> dict[str, int]:
+        """A signature's name -> tensor index map; every entry needs a name of its own."""
+        mapping = {}
+        for j, entry in enumerate(entries):
+            name = entry.string("name")
+            if not name:
+                raise self.fail(f"{role} {j} has no name")
+            if name in mapping:
+                raise self.fail(f"{role} {j} is named '{name}' like an earlier one")
+            mapping[name] = entry.scalar("tensor_index")
+        return mapping
 
     def checked_indices(self, role: str, indices: np.ndarray, tensors: list[Tensor]) -> list[int]:
         indices = indices.tolist()
