@@ -14,12 +14,17 @@ QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
 # An unexpected exception is porter's fault, not the input's: its own exit code.
 INTERNAL_ERROR_EXIT = 3
 # File contents reach messages (tensor and node names): a newline or escape sequence in one
-# must not break the one-line promise or drive the terminal.
+# must not break the one-line promise or drive the terminal, and a name of megabytes must not
+# make the line a dump.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+LINE_LIMIT = 1000  # characters of a message; longer ones keep their start and end
 
 
 def one_line(text: str) -> str:
-    return CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(text) <= LINE_LIMIT:
+        return text
+    return f"{text[:LINE_LIMIT * 3 // 4]} ... ({len(text) - LINE_LIMIT} characters left out) ... {text[-LINE_LIMIT // 5:]}"
 
 
 class PorterGroup(click.Group):

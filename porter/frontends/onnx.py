@@ -354,7 +354,8 @@ class _GraphBuilder:
             offset = int(fields.get("offset", 0))
             length = int(fields.get("length", expected))
         except ValueError:
-            raise self.fail(f"{where}: external data offset/length are not integers ({fields})") from None
+            raise self.fail(f"{where}: external data offset '{fields.get('offset', '')[:NAME_LIMIT]}' or length "
+                            f"'{fields.get('length', '')[:NAME_LIMIT]}' is not an integer") from None
         try:
             folder = self.path.resolve().parent
             file = (folder / location).resolve()

@@ -23,7 +23,7 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
 
 Check = Callable[[Op, Graph], "str | None"]
-ANY_RANK = (0, None)
+SHOWN_VALUES = 16  # values of a list quoted in a message
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,11 @@ def _axis_problem(what: str, values, low: int, high: int, rank: int) -> str | No
     return None
 
 
+def _shown(values: list) -> str:
+    """A list for a message: a constant operand may hold millions of values."""
+    return str(values) if len(values) <= SHOWN_VALUES else f"[{', '.join(map(str, values[:SHOWN_VALUES]))}, ... ({len(values)} values)]"
+
+
 def _integers(value) -> list[int] | None:
     """The value as a list of Python ints, or None if it is not integers."""
     array = np.asarray(value)
@@ -150,7 +155,7 @@ def axes_operand(position: int, of_input: int = 0, inserted: bool = False) -> Ch
         limit = rank + len(axes) if inserted else rank
         problem = _axis_problem(f"input {position} axis", axes, -limit, limit, rank)
         if problem is None and len({a % limit for a in axes}) != len(axes):
-            problem = f"input {position} (axes) {axes} names an axis twice"
+            problem = f"input {position} (axes) {_shown(axes)} names an axis twice"
         return problem
     return check
 
@@ -161,7 +166,7 @@ def _permutation_problem(what: str, perm, rank: int | None) -> str | None:
         return f"{what} is not a list of integers"
     size = len(values) if rank is None else rank
     if sorted(values) != list(range(size)):
-        return f"{what} {values} is not a permutation of the {size} axes of the input"
+        return f"{what} {_shown(values)} is not a permutation of the {size} axes of the input"
     return None
 
 
@@ -219,18 +224,18 @@ def reshape_target(position: int, option: str | None = None, zero_copies: bool =
         if dims is None:
             return f"the target shape {target.dtype}{list(target.shape)} is not a vector of integers"
         if dims.count(-1) > 1 or any(d < -1 for d in dims):
-            return f"the target shape {dims} has more than one -1 or another negative dimension"
+            return f"the target shape {_shown(dims)} has more than one -1 or another negative dimension"
         source = g.tensor(op.inputs[0])
         if rank_of(g, op.inputs[0]) is None or any(d < 0 for d in source.shape):
             return None
         if zero_copies and not op.options.get("allowzero", 0):
             if any(d == 0 and i >= len(source.shape) for i, d in enumerate(dims)):
-                return f"the target shape {dims} copies a dimension the rank-{len(source.shape)} input does not have"
+                return f"the target shape {_shown(dims)} copies a dimension the rank-{len(source.shape)} input does not have"
             dims = [source.shape[i] if d == 0 else d for i, d in enumerate(dims)]
         count, known = math.prod(source.shape), math.prod(d for d in dims if d != -1)
         fits = (known > 0 and count % known == 0) if -1 in dims else count == known
         if not fits:
-            return f"the target shape {dims} does not hold the {count} elements of {source.describe()}"
+            return f"the target shape {_shown(dims)} does not hold the {count} elements of {source.describe()}"
         return None
     return check
 
@@ -244,14 +249,14 @@ def bounded_result(position: int, limit: int) -> Check:
         if dims is None:
             return None
         if any(d < 0 for d in dims):
-            return f"the shape operand {dims} has a negative dimension"
+            return f"the shape operand {_shown(dims)} has a negative dimension"
         shape = dims
         if position > 0 and rank_of(g, op.inputs[0]) is not None and all(d >= 0 for d in g.tensor(op.inputs[0]).shape):
             try:
                 shape = list(np.broadcast_shapes(tuple(g.tensor(op.inputs[0]).shape), tuple(dims)))
             except ValueError:
-                return f"the shape operand {dims} does not broadcast with {g.tensor(op.inputs[0]).describe()}"
+                return f"the shape operand {_shown(dims)} does not broadcast with {g.tensor(op.inputs[0]).describe()}"
         if math.prod(shape) > limit:
-            return f"the result would have shape {shape}, more than the {limit} elements porter evaluates"
+            return f"the result would have shape {_shown(shape)}, more than the {limit} elements porter evaluates"
         return None
     return check

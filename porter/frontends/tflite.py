@@ -351,6 +351,8 @@ class _ModelReader:
         # shape_signature (when present) marks dynamic dims with -1 where `shape` says 1. LiteRT
         # allocates from `shape`, so a signature that disagrees elsewhere is refused.
         signature = t.vector("shape_signature").tolist()
+        if len(signature) > MAX_RANK:
+            raise self.fail(f"{where} has a shape_signature of rank {len(signature)}; porter reads tensors of rank up to {MAX_RANK}")
         if signature:
             if len(signature) != len(shape) or any(s not in (d, -1) for s, d in zip(signature, shape)):
                 raise self.fail(f"{where} has shape_signature {signature} that disagrees with shape {shape}")

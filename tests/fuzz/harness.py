@@ -3,7 +3,7 @@ memory limit and a per-command time limit, each run classified.
 
 Outcomes, per command (`inspect`, `inspect --ir`, `compile`):
   ok               exit 0
-  error            exit 2 with exactly one stderr line, `porter: error: ...`
+  error            exit 2 with exactly one stderr line, `porter: error: ...`, of a readable length
   internal         anything else: a traceback, `porter: internal error:`, another exit code,
                    or a failed compile that left its output directory behind
   hang             no answer within the time limit (the worker is killed and replaced)
@@ -51,6 +51,7 @@ MEMORY_LIMIT_MB = 1024  # growth of the peak RSS during one command on a model o
 # left behind (freed, but kept by the allocator) is not counted against the next one.
 RECYCLE_RSS_MB = 512
 COMMAND_TIMEOUT_S = 60.0  # a command on these fixtures takes well under a second
+MESSAGE_LIMIT = 2000  # characters: a longer error line is a dump, not a message
 
 
 @dataclass
@@ -178,19 +179,22 @@ class Worker:
 
 
 def classify(reply: dict) -> tuple[str, str]:
-    lines = reply["stderr"].splitlines()
-    last = lines[-1] if lines else ""
+    """(outcome, detail) of one command from the worker's reply: its exit code, how many lines
+    it wrote to stderr, the first of them and the last few."""
+    last = reply["tail"].splitlines()[-1] if reply["tail"] else ""
     if reply["grew_mb"] > MEMORY_LIMIT_MB:
         return "memory", f"peak RSS grew by {reply['grew_mb']} MB to {reply['peak_mb']} MB: {last}"
     if reply["exit"] == 0:
         return "ok", ""
     if reply["left_output"]:
         return "internal", f"failed compile left its output directory: {last}"
-    if reply["exit"] == 2 and len(lines) == 1 and lines[0].startswith("porter: error: "):
-        return "error", lines[0]
-    if "MemoryError" in reply["stderr"]:
+    if reply["exit"] == 2 and reply["lines"] == 1 and reply["first_line"].startswith("porter: error: "):
+        if len(reply["first_line"]) > MESSAGE_LIMIT:
+            return "internal", f"a {len(reply['first_line'])}-character error line: {reply['first_line'][:200]}"
+        return "error", reply["first_line"]
+    if "MemoryError" in reply["tail"]:
         return "memory", last
-    return "internal", "\n".join(lines[-12:])
+    return "internal", reply["tail"]
 
 
 def run_cases(cases, workers: int = 1, progress=None) -> list[Result]:

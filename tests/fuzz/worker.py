@@ -106,7 +106,9 @@ def serve(protocol) -> None:
                 before = memory_mb("VmRSS")
                 started = time.monotonic()
                 code, stderr = run_command(runner, main, COMMANDS[name](model, out))
-                reply = {"exit": code, "stderr": stderr[-4000:], "seconds": round(time.monotonic() - started, 3),
+                lines = stderr.splitlines()
+                reply = {"exit": code, "lines": len(lines), "first_line": (lines or [""])[0][:4000],
+                         "tail": "\n".join(lines[-12:])[-4000:], "seconds": round(time.monotonic() - started, 3),
                          "peak_mb": round(memory_mb("VmHWM"), 1), "grew_mb": round(memory_mb("VmHWM") - before, 1),
                          "rss_mb": round(memory_mb("VmRSS"), 1), "left_output": code != 0 and out.exists()}
                 shutil.rmtree(out, ignore_errors=True)
