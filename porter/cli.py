@@ -9,8 +9,10 @@ import click
 
 from porter.errors import PorterError
 
-# porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
+# porter.codegen.decoder.QUANT_MODES and porter.serve.redact.DEFAULT_REQUEST_BUDGET_MS, spelled
+# here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+REQUEST_BUDGET_MS = 20_000
 # An unexpected exception is porter's fault, not the input's: its own exit code.
 INTERNAL_ERROR_EXIT = 3
 # File contents reach messages (tensor and node names): a newline or escape sequence in one
@@ -229,12 +231,16 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
               help="Larger request bodies get 413.")
 @click.option("--max-windows", type=int, default=16, show_default=True,
               help="Texts needing more model windows get 413.")
-def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows):
+@click.option("--request-budget-ms", type=int, default=REQUEST_BUDGET_MS, show_default=True,
+              help="A request that would run longer (estimated between windows) stops and gets 503 "
+                   "with Retry-After; keep it below the host's timeout.")
+def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows,
+                request_budget_ms):
     """Build MODEL into a PII redaction service: a wasi:http component for Spin."""
     from porter.serve.redact import serve_build as build
 
-    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id,
-          max_body_bytes=max_body_bytes, max_windows=max_windows, echo=click.echo)
+    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id, max_body_bytes=max_body_bytes,
+          max_windows=max_windows, request_budget_ms=request_budget_ms, echo=click.echo)
 
 
 @main.command("generate-build")
