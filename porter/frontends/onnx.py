@@ -119,8 +119,20 @@ def load_onnx(path: str | Path) -> Graph:
     declared = _value_types(path, model.graph.value_info, model.graph.input, model.graph.output)
     graph = _GraphBuilder(path, model, opsets, declared).graph()
     _complete_value_types(graph)
+    _check_graph_inputs(graph)
     check_op_rules(graph, ONNX_RULES)
     return graph
+
+
+def _check_graph_inputs(graph: Graph) -> None:
+    """Graph inputs are what a compiled module is fed: each needs an element type porter reads
+    and a declared shape (porter compiles fixed windows; dimensions may be symbolic)."""
+    for name, t in graph.inputs.items():
+        tensor = graph.tensor(t)
+        if tensor.dtype == UNKNOWN_DTYPE:
+            raise _fail(Path(graph.path), f"graph input '{name}' declares no tensor type with a shape")
+        if tensor.dtype not in NUMPY_DTYPES:
+            raise _fail(Path(graph.path), f"graph input '{name}' has element type {tensor.dtype}, which porter cannot feed")
 
 
 def _fail(path: Path, message: str) -> PorterError:
