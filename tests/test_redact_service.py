@@ -9,7 +9,8 @@ load-bearing). Their spans are arbitrary, so the tests check what must hold for 
 (offsets, placeholders, restore, recognisers, errors, timing) and that the service's per-token
 labels equal the numpy executor's on the same windows. When the trained examples/redact model is
 present, the same checks run on it too, plus the write-up's example sentence and its LiteRT
-golden.
+golden. A load test sends 32 maximal requests at once to the tok17 fixture built with a small
+time budget: every reply must be a 200 equal to the request served alone or the JSON 503.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ EDGE_ATTEMPTS = 12
 LONG_SENTENCES = 20  # about 340 tokens: several windows of either model
 # The load test's component: a 16-window request of the fixture model takes about a second alone
 # (three on a busy two-core machine), so 32 at once need far more than the budget, and without
-# shedding most would run into the host's timeout.
+# shedding most would run into the host's timeout. The timeout leaves room for the first window
+# of all 32 at once, which runs before any request can tell how busy the machine is.
 LOAD_BUDGET_MS = 6_000
-LOAD_TIMEOUT_S = 12.0
+LOAD_TIMEOUT_S = 20.0
 LOAD_REQUESTS = 32
 
 TEXTS = [

@@ -147,11 +147,9 @@ fn classify(text: &str, request_started: Instant, timing: &mut ServerTiming) -> 
     let mut tokens = Vec::with_capacity(ids.len());
     let mut last_window = Duration::ZERO;
     for (done, (chunk, chunk_offsets)) in ids.chunks(CHUNK).zip(offsets.chunks(CHUNK)).enumerate() {
-        if done > 0 {
-            if let Err(busy) = go_on(request_started, last_window, windows - done, windows) {
-                timing.record("forward", started, Some(format!("stopped after {done} of {windows} windows")));
-                return Err(busy);
-            }
+        if let Err(busy) = go_on(request_started, last_window, windows - done, windows) {
+            timing.record("forward", started, Some(format!("stopped after {done} of {windows} windows")));
+            return Err(busy);
         }
         let window_started = Instant::now();
         let (logits, window_phases) = run_window(&model, chunk);
@@ -173,9 +171,9 @@ fn classify(text: &str, request_started: Instant, timing: &mut ServerTiming) -> 
     Ok(tokens)
 }
 
-/// Whether to run the `remaining` windows, at the pace of the last one: yes if they end within
-/// the budget; no (503) once the budget is spent; in between, with the probability that the time
-/// left covers the time they need. Under an N-fold overload each request then goes on with a
+/// Whether to run the `remaining` windows, at the pace of the last one (before the first, only
+/// the time spent so far counts): yes if they end within the budget; no (503) once the budget is
+/// spent; in between, with the probability that the time left covers the time they need. Under an N-fold overload each request then goes on with a
 /// probability of about 1/N: about as many go on as the machine can carry, and they speed up as
 /// the others leave, instead of all giving up together after their first window. Retry-After is
 /// the time the whole request takes at that pace, about when the requests running now will have
@@ -188,7 +186,8 @@ fn go_on(request_started: Instant, last_window: Duration, remaining: usize, wind
         return Ok(());
     }
     let left = budget.saturating_sub(elapsed);
-    if uniform() < left.as_secs_f64() / needed.as_secs_f64() {
+    let chance = if needed.is_zero() { 0.0 } else { left.as_secs_f64() / needed.as_secs_f64() };
+    if uniform() < chance {
         return Ok(());
     }
     let mut busy = ApiError::new(
