@@ -148,7 +148,24 @@ def _parse(path: Path) -> onnx.ModelProto:
     # Random bytes can parse as a protobuf of unknown fields: a real model has a version and nodes.
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
         raise _fail(path, "not an ONNX model (no IR version or no graph nodes)")
+    _check_names_are_text(path, model)
     return model
+
+
+def _check_names_are_text(path: Path, model: onnx.ModelProto) -> None:
+    """onnx.proto is proto2: a string field holding bytes that are not UTF-8 parses, and comes
+    back as bytes, which nothing downstream expects. Every name porter reads must be text."""
+    g = model.graph
+    named = [(f"opset import {i}", [o.domain]) for i, o in enumerate(model.opset_import)]
+    named += [(f"node {k}", [n.op_type, n.domain, n.name, *n.input, *n.output, *(a.name for a in n.attribute)])
+              for k, n in enumerate(g.node)]
+    named += [(f"initializer {i}", [t.name, *(e.key for e in t.external_data), *(e.value for e in t.external_data)])
+              for i, t in enumerate(g.initializer)]
+    named += [(f"graph {role} {i}", [v.name]) for role in ("input", "output", "value_info")
+              for i, v in enumerate(getattr(g, role))]
+    for where, texts in named:
+        if not all(isinstance(text, str) for text in texts):
+            raise _fail(path, f"{where} has a name or field that is not UTF-8 text")
 
 
 def _check_opsets(path: Path, model: onnx.ModelProto) -> dict[str, int]:
