@@ -1,13 +1,16 @@
 """The `porter` command line. Each subcommand is a thin shell over one stage module."""
 
+import re
 import sys
+import traceback
 from pathlib import Path
 
 import click
 
 from porter.errors import PorterError
 
-# porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
+# porter.codegen.decoder.QUANT_MODES and porter.serve.redact.DEFAULT_REQUEST_BUDGET_MS, spelled
+# here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
 # porter.reference.ort_cpu.choices(), likewise
 ORT_CPU_CHOICES = "auto|avx2|avxvnni|avx512|avx512vnni"
@@ -20,20 +23,67 @@ def ort_cpu_option(function):
                         help=ORT_CPU_HELP)(function)
 
 
+REQUEST_BUDGET_MS = 20_000
+# An unexpected exception is porter's fault, not the input's: its own exit code.
+INTERNAL_ERROR_EXIT = 3
+# File contents reach messages (tensor and node names): a newline or escape sequence in one
+# must not break the one-line promise or drive the terminal, and a name of megabytes must not
+# make the line a dump.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+LINE_LIMIT = 1000  # characters of a message; longer ones keep their start and end
+
+
+def one_line(text: str) -> str:
+    text = CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(text) <= LINE_LIMIT:
+        return text
+    return f"{text[:LINE_LIMIT * 3 // 4]} ... ({len(text) - LINE_LIMIT} characters left out) ... {text[-LINE_LIMIT // 5:]}"
+
+
 class PorterGroup(click.Group):
-    """Turns PorterError into one line on stderr and exit code 2, with no traceback."""
+    """The last line of defence: PorterError becomes one `porter: error:` line and exit 2; any
+    other exception (a bug) one `porter: internal error:` line naming the command and its file,
+    and exit 3. --debug adds the traceback."""
+
+    def resolve_command(self, ctx, args):
+        # Remembered so that an internal error can name the command and the file it was given
+        # (a copy of its arguments: parsing them consumes the list).
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta["porter.command"] = name, command, list(rest)
+        return name, command, rest
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except PorterError as e:
-            click.echo(f"porter: error: {e}", err=True)
+            click.echo(f"porter: error: {one_line(str(e))}", err=True)
             sys.exit(e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            if ctx.params.get("debug"):
+                traceback.print_exc()
+            detail = one_line(" ".join(str(e).split())) or "no message"
+            click.echo(f"porter: internal error: {self.what_was_running(ctx)}: {type(e).__name__}: {detail} "
+                       f"(a bug in porter{'' if ctx.params.get('debug') else '; --debug shows the traceback'})",
+                       err=True)
+            sys.exit(INTERNAL_ERROR_EXIT)
+
+    @staticmethod
+    def what_was_running(ctx) -> str:
+        """`porter COMMAND FILE`: the subcommand and its first path argument, as given."""
+        name, command, args = ctx.meta.get("porter.command", (None, None, []))
+        if command is None:
+            return "porter"
+        parsed = command.make_context(name, list(args), parent=ctx, resilient_parsing=True).params
+        paths = [parsed.get(p.name) for p in command.params if isinstance(p, click.Argument)]
+        return " ".join(["porter", name] + [one_line(str(p)) for p in paths[:1] if p is not None])
 
 
 @click.group(cls=PorterGroup)
 @click.version_option(package_name="porter")
-def main():
+@click.option("--debug", is_flag=True, help="On an internal error (a bug), print its traceback too.")
+def main(debug):
     """Compile small transformer models into Rust + wasm simd128 forward passes."""
 
 
@@ -275,12 +325,16 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
               help="Larger request bodies get 413.")
 @click.option("--max-windows", type=int, default=16, show_default=True,
               help="Texts needing more model windows get 413.")
-def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows):
+@click.option("--request-budget-ms", type=int, default=REQUEST_BUDGET_MS, show_default=True,
+              help="A request that would run longer (estimated between windows) stops and gets 503 "
+                   "with Retry-After; keep it below the host's timeout.")
+def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows,
+                request_budget_ms):
     """Build MODEL into a PII redaction service: a wasi:http component for Spin."""
     from porter.serve.redact import serve_build as build
 
-    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id,
-          max_body_bytes=max_body_bytes, max_windows=max_windows, echo=click.echo)
+    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id, max_body_bytes=max_body_bytes,
+          max_windows=max_windows, request_budget_ms=request_budget_ms, echo=click.echo)
 
 
 @main.command("generate-build")

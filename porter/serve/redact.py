@@ -4,7 +4,8 @@ service, a wasi:http proxy component that Spin and `wasmtime serve` run.
 serve-build compiles the model (porter.compile), renders the generated forward pass
 (templates/rust_forward) and the precompiled tokenizer (templates/tokenizer) as modules into the
 service crate (templates/redact_service), with the facts the service needs rendered into its
-config.rs: the window, the special tokens around each window's text, the padding id, the labels.
+config.rs: the window, the special tokens around each window's text, the padding id, the labels,
+the limits and the request's time budget.
 The output directory then holds:
 
     forward/        the generated forward crate with model.bin, layout.json, ir.json
@@ -39,6 +40,10 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 # Each window is one forward pass; 16 windows of a MiniLM-sized model stay well inside a
 # request timeout of tens of seconds.
 DEFAULT_MAX_WINDOWS = 16
+# A request's time budget inside the component: two thirds of `porter serve`'s 30 s timeout, so
+# that the window in flight when the budget check passes can still finish before the host's
+# deadline even on a loaded machine (a MiniLM window takes 0.24 s alone, seconds under load).
+DEFAULT_REQUEST_BUDGET_MS = 20_000
 BIOES_TAGS = ("B", "I", "E", "S")
 # The forward crate's own entry point: its modules become the service's, its main() does not.
 FORWARD_MAIN = "src/main.rs"
@@ -97,7 +102,9 @@ def forward_files(ir, forward_dir: Path) -> tuple[dict[str, bytes], list[str]]:
 
 
 def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str],
-                      max_body_bytes: int, max_windows: int) -> dict:
+                      max_body_bytes: int, max_windows: int, request_budget_ms: int) -> dict:
+    if request_budget_ms <= 0:
+        raise PorterError(f"--request-budget-ms must be positive, not {request_budget_ms}")
     rule.chunk(ir.seq)
     require_vocabulary_fits(rule, ir.vocab)
     padding_note = ("The model attends to every key, so the padding id changes its output: it "
@@ -116,6 +123,7 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str]
         "unk_id": rule.unk_id if rule.unk_id is not None else rule.pad_id,
         "max_body_bytes": max_body_bytes,
         "max_windows": max_windows,
+        "request_budget_ms": request_budget_ms,
         "categories": labels.categories,
         "labels": labels.tags,
         "forward_modules": modules,
@@ -124,7 +132,8 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str]
 
 def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: Path, *,
                 pad_id: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-                max_windows: int = DEFAULT_MAX_WINDOWS, echo=print) -> dict:
+                max_windows: int = DEFAULT_MAX_WINDOWS, request_budget_ms: int = DEFAULT_REQUEST_BUDGET_MS,
+                echo=print) -> dict:
     """Compile, render and build the service into out_dir; returns what service.json records."""
     from porter.codegen.render import cargo_config_file, render_crate
     from porter.toolchain.cargo import build_crate
@@ -144,7 +153,7 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
     files, modules = forward_files(ir, out_dir / "forward")
     files["tokenizer.bin"] = blob
     files["src/tokenizer.rs"] = package_path(TOKENIZER_MODULE).read_bytes()
-    variables = service_variables(ir, rule, labels, modules, max_body_bytes, max_windows)
+    variables = service_variables(ir, rule, labels, modules, max_body_bytes, max_windows, request_budget_ms)
     files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
     crate = render_crate(SERVICE_TEMPLATE, out_dir / "crate", variables, files)
     echo(f"building the component in {crate} (the first build compiles std for it: minutes)")
@@ -152,7 +161,7 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
     component = out_dir / COMPONENT_NAME
     shutil.copyfile(built, component)
     facts = _facts(model, tokenizer_json, labels_json, component, ir, rule, labels,
-                   max_body_bytes, max_windows)
+                   max_body_bytes, max_windows, request_budget_ms)
     return record_component(out_dir, component, facts, echo)
 
 
@@ -163,11 +172,13 @@ def build_command(facts: dict, out_dir: Path, here) -> list[str]:
         build += ["--max-body-bytes", str(facts["max_body_bytes"])]
     if facts["max_windows"] != DEFAULT_MAX_WINDOWS:
         build += ["--max-windows", str(facts["max_windows"])]
+    if facts["request_budget_ms"] != DEFAULT_REQUEST_BUDGET_MS:
+        build += ["--request-budget-ms", str(facts["request_budget_ms"])]
     return build
 
 
 def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_body_bytes,
-           max_windows) -> dict:
+           max_windows, request_budget_ms) -> dict:
     data = component.read_bytes()
     return {
         "format": FORMAT,
@@ -186,6 +197,7 @@ def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_
         "categories": labels.categories,
         "max_body_bytes": max_body_bytes,
         "max_windows": max_windows,
+        "request_budget_ms": request_budget_ms,
     }
 
 
