@@ -97,13 +97,15 @@ def spin_toml(facts: dict, out_dir: Path, manifest_dir: Path, name: str | None =
     ])
 
 
-def write_manifest(out_dir: Path, manifest: Path | None = None, echo=print) -> Path:
-    """Writes spin.toml for a built service (default: OUT_DIR/spin.toml) and returns its path."""
+def write_manifest(out_dir: Path, manifest: Path | None = None, echo=print, component_needed: bool = True) -> Path:
+    """Writes spin.toml for a built service (default: OUT_DIR/spin.toml) and returns its path.
+    The component must be there and within Spin's limit, unless the manifest's build step is
+    what will make it (component_needed false: `spin build`)."""
     facts = read_facts(out_dir)
     component = out_dir / facts["component"]
-    if not component.is_file():
-        raise PorterError(f"{component} is missing; run `porter serve-build` again")
-    size = component.stat().st_size
+    if component_needed and not component.is_file():
+        raise PorterError(f"{component} is missing; run `porter serve-build` again, or `porter deploy --build`")
+    size = component.stat().st_size if component.is_file() else 0
     if size >= MAX_COMPONENT_BYTES:
         raise PorterError(f"{component} is {size:,} bytes; Spin's limit is {MAX_COMPONENT_BYTES:,}")
     manifest = manifest or out_dir / SPIN_TOML
@@ -156,7 +158,7 @@ def deploy(out_dir: Path, mode: str = "up", manifest: Path | None = None, listen
            plugin: str = "aka", extra: tuple[str, ...] = (), dry_run: bool = False, echo=print) -> None:
     """Writes spin.toml, then replaces this process with spin in the chosen mode (so that
     Ctrl-C and signals reach spin itself); with dry_run, prints that command instead."""
-    manifest = write_manifest(out_dir, manifest, echo)
+    manifest = write_manifest(out_dir, manifest, echo, component_needed=mode != "build")
     arguments = spin_arguments(mode, manifest, listen, plugin, extra)
     if dry_run:
         echo("would run: " + shlex.join(["spin", *arguments]))
