@@ -187,7 +187,8 @@ def shedding_service_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", params=["fixture", "whole_window", "trained"])
-def service(request):
+def service(request, host):
+    # `host` named here so that pytest parametrises these tests by it: the lookup below is dynamic.
     return request.getfixturevalue(f"{request.param}_service")
 
 
