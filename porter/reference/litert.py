@@ -8,8 +8,10 @@ loops. Measured against LiteRT's preserved intermediates, op by op, on the commi
 - MEAN over the last axis: Eigen's vectorised sum — two 4-lane accumulators over pairs of
   packets, combined, one more packet if left, a horizontal sum ((a0 + a2) + (a1 + a3)), then
   the scalar tail — divided by the length;
-- BATCH_MATMUL and float FULLY_CONNECTED: for each output, products added one by one in k
-  order (no FMA); FULLY_CONNECTED then adds its bias;
+- BATCH_MATMUL: the reference kernel, each output's products added one by one in k order;
+- float FULLY_CONNECTED: Eigen's matrix products, whose summation order depends on the shape
+  (the GEBP kernel's register blocks, its GEMV, its depth blocking; see fully_connected), then
+  the bias;
 - SOFTMAX: e = exp((x - max) * beta) with Eigen's polynomial exp, sum as MEAN's, times 1/sum;
 - GELU (exact): 0.5 * x * erfc(x * -sqrt(1/2)) with Eigen's rational erfc.
 
@@ -73,18 +75,167 @@ def mean_last_axis(x: np.ndarray) -> np.ndarray:
 
 
 def batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a [..., m, k] @ b [..., k, n], each output summed in k order, product then add."""
+    """a [..., m, k] @ b [..., k, n]: LiteRT's reference kernel (the wheel registers no other),
+    each output `total = 0; total += a * b` in k order."""
     a, b = _f(a), _f(b)
-    acc = (a[..., :, 0:1] * b[..., 0:1, :]).astype(F32)
-    for k in range(1, a.shape[-1]):
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), F32)
+    for k in range(a.shape[-1]):
         acc = (acc + (a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(F32)).astype(F32)
     return acc
 
 
+# ---- float FULLY_CONNECTED: Eigen's matrix products ----------------------------------------------
+#
+# FULLY_CONNECTED (fully_connected.cc EvalFloat -> optimized_ops::FullyConnected) calls
+# cpu_backend_gemm::Gemm with lhs = the weights [out, k] row-major, rhs = the input [rows, k] read
+# as a k x rows column-major matrix. On x86 without TFLITE_WITH_RUY the float GEMM goes to Eigen
+# (cpu_backend_gemm_x86.h: "For float, defer to eigen"; the custom NEON GEMV is compiled only with
+# ruy), and cpu_backend_gemm_eigen.cc picks the product by shape:
+#   rows == 1            dst.col(0) = lhs * rhs.col(0): a GEMV over the weights' rows (and when
+#                        out == 1 too, Eigen's inner product, a vectorised sum of the products);
+#   out == 1             dst.row(0) = lhs.row(0) * rhs: the same GEMV over the input's rows;
+#   otherwise            the GEMM: a coefficient-based product when k + out + rows < 20, else
+#                        Eigen's blocked GEBP kernel.
+# then dst + bias, clamped to [lowest, max] (the activation range of NONE; std::min/std::max).
+# Eigen's GEBP for SSE floats without FMA has register blocks of mr = 8 outputs (two packets) by
+# nr = 4 input rows, and each block type adds its products in its own order:
+#   outputs below out // 8 * 8 (2 packets), and every output of the input rows that do not fill a
+#   4-row panel: one accumulator, k order;
+#   the next 4 outputs when out % 8 >= 4 (1 packet x 4 rows): even k into one accumulator, odd k
+#   into another, over the first k // 8 * 8, then their sum, then the rest in order;
+#   the last out % 4 outputs (Eigen's "swapped" single-row path): four accumulators for k mod 4
+#   over the first k // 4 * 4, combined (c0 + c1) + (c2 + c3), then the rest in order.
+# Depths beyond Eigen's L1 blocking are split into blocks, each summed as above and added to the
+# result in turn. Every accumulator starts at +0 and the result is 0 + sum (Eigen zeroes dst and
+# adds alpha * sum). Measured against ai-edge-litert 2.3.0: every shape and path bit-identical
+# (tests/test_litert_float.py).
+
+GEBP_OUTPUTS, GEBP_ROWS, GEBP_PEEL = 8, 4, 8  # mr, nr, Eigen's k peeling
+# Eigen reads the L1 data cache size from CPUID; 32 KiB on this host (and AMD Zen, Intel up to
+# Cascade Lake). A 48 KiB L1 (Ice Lake and later) gives other blocks for depths beyond 680.
+EIGEN_L1_BYTES = 32 * 1024
+COEFF_BASED_BELOW = 20  # EIGEN_GEMM_TO_COEFFBASED_THRESHOLD
+_FLT_MAX = np.finfo(F32).max
+
+
+def gemm_depth_block(k: int, out: int, rows: int) -> int:
+    """Eigen's kc (evaluateProductBlockingSizesHeuristic, one thread): the depth of each block."""
+    if max(k, out, rows) < 48:
+        return k
+    max_kc = max(((EIGEN_L1_BYTES - GEBP_OUTPUTS * GEBP_ROWS * 4) // ((GEBP_OUTPUTS + GEBP_ROWS) * 4))
+                 & ~(GEBP_PEEL - 1), 1)
+    if k <= max_kc:
+        return k
+    if k % max_kc == 0:
+        return max_kc
+    # the last block as large as possible for the same number of blocks
+    return max_kc - GEBP_PEEL * ((max_kc - 1 - k % max_kc) // (GEBP_PEEL * (k // max_kc + 1)))
+
+
+def _add_products(x, w, ks, acc=None):
+    """acc (+0 if None) + x[:, k] * w[:, k] for k in ks, one product and one sum at a time."""
+    if acc is None:
+        acc = np.zeros((x.shape[0], w.shape[0]), F32)
+    for k in ks:
+        acc = (acc + np.multiply.outer(x[:, k], w[:, k])).astype(F32)
+    return acc
+
+
+def _gebp_block(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """One depth block of Eigen's GEBP: [rows, out], each output in its register block's order."""
+    rows, depth = x.shape
+    out = w.shape[0]
+    y = _add_products(x, w, range(depth))
+    two_packets, one_packet = out // 8 * 8, out // 4 * 4
+    panels = rows // GEBP_ROWS * GEBP_ROWS
+    if panels and one_packet > two_packets:
+        xs, ws = x[:panels], w[two_packets:one_packet]
+        peeled = depth // GEBP_PEEL * GEBP_PEEL
+        even = _add_products(xs, ws, range(0, peeled, 2))
+        odd = _add_products(xs, ws, range(1, peeled, 2))
+        y[:panels, two_packets:one_packet] = _add_products(xs, ws, range(peeled, depth), (even + odd).astype(F32))
+    if panels and out > one_packet:
+        xs, ws = x[:panels], w[one_packet:]
+        quads = depth // 4 * 4
+        c0, c1, c2, c3 = (_add_products(xs, ws, range(j, quads, 4)) for j in range(4))
+        combined = ((c0 + c1).astype(F32) + (c2 + c3).astype(F32)).astype(F32)
+        y[:panels, one_packet:] = _add_products(xs, ws, range(quads, depth), combined)
+    return y
+
+
+def _gebp(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    rows, k = x.shape
+    kc = gemm_depth_block(k, w.shape[0], rows)
+    y = np.zeros((rows, w.shape[0]), F32)
+    for k0 in range(0, k, kc):
+        y = (y + _gebp_block(x[:, k0:k0 + kc], w[:, k0:k0 + kc])).astype(F32)
+    return y
+
+
+def _gemv(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Eigen's row-major matrix times vector: each row's products in 4 lanes (k mod 4) over the
+    first k // 4 * 4, the lanes reduced (l0 + l2) + (l1 + l3), then the rest in order."""
+    k = m.shape[1]
+    quads = k // PACKET * PACKET
+    lanes = np.zeros((m.shape[0], PACKET), F32)
+    for j in range(0, quads, PACKET):
+        lanes = (lanes + (m[:, j:j + PACKET] * v[j:j + PACKET]).astype(F32)).astype(F32)
+    acc = horizontal_sum(lanes)
+    for j in range(quads, k):
+        acc = (acc + (m[:, j] * v[j]).astype(F32)).astype(F32)
+    return acc
+
+
+def _inner_product(p: np.ndarray) -> np.ndarray:
+    """Eigen's inner product (InnerProduct.h) of the products p [..., k]: four packet
+    accumulators over 16 k at a time, the packets left over into the first three, combined
+    p0 + (p1 + (p2 + p3)), reduced as one packet, then the k that fill no packet in order."""
+    k = p.shape[-1]
+    packets = k // PACKET
+    if packets == 0:
+        return eigen_sum(p)  # one by one from the first product
+    acc = [p[..., i * PACKET:(i + 1) * PACKET].copy() for i in range(min(packets, 4))]
+    quads = k // (4 * PACKET) * 4 * PACKET
+    for j in range(4 * PACKET, quads, PACKET):
+        i = j // PACKET % 4
+        acc[i] = (acc[i] + p[..., j:j + PACKET]).astype(F32)
+    for i, j in enumerate(range(max(quads, 4 * PACKET), packets * PACKET, PACKET)):
+        acc[i] = (acc[i] + p[..., j:j + PACKET]).astype(F32)
+    while len(acc) > 1:
+        last = acc.pop()
+        acc[-1] = (acc[-1] + last).astype(F32)
+    out = horizontal_sum(acc[0])
+    for j in range(packets * PACKET, k):
+        out = (out + p[..., j]).astype(F32)
+    return out
+
+
+def eigen_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x [rows, k] @ w [out, k]^T as cpu_backend_gemm_eigen.cc computes it (no bias)."""
+    x, w = _f(x), _f(w)
+    rows, k = x.shape
+    out = w.shape[0]
+    if rows == 1 and out == 1:
+        y = _inner_product((x * w).astype(F32)).reshape(1, 1)
+    elif rows == 1:
+        y = _gemv(w, x[0])[None, :]
+    elif out == 1:
+        y = _gemv(x, w[0])[:, None]
+    elif k + out + rows < COEFF_BASED_BELOW:
+        return eigen_sum((x[:, None, :] * w[None, :, :]).astype(F32))  # assigned, not added to 0
+    else:
+        y = _gebp(x, w)
+    return (F32(0) + y).astype(F32)
+
+
 def fully_connected(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """Float FULLY_CONNECTED: x [rows, k] @ w [out, k]^T in k order, then + bias."""
-    y = batch_matmul(x, np.ascontiguousarray(_f(w).T))
-    return y if bias is None else (y + _f(bias)).astype(F32)
+    """Float FULLY_CONNECTED, no fused activation: x [rows, k], w [out, k] -> [rows, out]."""
+    y = eigen_matmul(x, w)
+    if bias is not None:
+        y = (y + _f(bias)).astype(F32)
+    # cwiseMin(max) then cwiseMax(lowest) as std::min / std::max: a NaN stays, infinities clamp
+    y = np.where(_FLT_MAX < y, _FLT_MAX, y)
+    return np.where(y < -_FLT_MAX, -_FLT_MAX, y).astype(F32)
 
 
 # Eigen's pexp_float (Cephes-style range reduction, degree-6 polynomial).
