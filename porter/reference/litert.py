@@ -318,3 +318,128 @@ _NEG_SQRT_HALF = F32(-0.70710678118654752440)
 def gelu_exact(x: np.ndarray) -> np.ndarray:
     x = _f(x)
     return ((F32(0.5) * x).astype(F32) * erfc((x * _NEG_SQRT_HALF).astype(F32))).astype(F32)
+
+
+# ---- TANH and LOGISTIC: Eigen's functors; EXP: libm's expf ---------------------------------------
+#
+# optimized_ops::Tanh and ::Logistic (activations.cc, the GENERIC_OPT kernels the builtin
+# resolver registers) assign Eigen's array().tanh() and scalar_logistic_op<float> over the
+# tensor: whole SSE packets from its start (tensors are 64-byte aligned), then the values after
+# the last whole packet one at a time. Eigen's pmin(a, b) is `b < a ? b : a` and pmax(a, b)
+# `a < b ? b : a`: a NaN in a stays.
+
+
+def _pmin(a, b):
+    return np.where(b < a, b, a)
+
+
+def _pmax(a, b):
+    return np.where(a < b, b, a)
+
+
+def _polevl(x, coeffs):
+    """Eigen's ppolevl: Horner from the highest coefficient, pmadd without FMA."""
+    acc = np.full_like(x, coeffs[0])
+    for c in coeffs[1:]:
+        acc = madd(acc, x, c)
+    return acc
+
+
+_TANH_CLAMP = F32(7.90738964080810547)  # the smallest |x| where the rational is 1 (no FMA)
+_TANH_ALPHA = [F32(v) for v in (1.394553628e-8, 2.102733560e-5, 3.520756727e-3, 1.340216100e-1)]
+_TANH_BETA = [F32(v) for v in (8.015776984e-7, 3.326951409e-4, 2.597254514e-2, 4.673548340e-1, 1.0)]
+
+
+@np.errstate(all="ignore")
+def tanh(x_in: np.ndarray) -> np.ndarray:
+    """TANH: Eigen's ptanh_float (EIGEN_FAST_MATH): x^3 P(x^2) + x over Q(x^2), x clamped to
+    [-c, c]; the scalar path is the same function, so every value takes it."""
+    x = _pmax(_pmin(_f(x_in), _TANH_CLAMP), -_TANH_CLAMP).astype(F32)
+    x2 = (x * x).astype(F32)
+    x3 = (x2 * x).astype(F32)
+    p = madd(x3, _polevl(x2, _TANH_ALPHA), x)
+    return (p / _polevl(x2, _TANH_BETA)).astype(F32)
+
+
+_LOGISTIC_HI, _LOGISTIC_LO = F32(16.6355324), F32(-104.0)
+_LOGISTIC_P2, _LOGISTIC_P3 = F32(0.49999141693115234375), F32(0.16666877269744873046875)
+_LOGISTIC_P4, _LOGISTIC_P5 = F32(4.1898667812347412109375e-2), F32(8.33471305668354034423828125e-3)
+
+
+@np.errstate(all="ignore")
+def logistic_packet(x_in: np.ndarray) -> np.ndarray:
+    """scalar_logistic_op<float>::packetOp: exp(x / 2) by Cephes' reduction and a degree-5
+    polynomial, scaled by pldexp_fast and squared, then e / (1 + e); 0 below -104."""
+    x_in = _f(x_in)
+    x = (_pmin(x_in, _LOGISTIC_HI) * F32(0.5)).astype(F32)
+    m = np.floor(madd(x, _LOG2E, F32(0.5))).astype(F32)
+    r = madd(m, _C2, madd(m, _C1, x))
+    r2 = (r * r).astype(F32)
+    p = madd(r, madd(r2, _LOGISTIC_P5, _LOGISTIC_P3), madd(r2, _LOGISTIC_P4, _LOGISTIC_P2))
+    p = madd(r2, p, (r + F32(1)).astype(F32))
+    # pldexp_fast: 2^m from the biased exponent clamped to [0, 255], truncated to int (a NaN
+    # gives the integer 0x80000000, whose << 23 is 0)
+    biased = _pmin(_pmax((m + F32(127)).astype(F32), F32(0)), F32(255))
+    exponent = np.where(np.isnan(biased), np.uint32(0), np.nan_to_num(biased).astype(np.uint32) << np.uint32(23))
+    half = (p * exponent.view(F32)).astype(F32)
+    e = (half * half).astype(F32)
+    return np.where(x_in < _LOGISTIC_LO, F32(0), (e / (F32(1) + e)).astype(F32)).astype(F32)
+
+
+@np.errstate(all="ignore")
+def logistic_scalar(x: np.ndarray) -> np.ndarray:
+    """scalar_logistic_op<float>::operator(): e = expf(min(x, hi)) from libm, e / (1 + e)."""
+    e = exp_op(_pmin(_f(x), _LOGISTIC_HI))
+    return (e / (F32(1) + e)).astype(F32)
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    """LOGISTIC over a whole tensor: the packet formula on its first size // 4 * 4 values (in
+    row-major order), the scalar one on the rest."""
+    x = _f(x)
+    flat = x.reshape(-1)
+    end = flat.size // PACKET * PACKET
+    out = np.concatenate([logistic_packet(flat[:end]), logistic_scalar(flat[end:])])
+    return out.reshape(x.shape)
+
+
+# glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, glibc >= 2.28), in double precision:
+# x * 32 / ln 2 = k + r, 2^(k/32) from a table with k // 32 added to its exponent bits, times a
+# cubic in r, rounded once to float.
+_EXPF_TABLE = np.array([
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540], dtype=np.uint64)
+_EXPF_N = 32
+_EXPF_SHIFT = np.float64(float.fromhex("0x1.8p+52"))
+_EXPF_INV_LN2_N = np.float64(float.fromhex("0x1.71547652b82fep+0") * _EXPF_N)
+_EXPF_C = [np.float64(float.fromhex(h) / _EXPF_N ** p)
+           for h, p in (("0x1.c6af84b912394p-5", 3), ("0x1.ebfce50fac4f3p-3", 2), ("0x1.62e42ff0c52d6p-1", 1))]
+_EXPF_OVERFLOW_ABOVE = F32(float.fromhex("0x1.62e42ep6"))  # log(2^128)
+_EXPF_ZERO_BELOW = F32(float.fromhex("-0x1.9fe368p6"))  # log(2^-150)
+_EXPF_MAY_UNDERFLOW_BELOW = F32(float.fromhex("-0x1.9d1d9ep6"))  # log(2^-149)
+
+
+@np.errstate(all="ignore")
+def exp_op(x: np.ndarray) -> np.ndarray:
+    """EXP: reference_ops::Exp, std::exp per value, i.e. the host libm's expf (glibc's)."""
+    x = _f(x)
+    z = _EXPF_INV_LN2_N * x.astype(np.float64)
+    shifted = z + _EXPF_SHIFT
+    k = shifted.view(np.uint64)
+    r = z - (shifted - _EXPF_SHIFT)
+    s = (_EXPF_TABLE[(k % np.uint64(_EXPF_N)).astype(np.intp)] + (k << np.uint64(47))).view(np.float64)
+    c0, c1, c2 = _EXPF_C
+    y = ((c0 * r + c1) * (r * r) + (c2 * r + 1.0)) * s
+    out = y.astype(F32)
+    # |x| >= 88 or NaN: glibc's special cases, its __math_*flowf results
+    special = np.select([x == -np.inf, ~np.isfinite(x), x > _EXPF_OVERFLOW_ABOVE, x < _EXPF_ZERO_BELOW,
+                         x < _EXPF_MAY_UNDERFLOW_BELOW],
+                        [F32(0), x + x, F32(np.inf), F32(0), np.float32(1.4e-45)], out)
+    large = (x.view(np.uint32) >> 20 & 0x7FF) >= (F32(88.0).view(np.uint32) >> 20)
+    return np.where(large, special, out).astype(F32)

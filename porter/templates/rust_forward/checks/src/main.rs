@@ -1,18 +1,27 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
+//!   litert-fn tanh|logistic START COUNT STEP
+//!                                     LiteRT's TANH and LOGISTIC on the same patterns (the logistic
+//!                                     in tensors of 1 to 67 values, some passed as a prefix, so
+//!                                     packets, lone packet values and the scalar tail all run)
 //!   ort-fn erf|gelu|gelu-mul|exp START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
-//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear, onnxruntime's
+//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear (every Eigen
+//!                                     product and GEBP block, live rows of longer tensors, depth
+//!                                     blocks), onnxruntime's
 //!                                     u8 x s8 dot (saturating and exact) and its SGEMM and M = 1
 //!                                     products (relaxed_madd tiles against the exact scalar
 //!                                     emulation) on random data
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
-//!                                     (LiteRT's: gelu exp erfc eigen-sum quant-sym quant-asym;
+//!                                     (LiteRT's: gelu exp erfc tanh logistic logistic-tail exp-op
+//!                                     eigen-sum quant-sym quant-asym, logistic-rows with each row a
+//!                                     tensor, and linear-f32 ROWS TENSOR_ROWS OUTS BIAS whose
+//!                                     stdin is one row: x[ROWS][cols], w[OUTS][cols], bias[OUTS];
 //!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
 //!                                     ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
 //!                                     first two rows are gamma and beta, eps 1e-12)
@@ -38,7 +47,10 @@ use std::process::exit;
 use kernels::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
 use kernels::eigen::{eigen_sum, eigen_sum_scalar};
 use kernels::gemm::{gemm, gemm_scalar, Int8Weights};
-use kernels::linear_f32::{linear_f32, linear_f32_scalar, FloatWeights};
+use kernels::activation::{logistic_in_place, logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar,
+                          tanh_in_place, tanh_in_place_scalar, tanh_scalar};
+use kernels::libm::expf;
+use kernels::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
 use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
 use kernels::ort_float;
 use kernels::ort_quant::{self, TensorQuantized};
@@ -88,6 +100,33 @@ fn check_gelu(start: u64, count: u64, step: u64) -> ! {
     let mut tally = Tally::new("gelu");
     compare_in_place(&mut tally, "gelu", patterns(start, count, step), gelu_in_place, gelu_in_place_scalar);
     tally.finish()
+}
+
+fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
+    let mut tally = Tally::new("litert-fn");
+    match name {
+        "tanh" => compare_in_place(&mut tally, name, patterns(start, count, step), tanh_in_place, tanh_in_place_scalar),
+        "logistic" => compare_in_place(&mut tally, name, patterns(start, count, step),
+                                       |v| in_tensors(v, logistic_in_place), |v| in_tensors(v, logistic_in_place_scalar)),
+        _ => usage(),
+    }
+    tally.finish()
+}
+
+/// Splits values into consecutive tensors of 1 to 67 values; f gets each one's values, given
+/// either as the whole tensor or as the prefix of one that is longer by 1 to 4 values.
+fn in_tensors(values: &mut [f32], f: impl Fn(&mut [f32], usize)) {
+    const LENGTHS: [usize; 9] = [1, 2, 3, 4, 5, 7, 8, 13, 67];
+    const BEYOND: [usize; 5] = [0, 0, 1, 3, 4];
+    let mut rest = values;
+    let mut t = 0;
+    while !rest.is_empty() {
+        let n = LENGTHS[t % LENGTHS.len()].min(rest.len());
+        let (tensor, tail) = rest.split_at_mut(n);
+        f(tensor, n + BEYOND[t % BEYOND.len()]);
+        rest = tail;
+        t += 1;
+    }
 }
 
 fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
@@ -251,13 +290,7 @@ fn check_kernels(seed: u64) -> ! {
         gemm_scalar(&a, &scales, rows, false, &weights, &mut y2);
         tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("gemm {rows}x{k}x{outs}"));
 
-        let x: Vec<f32> = (0..rows * k).map(|_| rng.unit()).collect();
-        let wf: Vec<f32> = (0..outs * k).map(|_| rng.unit()).collect();
-        let fw = FloatWeights { w: &wf, bias: Some(&bias), outs, k };
-        let mut xt = vec![0.0; rows * k];
-        linear_f32(&x, rows, &fw, &mut y1, &mut xt);
-        linear_f32_scalar(&x, rows, &fw, &mut y2);
-        tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("linear_f32 {rows}x{k}x{outs}"));
+        check_float_linear(&mut tally, &mut rng, t);
 
         let n = 1 + rng.below(600) as usize;
         let v: Vec<f32> = (0..n).map(|_| rng.unit() * 100.0).collect();
@@ -309,6 +342,27 @@ fn check_kernels(seed: u64) -> ! {
     tally.finish()
 }
 
+/// The float Linear on a random shape: a tensor of 1 to 70 rows (a one-row tensor, a single
+/// output and the tiny coefficient-based products included) with its first 1 to all of them
+/// live, 1 to 40 outputs (every GEBP block), k up to 200 and, one trial in five, past Eigen's
+/// first depth block (700 to 1600); values of scales far apart, so that orders differ.
+fn check_float_linear(tally: &mut Tally, rng: &mut Rng, trial: usize) {
+    let tensor_rows = [1, 1 + rng.below(3) as usize, 1 + rng.below(70) as usize][rng.below(3) as usize];
+    let rows = 1 + rng.below(tensor_rows as u64) as usize;
+    let outs = if rng.below(4) == 0 { 1 } else { 1 + rng.below(40) as usize };
+    let k = if trial % 5 == 4 { 700 + rng.below(900) as usize } else { 1 + rng.below(200) as usize };
+    let mut value = |rng: &mut Rng| rng.unit() * [1e-3, 1.0, 300.0][rng.below(3) as usize];
+    let x: Vec<f32> = (0..rows * k).map(|_| value(rng)).collect();
+    let w: Vec<f32> = (0..outs * k).map(|_| value(rng)).collect();
+    let bias: Vec<f32> = (0..outs).map(|_| value(rng)).collect();
+    let fw = FloatWeights { w: &w, bias: (rng.below(2) == 0).then_some(&bias[..]), outs, k };
+    let (mut simd, mut scalar, mut xt) = (vec![0.0; rows * outs], vec![0.0; rows * outs], vec![0.0; rows * k]);
+    linear_f32_rows(&x, rows, tensor_rows, &fw, &mut simd, &mut xt);
+    linear_f32_rows_scalar(&x, rows, tensor_rows, &fw, &mut scalar);
+    let bad = simd.iter().zip(&scalar).filter(|(a, b)| !same_f32(**a, **b)).count();
+    tally.record(bad == 0, || format!("linear_f32 rows {rows} of {tensor_rows}, k {k}, outs {outs}: {bad} outputs differ"));
+}
+
 /// onnxruntime's products as the crates run them (relaxed_madd tiles, where the engine fuses
 /// it) against one output at a time through the exact scalar fma emulation.
 fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
@@ -338,13 +392,26 @@ fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
 }
 
 /// Scalar references for porter's tests: stdin u32 rows, u32 cols, f32 data[rows * cols].
-fn reference(op: &str) -> ! {
+fn reference(op: &str, args: &[String]) -> ! {
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).expect("read stdin");
     let word = |i: usize| u32::from_le_bytes(input[4 * i..4 * i + 4].try_into().unwrap());
     let (rows, cols) = (word(0) as usize, word(1) as usize);
     let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
     let mut out = Vec::new();
+    if op == "linear-f32" {
+        let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
+        let (live, tensor_rows, outs, bias) = (arg(0), arg(1), arg(2), arg(3) == 1);
+        let k = (cols - if bias { outs } else { 0 }) / (live + outs);
+        let (x, rest) = data.split_at(live * k);
+        let (w, b) = rest.split_at(outs * k);
+        let fw = FloatWeights { w, bias: bias.then_some(b), outs, k };
+        let mut y = vec![0.0f32; live * outs];
+        linear_f32_rows_scalar(x, live, tensor_rows, &fw, &mut y);
+        y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
     if op == "ort-layer-norm" || op == "ort-skip-layer-norm" {
         let kernel = if op == "ort-layer-norm" { ort_float::layer_norm_row } else { ort_float::skip_layer_norm_row };
         let (gamma, rest) = data.split_at(cols);
@@ -359,9 +426,22 @@ fn reference(op: &str) -> ! {
     }
     for row in data.chunks(cols.max(1)).take(rows) {
         match op {
-            "gelu" | "exp" | "erfc" => {
-                let f = match op { "gelu" => gelu_scalar, "exp" => exp_scalar, _ => erfc_scalar };
+            "gelu" | "exp" | "erfc" | "tanh" | "logistic" | "logistic-tail" | "exp-op" => {
+                let f = match op {
+                    "gelu" => gelu_scalar,
+                    "exp" => exp_scalar,
+                    "erfc" => erfc_scalar,
+                    "tanh" => tanh_scalar,
+                    "logistic" => logistic_scalar,
+                    "logistic-tail" => logistic_tail_scalar,
+                    _ => expf,
+                };
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
+            }
+            "logistic-rows" => {
+                let mut r = row.to_vec();
+                logistic_in_place_scalar(&mut r, cols);
+                r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
             "eigen-sum" => out.extend_from_slice(&eigen_sum_scalar(row).to_le_bytes()),
             "ort-erf" | "ort-gelu" | "ort-exp" => {
@@ -397,7 +477,7 @@ fn reference(op: &str) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS");
     exit(2)
 }
 
@@ -411,11 +491,12 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some("gelu") => check_gelu(number(1), number(2), number(3)),
+        Some("litert-fn") => check_litert_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("ort-fn") => check_ort_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
         Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
         Some("kernels") => check_kernels(number(1)),
-        Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage())),
+        Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }
 }

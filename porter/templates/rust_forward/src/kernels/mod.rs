@@ -10,10 +10,12 @@
 // The forward pass calls the SIMD kernels; the scalar references are called by checks/.
 #![allow(dead_code)]
 
+pub mod activation;
 pub mod attention;
 pub mod eigen;
 pub mod gemm;
 pub mod generic;
+pub mod libm;
 pub mod linear_f32;
 pub mod mathfn;
 pub mod norm;
