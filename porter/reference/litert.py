@@ -43,28 +43,32 @@ def horizontal_sum(p: np.ndarray) -> np.ndarray:
     return (t0 + t1).astype(F32)
 
 
-def eigen_sum(x: np.ndarray) -> np.ndarray:
-    """Sum over the last axis in Eigen's vectorised order (rows start 16-byte aligned)."""
+def eigen_sum(x: np.ndarray, head: int = 0) -> np.ndarray:
+    """Sum over the last axis in Eigen's vectorised order (redux_impl, LinearVectorizedTraversal):
+    packets from the first 16-byte boundary, `head` values before it (0 when rows start
+    aligned), which are added after the packets' reduction, then the values after the packets."""
     x = _f(x)
     n = x.shape[-1]
-    full = n // PACKET * PACKET
+    head = min(head, n)
+    full = (n - head) // PACKET * PACKET
     if full == 0:
         out = x[..., 0].copy()
         for i in range(1, n):
             out = (out + x[..., i]).astype(F32)
         return out
-    pairs = n // (2 * PACKET) * 2 * PACKET
-    acc0 = x[..., 0:PACKET].copy()
+    body = x[..., head:head + full]
+    pairs = full // (2 * PACKET) * 2 * PACKET
+    acc0 = body[..., 0:PACKET].copy()
     if full > PACKET:
-        acc1 = x[..., PACKET:2 * PACKET].copy()
+        acc1 = body[..., PACKET:2 * PACKET].copy()
         for i in range(2 * PACKET, pairs, 2 * PACKET):
-            acc0 = (acc0 + x[..., i:i + PACKET]).astype(F32)
-            acc1 = (acc1 + x[..., i + PACKET:i + 2 * PACKET]).astype(F32)
+            acc0 = (acc0 + body[..., i:i + PACKET]).astype(F32)
+            acc1 = (acc1 + body[..., i + PACKET:i + 2 * PACKET]).astype(F32)
         acc0 = (acc0 + acc1).astype(F32)
         if full > pairs:
-            acc0 = (acc0 + x[..., pairs:pairs + PACKET]).astype(F32)
+            acc0 = (acc0 + body[..., pairs:pairs + PACKET]).astype(F32)
     out = horizontal_sum(acc0)
-    for i in range(full, n):
+    for i in list(range(head)) + list(range(head + full, n)):
         out = (out + x[..., i]).astype(F32)
     return out
 
@@ -443,3 +447,97 @@ def exp_op(x: np.ndarray) -> np.ndarray:
                         [F32(0), x + x, F32(np.inf), F32(0), np.float32(1.4e-45)], out)
     large = (x.view(np.uint32) >> 20 & 0x7FF) >= (F32(88.0).view(np.uint32) >> 20)
     return np.where(large, special, out).astype(F32)
+
+
+# ---- SUM, MEAN, REDUCE_MAX, L2_NORMALIZATION ---------------------------------------------------
+#
+# reduce.cc's optimized kernels first normalise the shape (reduce_utils::ResolveAxis: size-one
+# dimensions dropped, neighbours both reduced or both kept merged). SUM and REDUCE_MAX then walk
+# the input in memory order (optimized_ops::ReduceGeneric): each output starts from its first
+# value and takes the others one at a time, in row-major order of the reduced indices. MEAN
+# does the same and divides by the count (MeanGeneral), except when the normalised reduction is
+# the last of two or more dimensions: then Eigen's colwise().sum() of each row (eigen_sum, the
+# row's alignment deciding its head), divided by the row's length.
+
+
+def _normalised(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[int, bool]]:
+    """reduce_utils::ResolveAxis: (size, reduced) of each normalised dimension."""
+    dims: list[tuple[int, bool]] = []
+    for a, d in enumerate(shape):
+        if d == 1:
+            continue
+        if dims and dims[-1][1] == (a in axes):
+            dims[-1] = (dims[-1][0] * d, a in axes)
+        else:
+            dims.append((d, a in axes))
+    return dims
+
+
+def _resolve(x, axes) -> tuple[np.ndarray, tuple[int, ...]]:
+    x = _f(x)
+    return x, tuple(sorted({int(a) % x.ndim for a in np.ravel(axes)}))
+
+
+def _reduced_last(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """x with the reduced axes moved last and flattened, in row-major order of their indices."""
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    return moved.reshape(moved.shape[: x.ndim - len(axes)] + (-1,))
+
+
+def _keepdims(y: np.ndarray, shape, axes) -> np.ndarray:
+    return y.reshape([1 if a in axes else d for a, d in enumerate(shape)])
+
+
+def _fold(x: np.ndarray, axes: tuple[int, ...], step) -> np.ndarray:
+    flat = _reduced_last(x, axes)
+    acc = flat[..., 0].copy()
+    for i in range(1, flat.shape[-1]):
+        acc = step(acc, flat[..., i])
+    return _keepdims(acc, x.shape, axes)
+
+
+def reduce_sum(x: np.ndarray, axes) -> np.ndarray:
+    """SUM (keepdims): the first value, then each other in memory order."""
+    x, axes = _resolve(x, axes)
+    return _fold(x, axes, lambda acc, v: (acc + v).astype(F32))
+
+
+def reduce_max(x: np.ndarray, axes) -> np.ndarray:
+    """REDUCE_MAX (keepdims): MaxOp, `acc > v ? acc : v` (a NaN so far is replaced by the next
+    value, a NaN value is taken)."""
+    x, axes = _resolve(x, axes)
+    return _fold(x, axes, lambda acc, v: np.where(acc > v, acc, v))
+
+
+def _row_heads(rows: int, n: int) -> np.ndarray:
+    """Values before the first 16-byte boundary of each row of n floats (the tensor aligned)."""
+    return (-(np.arange(rows) * n)) % PACKET
+
+
+def reduce_mean(x: np.ndarray, axes) -> np.ndarray:
+    """MEAN (keepdims)."""
+    x, axes = _resolve(x, axes)
+    dims = _normalised(x.shape, axes)
+    if len(dims) > 1 and [reduced for _, reduced in dims] == [False, True]:
+        n = dims[-1][0]
+        rows = x.reshape(-1, n)
+        heads = _row_heads(rows.shape[0], n)
+        sums = np.empty(rows.shape[0], F32)
+        for head in np.unique(heads):
+            sums[heads == head] = eigen_sum(rows[heads == head], int(head))
+        return _keepdims((sums / F32(n)).astype(F32), x.shape, axes)
+    count = int(np.prod([x.shape[a] for a in axes]))
+    return (reduce_sum(x, axes) / F32(count)).astype(F32)
+
+
+@np.errstate(all="ignore")
+def l2_normalization(x: np.ndarray) -> np.ndarray:
+    """L2_NORMALIZATION over the last axis (optimized_ops::L2Normalization): the squares summed
+    from 0 in order, sqrt, std::max(norm, 1e-6f), then each value divided by it."""
+    x = _f(x)
+    squares = np.zeros(x.shape[:-1], F32)
+    for c in range(x.shape[-1]):
+        squares = (squares + (x[..., c] * x[..., c]).astype(F32)).astype(F32)
+    norm = np.sqrt(squares).astype(F32)
+    norm = np.where(norm < F32(1e-6), F32(1e-6), norm)
+    return (x / norm[..., None]).astype(F32)
