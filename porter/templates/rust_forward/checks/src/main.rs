@@ -20,8 +20,10 @@
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
 //!                                     (LiteRT's: gelu exp erfc tanh logistic logistic-tail exp-op
 //!                                     eigen-sum quant-sym quant-asym, logistic-rows with each row a
-//!                                     tensor, and linear-f32 ROWS TENSOR_ROWS OUTS BIAS whose
-//!                                     stdin is one row: x[ROWS][cols], w[OUTS][cols], bias[OUTS];
+//!                                     tensor, l2-norm over each row, linear-f32 ROWS TENSOR_ROWS
+//!                                     OUTS BIAS whose stdin is one row: x[ROWS][cols], w[OUTS][cols],
+//!                                     bias[OUTS], and reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3
+//!                                     AXES, stdin the tensor, AXES a 4-bit mask, axis 0 highest;
 //!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
 //!                                     ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
 //!                                     first two rows are gamma and beta, eps 1e-12)
@@ -45,7 +47,7 @@ use std::io::{Read, Write};
 use std::process::exit;
 
 use kernels::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
-use kernels::eigen::{eigen_sum, eigen_sum_scalar};
+use kernels::eigen::{eigen_sum_from, eigen_sum_from_scalar};
 use kernels::gemm::{gemm, gemm_scalar, Int8Weights};
 use kernels::activation::{logistic_in_place, logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar,
                           tanh_in_place, tanh_in_place_scalar, tanh_scalar};
@@ -55,6 +57,7 @@ use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scal
 use kernels::ort_float;
 use kernels::ort_quant::{self, TensorQuantized};
 use kernels::quantize::*;
+use kernels::reduce::{l2_normalization, reduce_litert};
 use model::GEMM_DEPTHS;
 
 const MAX_REPORTED: usize = 5;
@@ -292,9 +295,9 @@ fn check_kernels(seed: u64) -> ! {
 
         check_float_linear(&mut tally, &mut rng, t);
 
-        let n = 1 + rng.below(600) as usize;
+        let (n, head) = (1 + rng.below(600) as usize, rng.below(4) as usize);
         let v: Vec<f32> = (0..n).map(|_| rng.unit() * 100.0).collect();
-        tally.record(same_f32(eigen_sum(&v), eigen_sum_scalar(&v)), || format!("eigen_sum n={n}"));
+        tally.record(same_f32(eigen_sum_from(&v, head), eigen_sum_from_scalar(&v, head)), || format!("eigen_sum n={n} head={head}"));
 
         // uint8 activations against int8 weights; large weights make int16 pair sums saturate.
         let (rows, k, outs) = (1 + rng.below(13) as usize, depth(t, &mut rng, 100), 1 + rng.below(11) as usize);
@@ -351,7 +354,7 @@ fn check_float_linear(tally: &mut Tally, rng: &mut Rng, trial: usize) {
     let rows = 1 + rng.below(tensor_rows as u64) as usize;
     let outs = if rng.below(4) == 0 { 1 } else { 1 + rng.below(40) as usize };
     let k = if trial % 5 == 4 { 700 + rng.below(900) as usize } else { 1 + rng.below(200) as usize };
-    let mut value = |rng: &mut Rng| rng.unit() * [1e-3, 1.0, 300.0][rng.below(3) as usize];
+    let value = |rng: &mut Rng| rng.unit() * [1e-3, 1.0, 300.0][rng.below(3) as usize];
     let x: Vec<f32> = (0..rows * k).map(|_| value(rng)).collect();
     let w: Vec<f32> = (0..outs * k).map(|_| value(rng)).collect();
     let bias: Vec<f32> = (0..outs).map(|_| value(rng)).collect();
@@ -412,6 +415,18 @@ fn reference(op: &str, args: &[String]) -> ! {
         std::io::stdout().write_all(&out).expect("write stdout");
         exit(0)
     }
+    if let Some(kind) = op.strip_prefix("reduce-") {
+        let op = match kind { "sum" => program::Reduce::Sum, "mean" => program::Reduce::Mean, "max" => program::Reduce::Max, _ => usage() };
+        let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
+        let shape = [arg(0), arg(1), arg(2), arg(3)];
+        let axes: [bool; 4] = std::array::from_fn(|a| arg(4) >> (3 - a) & 1 == 1);
+        let out_shape: [usize; 4] = std::array::from_fn(|a| if axes[a] { 1 } else { shape[a] });
+        let mut y = vec![0.0f32; out_shape.iter().product()];
+        reduce_litert(op, &data, shape, axes, out_shape, &mut y);
+        y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
     if op == "ort-layer-norm" || op == "ort-skip-layer-norm" {
         let kernel = if op == "ort-layer-norm" { ort_float::layer_norm_row } else { ort_float::skip_layer_norm_row };
         let (gamma, rest) = data.split_at(cols);
@@ -443,7 +458,12 @@ fn reference(op: &str, args: &[String]) -> ! {
                 logistic_in_place_scalar(&mut r, cols);
                 r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
-            "eigen-sum" => out.extend_from_slice(&eigen_sum_scalar(row).to_le_bytes()),
+            "eigen-sum" => out.extend_from_slice(&eigen_sum_from_scalar(row, 0).to_le_bytes()),
+            "l2-norm" => {
+                let mut y = vec![0.0f32; cols];
+                l2_normalization(row, cols, &mut y);
+                y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
             "ort-erf" | "ort-gelu" | "ort-exp" => {
                 let f = match op { "ort-erf" => ort_float::erf, "ort-gelu" => ort_float::gelu_erf, _ => ort_float::sum_exp };
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
@@ -477,7 +497,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 

@@ -22,3 +22,4 @@ pub mod norm;
 pub mod ort_float;
 pub mod ort_quant;
 pub mod quantize;
+pub mod reduce;
