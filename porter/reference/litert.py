@@ -1,19 +1,22 @@
 """LiteRT's builtin float kernels, emulated bit for bit in numpy.
 
 The ai-edge-litert wheel's builtin kernels (BUILTIN_WITHOUT_DEFAULT_DELEGATES) compute the float
-ops of an encoder with Eigen compiled for SSE (4-lane packets, no FMA), and a few with plain
-loops. Measured against LiteRT's preserved intermediates, op by op, on the committed fixtures
-(tests/test_litert_float.py keeps that check):
+ops of an encoder with Eigen compiled for SSE (4-lane packets, no FMA), a few with plain loops,
+and EXP with the host's libm. Each function here names the kernel it follows; all are measured
+against the runtime (tests/test_litert_float.py: single-op models on every path, the fixtures'
+preserved intermediates op by op, the one-input functions on every f32 bit pattern):
 
 - MEAN over the last axis: Eigen's vectorised sum — two 4-lane accumulators over pairs of
   packets, combined, one more packet if left, a horizontal sum ((a0 + a2) + (a1 + a3)), then
-  the scalar tail — divided by the length;
+  the scalar tail — divided by the length; other SUM / MEAN / REDUCE_MAX in memory order;
 - BATCH_MATMUL: the reference kernel, each output's products added one by one in k order;
 - float FULLY_CONNECTED: Eigen's matrix products, whose summation order depends on the shape
   (the GEBP kernel's register blocks, its GEMV, its depth blocking; see fully_connected), then
   the bias;
 - SOFTMAX: e = exp((x - max) * beta) with Eigen's polynomial exp, sum as MEAN's, times 1/sum;
-- GELU (exact): 0.5 * x * erfc(x * -sqrt(1/2)) with Eigen's rational erfc.
+- GELU (exact): 0.5 * x * erfc(x * -sqrt(1/2)) with Eigen's rational erfc;
+- TANH and LOGISTIC: Eigen's fast tanh and its logistic functor; EXP: glibc's expf;
+- L2_NORMALIZATION: a plain loop over each row.
 
 Without FMA, Eigen's pmadd(a, b, c) is a product rounded to float, then a sum rounded to float;
 every helper here does the same. The Rust templates implement these same sequences.
@@ -409,7 +412,40 @@ def logistic(x: np.ndarray) -> np.ndarray:
 
 # glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, glibc >= 2.28), in double precision:
 # x * 32 / ln 2 = k + r, 2^(k/32) from a table with k // 32 added to its exponent bits, times a
-# cubic in r, rounded once to float.
+# cubic in r, rounded once to float. On a CPU with FMA and AVX2 (this host) glibc's ifunc picks
+# __expf_fma, the same source compiled with -mfma, where GCC contracts r = x * 32/ln2 - k and the
+# cubic's three multiply-adds into fused ones; without FMA the plain variant rounds each product
+# (the two differ on a few inputs: exp(0x4202422f) is one of them).
+
+
+def _two_sum(a, b):
+    """s, e with s = fl(a + b) and a + b = s + e exactly."""
+    s = a + b
+    back = s - a
+    return s, (a - (s - back)) + (b - back)
+
+
+def _two_product(a, b):
+    """p, e with p = fl(a * b) and a * b = p + e exactly (Veltkamp's split; no overflow here)."""
+    p = a * b
+    split = lambda v: (lambda c: (c - (c - v), v - (c - (c - v))))(np.float64(134217729.0) * v)  # noqa: E731
+    (ah, al), (bh, bl) = split(a), split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _fma64(a, b, c):
+    """fma(a, b, c) correctly rounded in float64 (Boldo and Melquiond): the exact product's
+    low part and the sum's error added rounded to odd, so the last sum rounds once."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    ph, pl = _two_product(a, b)
+    sh, sl = _two_sum(c, ph)
+    v, e = _two_sum(sl, pl)
+    bits = v.view(np.uint64)
+    to_odd = (e != 0) & ((bits & np.uint64(1)) == 0)
+    nudged = np.where((e > 0) == (v > 0), bits + np.uint64(1), bits - np.uint64(1))
+    return sh + np.where(to_odd, nudged, bits).view(np.float64)
+
+
 _EXPF_TABLE = np.array([
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
     0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
@@ -431,15 +467,16 @@ _EXPF_MAY_UNDERFLOW_BELOW = F32(float.fromhex("-0x1.9d1d9ep6"))  # log(2^-149)
 
 @np.errstate(all="ignore")
 def exp_op(x: np.ndarray) -> np.ndarray:
-    """EXP: reference_ops::Exp, std::exp per value, i.e. the host libm's expf (glibc's)."""
+    """EXP: reference_ops::Exp, std::exp per value, i.e. the host libm's expf (glibc's
+    __expf_fma)."""
     x = _f(x)
-    z = _EXPF_INV_LN2_N * x.astype(np.float64)
-    shifted = z + _EXPF_SHIFT
+    xd = x.astype(np.float64)
+    shifted = _EXPF_INV_LN2_N * xd + _EXPF_SHIFT
     k = shifted.view(np.uint64)
-    r = z - (shifted - _EXPF_SHIFT)
+    r = _fma64(_EXPF_INV_LN2_N, xd, -(shifted - _EXPF_SHIFT))
     s = (_EXPF_TABLE[(k % np.uint64(_EXPF_N)).astype(np.intp)] + (k << np.uint64(47))).view(np.float64)
     c0, c1, c2 = _EXPF_C
-    y = ((c0 * r + c1) * (r * r) + (c2 * r + 1.0)) * s
+    y = _fma64(_fma64(c0, r, c1), r * r, _fma64(c2, r, 1.0)) * s
     out = y.astype(F32)
     # |x| >= 88 or NaN: glibc's special cases, its __math_*flowf results
     special = np.select([x == -np.inf, ~np.isfinite(x), x > _EXPF_OVERFLOW_ABOVE, x < _EXPF_ZERO_BELOW,

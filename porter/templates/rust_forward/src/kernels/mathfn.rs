@@ -1,5 +1,6 @@
 //! exp, erfc and the exact GELU as LiteRT's builtin kernels compute them (Eigen's pexp_float
-//! and generic_fast_erfc, compiled without FMA), after porter/litert_float.py.
+//! and generic_fast_erfc, compiled without FMA), after porter/reference/litert.py. SOFTMAX's exp
+//! is this one; the EXP op is libm's expf (libm.rs).
 //!
 //! Both functions are branch-free in Eigen: every lane computes every path and a comparison
 //! selects. So the f32x4 versions are the scalar ones lane for lane and need no per-lane
