@@ -1,9 +1,10 @@
 """`porter run`: the numpy executor on token ids or a golden, and divergence location.
 
-`locate` runs LiteRT's builtin kernels on the same window with every intermediate preserved and
-walks the program's steps in order, comparing each step's output buffer with the graph tensor it
-stands for: the first difference names the step (and the file's ops behind it) where the two
-computations part.
+`locate` runs the reference runtime on the same window (LiteRT's builtin kernels with every
+intermediate preserved; onnxruntime with the step outputs added as graph outputs) and walks the
+program's steps in order, comparing each step's output buffer with the graph tensor it stands for:
+the first difference names the step (and the file's ops behind it) where the two computations
+part.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, load_golden
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
+from porter.reference import ort_cpu as ort_cpus
 
 PAD_ID = 0
 
@@ -51,6 +53,15 @@ def executor_agreement(ir: EncoderProgram, golden: Golden, echo=None, windows=No
     return total
 
 
+def golden_choice(choice: str, golden: Golden) -> str:
+    """--ort-cpu CHOICE for a run against this golden: auto becomes the golden's CPU's target
+    where its manifest records the CPU (ONNX goldens), and stays auto otherwise."""
+    if choice != ort_cpus.AUTO:
+        return choice
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    return choice if made_on is None else made_on.name
+
+
 def run_golden(ir: EncoderProgram, golden_path: Path, echo) -> Agreement:
     golden = load_golden(golden_path)
     if golden.ids.shape[1] != ir.seq:
@@ -63,34 +74,22 @@ def run_golden(ir: EncoderProgram, golden_path: Path, echo) -> Agreement:
 
 
 def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo) -> str | None:
-    """The first step (in program order) whose output differs from LiteRT's tensor."""
-    if ir.format != "tflite":
-        raise PorterError(f"--locate compares with LiteRT's intermediates: TFLite models only, "
-                          f"not {ir.format}")
-    try:
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    except ImportError:
-        raise PorterError("--locate needs the ai-edge-litert package") from None
-    from porter.frontends import load_graph
-
-    g = load_graph(ir.source)
-    interp = Interpreter(model_path=ir.source, num_threads=1,
-                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-                         experimental_preserve_all_tensors=True)
-    interp.allocate_tensors()
-    interp.set_tensor(g.inputs[ir.ids_input], ids[None].astype(np.int32))
-    if ir.mask_input:
-        interp.set_tensor(g.inputs[ir.mask_input], mask[None].astype(np.int32))
-    interp.invoke()
+    """The first step (in program order) whose output differs from the reference's tensor."""
     trace: dict = {}
     execute.run(ir, ids, mask, trace)
+    wanted = {}
+    for step in ir.steps:
+        for buffer in step.outputs:
+            if buffer != INPUT_MASK and buffer.startswith("t"):
+                wanted[buffer] = int(buffer[1:])
+    reference = _reference_tensors(ir, ids, mask, sorted(set(wanted.values())))
     checked = 0
     for step in ir.steps:
         for buffer in step.outputs:
-            t = int(buffer[1:])
-            if buffer == INPUT_MASK or t >= len(g.tensors):
+            ref = reference.get(wanted.get(buffer, -1))
+            if ref is None:
                 continue  # a tensor porter made (a fused activation's input)
-            ref = interp.get_tensor(t).reshape(-1)
+            ref = ref.reshape(-1)
             ours = trace[buffer].reshape(-1)
             rows = ir.seq if ir.buffers[buffer].tokens else 1
             diff = float(np.abs(ours.astype(np.float64) - ref).max()) if ours.size == ref.size else np.inf
@@ -104,9 +103,82 @@ def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo) -> str |
     return None
 
 
+def _reference_tensors(ir: EncoderProgram, ids, mask, tensors: list[int]) -> dict[int, np.ndarray]:
+    """The reference runtime's values of graph tensors on one window."""
+    from porter.frontends import load_graph
+
+    g = load_graph(ir.source)
+    feeds = {ir.ids_input: ids[None]}
+    if ir.mask_input:
+        feeds[ir.mask_input] = mask[None]
+    tensors = [t for t in tensors if t < len(g.tensors)]
+    if ir.format == "tflite":
+        return _litert_tensors(ir, g, feeds, tensors)
+    return _onnxruntime_tensors(ir, g, feeds, tensors)
+
+
+def _litert_tensors(ir, g, feeds, tensors) -> dict[int, np.ndarray]:
+    try:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    except ImportError:
+        raise PorterError("--locate needs the ai-edge-litert package") from None
+    interp = Interpreter(model_path=ir.source, num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                         experimental_preserve_all_tensors=True)
+    interp.allocate_tensors()
+    for name, value in feeds.items():
+        interp.set_tensor(g.inputs[name], value.astype(np.int32))
+    interp.invoke()
+    return {t: interp.get_tensor(t) for t in tensors}
+
+
+def _onnxruntime_tensors(ir, g, feeds, tensors) -> dict[int, np.ndarray]:
+    """onnxruntime's values, with its own graph optimisations: the graph it optimises (fusions
+    and all) is saved, the wanted tensors are added to that graph's outputs, and it runs with
+    optimisation off, so the arithmetic is the optimised session's and no fusion is undone by
+    an output in its middle."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        raise PorterError("--locate needs the onnx and onnxruntime packages") from None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="porter-locate-") as tmp:
+        optimised = Path(tmp) / "optimised.onnx"
+        options = _ort_options(ort)
+        options.optimized_model_filepath = str(optimised)
+        ort.InferenceSession(str(ir.source), options, providers=["CPUExecutionProvider"])
+        model = onnx.load(str(optimised))
+    known = {v for n in model.graph.node for v in n.output} | {o.name for o in model.graph.output}
+    present = {o.name for o in model.graph.output}
+    names = {t: g.tensors[t].name for t in tensors if g.tensors[t].name in known}
+    for name in names.values():
+        if name not in present:
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+    options = _ort_options(ort)
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    types = {i.name: i.type for i in session.get_inputs()}
+    feed = {name: value.astype(np.int64 if "int64" in types[name] else np.int32) for name, value in feeds.items()}
+    values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+    return {t: values[name] for t, name in names.items()}
+
+
+def _ort_options(ort):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return options
+
+
 def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
-                dump: Path | None, do_locate: bool, echo) -> None:
-    ir = recover(model)
+                dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO) -> None:
+    """ort_cpu auto takes the golden's CPU where the golden records one."""
+    if golden_path is not None:
+        ort_cpu = golden_choice(ort_cpu, load_golden(golden_path))
+    ir = recover(model, ort_cpu)
+    if ir.ort_cpu is not None:
+        echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")
     if golden_path is not None:
         run_golden(ir, golden_path, echo)
         if dump is None and not do_locate:

@@ -31,6 +31,8 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwi
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
+from porter.reference import ort_cpu as ort_cpus
+from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -67,6 +69,24 @@ def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
     return f"{name}-{hashlib.sha256(str(Path(crate_dir).resolve()).encode()).hexdigest()[:8]}"
 
 
+# porter.reference.ort_cpu's float kernel families -> the crate's ort_float::OrtFloats
+ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
+
+
+def _ort_floats(program: EncoderProgram) -> str:
+    """AttentionParams.onnxruntime: the CPU's float kernels for onnxruntime's arithmetic."""
+    if program.reference != Reference.ONNXRUNTIME_CPU:
+        return "None"
+    return f"Some(crate::kernels::ort_float::OrtFloats::{ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]})"
+
+
+def arithmetic(ort_cpu: str | None) -> str:
+    """Whose arithmetic a crate reproduces, for its generated sources' header."""
+    if ort_cpu is None:
+        return "LiteRT's builtin kernels, the same on every CPU"
+    return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(ort_cpu).describe()}"
+
+
 def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
     """What templates/rust_forward/src/tuning.rs.j2 reads; `tuned` records a --tune run."""
     return {"tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
@@ -77,7 +97,7 @@ ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
 TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float32": "Float32"}
 FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
 GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul"}
-REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max"}
+REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max", Reduce.L2: "L2"}
 # Elementwise ops with a Rust kernel, per reference (the transcendental ones are each runtime's own)
 BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul", Elementwise.DIV: "Div",
           Elementwise.MAXIMUM: "Maximum", Elementwise.MINIMUM: "Minimum",
@@ -85,7 +105,8 @@ BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul"
 UNARY = {Elementwise.NEG: "Neg", Elementwise.ABS: "Abs", Elementwise.SQRT: "Sqrt", Elementwise.RSQRT: "Rsqrt",
          Elementwise.RELU: "Relu"}
 TRANSCENDENTAL = {(Elementwise.EXP, Reference.LITERT_BUILTIN): "ExpLitert",
-                  (Elementwise.ERF, Reference.ONNXRUNTIME_CPU): "ErfOrt"}
+                  (Elementwise.ERF, Reference.ONNXRUNTIME_CPU): "ErfOrt",
+                  (Elementwise.TANH, Reference.ONNXRUNTIME_CPU): "TanhOrt"}
 
 
 class _Arrays:
@@ -123,11 +144,55 @@ def _token_axis(shape, buffer) -> int:
     return next((a for a, d in enumerate(padded) if d != 1), 4)
 
 
+def assign_slots(program: EncoderProgram) -> dict[str, int]:
+    """Buffer -> slot: buffers whose lifetimes do not overlap share one allocation (a forward pass
+    of a MiniLM-sized model has about ten live at once, against seventy buffers). A step's outputs
+    never share a slot with its inputs; the mask and the output keep slots of their own."""
+    last_read: dict[str, int] = {}
+    for i, step in enumerate(program.steps):
+        for name in step.inputs:
+            last_read[name] = i
+    pinned = {INPUT_MASK: 0, program.output_buffer: 1}
+    slot_of, holder = dict(pinned), {}
+    free: list[int] = []
+    for i, step in enumerate(program.steps):
+        in_place = _in_place_input(program, step, i, last_read, pinned)
+        if in_place is not None:  # GELU or an add over a buffer nothing reads later: its slot
+            slot_of[step.outputs[0]] = slot_of[in_place]
+            holder[slot_of[in_place]] = step.outputs[0]
+        for name in step.outputs:
+            if name not in slot_of:
+                slot_of[name] = free.pop() if free else len(pinned) + len(holder)
+                holder[slot_of[name]] = name
+        for name in step.inputs + step.outputs:  # released once nothing after this step reads them
+            slot = slot_of.get(name)
+            if name not in pinned and holder.get(slot) == name and last_read.get(name, -1) <= i:
+                free.append(slot)
+                holder[slot] = None
+    return slot_of
+
+
+def _in_place_input(program: EncoderProgram, step, i: int, last_read: dict, pinned: dict) -> str | None:
+    """The input a GELU or an elementwise step may overwrite with its output: the same size, first
+    operand, read by nothing after this step."""
+    if not isinstance(step, (GeluStep, ElementwiseStep)) or step.outputs[0] in pinned:
+        return None
+    first = step.inputs[0] if isinstance(step, GeluStep) else step.operands[0].buffer
+    if first is None or first in pinned or last_read.get(first) != i or first in step.inputs[1:]:
+        return None
+    a, out = program.buffers[first], program.buffers[step.outputs[0]]
+    if (a.rows, a.cols, a.tokens) != (out.rows, out.cols, out.tokens):
+        return None
+    if isinstance(step, ElementwiseStep) and tuple(step.operands[0].shape) != tuple(step.shape):
+        return None
+    return first
+
+
 class _Variables:
     def __init__(self, program: EncoderProgram, manifest: dict):
         self.p = program
         self.array = _Arrays(manifest)
-        self.index = {name: i for i, name in enumerate(program.buffers)}
+        self.index = assign_slots(program)
 
     def rows(self, buffer: str) -> str:
         return ROWS[self.p.buffers[buffer].extent]
@@ -167,7 +232,9 @@ class _Variables:
         if isinstance(step, GeluStep):
             if step.kind not in GELUS:
                 raise PorterError(f"{step.name}: no Rust kernel for GELU {step.kind.value!r} yet")
-            return {**common, "kind": "gelu", "x": self.index[step.inputs[0]], "gelu": GELUS[step.kind]}
+            x = self.p.buffers[step.inputs[0]]
+            return {**common, "kind": "gelu", "x": self.index[step.inputs[0]], "gelu": GELUS[step.kind],
+                    "row": x.cols if x.tokens else 0, "len": x.rows * x.cols}
         if isinstance(step, ElementwiseStep):
             return {**common, "kind": "elementwise", **self.elementwise(step)}
         if isinstance(step, ReduceStep):
@@ -180,7 +247,9 @@ class _Variables:
             token_axis = _token_axis(step.operand.shape, x_buffer) if x_buffer else 4
             return {**common, "kind": "reduce", "op": REDUCES[step.op],
                     "x": self.operand(step.operand, step.operand.shape), "shape": shape, "axes": axes,
-                    "eigen_rows": last_only and self.p.reference == Reference.LITERT_BUILTIN,
+                    # both runtimes sum a last axis in Eigen's packet order (onnxruntime: rows whose
+                    # length is a multiple of 4, which recovery checks)
+                    "eigen_rows": last_only and step.op in (Reduce.SUM, Reduce.MEAN),
                     "token_axis": token_axis if token_axis < 4 and not axes[token_axis] else 4}
         if isinstance(step, SliceStep):
             rank = len(step.operand.shape)
@@ -216,9 +285,8 @@ class _Variables:
                 "saturating": lin.integer_dot == IntegerDot.INT16_PAIRS_SATURATED}
 
     def attention(self, a: Attention) -> dict:
-        if a.k_scale is not None or (a.q_scale is not None and a.score_scale is not None):
-            raise PorterError(f"{a.name}: attention scaling both Q and K (or Q and the scores) has no "
-                              "Rust kernel yet")
+        if a.q_scale is not None and a.score_scale is not None:
+            raise PorterError(f"{a.name}: attention scaling both Q and the scores has no Rust kernel yet")
         if a.score_divisor is not None:
             raise PorterError(f"{a.name}: attention that divides its scores has no Rust kernel yet")
         if a.mask == MaskMode.REPLACE or (a.mask == MaskMode.ADD and a.keep_value != 0):
@@ -230,7 +298,8 @@ class _Variables:
                 "scale_on_query": a.q_scale is not None, "softmax_beta": f32_literal(a.softmax_beta),
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
                 "masked": a.mask != MaskMode.NONE,
-                "onnxruntime": self.p.reference == Reference.ONNXRUNTIME_CPU}
+                "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
+                "onnxruntime": _ort_floats(self.p)}
 
     def elementwise(self, step: ElementwiseStep) -> dict:
         op = step.op
@@ -256,15 +325,21 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
     steps = [v.step(s) for s in program.steps]
     widths = [b.cols for b in program.buffers.values()] + [lin.in_features for lin in program.linears()]
     head_dims = [a.head_dim for a in program.attentions()] or [1]
-    buffers = [{"len": b.rows * b.cols, "row": b.cols if b.tokens else 0} for b in program.buffers.values()]
+    slots = [{"len": 0, "row": 0, "row_all": 0} for _ in range(max(v.index.values()) + 1)]
+    for name, b in program.buffers.items():
+        slot = slots[v.index[name]]
+        every_row = b.tokens and b.extent == Rows.ALL  # computed over the whole window even when inert
+        slot["row_all" if every_row else "row"] = max(slot["row_all" if every_row else "row"], b.cols if b.tokens else 0)
+        slot["len"] = max(slot["len"], 0 if b.tokens else b.rows * b.cols)
     return {
         "crate_name": crate_name(program.source, crate_dir),
         "source_name": Path(program.source).name,
+        "arithmetic": arithmetic(program.ort_cpu),
         "seq": program.seq, "vocab": program.vocab, "width": program.width,
         "output_tokens": program.output_tokens,
         "output_buffer": v.index[program.output_buffer],
         "mask_buffer": v.index[INPUT_MASK],
-        "buffers": buffers,
+        "slots": slots,
         "widest": max(widths), "max_head_dim": max(head_dims),
         "uses_mask": any(a.mask != MaskMode.NONE for a in program.attentions()),
         "padding_is_inert": program.padding_is_inert,

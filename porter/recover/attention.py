@@ -72,7 +72,12 @@ def _head_split(seq: int, heads: int, head_dim: int, transposed: bool) -> np.nda
 
 
 def _moves_like(g: Graph, chain: Chain, end: int, expected: np.ndarray) -> bool:
-    got = probe.index_map(g, chain.layout, chain.source, end)
+    """Whether the chain's data movement takes the source's elements where `expected` says (its
+    scalar factors move nothing: the map is followed through them)."""
+    last = g.ops[chain.layout[-1]].outputs[0] if chain.layout else chain.source
+    got = probe.index_map(g, chain.layout, chain.source, last)
+    if got is not None and tuple(got.shape) != tuple(g.tensor(end).shape):
+        got = got.reshape(g.tensor(end).shape) if got.size == expected.size else None
     return got is not None and got.size == expected.size and np.array_equal(got.reshape(-1), expected.reshape(-1))
 
 
@@ -151,6 +156,10 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     while len(users := g.users(p_t)) == 1 and users[0].type == "view":
         view_ops.append(users[0].index)
         p_t = users[0].outputs[0]
+    guard = _nan_guard(g, p_t)
+    if guard is not None:
+        p_t, guard_ops = guard
+        view_ops += guard_ops
     pv_users = [u for u in g.users(p_t) if u.type == "matmul" and u.inputs[0] == p_t]
     if len(pv_users) != 1 or qk.options.get("adj_a") or pv_users[0].options.get("adj_a") \
             or pv_users[0].options.get("adj_b"):
@@ -190,6 +199,20 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     ops = ({softmax.index, qk.index, pv.index} | scores.ops | q.ops | k.ops | v.ops | set(view_ops)
            | set(merge_ops) | mask_ops)
     return FoundAttention(step, ops, mask_tensor)
+
+
+def _nan_guard(g: Graph, p: int) -> tuple[int, list[int]] | None:
+    """where(isnan(p), 0, p) after the softmax (torch's sdpa): an identity here, since every
+    window porter runs keeps its first key, so no row of probabilities is all NaN."""
+    users = g.users(p)
+    isnan = [u for u in users if u.type == "isnan"]
+    where = [u for u in users if u.type == "where"]
+    if len(users) != 2 or len(isnan) != 1 or len(where) != 1:
+        return None
+    cond, fill, value = where[0].inputs
+    if cond != isnan[0].outputs[0] or value != p or g.const(fill) is None or np.any(g.const(fill) != 0):
+        return None
+    return where[0].outputs[0], [isnan[0].index, where[0].index]
 
 
 def _one_scalar(scalars: list[tuple[str, float]], where: str, operand: str) -> float | None:
@@ -289,3 +312,15 @@ def _check_drop(drop: float, where: str) -> None:
     if not drop <= -1e4:
         raise PorterError(f"{where}: padded keys get {drop:g}; a mask must drop them with a large "
                           "negative number")
+
+
+def scores_before(g: Graph, t: int, claimed: set[int]) -> Scores | None:
+    """What lies between a Q.K^T product and the softmax reading tensor t (one scalar factor,
+    one mask), or None: the encoder's walk, for the decoder's attention (porter.recover.decoder_attention)."""
+    return _parse_scores(g, t, claimed)
+
+
+def nan_guard_after(g: Graph, p: int) -> tuple[int, list[int]] | None:
+    """(the guarded probabilities, its ops) when torch's sdpa NaN guard follows tensor p (see
+    _nan_guard), else None: for the decoder's attention (porter.recover.decoder_attention)."""
+    return _nan_guard(g, p)

@@ -31,7 +31,9 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.recover.schemes import weight_scheme
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.ops import Unsupported, evaluate
+from porter.reference.ort_cpu import OrtCpu
 
 # Tensors larger than this are not folded by evaluation (a folded op is usually a shape, a
 # position row or a mask constant; a real weight is never computed).
@@ -42,6 +44,7 @@ FOLD_LIMIT = 1 << 24
 class Canonical:
     graph: Graph  # ops in the canonical vocabulary, in execution order
     reference: Reference
+    ort_cpu: "OrtCpu | None"  # ONNXRUNTIME_CPU: the CPU whose onnxruntime kernels the ops follow
     origin: dict[int, tuple[int, ...]]  # canonical op index -> the file's op indices
     explained: dict[int, str] = field(default_factory=dict)  # file op -> why it needs no step
     source: Graph | None = None  # the file's own graph
@@ -58,8 +61,9 @@ class Canonical:
 class _Builder:
     """Collects canonical ops; tensors are the file's, plus any a translation adds."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, ort_cpu: "OrtCpu | None"):
         self.g = g
+        self.ort_cpu = ort_cpu
         self.tensors: list[Tensor] = list(g.tensors)
         self.ops: list[Op] = []
         self.origin: list[tuple[int, ...]] = []
@@ -106,7 +110,8 @@ _TFLITE_BINARY = {"ADD": "add", "SUB": "sub", "MUL": "mul", "DIV": "div", "MAXIM
                   "LOGICAL_AND": "logical_and", "LOGICAL_OR": "logical_or", "FLOOR_DIV": "div"}
 _TFLITE_UNARY = {"RSQRT": "rsqrt", "SQRT": "sqrt", "ABS": "abs", "NEG": "neg", "EXP": "exp",
                  "TANH": "tanh", "LOGISTIC": "sigmoid", "RELU": "relu", "LOGICAL_NOT": "logical_not"}
-_TFLITE_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max"}
+_TFLITE_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max",
+                  "REDUCE_PROD": "reduce_prod"}
 _FUSED = {"NONE": None, "RELU": "relu"}
 
 
@@ -154,7 +159,9 @@ def _tflite_batch_matmul(b: _Builder, op: Op) -> None:
 
 
 def _tflite_view(b: _Builder, op: Op) -> None:
-    b.emit("view", op.inputs[:1], op.outputs, [op.index], shape=tuple(b.tensor(op.outputs[0]).shape))
+    """RESHAPE / SQUEEZE / EXPAND_DIMS: the output's shape, its dynamic dimension (a batch the
+    exporter left open) worked out from the input's size once the inputs are static."""
+    b.emit("view", op.inputs[:1], op.outputs, [op.index], shape=None)
 
 
 def _tflite_transpose(b: _Builder, op: Op) -> None:
@@ -200,21 +207,33 @@ def _tflite_cast(b: _Builder, op: Op) -> None:
 
 
 def _tflite_strided_slice(b: _Builder, op: Op) -> None:
+    """STRIDED_SLICE as a slice, then (for shrink-axis bits: x[:, 0]) a view dropping those axes."""
     x = b.tensor(op.inputs[0])
     begin, end, strides = (_const_ints(b, op, t, what) for t, what in
                            zip(op.inputs[1:4], ("begin", "end", "strides")))
     o = op.options
-    if o.get("ellipsis_mask") or o.get("new_axis_mask") or o.get("shrink_axis_mask") or o.get("offset"):
-        # Shapes still tell what the slice produces; fall back to evaluating it.
-        raise _fail(b.g, op, "STRIDED_SLICE with ellipsis, new-axis, shrink-axis or offset masks "
-                             "is not supported")
-    slices = []
+    if o.get("ellipsis_mask") or o.get("new_axis_mask") or o.get("offset"):
+        raise _fail(b.g, op, "STRIDED_SLICE with ellipsis, new-axis or offset masks is not supported")
+    shrink = o.get("shrink_axis_mask", 0)
+    slices, kept_shape = [], []
     for axis, (start, stop, step) in enumerate(zip(begin, end, strides)):
+        if (shrink >> axis) & 1:
+            start = start % x.shape[axis] if x.shape[axis] > 0 else start
+            slices.append((axis, start, start + 1, 1))
+            kept_shape.append(1)
+            continue
         start = None if (o.get("begin_mask", 0) >> axis) & 1 else start
         stop = None if (o.get("end_mask", 0) >> axis) & 1 else stop
         slices.append((axis, start, stop, step))
-    del x
-    b.emit("slice", op.inputs[:1], op.outputs, [op.index], slices=tuple(slices))
+        kept_shape.append(len(range(*slice(start, stop, step).indices(x.shape[axis]))) if x.shape[axis] >= 0 else -1)
+    if not shrink:
+        b.emit("slice", op.inputs[:1], op.outputs, [op.index], slices=tuple(slices))
+        return
+    out = b.tensor(op.outputs[0])
+    mid = b.add_tensor(out, f"{out.name}/unshrunk", kept_shape, out.dtype)
+    b.emit("slice", op.inputs[:1], [mid], [op.index], slices=tuple(slices))
+    b.emit("view", [mid], op.outputs, [op.index],
+           shape=tuple(d for axis, d in enumerate(kept_shape) if not (shrink >> axis) & 1))
 
 
 def _tflite_slice(b: _Builder, op: Op) -> None:
@@ -257,6 +276,30 @@ def _tflite_gather_nd(b: _Builder, op: Op) -> None:
     b.emit("gather_nd", op.inputs[:2], op.outputs, [op.index])
 
 
+def _tflite_shape(b: _Builder, op: Op) -> None:
+    shape = b.tensor(op.inputs[0]).shape
+    if any(d < 0 for d in shape):
+        raise _fail(b.g, op, f"SHAPE of {b.tensor(op.inputs[0]).describe()}, which has a dynamic dimension")
+    b.set_const(op.outputs[0], np.array(shape, np.int32 if op.options.get("out_type", 2) == 2 else np.int64))
+
+
+def _tflite_fill(b: _Builder, op: Op) -> None:
+    value = b.const(op.inputs[1])
+    if value is None:
+        raise _fail(b.g, op, "FILL with a non-constant value is not supported")
+    b.emit("fill", [], op.outputs, [op.index], shape=tuple(_const_ints(b, op, op.inputs[0], "the shape")),
+           value=np.asarray(value).reshape(-1)[0])
+
+
+def _tflite_arg_max(b: _Builder, op: Op) -> None:
+    axis = _const_ints(b, op, op.inputs[1], "the axis")[0]
+    b.emit("argmax", op.inputs[:1], op.outputs, [op.index], axis=axis, keepdims=False)
+
+
+def _tflite_pack(b: _Builder, op: Op) -> None:
+    b.emit("stack", op.inputs, op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
+
+
 def _translate_tflite(b: _Builder, op: Op) -> None:
     if op.type in _TFLITE_BINARY:
         kind = _TFLITE_BINARY[op.type]
@@ -282,19 +325,22 @@ TFLITE = {
     "CAST": _tflite_cast, "STRIDED_SLICE": _tflite_strided_slice, "SLICE": _tflite_slice,
     "SELECT": _tflite_select, "SELECT_V2": _tflite_select, "CONCATENATION": _tflite_concat,
     "CUMSUM": _tflite_cumsum, "GELU": _tflite_gelu, "SOFTMAX": _tflite_softmax,
-    "BROADCAST_TO": _tflite_broadcast_to,
+    "BROADCAST_TO": _tflite_broadcast_to, "SHAPE": _tflite_shape, "FILL": _tflite_fill,
+    "PACK": _tflite_pack, "ARG_MAX": _tflite_arg_max,
 }
 
 
 # ---- ONNX --------------------------------------------------------------------------------------
 
 _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "maximum",
-                "Min": "minimum", "Pow": "pow", "Equal": "equal", "Greater": "greater",
+                "Min": "minimum", "Equal": "equal", "Greater": "greater",
                 "GreaterOrEqual": "greater_equal", "Less": "less", "LessOrEqual": "less_equal",
                 "And": "logical_and", "Or": "logical_or"}
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
-               "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not"}
-_ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max"}
+               "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
+               "IsNaN": "isnan", "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos"}
+_ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+                "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types
 _ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 11: "float64"}
 
@@ -415,14 +461,17 @@ def _onnx_gelu(b: _Builder, op: Op) -> None:
 
 
 def _onnx_softmax(b: _Builder, op: Op) -> None:
-    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0)
+    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0,
+           ort_floats=b.ort_cpu.floats)
 
 
 def _onnx_shape(b: _Builder, op: Op) -> None:
     shape = b.tensor(op.inputs[0]).shape
     if any(d < 0 for d in shape):
         raise _fail(b.g, op, f"Shape of {b.tensor(op.inputs[0]).describe()}, which has a dynamic dimension")
-    b.set_const(op.outputs[0], np.array(shape, np.int64))
+    # opset 15's start / end pick a range of the dimensions (Python slice semantics, clamped)
+    start, end = int(op.options.get("start", 0)), op.options.get("end")
+    b.set_const(op.outputs[0], np.array(shape[start:None if end is None else int(end)], np.int64))
 
 
 def _onnx_constant_of_shape(b: _Builder, op: Op) -> None:
@@ -444,6 +493,55 @@ def _onnx_cumsum(b: _Builder, op: Op) -> None:
 
 def _onnx_range(b: _Builder, op: Op) -> None:
     b.emit("range", op.inputs[:3], op.outputs, [op.index])
+
+
+def _onnx_pow(b: _Builder, op: Op) -> None:
+    """onnxruntime's Pow multiplies for the exponents 2 and 3 ((x * x) * x; measured bit for bit
+    on 2 M inputs) and calls std::pow otherwise, which porter does not reproduce. The products
+    keep `spelled="pow"`: onnxruntime's LayerNormFusion only fuses a variance written with Pow."""
+    x, e = op.inputs[:2]
+    exponent = b.const(e)
+    if b.const(x) is not None or exponent is None or exponent.size != 1 \
+            or float(exponent.reshape(-1)[0]) not in (2.0, 3.0):
+        b.emit("pow", [x, e], op.outputs, [op.index])
+        return
+    if float(exponent.reshape(-1)[0]) == 2.0:
+        b.emit("mul", [x, x], op.outputs, [op.index], spelled="pow")
+        return
+    like = b.tensor(op.outputs[0])
+    square = b.add_tensor(like, f"{like.name}/square", like.shape, like.dtype)
+    b.emit("mul", [x, x], [square], [op.index], spelled="pow")
+    b.emit("mul", [square, x], op.outputs, [op.index], spelled="pow")
+
+
+def _onnx_clip(b: _Builder, op: Op) -> None:
+    """Clip(x, lo, hi) = min(max(x, lo), hi), each bound optional."""
+    lo = op.inputs[1] if len(op.inputs) > 1 and op.inputs[1] >= 0 else -1
+    hi = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] >= 0 else -1
+    if (lo >= 0 and b.const(lo) is None) or (hi >= 0 and b.const(hi) is None):
+        raise _fail(b.g, op, "Clip with non-constant bounds is not supported")
+    x, out = op.inputs[0], b.tensor(op.outputs[0])
+    if lo >= 0 and hi >= 0:
+        mid = b.add_tensor(out, f"{out.name}/clipped_below", out.shape, out.dtype)
+        b.emit("maximum", [x, lo], [mid], [op.index])
+        b.emit("minimum", [mid, hi], op.outputs, [op.index])
+    elif lo >= 0:
+        b.emit("maximum", [x, lo], op.outputs, [op.index])
+    elif hi >= 0:
+        b.emit("minimum", [x, hi], op.outputs, [op.index])
+    else:
+        b.emit("view", [x], op.outputs, [op.index], shape=tuple(b.tensor(x).shape))
+
+
+def _onnx_gather_elements(b: _Builder, op: Op) -> None:
+    b.emit("gather_elements", op.inputs[:2], op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
+
+
+def _onnx_arg_max(b: _Builder, op: Op) -> None:
+    if op.options.get("select_last_index", 0):
+        raise _fail(b.g, op, "ArgMax with select_last_index is not supported")
+    b.emit("argmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", 0)),
+           keepdims=bool(op.options.get("keepdims", 1)))
 
 
 def _onnx_identity(b: _Builder, op: Op) -> None:
@@ -468,6 +566,16 @@ def _onnx_split(b: _Builder, op: Op) -> None:
     for out, size in zip(op.outputs, sizes):
         b.emit("slice", op.inputs[:1], [out], [op.index], slices=((axis, start, start + size, 1),))
         start += size
+
+
+def _onnx_trilu(b: _Builder, op: Op) -> None:
+    k = _const_ints(b, op, op.inputs[1], "k")[0] if len(op.inputs) > 1 and op.inputs[1] >= 0 else 0
+    b.emit("trilu", op.inputs[:1], op.outputs, [op.index], upper=bool(op.options.get("upper", 1)), k=k)
+
+
+def _onnx_tile(b: _Builder, op: Op) -> None:
+    b.emit("tile", op.inputs[:1], op.outputs, [op.index],
+           repeats=tuple(_const_ints(b, op, op.inputs[1], "the repeats")))
 
 
 def _onnx_dynamic_quantize(b: _Builder, op: Op) -> None:
@@ -502,6 +610,8 @@ ONNX = {
     "CumSum": _onnx_cumsum, "Range": _onnx_range, "Identity": _onnx_identity,
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
+    "Pow": _onnx_pow, "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
+    "Trilu": _onnx_trilu, "Tile": _onnx_tile,
 }
 
 
@@ -543,15 +653,28 @@ class _Pass:
         self.drop(op, reason)
 
 
+_SHAPE_KEEPING = set(_TFLITE_BINARY.values()) | set(_TFLITE_UNARY.values()) | set(_ONNX_BINARY.values()) \
+    | set(_ONNX_UNARY.values()) | {"gelu", "cast", "softmax", "where"}
+
+
 def _infer_shape(b: _Builder, op: Op) -> None:
     """Output shapes the format left dynamic, by evaluating the op on zeros of its input shapes
     (views got theirs from their targets already)."""
     out = b.tensor(op.outputs[0]) if len(op.outputs) == 1 else None
     if out is None or op.type == "view" or all(d >= 0 for d in out.shape):
         return
+    if any(d < 0 for t in op.inputs if t >= 0 for d in b.tensor(t).shape):
+        return
+    shapes = [tuple(b.tensor(t).shape) for t in op.inputs if t >= 0]
+    if op.type in _SHAPE_KEEPING:  # elementwise: the broadcast of the operands' shapes
+        b.tensors[out.index] = replace(out, shape=tuple(np.broadcast_shapes(*shapes)))
+        return
+    if op.type == "linear":
+        b.tensors[out.index] = replace(out, shape=shapes[0][:-1] + (op.options["weight"].shape[0],))
+        return
     values = [b.const(t) if b.const(t) is not None else
               np.zeros(tuple(b.tensor(t).shape), b.tensor(t).dtype) for t in op.inputs if t >= 0]
-    if any(v.size > FOLD_LIMIT for v in values) or any(d < 0 for v in values for d in v.shape):
+    if any(v.size > FOLD_LIMIT for v in values):
         return
     try:
         value = evaluate(op.type, op.options, values, b_reference(b))
@@ -565,8 +688,7 @@ def b_reference(b: _Builder) -> Reference:
 
 
 def _view_target(b: _Builder, g: Graph, op: Op) -> None:
-    """An ONNX Reshape / Squeeze / Unsqueeze / Flatten: the output shape from the op's inputs and
-    attributes (the file may leave it dynamic)."""
+    """A view's output shape from the op's inputs and attributes (the file may leave it dynamic)."""
     file_op = g.ops[b.origin[op.index][0]]
     in_shape = list(b.tensor(op.inputs[0]).shape)
     out_shape = list(b.tensor(op.outputs[0]).shape)
@@ -574,11 +696,53 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(out_shape)
         return
     if any(d < 0 for d in in_shape):
+        unknown = _untranslated_before(b, op.inputs[0])
+        if unknown is not None:  # the shape is unknown because an op before has no meaning to porter
+            raise PorterError(f"{g.ops[b.origin[unknown.index][0]].describe()}: porter does not know this op")
         raise PorterError(f"{file_op.describe()}: input {b.tensor(op.inputs[0]).describe()} has a "
                           "dynamic shape")
-    op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
+    if g.format == "tflite":
+        op.options["shape"] = tuple(_tflite_view_shape(b, file_op, in_shape, out_shape))
+    else:
+        op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
     t = b.tensor(op.outputs[0])
     b.tensors[t.index] = replace(t, shape=op.options["shape"])
+
+
+def _untranslated_before(b: _Builder, t: int) -> Op | None:
+    """The nearest op computing tensor t (through its inputs) that has no canonical translation."""
+    made = {out: op for op in b.ops for out in op.outputs}
+    todo, seen = [t], set()
+    while todo:
+        op = made.get(todo.pop())
+        if op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        if "." in op.type:
+            return op
+        todo.extend(i for i in op.inputs if i >= 0)
+    return None
+
+
+def _tflite_view_shape(b: _Builder, op: Op, in_shape: list[int], out_shape: list[int]) -> list[int]:
+    if op.type == "EXPAND_DIMS":
+        axis = _const_ints(b, op, op.inputs[1], "the axis")[0] % (len(in_shape) + 1)
+        return in_shape[:axis] + [1] + in_shape[axis:]
+    if op.type == "SQUEEZE":
+        dims = op.options.get("squeeze_dims") or [i for i, d in enumerate(in_shape) if d == 1]
+        drop = {d % len(in_shape) for d in dims}
+        return [d for i, d in enumerate(in_shape) if i not in drop]
+    target = list(out_shape)
+    if len(op.inputs) > 1 and op.inputs[1] >= 0 and b.const(op.inputs[1]) is not None:
+        target = _const_ints(b, op, op.inputs[1], "the new shape")
+    known = int(np.prod([d for d in target if d >= 0]))
+    if -1 not in target and known == int(np.prod(in_shape)):
+        return target
+    if target.count(-1) != 1 or known == 0 or int(np.prod(in_shape)) % known:
+        raise PorterError(f"{op.describe()}: cannot work out its output shape {out_shape} from an "
+                          f"input of {in_shape}")
+    target[target.index(-1)] = int(np.prod(in_shape)) // known
+    return target
 
 
 def _onnx_view_shape(b: _Builder, op: Op, in_shape: list[int]) -> list[int]:
@@ -615,6 +779,10 @@ def _settle(b: _Builder, g: Graph, op: Op, reference: Reference) -> bool:
     Returns whether it folded."""
     if op.type == "view" and op.options.get("shape") is None:
         _view_target(b, g, op)
+    if op.type == "view":
+        out = b.tensor(op.outputs[0])
+        if tuple(out.shape) != tuple(op.options["shape"]):
+            b.tensors[out.index] = replace(out, shape=tuple(op.options["shape"]))
     _infer_shape(b, op)
     if len(op.outputs) != 1 or not all(t < 0 or b.const(t) is not None for t in op.inputs):
         return False
@@ -649,6 +817,8 @@ def _is_identity(p: _Pass, op: Op) -> str | None:
         return f"{op.type} to the same shape"
     if op.type == "permute" and tuple(op.options["perm"]) == tuple(range(len(x.shape))):
         return "identity permutation"
+    if op.type == "concat" and len(op.inputs) == 1:
+        return "concat of one tensor"
     if op.type == "cast" and op.options["to"] == x.dtype:
         return "cast to the type it has"
     if op.type in _NEUTRAL and len(op.inputs) == 2:
@@ -670,6 +840,135 @@ def _remove_identities(p: _Pass) -> None:
         reason = _is_identity(p, op)
         if reason is not None:
             p.bypass(op, f"identity: {reason}")
+
+
+_BROADCASTING = (set(_TFLITE_BINARY.values()) | set(_ONNX_BINARY.values()) | {"where"})
+
+
+def _implicit_broadcasts(p: _Pass) -> None:
+    """An expand read only by ops that broadcast their operands anyway is implicit: each reader,
+    given the unexpanded input, computes the same values at the same shape."""
+    b = p.b
+    for op in p.ops:
+        if op is None or op.type != "expand" or op.outputs[0] in p.outputs.values():
+            continue
+        out, source = op.outputs[0], op.inputs[0]
+        users = p.users(out)
+        if not users or not all(_broadcast_keeps_shape(b, u, out, source) for u in users):
+            continue
+        for user in users:
+            user.inputs = [source if t == out else t for t in user.inputs]
+        p.drop(op, "implicit in the broadcasting op that reads it")
+
+
+def _broadcast_keeps_shape(b: _Builder, user: Op, expanded: int, source: int) -> bool:
+    if user.type not in _BROADCASTING:
+        return False
+    shapes = [b.tensor(source if t == expanded else t).shape for t in user.inputs]
+    try:
+        shape = np.broadcast_shapes(*[tuple(s) for s in shapes])
+    except ValueError:
+        return False
+    return tuple(shape) == tuple(b.tensor(user.outputs[0]).shape)
+
+
+def _ort_matmul_scale_fusion(p: _Pass) -> None:
+    """onnxruntime's MatMulScaleFusion, so the canonical graph computes what onnxruntime does:
+    a product of activations whose operands were scaled by constant scalars (through
+    transposes, which its transpose optimiser moves out of the way), or whose only reader scales
+    it, becomes one product multiplied by alpha, the float32 product of the scales (a divisor d
+    counting as 1.0f / d), operands first. MLAS then rounds alpha * dot once, where the graph as
+    written rounds each scaling."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    b = p.b
+    for op in list(p.ops):
+        if op is None or op.type != "matmul" or any(b.const(t) is not None for t in op.inputs):
+            continue
+        scales = [s for s in (_leading_scale(p, t) for t in op.inputs) if s is not None]
+        trailing = _trailing_scale(p, op)
+        if not scales and trailing is None:
+            continue
+        alpha = np.float32(1.0)
+        origin: list[int] = list(b.origin[op.index])
+        for scale_op, reader, x, value in scales:
+            alpha = np.float32(alpha * value)
+            reader.inputs = [x if t == scale_op.outputs[0] else t for t in reader.inputs]
+            origin += b.origin[scale_op.index]
+            p.ops[scale_op.index] = None
+        out = op.outputs[0]
+        if trailing is not None:
+            scale_op, value = trailing
+            alpha = np.float32(alpha * value)
+            out = scale_op.outputs[0]
+            origin += b.origin[scale_op.index]
+            p.ops[scale_op.index] = None
+        like = b.tensor(op.outputs[0])
+        unscaled = b.add_tensor(like, f"{like.name}/unscaled", like.shape, like.dtype)
+        alpha_t = b.add_tensor(like, f"{like.name}/alpha", (), "float32", np.asarray(alpha, np.float32))
+        op.outputs = [unscaled]
+        fused = b.emit("mul", [unscaled, alpha_t], [out], sorted(set(origin)))
+        p.ops.append(fused)
+
+
+def _ort_div_mul_fusion(p: _Pass) -> None:
+    """onnxruntime's DivMulFusion, so the canonical graph computes what onnxruntime does:
+    x * (1 / y), the division read by that product alone, is x / y (one rounding, not two)."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    b = p.b
+    for op in list(p.ops):
+        if op is None or op.type != "div" or len(op.inputs) != 2 or op.outputs[0] in p.outputs.values():
+            continue
+        one = b.const(op.inputs[0])
+        users = p.users(op.outputs[0])
+        if one is None or one.size != 1 or float(one.reshape(-1)[0]) != 1.0 or len(users) != 1 \
+                or users[0].type != "mul" or b.const(op.inputs[1]) is not None:
+            continue
+        mul = users[0]
+        other = mul.inputs[1] if mul.inputs[0] == op.outputs[0] else mul.inputs[0]
+        mul.type, mul.inputs = "div", [other, op.inputs[1]]
+        b.origin[mul.index] = b.origin[op.index] + b.origin[mul.index]
+        p.ops[op.index] = None
+
+
+def _scale_of(p: _Pass, op: Op | None, x_rank_from: int | None = None) -> tuple[int, np.float32] | None:
+    """(scaled operand, scale as onnxruntime takes it) of a mul / div by a one-value float
+    constant whose rank does not broadcast the other operand."""
+    if op is None or op.type not in ("mul", "div") or len(op.inputs) != 2:
+        return None
+    b = p.b
+    for pos in ((0, 1) if op.type == "mul" else (0,)):
+        x, c = op.inputs[pos], op.inputs[1 - pos]
+        value = b.const(c)
+        if value is None or b.const(x) is not None or value.size != 1 or value.dtype.kind != "f" \
+                or value.ndim > len(b.tensor(x).shape) or not b.tensor(x).shape:
+            continue
+        scale = np.float32(value.reshape(-1)[0])
+        return x, (np.float32(np.float32(1.0) / scale) if op.type == "div" else scale)
+    return None
+
+
+def _leading_scale(p: _Pass, t: int):
+    """(scale op, the op reading its output, its unscaled input, scale) behind a product operand."""
+    reader = None
+    while (op := p.producer(t)) is not None and op.type == "permute" and len(p.users(t)) == 1:
+        reader, t = op, op.inputs[0]
+    op = p.producer(t)
+    found = _scale_of(p, op)
+    if found is None or len(p.users(t)) != 1 or t in p.outputs.values():
+        return None
+    return op, reader if reader is not None else p.users(t)[0], found[0], found[1]
+
+
+def _trailing_scale(p: _Pass, product: Op):
+    users = p.users(product.outputs[0])
+    if len(users) != 1 or product.outputs[0] in p.outputs.values():
+        return None
+    found = _scale_of(p, users[0])
+    if found is None or found[0] != product.outputs[0]:
+        return None
+    return users[0], found[1]
 
 
 def _merge_views(p: _Pass) -> None:
@@ -696,24 +995,41 @@ def _merge_views(p: _Pass) -> None:
 
 def _lift_linear_bias(p: _Pass) -> None:
     """linear without bias -> add of a vector constant: one linear with a bias (what TFLite's
-    FULLY_CONNECTED computes either way: b + y, and what onnxruntime fuses MatMul + Add into)."""
+    FULLY_CONNECTED computes either way: b + y, and what onnxruntime fuses MatMul + Add into).
+    The add may come after a view that splits the outputs into heads (Keras' EinsumDense adds
+    a [heads, head_dim] bias there): the same additions, one per output."""
     b = p.b
     for op in p.ops:
         if op is None or op.type != "add":
             continue
         for x_pos in (0, 1):
-            lin = p.producer(op.inputs[x_pos])
             bias = b.const(op.inputs[1 - x_pos])
+            view = p.producer(op.inputs[x_pos])
+            lin = p.producer(view.inputs[0]) if view is not None and view.type == "view" else view
             if lin is None or lin.type != "linear" or lin.options.get("bias") is not None or bias is None:
                 continue
             out_features = lin.options["weight"].shape[0]
-            if bias.size != out_features or bias.shape[-1] != out_features or bias.dtype != np.float32:
+            if bias.size != out_features or bias.dtype != np.float32 or len(p.users(lin.outputs[0])) != 1 \
+                    or lin.outputs[0] in p.outputs.values():
                 continue
-            if len(p.users(lin.outputs[0])) != 1 or lin.outputs[0] in p.outputs.values():
+            if view is not lin:
+                split = b.tensor(view.outputs[0]).shape
+                trailing = [d for d in bias.shape if d != 1]
+                if len(p.users(view.outputs[0])) != 1 or list(split[len(split) - len(trailing):]) != trailing \
+                        or int(np.prod(split[len(split) - len(trailing):])) != out_features:
+                    continue
+            elif bias.shape[-1] != out_features:
                 continue
             lin.options["bias"] = np.asarray(bias, np.float32).reshape(-1)
-            lin.outputs = list(op.outputs)
             b.origin[lin.index] = b.origin[lin.index] + b.origin[op.index]
+            if view is lin:
+                lin.outputs = list(op.outputs)
+            else:  # the linear makes the biased outputs (a tensor of its own), the view shows them
+                old = b.tensor(lin.outputs[0])
+                biased = b.add_tensor(old, f"{old.name}/biased", old.shape, old.dtype)
+                lin.outputs = [biased]
+                view.inputs = [biased]
+                view.outputs = list(op.outputs)
             p.ops[op.index] = None
             break
 
@@ -759,7 +1075,7 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
                      weight=np.ascontiguousarray(np.asarray(w_t.data).T), weights=scheme,
                      activation_quant=ActivationQuant.ORT_DYNAMIC_UINT8,
                      scale=np.asarray(w_t.quant.scale, np.float32), bias=None,
-                     integer_dot=IntegerDot.INT16_PAIRS_SATURATED, weight_tensor=w_t.index)
+                     integer_dot=IntegerDot(b.ort_cpu.integer_dot), weight_tensor=w_t.index)
         p.ops.append(lin)
         for dead in (op, cast, mul):
             p.ops[dead.index] = None
@@ -775,6 +1091,72 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
             p.drop(op, "the weight scale of a dynamically quantised Linear")
 
 
+GATHERS = ("gather", "gather_nd", "gather_elements")
+
+
+def gathers_as_slices(b: "_Builder | None", g: Graph, ops: list, reference: Reference) -> None:
+    """A gather of an activation at constant indices only moves data; where it picks a
+    contiguous range along one axis (x[:, 0] spelled as Gather, GatherND or GatherElements: CLS
+    pooling) it is that slice, then a view to the gather's shape. Decided by running the gather on
+    the positions of its input."""
+    for i, op in enumerate(ops):
+        if op is None or op.type not in GATHERS:
+            continue
+        data, index = op.inputs[0], op.inputs[1]
+        if g.const(data) is not None or g.const(index) is None:
+            continue
+        shape = tuple(g.tensor(data).shape)
+        positions = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        try:
+            picked = evaluate(op.type, op.options, [positions, g.const(index)], reference)
+        except Unsupported:
+            continue
+        found = _as_one_slice(shape, picked)
+        if found is None:
+            continue
+        axis, start, stop = found
+        out = g.tensor(op.outputs[0])
+        kept = list(shape)
+        kept[axis] = stop - start
+        slice_op = Op(op.index, "slice", [data], op.outputs, {"slices": ((axis, start, stop, 1),)})
+        if tuple(kept) != tuple(out.shape):
+            if b is None:
+                continue
+            mid = b.add_tensor(out, f"{out.name}/sliced", kept, out.dtype)
+            slice_op.outputs = [mid]
+            ops.append(b.emit("view", [mid], op.outputs, b.origin[op.index], shape=tuple(out.shape)))
+        ops[i] = slice_op
+
+
+def _as_one_slice(shape: tuple, picked: np.ndarray) -> tuple[int, int, int] | None:
+    """(axis, start, stop) when `picked` (positions of a tensor of `shape`) is that slice of it."""
+    flat = picked.reshape(-1)
+    if flat.size == 0:
+        return None
+    index = np.stack(np.unravel_index(flat, shape))
+    for axis in range(len(shape)):
+        start, stop = int(index[axis].min()), int(index[axis].max()) + 1
+        kept = [slice(None)] * len(shape)
+        kept[axis] = slice(start, stop)
+        expected = np.arange(int(np.prod(shape))).reshape(shape)[tuple(kept)].reshape(-1)
+        if expected.size == flat.size and np.array_equal(expected, flat):
+            return axis, start, stop
+    return None
+
+
+class _PassGraph:
+    """The little of a Graph that gathers_as_slices reads, over the builder's tensors."""
+
+    def __init__(self, p: _Pass):
+        self.b = p.b
+
+    def const(self, t: int):
+        return self.b.const(t)
+
+    def tensor(self, t: int) -> Tensor:
+        return self.b.tensor(t)
+
+
 def _dead_code(p: _Pass) -> None:
     """Ops nothing reads (after folding and fusion) are explained by being unused."""
     changed = True
@@ -787,6 +1169,20 @@ def _dead_code(p: _Pass) -> None:
             if not any(t in live_outputs or p.users(t) for t in op.outputs):
                 p.drop(op, "its result is never used")
                 changed = True
+
+
+def _static_inputs(b: _Builder, g: Graph) -> None:
+    """porter runs one window at a time: an input's dynamic leading (batch) dimension is 1. Any
+    other dynamic dimension has no value porter could choose."""
+    for name, t in g.inputs.items():
+        shape = list(b.tensor(t).shape)
+        if shape and shape[0] < 0:
+            shape[0] = 1
+        if any(d < 0 for d in shape):
+            raise PorterError(f"input '{name}' ({b.tensor(t).describe()}) has a dynamic dimension "
+                              "besides the batch; porter compiles a fixed window (export with a "
+                              "static sequence length)")
+        b.tensors[t] = replace(b.tensor(t), shape=tuple(shape))
 
 
 def _topological(ops: list[Op]) -> list[Op]:
@@ -817,11 +1213,16 @@ def _topological(ops: list[Op]) -> list[Op]:
     return order
 
 
-def canonicalise(g: Graph) -> Canonical:
+def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None) -> Canonical:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime kernels the canonical ops follow
+    (the u8 x s8 dot of its quantised layers, its softmax); None takes this machine's."""
     reference = {"tflite": Reference.LITERT_BUILTIN, "onnx": Reference.ONNXRUNTIME_CPU}.get(g.format)
     if reference is None:
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
-    b = _Builder(g)
+    if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
+        ort_cpu = ort_cpus.host_target()
+    b = _Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
+    _static_inputs(b, g)
     translate = _translate_tflite if g.format == "tflite" else _translate_onnx
     explained: dict[int, str] = {}
     folded = []
@@ -838,8 +1239,12 @@ def canonicalise(g: Graph) -> Canonical:
     _remove_identities(p)
     _merge_views(p)
     _remove_identities(p)
+    _implicit_broadcasts(p)
+    _ort_matmul_scale_fusion(p)
+    _ort_div_mul_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
+    gathers_as_slices(b, _PassGraph(p), p.ops, reference)
     _dead_code(p)
     kept = _topological([op for op in p.ops if op is not None])
     ops, origin = [], {}
@@ -847,4 +1252,4 @@ def canonicalise(g: Graph) -> Canonical:
         origin[i] = b.origin[op.index]
         ops.append(Op(i, op.type, op.inputs, op.outputs, op.options))
     graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs, g.metadata)
-    return Canonical(graph, reference, origin, p.explained, g)
+    return Canonical(graph, reference, b.ort_cpu, origin, p.explained, g)

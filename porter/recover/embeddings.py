@@ -50,13 +50,37 @@ def lookups(g: Graph) -> list[tuple[Op, int, int]]:
     return found
 
 
-def find_inputs(g: Graph) -> Inputs:
+def index_source(g: Graph, ref: Reference, index: int, rows: int) -> tuple[int | None, set[int]]:
+    """(the graph input whose values a lookup's indices are, the ops between them), or (None,
+    set()). The indices may reach the input through views and casts, or through any ops that
+    leave every valid id as it is (Keras wraps negative ids: where(ids < 0, ids + rows, ids)),
+    which is decided by running them on probe ids."""
+    source = root(g, index)
+    if source in g.inputs.values():
+        return source, _index_ops(g, index)
+    path = probe.region(g, index)
+    sources = probe.leaves(g, path)
+    if len(sources) != 1 or not sources <= set(g.inputs.values()) or rows < 2:
+        return None, set()
+    source = sources.pop()
+    t = g.tensor(source)
+    ids = np.random.default_rng(3).integers(0, rows, t.shape).astype(t.dtype)
+    try:
+        got = probe.run(g, path, {source: ids}, ref, keep={index})[index]
+    except Unsupported:
+        return None, set()
+    if got.size != ids.size or not np.array_equal(got.reshape(-1), ids.reshape(-1)):
+        return None, set()
+    return source, set(path)
+
+
+def find_inputs(g: Graph, ref: Reference) -> Inputs:
     """Which graph input is the token ids (it reads the biggest table), which the token types
     (a table of at most TYPE_TABLE_ROWS rows), which the attention mask (the other one)."""
     by_input: dict[int, int] = {}
     for op, table, index in lookups(g):
-        source = root(g, index)
-        if source in g.inputs.values():
+        source, _ = index_source(g, ref, index, g.tensor(table).shape[0])
+        if source is not None:
             by_input[source] = max(by_input.get(source, 0), g.tensor(table).shape[0])
     if not by_input:
         raise PorterError("no graph input is looked up in an embedding table: the graph is not a "
@@ -117,7 +141,8 @@ class FoundEmbed:
 
 
 def find(g: Graph, ref: Reference, inputs: Inputs, seq: int) -> FoundEmbed:
-    candidates = [(op, table, index) for op, table, index in lookups(g) if root(g, index) == inputs.ids]
+    candidates = [(op, table, index) for op, table, index in lookups(g)
+                  if index_source(g, ref, index, g.tensor(table).shape[0])[0] == inputs.ids]
     if len(candidates) != 1:
         raise PorterError(f"the token ids are looked up in {len(candidates)} tables; porter expects one "
                           "word table")
@@ -126,7 +151,7 @@ def find(g: Graph, ref: Reference, inputs: Inputs, seq: int) -> FoundEmbed:
     kind, rows_op = _lookup_kind(g, op, table, where)
     word = Lookup("embed.word", kind, *g.tensor(table).shape)
     arrays = _table_arrays(g, word.name, kind, table, rows_op)
-    ops = {op.index, rows_op.index} | _index_ops(g, index)
+    ops = {op.index, rows_op.index} | index_source(g, ref, index, word.rows)[1]
     t = rows_op.outputs[0]
     terms: list[EmbedTerm] = []
     while True:
@@ -187,16 +212,25 @@ def _term(g: Graph, ref, inputs: Inputs, seq: int, t: int, n: int, arrays: dict)
         return None
     op, table, index = candidates[0]
     kind, rows_op = _lookup_kind(g, op, table, f"embedding term ({op.describe()})")
-    if root(g, index) == inputs.token_types and inputs.token_types is not None:
+    type_source, type_ops = index_source(g, ref, index, g.tensor(table).shape[0])
+    if type_source == inputs.token_types and inputs.token_types is not None:
         # token_type_ids: porter runs every window with token type 0
         name = f"embed.term{n}"
         sub = _table_arrays(g, name, kind, table, rows_op)
         first = _dequantized_row(kind, sub, name, 0)
         arrays[name] = first
-        return EmbedTerm("rows", name), view_ops | {op.index, rows_op.index} | _index_ops(g, index)
+        return EmbedTerm("rows", name), view_ops | {op.index, rows_op.index} | type_ops
     path = probe.region(g, index)
     if probe.leaves(g, path) != {inputs.ids}:
         return None
+    constant = _constant_index(g, ref, inputs.ids, index, path, seq, arrays["embed.word.table"].shape[0])
+    if constant is not None:  # e.g. RoBERTa's buffered token types, gathered at the positions
+        name = f"embed.term{n}"
+        sub = _table_arrays(g, name, kind, table, rows_op)
+        arrays[name] = np.stack([_dequantized_row(kind, sub, name, int(i)) for i in constant.reshape(-1)])
+        if arrays[name].shape[0] == 1:
+            arrays[name] = arrays[name][0]
+        return EmbedTerm("rows", name), view_ops | {op.index, rows_op.index} | set(path)
     pad = _position_pad(g, ref, inputs.ids, index, path, seq, g.tensor(table).shape[0])
     name = f"embed.positions{n}"
     arrays.update(_table_arrays(g, name, kind, table, rows_op))
@@ -213,6 +247,26 @@ def _dequantized_row(kind: TableKind, arrays: dict, name: str, row: int) -> np.n
         return (table[row].astype(np.float32) * arrays[f"{name}.scale"][row]).astype(np.float32)
     zp = arrays[f"{name}.zero_point"][0] if kind == TableKind.UINT8_TENSOR else 0
     return ((table[row].astype(np.int32) - zp).astype(np.float32) * arrays[f"{name}.scale"][0]).astype(np.float32)
+
+
+def _constant_index(g: Graph, ref, ids: int, index: int, path: list[int], seq: int, vocab: int):
+    """The indices a path from the ids computes, when they are the same for every probe window
+    (the path does not really depend on the ids), else None."""
+    ids_t = g.tensor(ids)
+    rng = np.random.default_rng(11)
+    seen = None
+    for pad in (0, 1):
+        for window in probe.probe_ids(seq, vocab, pad, rng):
+            feed = window.reshape(ids_t.shape).astype(ids_t.dtype)
+            try:
+                got = probe.run(g, path, {ids: feed}, ref, keep={index})[index]
+            except Unsupported:
+                return None
+            if seen is None:
+                seen = got
+            elif not np.array_equal(seen, got):
+                return None
+    return seen
 
 
 def _position_pad(g: Graph, ref, ids: int, index: int, path: list[int], seq: int, rows: int) -> int:

@@ -14,22 +14,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.encoder import (INPUT_MASK, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
+from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, Linear, LinearStep, MaskMode, Operand, Reduce,
                                ReduceStep, Reference, SliceStep, Step)
-from porter.recover import attention, embeddings, norms
-from porter.recover.canonical import Canonical, canonicalise
+from porter.recover import attention, embeddings, norms, probe
+from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
 from porter.recover.prove import prove
 from porter.recover.rows import set_row_extents
 from porter.recover.tokens import TokenAxes, token_axes
+from porter.reference import ort_cpu as ort_cpus
+from porter.reference.ops import Unsupported
 
 
 @dataclass
@@ -40,7 +42,8 @@ class Block:
 
 
 _GENERIC = {kind.value: kind for kind in Elementwise}
-_REDUCE = {"reduce_sum": Reduce.SUM, "reduce_mean": Reduce.MEAN, "reduce_max": Reduce.MAX}
+_REDUCE = {"reduce_sum": Reduce.SUM, "reduce_mean": Reduce.MEAN, "reduce_max": Reduce.MAX,
+           "reduce_l2": Reduce.L2}
 
 
 # onnxruntime's GeluFusion: (x * (erf(x / sqrt 2) + 1)) * 0.5 becomes its Gelu kernel, which
@@ -58,14 +61,17 @@ def _onnx_fused_gelu():
 ONNX_FUSED_GELU = AnyOf(_onnx_fused_gelu())
 
 
-def recover_encoder(g: Graph) -> EncoderProgram:
-    c = canonicalise(g)
+def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO) -> EncoderProgram:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime arithmetic the program reproduces
+    (a porter.reference.ort_cpu target, or auto: this machine's)."""
+    c = canonicalise(g, _ort_cpu_of(g, ort_cpu))
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
-    inputs = embeddings.find_inputs(cg)
+    inputs = embeddings.find_inputs(cg, c.reference)
     seq = cg.tensor(inputs.ids).shape[-1]
     claimed: set[int] = set()
+    claimed |= _fold_prefix_mask_indices(c, inputs, seq)
     blocks: list[Block] = []
     embed = embeddings.find(cg, c.reference, inputs, seq)
     blocks.append(Block(embed.step, embed.ops, embed.arrays))
@@ -92,9 +98,44 @@ def recover_encoder(g: Graph) -> EncoderProgram:
     blocks += _generic(c, inputs, claimed, axes)
     _check_everything_explained(c, blocks, claimed)
     program, aliases = _assemble(c, inputs, seq, blocks, axes, claimed)
-    prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs.ids, inputs.mask)
+    prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs)
     set_row_extents(program)
     return program
+
+
+def _fold_prefix_mask_indices(c: Canonical, inputs, seq: int) -> set[int]:
+    """Gather indices computed from the mask input alone (sentence-transformers' CLS pooling
+    finds the first kept token with argmax(mask)) that are the same for every window porter runs
+    (live tokens first: masks 1..1 0..0 of every length) are constants; the gather then is a
+    slice (porter.recover.canonical.gathers_as_slices). Returns the ops folded away."""
+    g = c.graph
+    folded: set[int] = set()
+    if inputs.mask is None:
+        return folded
+    mask = g.tensor(inputs.mask)
+    for op in g.ops:
+        if op.type not in GATHERS or g.const(op.inputs[1]) is not None:
+            continue
+        index = op.inputs[1]
+        path = probe.region(g, index)
+        if probe.leaves(g, path) != {inputs.mask}:
+            continue
+        try:
+            values = [probe.run(g, path, {inputs.mask: (np.arange(seq) < live).astype(mask.dtype).reshape(mask.shape)},
+                                c.reference, keep={index})[index] for live in range(1, seq + 1)]
+        except Unsupported:
+            continue
+        if any(not np.array_equal(v, values[0]) for v in values):
+            continue
+        g.tensors[index] = replace(g.tensor(index), data=values[0])
+        folded |= set(path)
+        for i in c.file_ops(path):
+            c.explained.setdefault(i, "constant on every window porter runs (its live tokens come first)")
+    if folded:
+        g.__dict__.pop("producers", None)
+        g.__dict__.pop("consumers", None)
+        gathers_as_slices(None, g, g.ops, c.reference)
+    return folded
 
 
 def _first_axis_of(shape, seq: int) -> int:
@@ -140,8 +181,9 @@ def _linears(g: Graph, claimed: set[int]) -> list[Block]:
             continue
         o = op.options
         w = o["weight"]
-        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), o["weights"], o["activation_quant"],
-                     o.get("bias") is not None, o["integer_dot"])
+        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), WeightFormat(o["weights"]),
+                     ActivationQuant(o["activation_quant"]), o.get("bias") is not None,
+                     IntegerDot(o["integer_dot"]))
         arrays = {"weight": np.ascontiguousarray(w)}
         if o.get("scale") is not None:
             arrays["scale"] = np.asarray(o["scale"], np.float32).reshape(-1)
@@ -157,12 +199,13 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
     """Every op no block took: views are aliases; elementwise ops, reductions and slices run as
     they are; anything else is refused by name."""
     g = c.graph
+    aliases = _aliases(g, inputs, claimed)
     blocks = []
     for op in g.ops:
         if op.index in claimed:
             continue
-        if op.type == "view" or (op.type == "cast" and op.inputs[0] == inputs.mask
-                                 and op.options["to"] == "float32"):
+        if op.type == "view" or (op.type == "cast" and op.options["to"] == "float32"
+                                 and aliases.get(f"t{op.inputs[0]}") == INPUT_MASK):
             continue  # an alias of its input (the mask input is a float buffer already)
         name = op.type
         if name in _GENERIC:
@@ -175,7 +218,13 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
             rank = len(g.tensor(op.inputs[0]).shape)
             reduced = tuple(sorted(a % rank for a in (op.options.get("axes") or range(rank))))
             operand = _operand(g, op.inputs[0])
-            step = ReduceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], _REDUCE[name], operand, reduced)
+            real = tuple(a for a in reduced if operand.shape[a] != 1) or reduced
+            if c.reference == Reference.ONNXRUNTIME_CPU and real == (rank - 1,) and operand.shape[-1] % 4 \
+                    and _REDUCE[name] in (Reduce.SUM, Reduce.MEAN):
+                raise PorterError(f"{_where(c, op)}: onnxruntime sums a last axis of {operand.shape[-1]} values "
+                                  "(not a multiple of 4) in an order that depends on where each row starts "
+                                  "in memory; porter does not reproduce it")
+            step = ReduceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], _REDUCE[name], operand, real)
         elif name == "slice":
             operand = _operand(g, op.inputs[0])
             shape = operand.shape
@@ -197,7 +246,7 @@ def _operand(g: Graph, t: int) -> Operand:
 
 
 def _where(c: Canonical, op) -> str:
-    return f"op {c.describe(op.index)} (canonical {op.type})"
+    return f"{c.describe(op.index)} (canonical {op.type})"
 
 
 def _check_everything_explained(c: Canonical, blocks: list[Block], claimed: set[int]) -> None:
@@ -252,8 +301,20 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
         source=c.source.path, format=c.source.format, reference=c.reference, seq=seq,
         vocab=int(weights["embed.word.table"].shape[0]),
         ids_input=_input_name(g, inputs.ids), mask_input=_input_name(g, inputs.mask) if inputs.mask is not None else None,
-        output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights)
+        output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights,
+        ort_cpu=c.ort_cpu.name if c.ort_cpu else None)
     return program, aliases
+
+
+def _ort_cpu_of(g: Graph, choice: str) -> ort_cpus.OrtCpu | None:
+    """The onnxruntime target of an ONNX graph; none for LiteRT's kernels, which give the same
+    bits on every CPU (so naming one is a mistake)."""
+    if g.format == "onnx":
+        return ort_cpus.resolve(choice)
+    if choice != ort_cpus.AUTO:
+        raise PorterError(f"--ort-cpu {choice}: a {g.format} graph runs LiteRT's builtin kernels, "
+                          f"the same on every CPU; the target is for ONNX graphs (onnxruntime)")
+    return None
 
 
 def _drop_unread_outputs(steps: list[Step], output: str, buffers: dict) -> None:
@@ -265,21 +326,22 @@ def _drop_unread_outputs(steps: list[Step], output: str, buffers: dict) -> None:
 
 
 def _aliases(g: Graph, inputs, claimed: set[int]) -> dict[str, str]:
-    """Tensor name -> the buffer it is a view of (views no block took, and the mask's cast to
-    float)."""
+    """Tensor name -> the buffer it is a view of: views no block took, and the mask input seen
+    as floats (a cast of it, or of a view of it, to float32: the mask buffer holds 0.0 / 1.0)."""
     alias: dict[str, str] = {}
+    if inputs.mask is not None:
+        alias[f"t{inputs.mask}"] = INPUT_MASK
     for op in g.ops:
         if op.index in claimed:
             continue
-        if op.type == "view" or (op.type == "cast" and op.options["to"] == "float32"
-                                 and op.inputs[0] == inputs.mask):
-            source = f"t{op.inputs[0]}"
-            if op.inputs[0] == inputs.mask:
-                source = INPUT_MASK
-            alias[f"t{op.outputs[0]}"] = alias.get(source, source)
-    if inputs.mask is not None:
-        alias[f"t{inputs.mask}"] = INPUT_MASK
+        source = alias.get(f"t{op.inputs[0]}", f"t{op.inputs[0]}") if op.inputs else None
+        if op.type == "view" or (_is_mask_cast(op, source)):
+            alias[f"t{op.outputs[0]}"] = source
     return alias
+
+
+def _is_mask_cast(op, source: str | None) -> bool:
+    return op.type == "cast" and op.options["to"] == "float32" and source == INPUT_MASK
 
 
 def _producer_index(g: Graph, buffer: str) -> int:

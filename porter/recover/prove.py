@@ -30,7 +30,7 @@ FUSED_TOLERANCE = 1e-4
 
 
 def prove(program: EncoderProgram, c: Canonical, claimed_by: dict[str, set[int]],
-          aliases: dict[str, str], ids_input: int, mask_input: int | None) -> None:
+          aliases: dict[str, str], inputs) -> None:
     """Raises PorterError for the first block whose step disagrees with its graph ops."""
     g = c.graph
     rng = np.random.default_rng(20261201)
@@ -38,7 +38,10 @@ def prove(program: EncoderProgram, c: Canonical, claimed_by: dict[str, set[int]]
         if not isinstance(step, BLOCKS):
             continue
         ops = sorted(claimed_by[step.name])
-        feeds = _feeds(g, program, step, ops, ids_input, mask_input, rng)
+        if isinstance(step, LinearStep) and len(ops) == 1 and g.ops[ops[0]].type == "linear":
+            continue  # the step is that one canonical op, read off its options: nothing to prove
+        ids_input, mask_input = inputs.ids, inputs.mask
+        feeds = _feeds(g, program, step, ops, inputs, rng)
         outputs = [int(t[1:]) for t in step.outputs]
         try:
             graph_values = probe.run(g, ops, dict(feeds), c.reference, keep=set(outputs))
@@ -56,13 +59,18 @@ def prove(program: EncoderProgram, c: Canonical, claimed_by: dict[str, set[int]]
             _compare(c, step, ops, t, graph_values[t], ours)
 
 
-def _feeds(g: Graph, program, step, ops, ids_input, mask_input, rng) -> dict[int, np.ndarray]:
+def _feeds(g: Graph, program, step, ops, inputs, rng) -> dict[int, np.ndarray]:
+    """Seeded random values for every tensor the block reads: ids in the vocabulary, a mask
+    keeping a prefix, zero token types (what porter feeds), normal floats for activations."""
     feeds = {}
+    ids_input = inputs.ids
     for t in probe.leaves(g, ops):
         shape = g.tensor(t).shape
         if t == ids_input:
             feeds[t] = rng.integers(0, program.vocab, shape).astype(g.tensor(t).dtype)
-        elif t == mask_input:
+        elif t == inputs.token_types:
+            feeds[t] = np.zeros(shape, g.tensor(t).dtype)
+        elif t == inputs.mask:
             mask = (np.arange(program.seq) < max(program.seq // 2, 1)).astype(g.tensor(t).dtype)
             feeds[t] = mask.reshape(shape)
         else:

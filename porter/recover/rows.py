@@ -46,7 +46,10 @@ def _input_needs(program: EncoderProgram, step, out_rows: Rows) -> dict[str, Row
     if isinstance(step, SliceStep):
         if buffers[step.outputs[0]].tokens:
             return {b: out_rows for b in token_inputs}
-        return {b: Rows.ALL for b in token_inputs}
+        # the first token (CLS pooling) is always live; any other row of the window may not be
+        token_axis = next(a for a, d in enumerate(step.operand.shape) if d != 1)
+        first_row = any(axis == token_axis and start == 0 and stop <= 1 for axis, start, stop, _ in step.slices)
+        return {b: Rows.LIVE if first_row else Rows.ALL for b in token_inputs}
     out = step.outputs[0]
     if isinstance(step, ElementwiseStep) and not buffers[out].tokens:
         return {b: Rows.ALL for b in token_inputs}

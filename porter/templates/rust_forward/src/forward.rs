@@ -75,29 +75,31 @@ struct State {
     norm: NormScratch,
     linear: LinearScratch,
     attention: AttentionScratch,
-    /// The buffer (and whether asymmetric) whose rows `linear.quantized` holds: Q, K and V quantise
-    /// their shared input once. Buffers are written once per pass, so it never goes stale.
+    /// The slot (and whether asymmetric) whose rows `linear.quantized` holds: Q, K and V quantise
+    /// their shared input once. Forgotten when a step writes that slot again.
     quantized_from: Option<(usize, bool)>,
 }
 
 impl State {
     fn new(counts: &Counts) -> Self {
-        let buffers = BUFFERS
-            .iter()
-            .map(|b| vec![0.0f32; if b.row > 0 { counts.keys * b.row } else { b.len }])
-            .collect();
+        let buffers = SLOTS.iter().map(|b| vec![0.0f32; (counts.keys * b.row).max(SEQ * b.row_all).max(b.len)]).collect();
+        // a step over Rows::All works on the whole window even where padding is inert
+        let rows = if SLOTS.iter().any(|b| b.row_all > 0) { SEQ } else { counts.keys };
         State {
             buffers,
             norm: NormScratch::new(WIDEST),
-            linear: LinearScratch::new(counts.keys, WIDEST),
-            attention: AttentionScratch::new(counts.keys, counts.keys, MAX_HEAD_DIM),
+            linear: LinearScratch::new(rows, WIDEST),
+            attention: AttentionScratch::new(rows, counts.keys, MAX_HEAD_DIM),
             quantized_from: None,
         }
     }
 
-    /// The output buffer, taken out so that inputs can be borrowed beside it (steps never write a
-    /// buffer they read).
+    /// The output slot, taken out so that inputs can be borrowed beside it (a step never writes
+    /// a slot it reads).
     fn take(&mut self, out: usize) -> Vec<f32> {
+        if self.quantized_from.is_some_and(|(slot, _)| slot == out) {
+            self.quantized_from = None;
+        }
         std::mem::take(&mut self.buffers[out])
     }
 }
@@ -156,6 +158,12 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
             Phase::Other
         }
         Step::Attention { q, k, v, out, rows, params } => {
+            // keys past the last kept one, up to KEY_BLOCK: zero K and V rows (the slots may hold
+            // an earlier buffer's values there)
+            let hidden = params.heads * params.head_dim;
+            for slot in [*k, *v] {
+                s.buffers[slot][counts.used * hidden..counts.keys * hidden].fill(0.0);
+            }
             let mut y = s.take(*out);
             let keep = params.masked.then_some(&keep[..counts.keys]);
             attention(params, &s.buffers[*q], &s.buffers[*k], &s.buffers[*v], keep, counts.of(*rows), counts.keys,
@@ -163,10 +171,12 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
             s.buffers[*out] = y;
             Phase::Attention
         }
-        Step::Gelu { x, out, rows, kind } => {
+        Step::Gelu { x, out, rows, row, len, kind } => {
+            let n = if *row == 0 { *len } else { counts.of(*rows) * row };
             let mut y = s.take(*out);
-            let n = elements(&BUFFERS[*x], counts.of(*rows));
-            y[..n].copy_from_slice(&s.buffers[*x][..n]);
+            if x != out {
+                y[..n].copy_from_slice(&s.buffers[*x][..n]);
+            }
             match kind {
                 Gelu::Litert => gelu_in_place(&mut y[..n]),
                 Gelu::OrtErfMul => gelu_erf_mul_in_place(&mut y[..n]),
@@ -178,7 +188,11 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
             let mut y = s.take(*out);
             let shape = generic::limited(*shape, *token_axis, counts.of(*rows));
             let b = b.as_ref().map(|b| (values(&s.buffers, b), b.strides));
-            generic::elementwise(*op, values(&s.buffers, a), a.strides, b, shape, &mut y);
+            if matches!(a.source, Source::Buffer(slot) if slot == *out) {
+                generic::elementwise_in_place(*op, &mut y, b, shape); // a's slot is the output's
+            } else {
+                generic::elementwise(*op, values(&s.buffers, a), a.strides, b, shape, &mut y);
+            }
             s.buffers[*out] = y;
             Phase::Other
         }
@@ -202,11 +216,6 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
             Phase::Other
         }
     }
-}
-
-/// The values of `rows` rows of a buffer (all of them for a buffer without token rows).
-fn elements(b: &Buffer, rows: usize) -> usize {
-    if b.row == 0 { b.len } else { rows * b.row }
 }
 
 fn values<'b>(buffers: &'b [Vec<f32>], operand: &'b Operand) -> &'b [f32] {

@@ -1,8 +1,9 @@
 //! The encoder as a program: the steps porter recovered, in order, over numbered buffers.
 //!
 //! model.rs (generated) builds the steps from model.bin; forward.rs runs them. Each buffer is a
-//! flat f32 array; a token buffer holds one row of `row` values per window position, and a step
-//! on it computes only the rows its `Rows` says (see forward::rows_to_compute).
+//! flat f32 array in one of the model's slots (buffers whose lifetimes do not overlap share a
+//! slot); a token buffer holds one row per window position, and a step on it computes only the
+//! rows its `Rows` says (see forward::rows_to_compute).
 
 use crate::kernels::attention::AttentionParams;
 use crate::kernels::gemm::Int8Weights;
@@ -22,11 +23,13 @@ pub enum Rows {
     All,
 }
 
-/// A buffer's size: `len` values, in rows of `row` values (0 for a buffer without token rows).
+/// An allocation's size, the most its buffers take: `row` values per token row the window
+/// computes, `row_all` per row of the whole window (buffers of Rows::All), or `len` values.
 #[derive(Clone, Copy, Debug)]
 pub struct Buffer {
     pub len: usize,
     pub row: usize,
+    pub row_all: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,6 +105,8 @@ pub enum Elementwise {
     ExpLitert,
     /// onnxruntime's Erf (MLAS's)
     ErfOrt,
+    /// onnxruntime's Tanh (MLAS's)
+    TanhOrt,
 }
 
 /// Where an operand's values are: a buffer, or a constant of model.bin.
@@ -124,6 +129,8 @@ pub enum Reduce {
     Sum,
     Mean,
     Max,
+    /// The square root of the sum of squares, one by one (onnxruntime's ReduceL2)
+    L2,
 }
 
 pub enum Step<'a> {
@@ -132,7 +139,8 @@ pub enum Step<'a> {
     Linear { x: usize, out: usize, x_rows: Rows, rows: Rows, linear: Linear<'a> },
     LayerNorm { x: usize, out: usize, normalised: Option<usize>, rows: Rows, params: LayerNormParams<'a> },
     Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams },
-    Gelu { x: usize, out: usize, rows: Rows, kind: Gelu },
+    /// x has `row` values per token row (0: `len` values, no token rows).
+    Gelu { x: usize, out: usize, rows: Rows, row: usize, len: usize, kind: Gelu },
     /// `shape`: the output's, four axes; `token_axis`: its token axis (4 when it has none).
     Elementwise { op: Elementwise, a: Operand<'a>, b: Option<Operand<'a>>, out: usize, rows: Rows, shape: [usize; 4], token_axis: usize },
     /// Over the axes flagged in `axes` of x (shape `shape`); `eigen_rows`: LiteRT's packet order

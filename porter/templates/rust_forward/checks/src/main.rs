@@ -5,9 +5,10 @@
 //!                                     LiteRT's TANH and LOGISTIC on the same patterns (the logistic
 //!                                     in tensors of 1 to 67 values, some passed as a prefix, so
 //!                                     packets, lone packet values and the scalar tail all run)
-//!   ort-fn erf|gelu|gelu-mul|exp START COUNT STEP
+//!   ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
+//!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F)
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
@@ -24,8 +25,9 @@
 //!                                     OUTS BIAS whose stdin is one row: x[ROWS][cols], w[OUTS][cols],
 //!                                     bias[OUTS], and reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3
 //!                                     AXES, stdin the tensor, AXES a 4-bit mask, axis 0 highest;
-//!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
-//!                                     ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
+//!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-exp-scalef
+//!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
+//!                                     kernels') ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
 //!                                     first two rows are gamma and beta, eps 1e-12)
 //!
 //! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
@@ -138,6 +140,7 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
         "gelu" => ort_float::Elementwise::Gelu,
         "gelu-mul" => ort_float::Elementwise::GeluMul,
         "exp" => ort_float::Elementwise::Exp,
+        "exp-scalef" => ort_float::Elementwise::ExpScalef,
         _ => usage(),
     };
     let mut tally = Tally::new("ort-fn");
@@ -330,7 +333,8 @@ fn check_kernels(seed: u64) -> ! {
             softmax_beta: 1.0,
             mask_value: -3.402_823_5e38,
             masked: true,
-            onnxruntime: false,
+            key_scale: 1.0,
+            onnxruntime: None,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
         let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
@@ -464,13 +468,18 @@ fn reference(op: &str, args: &[String]) -> ! {
                 l2_normalization(row, cols, &mut y);
                 y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
-            "ort-erf" | "ort-gelu" | "ort-exp" => {
-                let f = match op { "ort-erf" => ort_float::erf, "ort-gelu" => ort_float::gelu_erf, _ => ort_float::sum_exp };
+            "ort-erf" | "ort-gelu" | "ort-exp" | "ort-exp-scalef" => {
+                let f = match op {
+                    "ort-erf" => ort_float::erf,
+                    "ort-gelu" => ort_float::gelu_erf,
+                    "ort-exp" => ort_float::sum_exp,
+                    _ => ort_float::sum_exp_scalef,
+                };
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
             }
-            "ort-softmax" => {
+            "ort-softmax" | "ort-softmax-avx512" => {
                 let mut r = row.to_vec();
-                ort_float::softmax(&mut r);
+                ort_float::softmax(&mut r, if op == "ort-softmax" { ort_float::OrtFloats::Avx2 } else { ort_float::OrtFloats::Avx512 });
                 r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
             "quant-sym" | "quant-asym" => {
@@ -497,7 +506,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 

