@@ -303,15 +303,17 @@ class _Variables:
             raise PorterError(f"{a.name}: attention scaling both Q and the scores has no Rust kernel yet")
         if a.score_divisor is not None:
             raise PorterError(f"{a.name}: attention that divides its scores has no Rust kernel yet")
-        if a.mask == MaskMode.REPLACE or (a.mask == MaskMode.ADD and a.keep_value != 0):
-            raise PorterError(f"{a.name}: a mask that replaces scores, or adds to kept keys, has no Rust "
-                              "kernel yet")
+        if a.mask == MaskMode.ADD and a.keep_value != 0:
+            raise PorterError(f"{a.name}: a mask that adds to kept keys has no Rust kernel yet")
+        if a.mask == MaskMode.REPLACE and self.p.reference == Reference.ONNXRUNTIME_CPU:
+            raise PorterError(f"{a.name}: a mask that replaces scores has no Rust kernel under onnxruntime's "
+                              "arithmetic yet")
         scale = a.q_scale if a.q_scale is not None else a.score_scale if a.score_scale is not None else 1.0
         return {"q": self.index[a.inputs[0]], "k": self.index[a.inputs[1]], "v": self.index[a.inputs[2]],
                 "heads": a.heads, "head_dim": a.head_dim, "scale": f32_literal(scale),
                 "scale_on_query": a.q_scale is not None, "softmax_beta": f32_literal(a.softmax_beta),
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
-                "masked": a.mask != MaskMode.NONE,
+                "masked": a.mask != MaskMode.NONE, "mask_replaces": a.mask == MaskMode.REPLACE,
                 "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
                 "onnxruntime": _ort_floats(self.p)}
 

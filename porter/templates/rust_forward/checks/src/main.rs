@@ -332,6 +332,7 @@ fn check_kernels(seed: u64) -> ! {
             scale_on_query: trial % 2 == 1,
             softmax_beta: 1.0,
             mask_value: -3.402_823_5e38,
+            mask_replaces: trial % 4 == 2,
             masked: true,
             key_scale: 1.0,
             onnxruntime: None,
