@@ -414,6 +414,11 @@ MUTATIONS = {
                                      "f32x4_add(f32x4_add(acc[c][0], acc[c][1]), f32x4_add(acc[c][2], acc[c][3]))",
                                      "f32x4_add(f32x4_add(acc[c][0], acc[c][2]), f32x4_add(acc[c][1], acc[c][3]))",
                                      ["kernels", 11]),
+    # A replacing mask (Keras' masked softmax) added to the dropped keys' scores in the SIMD kernel.
+    "attention mask adds instead of replacing": ("src/kernels/attention.rs",
+                                                 "if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) }",
+                                                 "f32x4_add(x, mask_value)",
+                                                 ["kernels", 11]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
     "ort dot saturation dropped": ("src/kernels/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",

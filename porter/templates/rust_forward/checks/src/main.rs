@@ -325,14 +325,16 @@ fn check_kernels(seed: u64) -> ! {
         let keys = 1 + rng.below(40) as usize;
         let rows = 1 + rng.below(keys as u64) as usize;
         let hidden = heads * head_dim;
+        // a replacing mask's value close to the scores, so that replacing and adding differ
+        let mask_replaces = trial % 4 == 2;
         let p = AttentionParams {
             heads,
             head_dim,
             scale: 1.0 / (head_dim as f32).sqrt(),
             scale_on_query: trial % 2 == 1,
             softmax_beta: 1.0,
-            mask_value: -3.402_823_5e38,
-            mask_replaces: trial % 4 == 2,
+            mask_value: if mask_replaces { -1.5 } else { -3.402_823_5e38 },
+            mask_replaces,
             masked: true,
             key_scale: 1.0,
             onnxruntime: None,
