@@ -42,7 +42,7 @@ const PANEL_ROWS: usize = 4; // nr
 const PEEL: usize = 8; // Eigen's k peeling
 /// Eigen's L1 data cache size as it reads it from CPUID on the reference host (32 KiB; see
 /// litert.EIGEN_L1_BYTES): it sets the depth blocks.
-const EIGEN_L1_BYTES: usize = 32 * 1024;
+const EIGEN_L1_BYTES: usize = 0x8000; // 32 KiB
 const COEFF_BASED_BELOW: usize = 20;
 
 /// The product Eigen evaluates for a tensor of `tensor_rows` rows (cpu_backend_gemm_eigen.cc).
