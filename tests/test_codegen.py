@@ -23,11 +23,6 @@ BUILT = [spec.TINY.path("litert-dq8.tflite"), spec.TINY.path("tf-dq8.tflite"),
          spec.SMALL.path("litert-dq8.tflite"), spec.SMALL.path("tf-dq8.tflite"),
          MINILM_LITERT_DQ8, MINILM_TF_DQ8,
          spec.TINY.path("f32.tflite")]
-# Float FULLY_CONNECTEDs (TINY tf-dq8's 3-output head, every layer of a float graph) go through
-# a LiteRT GEMM whose summation order for long rows and narrow outputs the executor (and so the
-# crate) does not reproduce (tests/test_execute.py): within 1e-5, labels equal.
-GOLDEN_TOLERANCE = {spec.TINY.path("tf-dq8.tflite").name: 1e-5,
-                    spec.TINY.path("f32.tflite").name: 1e-5}
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +81,7 @@ def test_eval_module_is_bit_identical_to_executor_and_litert(path, crates, wasm_
         worst_vs_litert = max(worst_vs_litert, float(np.abs(ours.logits - litert).max()))
     print(f"{path.name}: {golden.windows} windows, bit-identical to the executor, "
           f"max |dlogit| vs LiteRT builtin {worst_vs_litert:.3g}")
-    assert worst_vs_litert <= GOLDEN_TOLERANCE.get(path.name, 0.0)
+    assert worst_vs_litert == 0.0
 
 
 def test_padding_rows_are_not_computed(crates, wasm_runtime):

@@ -23,13 +23,9 @@ def test_executor_matches_litert_builtin_kernels(path):
     a = _golden_agreement(path, "builtin")
     print(f"{path.name} vs builtin: {a.line()}")
     assert a.label_rate == 1.0
-    if path.name.endswith("dq8.tflite") and not path.name.startswith(spec.TINY.name + ".tf"):
-        # int8 graphs: every op emulated exactly, so the logits are the same bits.
-        assert a.max_abs == 0.0
-    else:
-        # A float FULLY_CONNECTED with very few outputs (TINY's 3-label head) goes through a
-        # different GEMM path in LiteRT whose summation order porter does not reproduce.
-        assert a.max_abs < 1e-5
+    # int8 and float graphs alike: every op emulated exactly (the float FULLY_CONNECTEDs in
+    # Eigen's product orders), so the logits are the same bits.
+    assert a.max_abs == 0.0
 
 
 def test_padding_is_masked_out_as_the_ir_says():
@@ -68,8 +64,8 @@ def test_porter_run_reports_golden_agreement():
     assert result.returncode == 0, result.stderr
     assert "overall vs ai-edge-litert" in result.stdout
     assert "labels 1260/1260 (100.00%)" in result.stdout or "(100.00%)" in result.stdout
-    # TINY's float head is the one place LiteRT sums in another order: locate names it.
-    assert "first difference: linear12 (graph ops" in result.stdout
+    # TINY tf-dq8's float head included, every step's tensor is LiteRT's own
+    assert "no difference: every step's output is bit-identical" in result.stdout
 
 
 def test_porter_run_refuses_a_golden_of_another_model():

@@ -1,16 +1,19 @@
 """The forward crate's kernel checks (templates/rust_forward/checks), run in wasm.
 
-- SIMD against scalar: GELU and row quantisation over f32 bit patterns (a sample by default,
-  all 2^32 with `-m slow`), 20,000 awkward random rows per quantisation scheme, and the other
-  kernels (GEMM, attention, Eigen sums, float Linear) on random shapes.
+- SIMD against scalar: GELU, LiteRT's TANH and LOGISTIC and row quantisation over f32 bit
+  patterns (a sample by default, all 2^32 with `-m slow`), 20,000 awkward random rows per
+  quantisation scheme, and the other kernels (GEMM, attention, Eigen sums, float Linear) on
+  random shapes.
 - onnxruntime's one-input functions (erf, its two GELU spellings, softmax's exp as its AVX2 and
   its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
   emulation, in a crate built as ONNX crates are; sampled by default, erf and both exps over all
   2^32 with `-m slow`.
 - The scalar references against porter's numpy definitions (porter.reference.quant, porter.reference.litert,
-  porter.reference.ort). onnxruntime's scalar erf and exps are compared with numpy over every f32
-  bit pattern with `-m slow` (erf 26 minutes, each exp 9 minutes on this machine; GELU adds only
-  IEEE divisions and products to erf).
+  porter.reference.ort). onnxruntime's scalar erf and exps, and LiteRT's tanh, logistic and EXP
+  (glibc's expf), are compared with numpy over every f32 bit pattern with `-m slow` (erf 26
+  minutes, each exp 9 minutes on this machine; GELU adds only IEEE divisions and products to erf,
+  the logistic's scalar tail only e / (1 + e) to expf). The float Linear, the reductions and
+  L2_NORMALIZATION are compared on shapes that take each of their paths.
 - Mutation: a copy of the crate with one comparison flipped in a SIMD kernel, or one constant
   changed in a scalar one, must fail its check.
 """
@@ -76,8 +79,11 @@ SAMPLE_STRIDE = 4099
 SCATTER_STRIDE = 0x9E3779B9
 
 
+ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "quant sym", "quant asym"]
+
+
 @pytest.mark.parametrize("stride", [SAMPLE_STRIDE, SCATTER_STRIDE])
-@pytest.mark.parametrize("kernel", ["gelu", "quant sym", "quant asym"])
+@pytest.mark.parametrize("kernel", ONE_INPUT_KERNELS)
 def test_simd_matches_scalar_on_sampled_bit_patterns(checks_wasm, wasm_runtime, kernel, stride):
     assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), 0, ALL_PATTERNS // SAMPLE_STRIDE, stride)
 
@@ -89,6 +95,18 @@ def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, ke
         for sign in (0, 0x80000000):
             start = (centre | sign) - 2048
             assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), start, 4096, 1)
+
+
+# tanh's clamp, the logistic's upper and lower cut-offs, 0 and the subnormals, infinity, the quiet NaNs
+LITERT_CENTRES = (0x40FD0956, 0x41851592, 0x42D00000, 0x00000000, 0x7F800000, 0x7FC00000)
+
+
+@pytest.mark.parametrize("function", ["tanh", "logistic"])
+def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, wasm_runtime, function):
+    for centre in LITERT_CENTRES:
+        for sign in (0, 0x80000000):
+            start = ((centre | sign) - 2048) % ALL_PATTERNS
+            assert_check_passes(wasm_runtime, checks_wasm, "litert-fn", function, start, 4096, 1)
 
 
 ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "exp", "exp-scalef"]
@@ -132,7 +150,7 @@ def test_gemm_attention_sums_and_float_linear_match_scalar(checks_wasm, ort_chec
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
-@pytest.mark.parametrize("kernel", ["gelu", "quant sym", "quant asym"])
+@pytest.mark.parametrize("kernel", ONE_INPUT_KERNELS)
 def test_simd_matches_scalar_on_every_bit_pattern(checks_wasm, wasm_runtime, kernel, chunk):
     size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
     assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), chunk * size, size, 1,
@@ -175,12 +193,95 @@ def assert_same_floats(ours: np.ndarray, theirs: np.ndarray):
     assert same.all(), (np.flatnonzero(~same)[:5], ours[~same][:5], theirs[~same][:5])
 
 
-@pytest.mark.parametrize("op", ["gelu", "exp", "erfc"])
+LITERT_FUNCTIONS = {"gelu": LF.gelu_exact, "exp": LF.exp, "erfc": LF.erfc, "tanh": LF.tanh,
+                    "logistic": LF.logistic_packet, "logistic-tail": LF.logistic_scalar, "exp-op": LF.exp_op}
+# tanh's clamp, the logistic's cut-offs, glibc expf's overflow and underflow thresholds
+LITERT_EDGES = np.uint32([0x40FD0956, 0x40FD0955, 0x41851592, 0x41851593, 0xC2D00000, 0x42B17217, 0x42B17218,
+                          0xC2CFF1B4, 0xC2CFF1B5, 0xC2CE8ECF, 0xC2CE8ED0]).view(np.float32)
+
+
+@pytest.mark.parametrize("op", list(LITERT_FUNCTIONS))
 def test_scalar_float_functions_match_numpy(checks_wasm, wasm_runtime, op):
     x = interesting_floats(np.random.default_rng(1), 200_000)
+    x = np.concatenate([x, np.linspace(-120, 120, 100_001, dtype=np.float32), LITERT_EDGES, -LITERT_EDGES])
     ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
-    numpy_version = {"gelu": LF.gelu_exact, "exp": LF.exp, "erfc": LF.erfc}[op]
-    assert_same_floats(ours, numpy_version(x).astype(np.float32))
+    with np.errstate(all="ignore"):
+        assert_same_floats(ours, LITERT_FUNCTIONS[op](x).astype(np.float32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["tanh", "logistic", "exp-op"])  # the logistic's tail is expf then IEEE steps
+def test_scalar_litert_functions_match_numpy_on_every_bit_pattern(checks_wasm, wasm_runtime, op):
+    chunk = 1 << 24
+    for start in range(0, ALL_PATTERNS, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, op, x[None, :]), "<f4")
+        with np.errstate(all="ignore"):
+            assert_same_floats(ours, LITERT_FUNCTIONS[op](x).astype(np.float32))
+
+
+def test_scalar_logistic_of_whole_tensors_matches_numpy(checks_wasm, wasm_runtime):
+    """Each row a tensor: the packet formula, then the scalar one on the last len % 4 values."""
+    rng = np.random.default_rng(6)
+    for cols in (1, 2, 3, 4, 5, 7, 8, 67):
+        x = (rng.standard_normal((300, cols)) * 8).astype(np.float32)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "logistic-rows", x), "<f4").reshape(x.shape)
+        assert_same_floats(ours, np.stack([LF.logistic(row) for row in x]))
+
+
+def reference_with_args(wasm_runtime, wasm, op, data: np.ndarray, *args) -> np.ndarray:
+    data = np.ascontiguousarray(data, dtype="<f4").reshape(1, -1)
+    stdin = struct.pack("<II", *data.shape) + data.tobytes()
+    result = wasm_runtime.run_command(wasm, ["reference", op, *map(str, args)], stdin)
+    assert result.exit_code == 0, result.stderr
+    return np.frombuffer(result.stdout, "<f4")
+
+
+def test_scalar_float_linear_matches_numpy(checks_wasm, wasm_runtime):
+    """The first rows of tensors of 1 to 64 rows (the live rows the forward pass computes)
+    against litert.fully_connected on the whole tensor: every Eigen product, every GEBP block
+    and a depth in blocks."""
+    rng = np.random.default_rng(13)
+    for t in range(150):
+        tensor_rows = int(rng.choice([1, 2, 3, 5, 8, 13, 33, 64]))
+        live = int(rng.integers(1, tensor_rows + 1))
+        outs = int(rng.choice([1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 64]))
+        k = int(rng.choice([1, 3, 4, 5, 8, 13, 16, 17, 31, 64, 100, 700, 1536]))
+        scale = lambda shape: np.exp2(rng.integers(-6, 7, shape))  # noqa: E731
+        x = (rng.standard_normal((tensor_rows, k)) * scale((tensor_rows, k))).astype(np.float32)
+        w = (rng.standard_normal((outs, k)) * scale((outs, k))).astype(np.float32)
+        bias = rng.standard_normal(outs).astype(np.float32) if t % 2 else None
+        data = np.concatenate([x[:live].ravel(), w.ravel()] + ([bias] if bias is not None else []))
+        ours = reference_with_args(wasm_runtime, checks_wasm, "linear-f32", data, live, tensor_rows, outs,
+                                   int(bias is not None))
+        assert_same_floats(ours.reshape(live, outs), LF.fully_connected(x, w, bias)[:live])
+
+
+REDUCTIONS = {"sum": LF.reduce_sum, "mean": LF.reduce_mean, "max": LF.reduce_max}
+
+
+@pytest.mark.parametrize("kind", list(REDUCTIONS))
+def test_scalar_reductions_match_numpy(checks_wasm, wasm_runtime, kind):
+    """Every set of axes of shapes with size-one axes (the normalisation), rows that are not
+    multiples of four (MEAN's alignment heads) and NaNs (REDUCE_MAX's comparison)."""
+    rng = np.random.default_rng(14)
+    for shape in [(1, 64, 64, 1), (1, 1, 32, 64), (1, 1, 64, 5), (1, 3, 5, 7), (1, 1, 1, 64), (2, 3, 4, 5), (1, 9, 1, 3)]:
+        for mask in range(1, 16):
+            axes = tuple(a for a in range(4) if mask >> (3 - a) & 1)
+            x = (rng.standard_normal(shape) * np.exp2(rng.integers(-8, 9, shape))).astype(np.float32)
+            if mask % 4 == 0:
+                x.flat[::7] = np.nan
+            ours = reference_with_args(wasm_runtime, checks_wasm, f"reduce-{kind}", x, *shape, mask)
+            assert_same_floats(ours, REDUCTIONS[kind](x, axes).ravel())
+
+
+def test_scalar_l2_normalization_matches_numpy(checks_wasm, wasm_runtime):
+    rng = np.random.default_rng(15)
+    for cols in (1, 3, 7, 64, 384):
+        x = (rng.standard_normal((50, cols)) * np.exp2(rng.integers(-10, 10, (50, 1)))).astype(np.float32)
+        x[0], x[1] = 0.0, 1e-9  # norms below epsilon
+        ours = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "l2-norm", x), "<f4")
+        assert_same_floats(ours, LF.l2_normalization(x).ravel())
 
 
 ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-exp": OF.SUM_EXP[AVX2_FLOATS],
@@ -299,6 +400,25 @@ MUTATIONS = {
     "erfc long path skipped": ("src/kernels/mathfn.rs",
                                "if !v128_any_true(takes_large) {", "if !i32x4_all_true(takes_large) {",
                                ["gelu", 0, 100_000, SCATTER_STRIDE]),
+    # tanh's clamp with its operands swapped: pmin(c, NaN) is c, so tanh(NaN) comes out as 1.
+    "tanh clamp operands swapped": ("src/kernels/activation.rs",
+                                    "f32x4_pmin(a, splat(TANH_CLAMP))", "f32x4_pmin(splat(TANH_CLAMP), a)",
+                                    ["litert-fn", "tanh", 0x7FC00000, 64, 1]),
+    # The logistic's range reduction rounding to nearest instead of down.
+    "logistic reduction rounds to nearest": ("src/kernels/activation.rs",
+                                             "f32x4_floor(madd(x, splat(LOG2E), splat(0.5)))",
+                                             "f32x4_nearest(madd(x, splat(LOG2E), splat(0.5)))",
+                                             ["litert-fn", "logistic", 0x3F000000, 4096, 1]),
+    # GEBP's last-rows block combining its k mod 4 lanes as (c0 + c2) + (c1 + c3).
+    "float linear k mod 4 combine": ("src/kernels/linear_f32.rs",
+                                     "f32x4_add(f32x4_add(acc[c][0], acc[c][1]), f32x4_add(acc[c][2], acc[c][3]))",
+                                     "f32x4_add(f32x4_add(acc[c][0], acc[c][2]), f32x4_add(acc[c][1], acc[c][3]))",
+                                     ["kernels", 11]),
+    # A replacing mask (Keras' masked softmax) added to the dropped keys' scores in the SIMD kernel.
+    "attention mask adds instead of replacing": ("src/kernels/attention.rs",
+                                                 "if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) }",
+                                                 "f32x4_add(x, mask_value)",
+                                                 ["kernels", 11]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
     "ort dot saturation dropped": ("src/kernels/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
@@ -375,3 +495,17 @@ def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tm
     x = np.uint32([0x3F6C0001, 0xBF6C0001, 0x3F6C0002]).view(np.float32)  # just past the switch
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-erf", x[None, :]), "<f4")
     assert not np.array_equal(ours.view(np.uint32), OF.erf(x).view(np.uint32))
+
+
+def test_mutated_expf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    """glibc's overflow threshold made inclusive: exp(log(2^128)'s float) must stay finite."""
+    crate = render_checks_crate(tmp_path / "mutant")
+    path = crate / "src" / "kernels" / "libm.rs"
+    text = path.read_text()
+    original = "if x > OVERFLOW_ABOVE {"
+    assert text.count(original) == 1
+    path.write_text(text.replace(original, "if x >= OVERFLOW_ABOVE {"))
+    mutant = build_forward_crate(crate, toolchain, checks=True)
+    x = np.uint32([0x42B17217, 0x42B17216]).view(np.float32)  # the threshold and just below
+    ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "exp-op", x[None, :]), "<f4")
+    assert not np.array_equal(ours.view(np.uint32), LF.exp_op(x).view(np.uint32))

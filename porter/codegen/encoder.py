@@ -27,7 +27,7 @@ from porter.codegen import pack
 from porter.codegen.render import render_crate
 from porter.errors import PorterError
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwise, ElementwiseStep, Embed,
-                               EncoderProgram, Gelu, GeluStep, IntegerDot, LayerNorm, LinearStep, Lookup,
+                               EncoderProgram, Gelu, GeluStep, IntegerDot, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
@@ -105,6 +105,8 @@ BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul"
 UNARY = {Elementwise.NEG: "Neg", Elementwise.ABS: "Abs", Elementwise.SQRT: "Sqrt", Elementwise.RSQRT: "Rsqrt",
          Elementwise.RELU: "Relu"}
 TRANSCENDENTAL = {(Elementwise.EXP, Reference.LITERT_BUILTIN): "ExpLitert",
+                  (Elementwise.TANH, Reference.LITERT_BUILTIN): "TanhLitert",
+                  (Elementwise.SIGMOID, Reference.LITERT_BUILTIN): "LogisticLitert",
                   (Elementwise.ERF, Reference.ONNXRUNTIME_CPU): "ErfOrt",
                   (Elementwise.TANH, Reference.ONNXRUNTIME_CPU): "TanhOrt"}
 
@@ -219,8 +221,9 @@ class _Variables:
                      for t in step.terms]
             return {**common, "kind": "embed", "word": self.lookup(step.word), "terms": terms}
         if isinstance(step, LinearStep):
+            x = self.p.buffers[step.inputs[0]]
             return {**common, "kind": "linear", "x": self.index[step.inputs[0]], "x_rows": self.rows(step.inputs[0]),
-                    "linear": self.linear(step)}
+                    "tensor_rows": x.rows * x.cols // step.linear.in_features, "linear": self.linear(step)}
         if isinstance(step, LayerNorm):
             return {**common, "kind": "layer_norm", "x": self.index[step.inputs[0]],
                     "normalised": self.index[step.outputs[1]] if len(step.outputs) == 2 else None,
@@ -247,10 +250,14 @@ class _Variables:
             token_axis = _token_axis(step.operand.shape, x_buffer) if x_buffer else 4
             return {**common, "kind": "reduce", "op": REDUCES[step.op],
                     "x": self.operand(step.operand, step.operand.shape), "shape": shape, "axes": axes,
-                    # both runtimes sum a last axis in Eigen's packet order (onnxruntime: rows whose
-                    # length is a multiple of 4, which recovery checks)
-                    "eigen_rows": last_only and step.op in (Reduce.SUM, Reduce.MEAN),
+                    "order": self.reduce_order(step, last_only),
                     "token_axis": token_axis if token_axis < 4 and not axes[token_axis] else 4}
+        if isinstance(step, L2NormalizeStep):
+            if step.operand.buffer is None:
+                raise PorterError(f"{step.name}: an L2 normalisation of a constant")
+            x = self.p.buffers[step.operand.buffer]
+            return {**common, "kind": "l2_normalize", "x": self.index[step.operand.buffer],
+                    "cols": x.cols if x.tokens else x.rows * x.cols, "width": step.operand.shape[-1]}
         if isinstance(step, SliceStep):
             rank = len(step.operand.shape)
             if rank > 4:
@@ -264,6 +271,13 @@ class _Variables:
             return {**common, "kind": "slice", "x": self.operand(step.operand, step.operand.shape),
                     "shape": _pad4(step.operand.shape), "ranges": ranges}
         raise PorterError(f"{step.name}: no Rust code for {type(step).__name__}")
+
+    def reduce_order(self, step: ReduceStep, last_only: bool) -> str:
+        if self.p.reference == Reference.LITERT_BUILTIN:
+            return "Litert"
+        # onnxruntime sums a last axis in Eigen's packet order (rows whose length is a multiple of
+        # 4, which recovery checks)
+        return "EigenRows" if last_only and step.op in (Reduce.SUM, Reduce.MEAN) else "InOrder"
 
     def linear(self, step: LinearStep) -> dict:
         lin = step.linear
@@ -289,15 +303,17 @@ class _Variables:
             raise PorterError(f"{a.name}: attention scaling both Q and the scores has no Rust kernel yet")
         if a.score_divisor is not None:
             raise PorterError(f"{a.name}: attention that divides its scores has no Rust kernel yet")
-        if a.mask == MaskMode.REPLACE or (a.mask == MaskMode.ADD and a.keep_value != 0):
-            raise PorterError(f"{a.name}: a mask that replaces scores, or adds to kept keys, has no Rust "
-                              "kernel yet")
+        if a.mask == MaskMode.ADD and a.keep_value != 0:
+            raise PorterError(f"{a.name}: a mask that adds to kept keys has no Rust kernel yet")
+        if a.mask == MaskMode.REPLACE and self.p.reference == Reference.ONNXRUNTIME_CPU:
+            raise PorterError(f"{a.name}: a mask that replaces scores has no Rust kernel under onnxruntime's "
+                              "arithmetic yet")
         scale = a.q_scale if a.q_scale is not None else a.score_scale if a.score_scale is not None else 1.0
         return {"q": self.index[a.inputs[0]], "k": self.index[a.inputs[1]], "v": self.index[a.inputs[2]],
                 "heads": a.heads, "head_dim": a.head_dim, "scale": f32_literal(scale),
                 "scale_on_query": a.q_scale is not None, "softmax_beta": f32_literal(a.softmax_beta),
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
-                "masked": a.mask != MaskMode.NONE,
+                "masked": a.mask != MaskMode.NONE, "mask_replaces": a.mask == MaskMode.REPLACE,
                 "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
                 "onnxruntime": _ort_floats(self.p)}
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from porter.ir.encoder import (ActivationQuant, Attention, ElementwiseStep, Embed, EncoderProgram, GeluStep,
-                               LayerNorm, LinearStep, MaskMode, ReduceStep, SliceStep, WeightFormat)
+                               L2NormalizeStep, LayerNorm, LinearStep, MaskMode, ReduceStep, SliceStep,
+                               WeightFormat)
 
 
 def _linear(step: LinearStep) -> str:
@@ -47,6 +48,8 @@ def _step(step) -> str:
         return f"{step.op.value} {list(step.shape)}"
     if isinstance(step, ReduceStep):
         return f"reduce {step.op.value} over axes {list(step.axes)} of {list(step.operand.shape)}"
+    if isinstance(step, L2NormalizeStep):
+        return f"l2 normalisation of {list(step.operand.shape)}"
     if isinstance(step, SliceStep):
         return f"slice {[list(s) for s in step.slices]} of {list(step.operand.shape)}"
     return type(step).__name__

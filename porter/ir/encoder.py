@@ -296,6 +296,14 @@ class ReduceStep(Step):
 
 
 @dataclass
+class L2NormalizeStep(Step):
+    """LiteRT's L2_NORMALIZATION: each row of the input's last axis (seen with `shape`) divided
+    by its norm (porter.reference.litert.l2_normalization); the output has the input's shape."""
+
+    operand: Operand
+
+
+@dataclass
 class SliceStep(Step):
     """A slice of the input (seen with `shape`): (axis, start, stop, step) per sliced axis, e.g.
     the first token for CLS pooling."""

@@ -300,6 +300,10 @@ def _tflite_pack(b: _Builder, op: Op) -> None:
     b.emit("stack", op.inputs, op.outputs, [op.index], axis=int(op.options.get("axis", 0)))
 
 
+def _tflite_l2_normalization(b: _Builder, op: Op) -> None:
+    _tflite_fused(b, op, "l2_normalization", op.inputs[:1])
+
+
 def _translate_tflite(b: _Builder, op: Op) -> None:
     if op.type in _TFLITE_BINARY:
         kind = _TFLITE_BINARY[op.type]
@@ -326,7 +330,7 @@ TFLITE = {
     "SELECT": _tflite_select, "SELECT_V2": _tflite_select, "CONCATENATION": _tflite_concat,
     "CUMSUM": _tflite_cumsum, "GELU": _tflite_gelu, "SOFTMAX": _tflite_softmax,
     "BROADCAST_TO": _tflite_broadcast_to, "SHAPE": _tflite_shape, "FILL": _tflite_fill,
-    "PACK": _tflite_pack, "ARG_MAX": _tflite_arg_max,
+    "PACK": _tflite_pack, "ARG_MAX": _tflite_arg_max, "L2_NORMALIZATION": _tflite_l2_normalization,
 }
 
 
@@ -654,7 +658,7 @@ class _Pass:
 
 
 _SHAPE_KEEPING = set(_TFLITE_BINARY.values()) | set(_TFLITE_UNARY.values()) | set(_ONNX_BINARY.values()) \
-    | set(_ONNX_UNARY.values()) | {"gelu", "cast", "softmax", "where"}
+    | set(_ONNX_UNARY.values()) | {"gelu", "cast", "softmax", "where", "l2_normalization"}
 
 
 def _infer_shape(b: _Builder, op: Op) -> None:

@@ -21,8 +21,8 @@ import numpy as np
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
-                               EncoderProgram, Gelu, GeluStep, LayerNorm, Linear, LinearStep, MaskMode, Operand, Reduce,
-                               ReduceStep, Reference, SliceStep, Step)
+                               EncoderProgram, Gelu, GeluStep, L2NormalizeStep, LayerNorm, Linear, LinearStep, MaskMode,
+                               Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
 from porter.recover import attention, embeddings, norms, probe
 from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
 from porter.recover.engine import AnyOf, Const, Op, Var, match
@@ -243,9 +243,12 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
             shape = operand.shape
             slices = tuple((int(a), *slice(s, e, st).indices(shape[a])) for a, s, e, st in op.options["slices"])
             step = SliceStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], operand, slices)
+        elif name == "l2_normalization":
+            operand = _operand(g, op.inputs[0])
+            step = L2NormalizeStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], operand)
         else:
             raise PorterError(f"{_where(c, op)} is not part of any block porter knows and cannot run on "
-                              "its own (porter runs elementwise ops, reductions and slices as steps)")
+                              "its own (porter runs elementwise ops, reductions, slices and L2 normalisations as steps)")
         blocks.append(Block(step, {op.index}))
         claimed.add(op.index)
     return blocks
@@ -340,15 +343,15 @@ def _drop_unread_outputs(steps: list[Step], output: str, buffers: dict) -> None:
 
 def _aliases(g: Graph, inputs, claimed: set[int]) -> dict[str, str]:
     """Tensor name -> the buffer it is a view of: views no block took, and the mask input seen
-    as floats (a cast of it, or of a view of it, to float32: the mask buffer holds 0.0 / 1.0)."""
+    as floats (a cast of it, or of a view of it, to float32: the mask buffer holds 0.0 / 1.0),
+    even where attention took that cast too: a mean pooling reads the same floats."""
     alias: dict[str, str] = {}
     if inputs.mask is not None:
         alias[f"t{inputs.mask}"] = INPUT_MASK
     for op in g.ops:
-        if op.index in claimed:
-            continue
         source = alias.get(f"t{op.inputs[0]}", f"t{op.inputs[0]}") if op.inputs else None
-        if op.type == "view" or (_is_mask_cast(op, source)):
+        of_mask = source == INPUT_MASK and (op.type == "view" or _is_mask_cast(op, source))
+        if of_mask or (op.type == "view" and op.index not in claimed):
             alias[f"t{op.outputs[0]}"] = source
     return alias
 
@@ -364,7 +367,8 @@ def _producer_index(g: Graph, buffer: str) -> int:
 
 def _step_name(step: Step, n: int) -> str:
     base = {"Embed": "embed", "LinearStep": "linear", "LayerNorm": "ln", "Attention": "attention",
-            "GeluStep": "gelu", "ElementwiseStep": "op", "ReduceStep": "reduce", "SliceStep": "slice"}
+            "GeluStep": "gelu", "ElementwiseStep": "op", "ReduceStep": "reduce", "SliceStep": "slice",
+            "L2NormalizeStep": "l2norm"}
     return f"{base[type(step).__name__]}{n}"
 
 

@@ -8,7 +8,8 @@ exact zeros. The program then computes, backwards from its output:
 - the output's rows: the live tokens (LIVE), or one row for a pooled output;
 - a row-wise step's input rows: the rows its output needs;
 - attention's Q rows: the rows its output needs; K and V: every key up to the last kept one (KEYS);
-- anything a step mixes across rows (a reduction or a slice over the tokens): ALL rows.
+- anything a step mixes across rows (a reduction or a slice over the tokens, an L2 normalisation
+  whose rows span tokens): ALL rows.
 
 onnxruntime's arithmetic is never inert (MLAS's exp returns a tiny non-zero value for the mask
 value, and DynamicQuantizeLinear quantises the whole tensor at once): its programs compute ALL.
@@ -17,8 +18,8 @@ value, and DynamicQuantizeLinear quantises the whole tensor at once): its progra
 
 from __future__ import annotations
 
-from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, EncoderProgram, MaskMode,
-                               ReduceStep, Reference, Rows, SliceStep)
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, EncoderProgram, L2NormalizeStep,
+                               MaskMode, ReduceStep, Reference, Rows, SliceStep)
 
 ORDER = [Rows.ONE, Rows.LIVE, Rows.KEYS, Rows.ALL]
 DROP_UNDERFLOWS = -1e4  # exp(x - max) of a score this far below is exactly 0 in LiteRT
@@ -43,6 +44,8 @@ def _input_needs(program: EncoderProgram, step, out_rows: Rows) -> dict[str, Row
         return {q: out_rows, k: Rows.KEYS, v: Rows.KEYS}
     if isinstance(step, ReduceStep):
         return {b: Rows.ALL for b in token_inputs}  # a reduction over the tokens mixes them
+    if isinstance(step, L2NormalizeStep) and any(buffers[b].cols % step.operand.shape[-1] for b in token_inputs):
+        return {b: Rows.ALL for b in token_inputs}  # its rows span tokens
     if isinstance(step, SliceStep):
         if buffers[step.outputs[0]].tokens:
             return {b: out_rows for b in token_inputs}

@@ -18,7 +18,8 @@ import numpy as np
 
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
-                               NormForm, Operand, ReduceStep, Reference, SliceStep, TableKind)
+                               L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
+                               TableKind)
 from porter.reference import litert as LF
 from porter.reference import ort as OF
 from porter.reference import ops
@@ -70,6 +71,8 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     if isinstance(step, ReduceStep):
         x = operand_value(step.operand, w, values)
         return [ops.reduce_float(step.op.value, x.astype(F32), step.axes, ref)]
+    if isinstance(step, L2NormalizeStep):
+        return [ops.evaluate("l2_normalization", {}, [operand_value(step.operand, w, values)], ref)]
     if isinstance(step, SliceStep):
         x = operand_value(step.operand, w, values)
         index = [slice(None)] * x.ndim

@@ -79,14 +79,12 @@ def _rsqrt(x, ref):
 
 
 def _tanh(x, ref):
-    if ref == Reference.ONNXRUNTIME_CPU:
-        return OF.tanh(x)
-    raise Unsupported("tanh under LiteRT (its kernel is not emulated yet)")
+    return OF.tanh(x) if ref == Reference.ONNXRUNTIME_CPU else LF.tanh(x)
 
 
 def _exp(x, ref):
     if ref == Reference.LITERT_BUILTIN:
-        return LF.exp(x)
+        return LF.exp_op(x)  # EXP is reference_ops::Exp, libm's expf per value
     raise Unsupported("exp under onnxruntime (its kernel is not emulated yet)")
 
 
@@ -99,7 +97,7 @@ def _erf(x, ref):
 def _sigmoid(x, ref):
     if ref == Reference.ONNXRUNTIME_CPU:
         return OF.logistic(x)  # MLAS's logistic kernel
-    raise Unsupported("sigmoid under LiteRT (its kernel is not emulated yet)")
+    return LF.logistic(x)  # over the whole tensor: its last size % 4 values take the scalar path
 
 
 def _trig(name: str):
@@ -136,27 +134,37 @@ def _reduce(kind: str):
                    "l2": lambda v, axis, keepdims: np.sqrt(np.sum(v * v, axis=axis, keepdims=keepdims))}[kind](
                 x, axis=axes, keepdims=keep)
             return out.astype(x.dtype)
-        # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0 and 2
-        # is the last-axis kernel's
-        real = tuple(a for a in axes if x.shape[a] != 1) or axes
-        out = reduce_float(kind, _f32(x), real, ref)
+        if ref == Reference.LITERT_BUILTIN:  # LiteRT normalises the shape itself
+            out = reduce_float(kind, _f32(x), axes, ref)
+        else:
+            # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0
+            # and 2 is the last-axis kernel's
+            real = tuple(a for a in axes if x.shape[a] != 1) or axes
+            out = reduce_float(kind, _f32(x), real, ref)
         return out.reshape([1 if a in axes else d for a, d in enumerate(x.shape)]) if keep \
             else out.reshape([d for a, d in enumerate(x.shape) if a not in axes])
     return apply
 
 
+LITERT_REDUCE = {"sum": LF.reduce_sum, "mean": LF.reduce_mean, "max": LF.reduce_max}
+
+
 def reduce_float(kind: str, x: np.ndarray, axes: tuple[int, ...], ref: Reference) -> np.ndarray:
-    """A float reduction with keepdims, in the reference's order: a sum over the last axis alone
-    follows Eigen's SSE packet order (LiteRT's MEAN / SUM; onnxruntime's ReduceSum / ReduceMean,
-    measured identical where the rows are 16-byte aligned); any other sum, and onnxruntime's
-    ReduceL2 (the square root of the sum of squares), adds the elements one by one in index
-    order."""
+    """A float reduction with keepdims, in the reference's order. LiteRT: its optimized SUM, MEAN
+    and REDUCE_MAX (porter.reference.litert). onnxruntime: a sum over the last axis alone follows
+    Eigen's SSE packet order (ReduceSum / ReduceMean, measured identical where the rows are
+    16-byte aligned); any other sum, and ReduceL2 (the square root of the sum of squares), adds
+    the elements one by one in index order."""
+    if ref == Reference.LITERT_BUILTIN:
+        if kind not in LITERT_REDUCE:
+            raise Unsupported(f"reduce_{kind} under LiteRT (TFLite has no such builtin)")
+        return LITERT_REDUCE[kind](x, axes)
     if kind == "max":
         return x.max(axis=axes, keepdims=True)
     if kind == "l2":
         return np.sqrt(_sequential_sum((x * x).astype(F32), axes)).astype(F32)
     last_only = axes == (x.ndim - 1,)
-    if last_only and ref == Reference.ONNXRUNTIME_CPU and x.shape[-1] % 4:
+    if last_only and x.shape[-1] % 4:
         raise Unsupported(f"a sum over a last axis of {x.shape[-1]} values (not a multiple of 4: "
                           "onnxruntime's rows are then unaligned and its order depends on the address)")
     if last_only:
@@ -189,6 +197,12 @@ def _softmax(attrs, x, ref):
     if ref == Reference.LITERT_BUILTIN:
         return LF.softmax(x, float(attrs.get("beta", 1.0)))
     return OF.softmax(x, attrs["ort_floats"])
+
+
+def _l2_normalization(attrs, x, ref):
+    if ref != Reference.LITERT_BUILTIN:
+        raise Unsupported("l2_normalization outside LiteRT")
+    return LF.l2_normalization(_f32(x))
 
 
 def _matmul(attrs, a, b, ref):
@@ -369,6 +383,7 @@ EVALUATORS = {
     "reduce_prod": _reduce("prod"), "reduce_l2": _reduce("l2"),
     "stack": lambda attrs, *xs, ref: np.stack([np.asarray(x) for x in xs], axis=int(attrs["axis"])),
     "softmax": _softmax,
+    "l2_normalization": _l2_normalization,
     "matmul": _matmul,
     "linear": linear,
     "layer_norm": _layer_norm,

@@ -139,7 +139,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(589856, 128)), beta: Some(c.f32s(590368, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::OnnxSkip } });
         // linear0
         steps.push(Step::Linear { x: 3, out: 2, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(590880, 16384),
                     scale: c.f32s(607264, 128),
@@ -151,7 +151,7 @@ impl<'a> Model<'a> {
             } } });
         // linear1
         steps.push(Step::Linear { x: 3, out: 4, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(608288, 16384),
                     scale: c.f32s(624672, 128),
@@ -163,7 +163,7 @@ impl<'a> Model<'a> {
             } } });
         // linear2
         steps.push(Step::Linear { x: 3, out: 5, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(625696, 16384),
                     scale: c.f32s(642080, 128),
@@ -177,11 +177,11 @@ impl<'a> Model<'a> {
         steps.push(Step::Attention { q: 2, k: 4, v: 5, out: 6, rows: Rows::All,
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
-                mask_value: f32::from_bits(0xff7fffff), masked: true, key_scale: f32::from_bits(0x3f800000),
+                mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: Some(crate::kernels::ort_float::OrtFloats::Avx2) } });
         // linear3
         steps.push(Step::Linear { x: 6, out: 5, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(643104, 16384),
                     scale: c.f32s(659488, 128),
@@ -200,7 +200,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(660512, 128)), beta: Some(c.f32s(661024, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::OnnxSkip } });
         // linear4
         steps.push(Step::Linear { x: 3, out: 5, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(661536, 65536),
                     scale: c.f32s(727072, 512),
@@ -232,7 +232,7 @@ impl<'a> Model<'a> {
             shape: [1, 1, 64, 512], token_axis: 2 });
         // linear5
         steps.push(Step::Linear { x: 5, out: 4, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(731216, 65536),
                     scale: c.f32s(796752, 128),
@@ -251,7 +251,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(797776, 128)), beta: Some(c.f32s(798288, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::OnnxSkip } });
         // linear6
         steps.push(Step::Linear { x: 3, out: 4, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(798800, 16384),
                     scale: c.f32s(815184, 128),
@@ -263,7 +263,7 @@ impl<'a> Model<'a> {
             } } });
         // linear7
         steps.push(Step::Linear { x: 3, out: 5, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(816208, 16384),
                     scale: c.f32s(832592, 128),
@@ -275,7 +275,7 @@ impl<'a> Model<'a> {
             } } });
         // linear8
         steps.push(Step::Linear { x: 3, out: 6, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(833616, 16384),
                     scale: c.f32s(850000, 128),
@@ -289,11 +289,11 @@ impl<'a> Model<'a> {
         steps.push(Step::Attention { q: 4, k: 5, v: 6, out: 2, rows: Rows::All,
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
-                mask_value: f32::from_bits(0xff7fffff), masked: true, key_scale: f32::from_bits(0x3f800000),
+                mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: Some(crate::kernels::ort_float::OrtFloats::Avx2) } });
         // linear9
         steps.push(Step::Linear { x: 2, out: 6, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(851024, 16384),
                     scale: c.f32s(867408, 128),
@@ -312,7 +312,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(868432, 128)), beta: Some(c.f32s(868944, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::OnnxSkip } });
         // linear10
         steps.push(Step::Linear { x: 3, out: 6, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(869456, 65536),
                     scale: c.f32s(934992, 512),
@@ -344,7 +344,7 @@ impl<'a> Model<'a> {
             shape: [1, 1, 64, 512], token_axis: 2 });
         // linear11
         steps.push(Step::Linear { x: 6, out: 5, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(939136, 65536),
                     scale: c.f32s(1004672, 128),
@@ -363,7 +363,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(1005696, 128)), beta: Some(c.f32s(1006208, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::OnnxSkip } });
         // linear12
         steps.push(Step::Linear { x: 3, out: 1, x_rows: Rows::All, rows: Rows::All,
-            linear: Linear { weights: Weights::OrtDynamic {
+            tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
                 weights: Int8Weights {
                     w: c.i8s(1006720, 384),
                     scale: c.f32s(1007104, 3),

@@ -139,7 +139,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(606208, 128)), beta: Some(c.f32s(606720, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::Shift } });
         // linear0
         steps.push(Step::Linear { x: 4, out: 2, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(607232, 16384),
                     scale: c.f32s(623616, 128),
@@ -151,7 +151,7 @@ impl<'a> Model<'a> {
             } } });
         // linear1
         steps.push(Step::Linear { x: 4, out: 5, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(624640, 16384),
                     scale: c.f32s(641024, 128),
@@ -163,7 +163,7 @@ impl<'a> Model<'a> {
             } } });
         // linear2
         steps.push(Step::Linear { x: 4, out: 6, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(642048, 16384),
                     scale: c.f32s(658432, 128),
@@ -177,11 +177,11 @@ impl<'a> Model<'a> {
         steps.push(Step::Attention { q: 2, k: 5, v: 6, out: 4, rows: Rows::Keys,
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
-                mask_value: f32::from_bits(0xff7fffff), masked: true, key_scale: f32::from_bits(0x3f800000),
+                mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: None } });
         // linear3
         steps.push(Step::Linear { x: 4, out: 6, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(659456, 16384),
                     scale: c.f32s(675840, 128),
@@ -200,7 +200,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(676864, 128)), beta: Some(c.f32s(677376, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::Shift } });
         // linear4
         steps.push(Step::Linear { x: 6, out: 4, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(677888, 65536),
                     scale: c.f32s(743424, 512),
@@ -214,7 +214,7 @@ impl<'a> Model<'a> {
         steps.push(Step::Gelu { x: 4, out: 4, rows: Rows::Keys, row: 512, len: 32768, kind: Gelu::Litert });
         // linear5
         steps.push(Step::Linear { x: 4, out: 6, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(747520, 65536),
                     scale: c.f32s(813056, 128),
@@ -233,7 +233,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(814080, 128)), beta: Some(c.f32s(814592, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::Shift } });
         // linear6
         steps.push(Step::Linear { x: 6, out: 4, x_rows: Rows::Keys, rows: Rows::Live,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(815104, 16384),
                     scale: c.f32s(831488, 128),
@@ -245,7 +245,7 @@ impl<'a> Model<'a> {
             } } });
         // linear7
         steps.push(Step::Linear { x: 6, out: 5, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(832512, 16384),
                     scale: c.f32s(848896, 128),
@@ -257,7 +257,7 @@ impl<'a> Model<'a> {
             } } });
         // linear8
         steps.push(Step::Linear { x: 6, out: 2, x_rows: Rows::Keys, rows: Rows::Keys,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(849920, 16384),
                     scale: c.f32s(866304, 128),
@@ -271,11 +271,11 @@ impl<'a> Model<'a> {
         steps.push(Step::Attention { q: 4, k: 5, v: 2, out: 6, rows: Rows::Live,
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
-                mask_value: f32::from_bits(0xff7fffff), masked: true, key_scale: f32::from_bits(0x3f800000),
+                mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: None } });
         // linear9
         steps.push(Step::Linear { x: 6, out: 2, x_rows: Rows::Live, rows: Rows::Live,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(867328, 16384),
                     scale: c.f32s(883712, 128),
@@ -294,7 +294,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: Some(c.f32s(884736, 128)), beta: Some(c.f32s(885248, 128)), eps: f32::from_bits(0x2b8cbccc), form: Form::Shift } });
         // linear10
         steps.push(Step::Linear { x: 2, out: 6, x_rows: Rows::Live, rows: Rows::Live,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(885760, 65536),
                     scale: c.f32s(951296, 512),
@@ -308,7 +308,7 @@ impl<'a> Model<'a> {
         steps.push(Step::Gelu { x: 6, out: 6, rows: Rows::Live, row: 512, len: 32768, kind: Gelu::Litert });
         // linear11
         steps.push(Step::Linear { x: 6, out: 2, x_rows: Rows::Live, rows: Rows::Live,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(955392, 65536),
                     scale: c.f32s(1020928, 128),
@@ -327,7 +327,7 @@ impl<'a> Model<'a> {
             params: LayerNormParams { width: 128, gamma: None, beta: None, eps: f32::from_bits(0x2b8cbccc), form: Form::Shift } });
         // linear12
         steps.push(Step::Linear { x: 3, out: 1, x_rows: Rows::Live, rows: Rows::Live,
-            linear: Linear { weights: Weights::Int8 {
+            tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
                 weights: Int8Weights {
                     w: c.i8s(1021952, 384),
                     scale: c.f32s(1022336, 3),

@@ -16,6 +16,7 @@ use crate::kernels::generic;
 use crate::kernels::mathfn::gelu_in_place;
 use crate::kernels::norm::{layer_norm, NormScratch};
 use crate::kernels::ort_float::gelu_erf_mul_in_place;
+use crate::kernels::reduce::{l2_normalization, reduce_litert};
 use crate::linear::LinearScratch;
 use crate::model::*;
 use crate::profile::{Phase, Profile};
@@ -131,7 +132,7 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
             s.buffers[*out] = y;
             Phase::Other
         }
-        Step::Linear { x, out, x_rows, rows, linear } => {
+        Step::Linear { x, out, x_rows, rows, tensor_rows, linear } => {
             let mut y = s.take(*out);
             let (xs, n) = (&s.buffers[*x], counts.of(*rows));
             match linear.asymmetric_inputs() {
@@ -142,7 +143,7 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
                     }
                     linear.apply_quantized(&s.linear.quantized, n, &mut y);
                 }
-                None => linear.apply(xs, n, &mut y, &mut s.linear),
+                None => linear.apply(xs, n, *tensor_rows, &mut y, &mut s.linear),
             }
             s.buffers[*out] = y;
             Phase::Matmul
@@ -186,17 +187,18 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
         }
         Step::Elementwise { op, a, b, out, rows, shape, token_axis } => {
             let mut y = s.take(*out);
+            let tensor_len = shape.iter().product();
             let shape = generic::limited(*shape, *token_axis, counts.of(*rows));
             let b = b.as_ref().map(|b| (values(&s.buffers, b), b.strides));
             if matches!(a.source, Source::Buffer(slot) if slot == *out) {
-                generic::elementwise_in_place(*op, &mut y, b, shape); // a's slot is the output's
+                generic::elementwise_in_place(*op, &mut y, b, shape, tensor_len); // a's slot is the output's
             } else {
-                generic::elementwise(*op, values(&s.buffers, a), a.strides, b, shape, &mut y);
+                generic::elementwise(*op, values(&s.buffers, a), a.strides, b, shape, tensor_len, &mut y);
             }
             s.buffers[*out] = y;
             Phase::Other
         }
-        Step::Reduce { op, x, out, rows, shape, axes, eigen_rows, token_axis } => {
+        Step::Reduce { op, x, out, rows, shape, axes, order, token_axis } => {
             let mut y = s.take(*out);
             let in_shape = generic::limited(*shape, *token_axis, counts.of(*rows));
             let mut out_shape = in_shape;
@@ -205,7 +207,20 @@ fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut St
                     out_shape[a] = 1;
                 }
             }
-            generic::reduce(*op, values(&s.buffers, x), in_shape, *axes, *eigen_rows, out_shape, &mut y);
+            let x = values(&s.buffers, x);
+            match order {
+                // LiteRT's order follows the whole tensor's shape (its normalised axes, each
+                // row's alignment), whichever rows are computed
+                ReduceOrder::Litert => reduce_litert(*op, x, *shape, *axes, out_shape, &mut y),
+                _ => generic::reduce(*op, x, in_shape, *axes, *order == ReduceOrder::EigenRows, out_shape, &mut y),
+            }
+            s.buffers[*out] = y;
+            Phase::Other
+        }
+        Step::L2Normalize { x, out, rows, cols, width } => {
+            let mut y = s.take(*out);
+            let n = counts.of(*rows) * cols;
+            l2_normalization(&s.buffers[*x][..n], *width, &mut y[..n]);
             s.buffers[*out] = y;
             Phase::Other
         }

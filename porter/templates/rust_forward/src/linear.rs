@@ -2,7 +2,7 @@
 //! onnxruntime's dynamic uint8 (quantise the whole input, then its integer dot), or float.
 
 use crate::kernels::gemm::gemm;
-use crate::kernels::linear_f32::linear_f32;
+use crate::kernels::linear_f32::linear_f32_rows;
 use crate::kernels::ort_float;
 use crate::kernels::ort_quant::{self, TensorQuantized};
 use crate::kernels::quantize::QuantizedRows;
@@ -25,9 +25,10 @@ impl Linear<'_> {
         }
     }
 
-    /// out[..rows * outs] = this layer applied to x[..rows * k]. An OrtDynamic layer quantises
-    /// exactly those rows as one tensor: the caller passes every row of it.
-    pub fn apply(&self, x: &[f32], rows: usize, out: &mut [f32], scratch: &mut LinearScratch) {
+    /// out[..rows * outs] = this layer applied to x[..rows * k], the first rows of a tensor of
+    /// `tensor_rows` (LiteRT's float product sums in an order its row count decides). An
+    /// OrtDynamic layer quantises exactly those rows as one tensor: the caller passes every row.
+    pub fn apply(&self, x: &[f32], rows: usize, tensor_rows: usize, out: &mut [f32], scratch: &mut LinearScratch) {
         match &self.weights {
             Weights::Int8 { weights, asymmetric } => {
                 scratch.quantized.quantize(x, rows, weights.k, *asymmetric);
@@ -37,7 +38,7 @@ impl Linear<'_> {
                 scratch.tensor.quantize(x, rows, weights.k);
                 ort_quant::linear(&scratch.tensor, rows, weights, *saturating, out, &mut scratch.weight_sums);
             }
-            Weights::Float(weights) => linear_f32(x, rows, weights, out, &mut scratch.transposed),
+            Weights::Float(weights) => linear_f32_rows(x, rows, tensor_rows, weights, out, &mut scratch.transposed),
             Weights::FloatOrt(weights) => ort_float::linear(x, rows, weights, out),
         }
     }

@@ -101,8 +101,12 @@ pub enum Elementwise {
     Sqrt,
     Rsqrt,
     Relu,
-    /// LiteRT's EXP (Eigen's exp)
+    /// LiteRT's EXP (libm's expf, one value at a time)
     ExpLitert,
+    /// LiteRT's TANH (Eigen's fast rational)
+    TanhLitert,
+    /// LiteRT's LOGISTIC (Eigen's functor: packets from the tensor's start, a scalar tail)
+    LogisticLitert,
     /// onnxruntime's Erf (MLAS's)
     ErfOrt,
     /// onnxruntime's Tanh (MLAS's)
@@ -124,6 +128,17 @@ pub struct Operand<'a> {
     pub strides: [usize; 4],
 }
 
+/// The order a reduction adds in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReduceOrder {
+    /// LiteRT's optimized reduce kernels (kernels/reduce.rs)
+    Litert,
+    /// onnxruntime over the last axis alone: Eigen's packets per row
+    EigenRows,
+    /// onnxruntime otherwise: one value at a time in index order
+    InOrder,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Reduce {
     Sum,
@@ -135,17 +150,19 @@ pub enum Reduce {
 
 pub enum Step<'a> {
     Embed { out: usize, rows: Rows, word: Lookup<'a>, terms: Vec<Term<'a>> },
-    /// `x_rows`: the rows of x to quantise (all its readers' rows), `rows`: the rows to compute.
-    Linear { x: usize, out: usize, x_rows: Rows, rows: Rows, linear: Linear<'a> },
+    /// `x_rows`: the rows of x to quantise (all its readers' rows), `rows`: the rows to compute,
+    /// `tensor_rows`: the input tensor's rows (Eigen picks a float product's order by them).
+    Linear { x: usize, out: usize, x_rows: Rows, rows: Rows, tensor_rows: usize, linear: Linear<'a> },
     LayerNorm { x: usize, out: usize, normalised: Option<usize>, rows: Rows, params: LayerNormParams<'a> },
     Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams },
     /// x has `row` values per token row (0: `len` values, no token rows).
     Gelu { x: usize, out: usize, rows: Rows, row: usize, len: usize, kind: Gelu },
     /// `shape`: the output's, four axes; `token_axis`: its token axis (4 when it has none).
     Elementwise { op: Elementwise, a: Operand<'a>, b: Option<Operand<'a>>, out: usize, rows: Rows, shape: [usize; 4], token_axis: usize },
-    /// Over the axes flagged in `axes` of x (shape `shape`); `eigen_rows`: LiteRT's packet order
-    /// for a reduction over the last axis alone.
-    Reduce { op: Reduce, x: Operand<'a>, out: usize, rows: Rows, shape: [usize; 4], axes: [bool; 4], eigen_rows: bool, token_axis: usize },
+    /// Over the axes flagged in `axes` of x (shape `shape`), adding in `order`.
+    Reduce { op: Reduce, x: Operand<'a>, out: usize, rows: Rows, shape: [usize; 4], axes: [bool; 4], order: ReduceOrder, token_axis: usize },
+    /// LiteRT's L2_NORMALIZATION over runs of `width` values; x has `cols` values per row.
+    L2Normalize { x: usize, out: usize, rows: Rows, cols: usize, width: usize },
     /// (start, step, count) per axis of x's `shape`.
     Slice { x: Operand<'a>, out: usize, shape: [usize; 4], ranges: [(usize, usize, usize); 4] },
 }

@@ -1,6 +1,10 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
+//!   litert-fn tanh|logistic START COUNT STEP
+//!                                     LiteRT's TANH and LOGISTIC on the same patterns (the logistic
+//!                                     in tensors of 1 to 67 values, some passed as a prefix, so
+//!                                     packets, lone packet values and the scalar tail all run)
 //!   ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
@@ -8,12 +12,19 @@
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
-//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear, onnxruntime's
+//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear (every Eigen
+//!                                     product and GEBP block, live rows of longer tensors, depth
+//!                                     blocks), onnxruntime's
 //!                                     u8 x s8 dot (saturating and exact) and its SGEMM and M = 1
 //!                                     products (relaxed_madd tiles against the exact scalar
 //!                                     emulation) on random data
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
-//!                                     (LiteRT's: gelu exp erfc eigen-sum quant-sym quant-asym;
+//!                                     (LiteRT's: gelu exp erfc tanh logistic logistic-tail exp-op
+//!                                     eigen-sum quant-sym quant-asym, logistic-rows with each row a
+//!                                     tensor, l2-norm over each row, linear-f32 ROWS TENSOR_ROWS
+//!                                     OUTS BIAS whose stdin is one row: x[ROWS][cols], w[OUTS][cols],
+//!                                     bias[OUTS], and reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3
+//!                                     AXES, stdin the tensor, AXES a 4-bit mask, axis 0 highest;
 //!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-exp-scalef
 //!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
 //!                                     kernels') ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
@@ -38,13 +49,17 @@ use std::io::{Read, Write};
 use std::process::exit;
 
 use kernels::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
-use kernels::eigen::{eigen_sum, eigen_sum_scalar};
+use kernels::eigen::{eigen_sum_from, eigen_sum_from_scalar};
 use kernels::gemm::{gemm, gemm_scalar, Int8Weights};
-use kernels::linear_f32::{linear_f32, linear_f32_scalar, FloatWeights};
+use kernels::activation::{logistic_in_place, logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar,
+                          tanh_in_place, tanh_in_place_scalar, tanh_scalar};
+use kernels::libm::expf;
+use kernels::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
 use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
 use kernels::ort_float;
 use kernels::ort_quant::{self, TensorQuantized};
 use kernels::quantize::*;
+use kernels::reduce::{l2_normalization, reduce_litert};
 use model::GEMM_DEPTHS;
 
 const MAX_REPORTED: usize = 5;
@@ -90,6 +105,33 @@ fn check_gelu(start: u64, count: u64, step: u64) -> ! {
     let mut tally = Tally::new("gelu");
     compare_in_place(&mut tally, "gelu", patterns(start, count, step), gelu_in_place, gelu_in_place_scalar);
     tally.finish()
+}
+
+fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
+    let mut tally = Tally::new("litert-fn");
+    match name {
+        "tanh" => compare_in_place(&mut tally, name, patterns(start, count, step), tanh_in_place, tanh_in_place_scalar),
+        "logistic" => compare_in_place(&mut tally, name, patterns(start, count, step),
+                                       |v| in_tensors(v, logistic_in_place), |v| in_tensors(v, logistic_in_place_scalar)),
+        _ => usage(),
+    }
+    tally.finish()
+}
+
+/// Splits values into consecutive tensors of 1 to 67 values; f gets each one's values, given
+/// either as the whole tensor or as the prefix of one that is longer by 1 to 4 values.
+fn in_tensors(values: &mut [f32], f: impl Fn(&mut [f32], usize)) {
+    const LENGTHS: [usize; 9] = [1, 2, 3, 4, 5, 7, 8, 13, 67];
+    const BEYOND: [usize; 5] = [0, 0, 1, 3, 4];
+    let mut rest = values;
+    let mut t = 0;
+    while !rest.is_empty() {
+        let n = LENGTHS[t % LENGTHS.len()].min(rest.len());
+        let (tensor, tail) = rest.split_at_mut(n);
+        f(tensor, n + BEYOND[t % BEYOND.len()]);
+        rest = tail;
+        t += 1;
+    }
 }
 
 fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
@@ -254,17 +296,11 @@ fn check_kernels(seed: u64) -> ! {
         gemm_scalar(&a, &scales, rows, false, &weights, &mut y2);
         tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("gemm {rows}x{k}x{outs}"));
 
-        let x: Vec<f32> = (0..rows * k).map(|_| rng.unit()).collect();
-        let wf: Vec<f32> = (0..outs * k).map(|_| rng.unit()).collect();
-        let fw = FloatWeights { w: &wf, bias: Some(&bias), outs, k };
-        let mut xt = vec![0.0; rows * k];
-        linear_f32(&x, rows, &fw, &mut y1, &mut xt);
-        linear_f32_scalar(&x, rows, &fw, &mut y2);
-        tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("linear_f32 {rows}x{k}x{outs}"));
+        check_float_linear(&mut tally, &mut rng, t);
 
-        let n = 1 + rng.below(600) as usize;
+        let (n, head) = (1 + rng.below(600) as usize, rng.below(4) as usize);
         let v: Vec<f32> = (0..n).map(|_| rng.unit() * 100.0).collect();
-        tally.record(same_f32(eigen_sum(&v), eigen_sum_scalar(&v)), || format!("eigen_sum n={n}"));
+        tally.record(same_f32(eigen_sum_from(&v, head), eigen_sum_from_scalar(&v, head)), || format!("eigen_sum n={n} head={head}"));
 
         // uint8 activations against int8 weights; large weights make int16 pair sums saturate.
         let (rows, k, outs) = (1 + rng.below(13) as usize, depth(t, &mut rng, 100), 1 + rng.below(11) as usize);
@@ -289,13 +325,16 @@ fn check_kernels(seed: u64) -> ! {
         let keys = 1 + rng.below(40) as usize;
         let rows = 1 + rng.below(keys as u64) as usize;
         let hidden = heads * head_dim;
+        // a replacing mask's value close to the scores, so that replacing and adding differ
+        let mask_replaces = trial % 4 == 2;
         let p = AttentionParams {
             heads,
             head_dim,
             scale: 1.0 / (head_dim as f32).sqrt(),
             scale_on_query: trial % 2 == 1,
             softmax_beta: 1.0,
-            mask_value: -3.402_823_5e38,
+            mask_value: if mask_replaces { -1.5 } else { -3.402_823_5e38 },
+            mask_replaces,
             masked: true,
             key_scale: 1.0,
             onnxruntime: None,
@@ -311,6 +350,27 @@ fn check_kernels(seed: u64) -> ! {
         tally.record(c1.iter().zip(&c2).all(|(x, y)| same_f32(*x, *y)), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
     }
     tally.finish()
+}
+
+/// The float Linear on a random shape: a tensor of 1 to 70 rows (a one-row tensor, a single
+/// output and the tiny coefficient-based products included) with its first 1 to all of them
+/// live, 1 to 40 outputs (every GEBP block), k up to 200 and, one trial in five, past Eigen's
+/// first depth block (700 to 1600); values of scales far apart, so that orders differ.
+fn check_float_linear(tally: &mut Tally, rng: &mut Rng, trial: usize) {
+    let tensor_rows = [1, 1 + rng.below(3) as usize, 1 + rng.below(70) as usize][rng.below(3) as usize];
+    let rows = 1 + rng.below(tensor_rows as u64) as usize;
+    let outs = if rng.below(4) == 0 { 1 } else { 1 + rng.below(40) as usize };
+    let k = if trial % 5 == 4 { 700 + rng.below(900) as usize } else { 1 + rng.below(200) as usize };
+    let value = |rng: &mut Rng| rng.unit() * [1e-3, 1.0, 300.0][rng.below(3) as usize];
+    let x: Vec<f32> = (0..rows * k).map(|_| value(rng)).collect();
+    let w: Vec<f32> = (0..outs * k).map(|_| value(rng)).collect();
+    let bias: Vec<f32> = (0..outs).map(|_| value(rng)).collect();
+    let fw = FloatWeights { w: &w, bias: (rng.below(2) == 0).then_some(&bias[..]), outs, k };
+    let (mut simd, mut scalar, mut xt) = (vec![0.0; rows * outs], vec![0.0; rows * outs], vec![0.0; rows * k]);
+    linear_f32_rows(&x, rows, tensor_rows, &fw, &mut simd, &mut xt);
+    linear_f32_rows_scalar(&x, rows, tensor_rows, &fw, &mut scalar);
+    let bad = simd.iter().zip(&scalar).filter(|(a, b)| !same_f32(**a, **b)).count();
+    tally.record(bad == 0, || format!("linear_f32 rows {rows} of {tensor_rows}, k {k}, outs {outs}: {bad} outputs differ"));
 }
 
 /// onnxruntime's products as the crates run them (relaxed_madd tiles, where the engine fuses
@@ -342,13 +402,38 @@ fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
 }
 
 /// Scalar references for porter's tests: stdin u32 rows, u32 cols, f32 data[rows * cols].
-fn reference(op: &str) -> ! {
+fn reference(op: &str, args: &[String]) -> ! {
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).expect("read stdin");
     let word = |i: usize| u32::from_le_bytes(input[4 * i..4 * i + 4].try_into().unwrap());
     let (rows, cols) = (word(0) as usize, word(1) as usize);
     let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
     let mut out = Vec::new();
+    if op == "linear-f32" {
+        let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
+        let (live, tensor_rows, outs, bias) = (arg(0), arg(1), arg(2), arg(3) == 1);
+        let k = (cols - if bias { outs } else { 0 }) / (live + outs);
+        let (x, rest) = data.split_at(live * k);
+        let (w, b) = rest.split_at(outs * k);
+        let fw = FloatWeights { w, bias: bias.then_some(b), outs, k };
+        let mut y = vec![0.0f32; live * outs];
+        linear_f32_rows_scalar(x, live, tensor_rows, &fw, &mut y);
+        y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
+    if let Some(kind) = op.strip_prefix("reduce-") {
+        let op = match kind { "sum" => program::Reduce::Sum, "mean" => program::Reduce::Mean, "max" => program::Reduce::Max, _ => usage() };
+        let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
+        let shape = [arg(0), arg(1), arg(2), arg(3)];
+        let axes: [bool; 4] = std::array::from_fn(|a| arg(4) >> (3 - a) & 1 == 1);
+        let out_shape: [usize; 4] = std::array::from_fn(|a| if axes[a] { 1 } else { shape[a] });
+        let mut y = vec![0.0f32; out_shape.iter().product()];
+        reduce_litert(op, &data, shape, axes, out_shape, &mut y);
+        y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
     if op == "ort-layer-norm" || op == "ort-skip-layer-norm" {
         let kernel = if op == "ort-layer-norm" { ort_float::layer_norm_row } else { ort_float::skip_layer_norm_row };
         let (gamma, rest) = data.split_at(cols);
@@ -363,11 +448,29 @@ fn reference(op: &str) -> ! {
     }
     for row in data.chunks(cols.max(1)).take(rows) {
         match op {
-            "gelu" | "exp" | "erfc" => {
-                let f = match op { "gelu" => gelu_scalar, "exp" => exp_scalar, _ => erfc_scalar };
+            "gelu" | "exp" | "erfc" | "tanh" | "logistic" | "logistic-tail" | "exp-op" => {
+                let f = match op {
+                    "gelu" => gelu_scalar,
+                    "exp" => exp_scalar,
+                    "erfc" => erfc_scalar,
+                    "tanh" => tanh_scalar,
+                    "logistic" => logistic_scalar,
+                    "logistic-tail" => logistic_tail_scalar,
+                    _ => expf,
+                };
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
             }
-            "eigen-sum" => out.extend_from_slice(&eigen_sum_scalar(row).to_le_bytes()),
+            "logistic-rows" => {
+                let mut r = row.to_vec();
+                logistic_in_place_scalar(&mut r, cols);
+                r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
+            "eigen-sum" => out.extend_from_slice(&eigen_sum_from_scalar(row, 0).to_le_bytes()),
+            "l2-norm" => {
+                let mut y = vec![0.0f32; cols];
+                l2_normalization(row, cols, &mut y);
+                y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
             "ort-erf" | "ort-gelu" | "ort-exp" | "ort-exp-scalef" => {
                 let f = match op {
                     "ort-erf" => ort_float::erf,
@@ -406,7 +509,7 @@ fn reference(op: &str) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 
@@ -420,11 +523,12 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some("gelu") => check_gelu(number(1), number(2), number(3)),
+        Some("litert-fn") => check_litert_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("ort-fn") => check_ort_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
         Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
         Some("kernels") => check_kernels(number(1)),
-        Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage())),
+        Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }
 }

@@ -21,8 +21,10 @@ pub struct AttentionParams {
     /// The graph scales Q before Q.K^T instead of the scores after it.
     pub scale_on_query: bool,
     pub softmax_beta: f32,
-    /// Added to the score of every key whose mask is 0 (when `masked`).
+    /// Added to the score of every key whose mask is 0 (when `masked`), or its score when
+    /// `mask_replaces` (the graph selects it instead of the score: Keras' masked softmax).
     pub mask_value: f32,
+    pub mask_replaces: bool,
     /// The graph drops the mask input's padded keys (else every key is attended).
     pub masked: bool,
     /// Multiplies K before Q.K^T (torch's sdpa scales Q and K by sqrt(scale) each); 1 is exact.
@@ -109,7 +111,7 @@ fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, s: &mut [f32
     if let Some(keep) = keep {
         for (v, &kept) in s.iter_mut().zip(keep) {
             if !kept {
-                *v += p.mask_value;
+                *v = if p.mask_replaces { p.mask_value } else { *v + p.mask_value };
             }
         }
     }
@@ -305,6 +307,7 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32])
     let ptr = s.as_mut_ptr();
     let scale = f32x4_splat(p.scale);
     let mask_value = f32x4_splat(p.mask_value);
+    let dropped = |x: v128| if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) };
     let mut max_x4 = f32x4_splat(f32::NEG_INFINITY);
     // SAFETY: all accesses below `full` <= n; keep_lanes has n entries.
     unsafe {
@@ -316,7 +319,7 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32])
             }
             if let Some(keep) = keep_lanes {
                 let kept = v128_load(keep.as_ptr().add(j) as *const v128);
-                x = v128_bitselect(x, f32x4_add(x, mask_value), kept);
+                x = v128_bitselect(x, dropped(x), kept);
             }
             v128_store(ptr.add(j) as *mut v128, x);
             max_x4 = f32x4_pmax(max_x4, x);
@@ -335,7 +338,7 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32])
             x *= p.scale;
         }
         if keep_lanes.is_some_and(|keep| keep[j] == 0) {
-            x += p.mask_value;
+            x = if p.mask_replaces { p.mask_value } else { x + p.mask_value };
         }
         s[j] = x;
         if x > max {

@@ -4,16 +4,30 @@
 //! Shapes have four axes (leading ones padded with 1); an operand is read through per-axis
 //! strides, 0 where it is broadcast. Only the first `rows` positions of the token axis are
 //! computed. These run rarely and on small tensors (a head's pooling, an op an exporter added),
-//! so they are plain loops: each value is one IEEE operation, exactly the reference's.
+//! so they are plain loops: each value is one IEEE operation, exactly the reference's; LiteRT's
+//! TANH and LOGISTIC run their kernels (activation.rs) over the values in tensor order, since
+//! the logistic's formula depends on where a value lies in its tensor.
 
+use super::activation::{logistic_in_place, tanh_in_place};
 use super::eigen::eigen_sum;
-use super::mathfn::exp_scalar;
+use super::libm::expf;
 use super::ort_float;
 use crate::program::{Elementwise, Reduce};
 
+/// A one-input op over `values`, the first values of a tensor of `tensor_len` in its row-major
+/// order (all of it, or its live rows).
+fn unary_in_place(op: Elementwise, values: &mut [f32], tensor_len: usize) {
+    match op {
+        Elementwise::TanhLitert => tanh_in_place(values),
+        Elementwise::LogisticLitert => logistic_in_place(values, tensor_len),
+        _ => values.iter_mut().for_each(|v| *v = unary(op, *v)),
+    }
+}
+
 /// out[i] = op(out[i], b[i]) where the first operand is laid out like the output (its slot is
-/// the output's).
-pub fn elementwise_in_place(op: Elementwise, out: &mut [f32], b: Option<(&[f32], [usize; 4])>, shape: [usize; 4]) {
+/// the output's); `tensor_len`: the whole output's size (shape may be its live rows).
+pub fn elementwise_in_place(op: Elementwise, out: &mut [f32], b: Option<(&[f32], [usize; 4])>, shape: [usize; 4],
+                            tensor_len: usize) {
     let n = shape.iter().product::<usize>();
     let dense = natural(shape);
     match b {
@@ -35,11 +49,7 @@ pub fn elementwise_in_place(op: Elementwise, out: &mut [f32], b: Option<(&[f32],
                 }
             }
         }
-        None => {
-            for o in out[..n].iter_mut() {
-                *o = unary(op, *o);
-            }
-        }
+        None => unary_in_place(op, &mut out[..n], tensor_len),
     }
 }
 
@@ -59,10 +69,10 @@ fn unary(op: Elementwise, x: f32) -> f32 {
         Elementwise::Sqrt => x.sqrt(),
         Elementwise::Rsqrt => 1.0 / x.sqrt(),
         Elementwise::Relu => if x > 0.0 { x } else { 0.0 },
-        Elementwise::ExpLitert => exp_scalar(x),
+        Elementwise::ExpLitert => expf(x),
         Elementwise::ErfOrt => ort_float::erf(x),
         Elementwise::TanhOrt => tanh_ort(x),
-        _ => unreachable!("{op:?} takes two operands"),
+        _ => unreachable!("{op:?} takes two operands, or runs over its tensor"),
     }
 }
 
@@ -109,24 +119,20 @@ fn natural(shape: [usize; 4]) -> [usize; 4] {
     [shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1]
 }
 
-/// out[i] = op(a[i], b[i]) over `shape` (row-major), operands read through their strides.
+/// out[i] = op(a[i], b[i]) over `shape` (row-major), operands read through their strides;
+/// `tensor_len`: the whole output's size (shape may be its live rows).
 pub fn elementwise(op: Elementwise, a: &[f32], a_strides: [usize; 4], b: Option<(&[f32], [usize; 4])>,
-                   shape: [usize; 4], out: &mut [f32]) {
+                   shape: [usize; 4], tensor_len: usize, out: &mut [f32]) {
     let n = shape.iter().product::<usize>();
     let dense = natural(shape);
+    let Some((b, b_strides)) = b else {
+        gather(a, a_strides, shape, &mut out[..n]);
+        return unary_in_place(op, &mut out[..n], tensor_len);
+    };
     // Operands laid out like the output (a residual add): one flat pass.
-    if a_strides == dense && b.is_none_or(|(_, s)| s == dense) {
-        match b {
-            Some((b, _)) => {
-                for ((o, &x), &y) in out[..n].iter_mut().zip(&a[..n]).zip(&b[..n]) {
-                    *o = binary(op, x, y);
-                }
-            }
-            None => {
-                for (o, &x) in out[..n].iter_mut().zip(&a[..n]) {
-                    *o = unary(op, x);
-                }
-            }
+    if a_strides == dense && b_strides == dense {
+        for ((o, &x), &y) in out[..n].iter_mut().zip(&a[..n]).zip(&b[..n]) {
+            *o = binary(op, x, y);
         }
         return;
     }
@@ -136,11 +142,7 @@ pub fn elementwise(op: Elementwise, a: &[f32], a_strides: [usize; 4], b: Option<
             for i2 in 0..shape[2] {
                 for i3 in 0..shape[3] {
                     let at = |s: [usize; 4]| i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3];
-                    let x = a[at(a_strides)];
-                    out[o] = match b {
-                        Some((b, strides)) => binary(op, x, b[at(strides)]),
-                        None => unary(op, x),
-                    };
+                    out[o] = binary(op, a[at(a_strides)], b[at(b_strides)]);
                     o += 1;
                 }
             }
@@ -148,9 +150,27 @@ pub fn elementwise(op: Elementwise, a: &[f32], a_strides: [usize; 4], b: Option<
     }
 }
 
-/// A reduction over the flagged axes of x ([4] shape, row-major), keeping them as size one.
-/// `eigen_rows`: a sum over the last axis alone in LiteRT's order (Eigen's packets); any other
-/// sum adds the values one by one in index order.
+/// out = a over `shape` in row-major order, read through a's strides.
+fn gather(a: &[f32], strides: [usize; 4], shape: [usize; 4], out: &mut [f32]) {
+    if strides == natural(shape) {
+        return out.copy_from_slice(&a[..out.len()]);
+    }
+    let mut o = 0;
+    for i0 in 0..shape[0] {
+        for i1 in 0..shape[1] {
+            for i2 in 0..shape[2] {
+                for i3 in 0..shape[3] {
+                    out[o] = a[i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3]];
+                    o += 1;
+                }
+            }
+        }
+    }
+}
+
+/// onnxruntime's reduction over the flagged axes of x ([4] shape, row-major), keeping them as
+/// size one. `eigen_rows`: a sum over the last axis alone in Eigen's packet order; any other sum
+/// adds the values one by one in index order. (LiteRT's: reduce.rs.)
 pub fn reduce(op: Reduce, x: &[f32], shape: [usize; 4], axes: [bool; 4], eigen_rows: bool, out_shape: [usize; 4],
               out: &mut [f32]) {
     let strides = natural(shape);

@@ -1,5 +1,6 @@
 //! exp, erfc and the exact GELU as LiteRT's builtin kernels compute them (Eigen's pexp_float
-//! and generic_fast_erfc, compiled without FMA), after porter/litert_float.py.
+//! and generic_fast_erfc, compiled without FMA), after porter/reference/litert.py. SOFTMAX's exp
+//! is this one; the EXP op is libm's expf (libm.rs).
 //!
 //! Both functions are branch-free in Eigen: every lane computes every path and a comparison
 //! selects. So the f32x4 versions are the scalar ones lane for lane and need no per-lane
@@ -9,9 +10,9 @@ use core::arch::wasm32::*;
 
 const EXP_HI: f32 = f32::from_bits(0x42b1722d); // 88.723
 const EXP_LO: f32 = f32::from_bits(0xc2d00000); // -104: exp is 0 below
-const LOG2E: f32 = f32::from_bits(0x3fb8aa3b);
-const LN2_HI: f32 = f32::from_bits(0xbf318000); // -0.693359375
-const LN2_LO: f32 = f32::from_bits(0x395e8083); // 2.12194440e-4
+pub(super) const LOG2E: f32 = f32::from_bits(0x3fb8aa3b);
+pub(super) const LN2_HI: f32 = f32::from_bits(0xbf318000); // -0.693359375
+pub(super) const LN2_LO: f32 = f32::from_bits(0x395e8083); // 2.12194440e-4
 const EXP_P2: f32 = f32::from_bits(0x3efffffc);
 const EXP_P3: f32 = f32::from_bits(0x3e2aaa47);
 const EXP_P4: f32 = f32::from_bits(0x3d2aadcc);
