@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use crate::api::{ApiError, RedactRequest};
 use crate::bioes::{self, TokenSpan};
+use crate::checks::{self, Verdict};
 use crate::config::{self, CATEGORIES, MAX_WINDOWS, PAD_ID, PREFIX_IDS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
 use crate::json;
 use crate::recognise;
@@ -49,10 +50,18 @@ pub struct Token {
     pub score: f32,
 }
 
+/// A model span the checks refused (checks.rs): it is not among the items.
+pub struct Vetoed {
+    pub label: &'static str,
+    pub start: usize,
+    pub end: usize,
+}
+
 pub struct Outcome {
     pub redacted_text: String,
     pub items: Vec<Item>,
     pub tokens: Vec<Token>,
+    pub vetoed: Vec<Vetoed>,
 }
 
 impl Outcome {
@@ -78,7 +87,10 @@ impl Outcome {
                     .raw("score", &json::score(t.score))
                     .finish()
             }));
-            object = object.raw("tokens", &tokens);
+            let vetoed = json::array(self.vetoed.iter().map(|v| {
+                json::Object::new().string("label", v.label).number("start", v.start).number("end", v.end).finish()
+            }));
+            object = object.raw("tokens", &tokens).raw("vetoed", &vetoed);
         }
         object.finish()
     }
@@ -97,7 +109,8 @@ pub fn redact(request: &RedactRequest, timing: &mut ServerTiming) -> Result<Outc
     let started = Instant::now();
     let chars: Vec<char> = request.text.chars().collect();
     let model_spans = bioes::decode(&tokens.iter().map(|t| (t.label, t.score)).collect::<Vec<_>>());
-    let spans = merge(&chars, model_spans.iter().map(|s| to_chars(s, &tokens)).collect());
+    let (checked, vetoed) = apply_checks(&chars, model_spans.iter().map(|s| to_chars(s, &tokens, &chars)).collect());
+    let spans = merge(&chars, checked);
     let kept: Vec<Span> = spans
         .into_iter()
         .filter(|s| s.score >= request.min_score)
@@ -105,7 +118,7 @@ pub fn redact(request: &RedactRequest, timing: &mut ServerTiming) -> Result<Outc
         .collect();
     let (redacted_text, items) = substitute(&chars, kept);
     timing.record("decode", started, None);
-    Ok(Outcome { redacted_text, items, tokens })
+    Ok(Outcome { redacted_text, items, tokens, vetoed })
 }
 
 /// Tokenizes the text, runs every window through the model and returns one labelled token per
@@ -195,13 +208,32 @@ fn best_label(logits: &[f32]) -> (usize, f32) {
     (best, 1.0 / sum)
 }
 
-fn to_chars(span: &TokenSpan, tokens: &[Token]) -> Span {
-    Span {
-        label: CATEGORIES[span.category],
-        start: tokens[span.first].start,
-        end: tokens[span.last].end,
-        score: span.score,
+/// A token span as code points, without whitespace at either end: a SentencePiece token's range
+/// includes the space its metaspace stands for.
+fn to_chars(span: &TokenSpan, tokens: &[Token], chars: &[char]) -> Span {
+    let (mut start, mut end) = (tokens[span.first].start, tokens[span.last].end);
+    while start < end && chars[start].is_whitespace() {
+        start += 1;
     }
+    while end > start && chars[end - 1].is_whitespace() {
+        end -= 1;
+    }
+    Span { label: CATEGORIES[span.category], start, end, score: span.score }
+}
+
+/// Model spans after the checks of checks.rs: those that pass (trimmed of the punctuation around
+/// them) or are not checked, and those that were vetoed.
+fn apply_checks(chars: &[char], spans: Vec<Span>) -> (Vec<Span>, Vec<Vetoed>) {
+    let mut kept = Vec::with_capacity(spans.len());
+    let mut vetoed = Vec::new();
+    for span in spans {
+        match checks::check(span.label, chars, span.start, span.end) {
+            Verdict::Unchecked => kept.push(span),
+            Verdict::Valid { start, end } => kept.push(Span { start, end, ..span }),
+            Verdict::Vetoed => vetoed.push(Vetoed { label: span.label, start: span.start, end: span.end }),
+        }
+    }
+    (kept, vetoed)
 }
 
 /// The model's spans, except where a recogniser proved a span: that one replaces every model
