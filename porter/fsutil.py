@@ -56,8 +56,13 @@ def replace_dir(new: Path, destination: Path) -> None:
     if destination.exists():
         retired = Path(tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent))
         os.replace(destination, retired / destination.name)
-        os.replace(new, destination)
-        shutil.rmtree(retired, ignore_errors=True)
+        try:
+            os.replace(new, destination)
+        except BaseException:
+            os.replace(retired / destination.name, destination)  # the old tree, not nothing
+            raise
+        finally:
+            shutil.rmtree(retired, ignore_errors=True)
     else:
         os.replace(new, destination)
 

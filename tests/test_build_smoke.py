@@ -96,6 +96,7 @@ def test_render_replaces_the_crate_whole(tmp_path, toolchain):
     template = tmp_path / "template"
     (template / "src").mkdir(parents=True)
     (template / "src/lib.rs.j2").write_text("pub const N: usize = {{ n }};\n")
+    (template / "Cargo.toml").write_text('[package]\nname = "porter-render-test"\n')  # a crate is whole
     (template / "README").write_text("copied as is {{ n }}\n")
     crate = tmp_path / "out/crate"
 

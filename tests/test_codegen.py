@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fixtures import (MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX, MINILM_TF_DQ8, REPO,
-                      executor_is_sampled, fixture_id, require, run_porter, spec)
+                      executor_is_sampled, executor_windows, fixture_id, ort_golden, require, run_porter, spec)
 from porter.runtime import evalproto
 from porter.reference import execute
 from porter.codegen.encoder import build_forward_crate, render_forward_crate
@@ -32,15 +32,17 @@ GOLDEN_TOLERANCE = {spec.TINY.path("tf-dq8.tflite").name: 1e-5,
 
 @pytest.fixture(scope="session")
 def crates(toolchain, tmp_path_factory):
-    """path -> (ir, wasm), compiled and built on first use."""
+    """(path, onnxruntime CPU target) -> (ir, wasm), compiled and built on first use; ONNX
+    graphs take the AVX2 target unless told otherwise, TFLite graphs none."""
     built = {}
 
-    def get(path):
-        if path not in built:
-            crate = tmp_path_factory.mktemp("forward") / path.name.replace(".", "-")
-            ir = compile_model(require(path), crate)
-            built[path] = ir, build_forward_crate(crate, toolchain)
-        return built[path]
+    def get(path, target=None):
+        target = target or ("avx2" if path.suffix == ".onnx" else "auto")
+        if (path, target) not in built:
+            crate = tmp_path_factory.mktemp("forward") / f"{path.name.replace('.', '-')}-{target}"
+            ir = compile_model(require(path), crate, ort_cpu=target)
+            built[path, target] = ir, build_forward_crate(crate, toolchain)
+        return built[path, target]
 
     return get
 
@@ -56,12 +58,10 @@ def run_golden_windows(wasm_runtime, wasm, golden, extent=evalproto.LIVE_ROWS):
 
 def live_rows_computed(ir, live: int, mask: np.ndarray) -> int:
     """Rows the live run computes: up to the last kept token where padding is inert (attention
-    runs over that rounded up to 8 keys), and all of them where a Linear quantises the whole
-    tensor (then the rounded-up rows are computed too)."""
-    if not ir.padding_is_inert():
+    reads that many keys, rounded up to its key block), the whole window otherwise."""
+    if not ir.padding_is_inert:
         return ir.seq
-    used = max(live, int(np.flatnonzero(mask).max(initial=-1)) + 1, 1)
-    return used if ir.rows_independent() else -(-used // 8) * 8
+    return max(live, int(np.flatnonzero(mask).max(initial=-1)) + 1, 1)
 
 
 @pytest.mark.parametrize("path", BUILT, ids=fixture_id)
@@ -76,7 +76,7 @@ def test_eval_module_is_bit_identical_to_executor_and_litert(path, crates, wasm_
     for w, (ours, ours_whole) in enumerate(zip(windows, whole)):
         live = int(golden.live[w])
         reference = execute.run(ir, golden.ids[w], golden.attention_mask[w])[:live]
-        assert ours.logits.shape == (live, ir.labels)
+        assert ours.logits.shape == (live, ir.width)
         assert ours_whole.rows == ir.seq
         assert ours.rows == live_rows_computed(ir, live, golden.attention_mask[w]), f"window {w}"
         assert np.array_equal(ours.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"
@@ -102,7 +102,7 @@ def test_padding_rows_are_not_computed(crates, wasm_runtime):
     mask = np.tile((np.arange(ir.seq) < live).astype(np.int32), (2, 1))
     request = evalproto.encode_request(ids, mask, np.array([live, live]))
     windows, _ = evalproto.decode_reply(wasm_runtime.run_command(wasm, [], request).stdout)
-    assert windows[0].logits.shape == (live, ir.labels) and windows[0].rows == live
+    assert windows[0].logits.shape == (live, ir.width) and windows[0].rows == live
     assert np.array_equal(windows[0].logits, windows[1].logits)
     assert np.array_equal(windows[0].logits, execute.run(ir, ids[0], mask[0])[:live])
 
@@ -122,7 +122,9 @@ def test_eval_module_refuses_bad_requests(crates, wasm_runtime):
 
 def shape_numbers(ir) -> set[int]:
     """The sizes of a model that must only ever appear in the generated model.rs."""
-    numbers = {ir.seq, ir.hidden, ir.ffn, ir.vocab, ir.hidden // ir.heads, 3 * ir.hidden}
+    widths = {n for lin in ir.linears() for n in (lin.in_features, lin.out_features)}
+    head_dims = {a.head_dim for a in ir.attentions()}
+    numbers = {ir.seq, ir.vocab} | widths | head_dims | {3 * w for w in widths}
     # 127/128/255 are int8 quantisation constants, not sizes.
     return {n for n in numbers if n >= 16} - {127, 128, 255}
 
@@ -133,7 +135,7 @@ def test_rendered_crate_writes_shapes_only_in_model_rs(path, tmp_path):
     crate = render_forward_crate(ir, tmp_path / "crate")
     numbers = shape_numbers(ir)
     model_rs = (crate / "src" / "model.rs").read_text()
-    assert f"pub const HIDDEN: usize = {ir.hidden};" in model_rs
+    assert f"pub const SEQ: usize = {ir.seq};" in model_rs and f"pub const VOCAB: usize = {ir.vocab};" in model_rs
     offenders = []
     for source in sorted(crate.rglob("*.rs")):
         if source.name == "model.rs":
@@ -203,27 +205,36 @@ def test_whole_window_module_attends_over_the_padding(crates, wasm_runtime):
         assert np.array_equal(ours.logits.view(np.uint32), litert.view(np.uint32)), f"window {w}"
 
 
-# ONNX graphs: the crate runs onnxruntime's arithmetic (kernels/ort_float.rs, ort_quant.rs), the
-# same bits as onnxruntime's goldens (ORT_ENABLE_ALL) on every window, and as the numpy executor
-# (which the MiniLMs' 256-token windows make too slow to run here: see fixtures.executor_windows).
-ONNX_BUILT = [spec.TINY.path("f32.onnx"), spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pc.onnx"),
-              spec.TINY.path("dq8pt.onnx"), spec.SMALL.path("dq8pc.onnx"), MINILM_SMALL_F32_ONNX,
-              MINILM_DQ8PC_ONNX]
+# ONNX graphs: the crate runs onnxruntime's arithmetic (kernels/ort_float.rs, ort_quant.rs) as
+# on the CPU it was compiled for, the same bits as onnxruntime's goldens from such a CPU
+# (ORT_ENABLE_ALL) on every window, and as the numpy executor (which the MiniLMs' 256-token
+# windows make too slow to run here: see fixtures.executor_windows). Both targets' modules run
+# every small fixture; the MiniLMs' AVX-512 VNNI modules (their executor windows are checked by
+# default in test_onnx_recover) add two crate builds, and run with -m slow.
+SMALL_ONNX = [spec.TINY.path("f32.onnx"), spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pc.onnx"),
+              spec.TINY.path("dq8pt.onnx"), spec.SMALL.path("dq8pc.onnx")]
+MINILM_ONNX = [MINILM_SMALL_F32_ONNX, MINILM_DQ8PC_ONNX]
+ONNX_MODULES = ([pytest.param(p, "avx2", id=f"{p.name}-avx2") for p in SMALL_ONNX + MINILM_ONNX]
+                + [pytest.param(p, "avx512vnni", id=f"{p.name}-avx512vnni") for p in SMALL_ONNX]
+                + [pytest.param(p, "avx512vnni", id=f"{p.name}-avx512vnni", marks=pytest.mark.slow)
+                   for p in MINILM_ONNX])
 
 
-@pytest.mark.parametrize("path", ONNX_BUILT, ids=fixture_id)
-def test_onnx_module_is_bit_identical_to_the_executor_and_onnxruntime(path, crates, wasm_runtime):
-    ir, wasm = crates(path)
-    assert not ir.padding_is_inert()  # MLAS's exp never returns 0: every window runs whole
-    golden = load_golden(GOLDEN / f"{path.name}.ort.npz")
+@pytest.mark.parametrize("path, target", ONNX_MODULES)
+def test_onnx_module_is_bit_identical_to_the_executor_and_onnxruntime(path, target, crates, wasm_runtime):
+    ir, wasm = crates(path, target)
+    assert ir.ort_cpu == target
+    assert not ir.padding_is_inert  # onnxruntime: every window runs whole (porter.recover.rows)
+    golden = load_golden(ort_golden(path, target))
     windows = run_golden_windows(wasm_runtime, wasm, golden)
-    # Sampled fixtures' executor windows are checked against this same golden in test_onnx_recover.
-    check_executor = not executor_is_sampled(golden)
+    # Sampled fixtures' executor windows are checked against this same golden in test_onnx_recover;
+    # a second target's executor runs there on a sample, and here on the same sample.
+    check_executor = set() if executor_is_sampled(golden) else set(executor_windows(golden, target == "avx2"))
     for w, ours in enumerate(windows):
         live = int(golden.live[w])
         assert ours.rows == ir.seq
         assert np.array_equal(ours.logits.view(np.uint32), golden.logits[w][:live].view(np.uint32)), \
             f"window {w} against onnxruntime"
-        if check_executor:
+        if w in check_executor:
             reference = execute.run(ir, golden.ids[w], golden.attention_mask[w])[:live]
             assert np.array_equal(ours.logits.view(np.uint32), reference.view(np.uint32)), f"window {w}"

@@ -3,18 +3,19 @@
 import numpy as np
 import pytest
 
-from fixtures import REPO, TFLITE_FIXTURES, fixture_id, require, run_porter, spec
+from fixtures import REPO, TFLITE_FIXTURES, executor_windows, fixture_id, recovered, require, run_porter, spec
 from porter.reference import execute
 from porter.codegen.compile import recover
 from porter.check.golden import load_golden
-from porter.ir.encoder import MASK_INPUT
+from porter.ir.encoder import MaskMode
 from porter.check.run import executor_agreement
 
 GOLDEN = REPO / "golden"
 
 
 def _golden_agreement(path, mode):
-    return executor_agreement(recover(require(path)), load_golden(GOLDEN / f"{path.name}.{mode}.npz"))
+    golden = load_golden(GOLDEN / f"{path.name}.{mode}.npz")
+    return executor_agreement(recovered(path), golden, windows=executor_windows(golden))
 
 
 @pytest.mark.parametrize("path", TFLITE_FIXTURES, ids=fixture_id)
@@ -32,13 +33,13 @@ def test_executor_matches_litert_builtin_kernels(path):
 
 
 def test_padding_is_masked_out_as_the_ir_says():
-    """The IR decides MASK_INPUT from the graph; LiteRT confirms that live rows then ignore
+    """Recovery decides from the graph that padded keys are masked out; LiteRT confirms that live rows then ignore
     what the padded positions hold, and the executor agrees bit for bit."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     path = require(spec.SMALL.path("litert-dq8.tflite"))
     ir = recover(path)
-    assert ir.mask == MASK_INPUT
+    assert ir.mask == MaskMode.ADD and ir.padding_is_inert
     live = 20
     rng = np.random.default_rng(3)
     ids = np.zeros(ir.seq, np.int32)
@@ -68,7 +69,7 @@ def test_porter_run_reports_golden_agreement():
     assert "overall vs ai-edge-litert" in result.stdout
     assert "labels 1260/1260 (100.00%)" in result.stdout or "(100.00%)" in result.stdout
     # TINY's float head is the one place LiteRT sums in another order: locate names it.
-    assert "first difference: head output" in result.stdout
+    assert "first difference: linear12 (graph ops" in result.stdout
 
 
 def test_porter_run_refuses_a_golden_of_another_model():
@@ -80,15 +81,13 @@ def test_porter_run_refuses_a_golden_of_another_model():
 
 def test_whole_window_graph_makes_padding_load_bearing():
     """A graph without a mask input (an all-ones mask traced in) attends over the whole window:
-    porter decides WHOLE_WINDOW from the graph, LiteRT confirms that live rows change with the
+    porter finds no mask in the graph, LiteRT confirms that live rows change with the
     padding, and the executor reproduces LiteRT bit for bit under both paddings."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from porter.ir.encoder import WHOLE_WINDOW
-
     path = require(spec.TINY.path("nomask.litert-dq8.tflite"))
     ir = recover(path)
-    assert ir.mask == WHOLE_WINDOW and ir.mask_input is None
+    assert ir.mask == MaskMode.NONE and ir.mask_input is None and not ir.padding_is_inert
     live = 12
     rng = np.random.default_rng(5)
     ids = np.zeros(ir.seq, np.int32)

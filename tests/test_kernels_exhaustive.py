@@ -3,12 +3,13 @@
 - SIMD against scalar: GELU and row quantisation over f32 bit patterns (a sample by default,
   all 2^32 with `-m slow`), 20,000 awkward random rows per quantisation scheme, and the other
   kernels (GEMM, attention, Eigen sums, float Linear) on random shapes.
-- onnxruntime's one-input functions (erf, its two GELU spellings, softmax's exp) four lanes at a
-  time with relaxed_madd against their scalar emulation, in a crate built as ONNX crates are;
-  sampled by default, erf and exp over all 2^32 with `-m slow`.
+- onnxruntime's one-input functions (erf, its two GELU spellings, softmax's exp as its AVX2 and
+  its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
+  emulation, in a crate built as ONNX crates are; sampled by default, erf and both exps over all
+  2^32 with `-m slow`.
 - The scalar references against porter's numpy definitions (porter.reference.quant, porter.reference.litert,
-  porter.reference.ort). onnxruntime's scalar erf and exp are compared with numpy over every f32
-  bit pattern with `-m slow` (erf 26 minutes, exp 9 minutes on this machine; GELU adds only
+  porter.reference.ort). onnxruntime's scalar erf and exps are compared with numpy over every f32
+  bit pattern with `-m slow` (erf 26 minutes, each exp 9 minutes on this machine; GELU adds only
   IEEE divisions and products to erf).
 - Mutation: a copy of the crate with one comparison flipped in a SIMD kernel, or one constant
   changed in a scalar one, must fail its check.
@@ -24,6 +25,7 @@ from fixtures import require, spec
 from porter.reference import litert as LF
 from porter.reference import ort as OF
 from porter.reference import quant
+from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.codegen.encoder import build_forward_crate, render_forward_crate
 from porter.codegen.compile import recover
 
@@ -89,9 +91,10 @@ def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, ke
             assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), start, 4096, 1)
 
 
-ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "exp"]
-# erf's polynomial switch, exp's input clamp, 0 and the subnormals, 1, infinity, the quiet NaNs
-ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000)
+ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "exp", "exp-scalef"]
+# erf's polynomial switch, exp's input clamp, exp's last normal power of two (m = -126 | -127),
+# 0 and the subnormals, 1, infinity, the quiet NaNs
+ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x42AF5DC2, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000)
 
 
 def assert_fused_check_passes(wasm_runtime, wasm, *args, timeout_s=600):
@@ -138,7 +141,7 @@ def test_simd_matches_scalar_on_every_bit_pattern(checks_wasm, wasm_runtime, ker
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
-@pytest.mark.parametrize("function", ["erf", "exp"])  # GELU adds only IEEE steps around erf
+@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef"])  # GELU adds only IEEE steps around erf
 def test_onnxruntime_function_lanes_match_scalar_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, function, chunk):
     size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
     assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, chunk * size, size, 1,
@@ -180,20 +183,22 @@ def test_scalar_float_functions_match_numpy(checks_wasm, wasm_runtime, op):
     assert_same_floats(ours, numpy_version(x).astype(np.float32))
 
 
-ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-exp": OF._sum_exp}
+ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-exp": OF.SUM_EXP[AVX2_FLOATS],
+                 "ort-exp-scalef": OF.SUM_EXP[AVX512_FLOATS]}
 
 
 @pytest.mark.parametrize("op", list(ORT_FUNCTIONS))
 def test_scalar_onnxruntime_functions_match_numpy(ort_checks_wasm, wasm_runtime, op):
     x = interesting_floats(np.random.default_rng(4), 200_000)
-    x = np.concatenate([x, np.linspace(-12, 12, 100_001, dtype=np.float32), np.float32([-88.5, -88.3, 0.921875])])
+    x = np.concatenate([x, np.linspace(-12, 12, 100_001, dtype=np.float32), np.linspace(-89, -87, 20_001, dtype=np.float32),
+                        np.float32([-88.5, -88.3, 0.921875, 88.7, 89.0, 200.0])])
     ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op, x[None, :]), "<f4")
     with np.errstate(all="ignore"):
         assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["ort-erf", "ort-exp"])  # GELU adds only IEEE steps around erf
+@pytest.mark.parametrize("op", ["ort-erf", "ort-exp", "ort-exp-scalef"])  # GELU adds only IEEE steps around erf
 def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, op):
     chunk = 1 << 24
     for start in range(0, ALL_PATTERNS, chunk):
@@ -217,13 +222,20 @@ def test_rust_layer_norms_match_numpy(ort_checks_wasm, wasm_runtime, op, numpy_k
         assert_same_floats(ours, numpy_kernel(x, gamma, beta, 1e-12))
 
 
+# the softmax of each family of MLAS float kernels, as the checks crate names it
+ORT_SOFTMAX = {"ort-softmax": AVX2_FLOATS, "ort-softmax-avx512": AVX512_FLOATS}
+# every tail of the 8- and 16-lane sums, and beyond one and two accumulators' width
+SOFTMAX_WIDTHS = (1, 7, 8, 9, 15, 16, 17, 31, 33, 48, 64, 256, 257)
+
+
 def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(ort_checks_wasm, wasm_runtime):
     rng = np.random.default_rng(5)
-    for cols in (1, 7, 8, 9, 64, 256, 257):
-        x = (rng.standard_normal((40, cols)) * 8).astype(np.float32)
-        x[::5, ::3] += np.float32(-3.4028235e38)  # masked keys
-        ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, "ort-softmax", x), "<f4").reshape(x.shape)
-        assert_same_floats(ours, OF.softmax(x))
+    for op, floats in ORT_SOFTMAX.items():
+        for cols in SOFTMAX_WIDTHS:
+            x = (rng.standard_normal((40, cols)) * 8).astype(np.float32)
+            x[::5, ::3] += np.float32(-3.4028235e38)  # masked keys
+            ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op, x), "<f4").reshape(x.shape)
+            assert_same_floats(ours, OF.softmax(x, floats))
     for scale in (1e-3, 1.0, 40.0):
         x = (rng.standard_normal((30, 128)) * scale).astype(np.float32)
         x[3, :5] = [0.5, -0.5, 1.5, 2.5, 0.0]
@@ -305,6 +317,11 @@ ORT_MUTATIONS = {
                             "fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x))",
                             "fma4(m, f32x4_splat(LN2_HI), fma4(m, f32x4_splat(LN2_LO), x))",
                             ["ort-fn", "exp", 0x40000000, 4096, 1]),
+    # AVX-512F's exp taking its one-product path for m = -127 too: 2^-127 from exponent bits is 0,
+    # not vscalefps's subnormal (x around -88, a masked key's clamped score).
+    "exp-scalef normal range": ("src/kernels/ort_float.rs",
+                                "f32x4_ge(m, f32x4_splat(-126.0))", "f32x4_ge(m, f32x4_splat(-127.0))",
+                                ["ort-fn", "exp-scalef", 0xC2B00000 - 8, 16, 1]),
 }
 
 
@@ -329,6 +346,21 @@ def assert_mutant_fails(toolchain, wasm_runtime, tmp_path, unmutated, fixture, s
     code, out = run_check(wasm_runtime, mutant, *check)
     print(out.strip())
     assert code == 1 and "MISMATCH" in out
+
+
+def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    """AVX-512F's sum folding its sixteen lanes in adjacent pairs instead of halves: the numpy
+    comparison of the 16-lane softmax must see it."""
+    crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
+    path = crate / "src" / "kernels" / "ort_float.rs"
+    text = path.read_text()
+    original = "core::array::from_fn(|i| wide[i + 8] + wide[i])"
+    assert text.count(original) == 1
+    path.write_text(text.replace(original, "core::array::from_fn(|i| wide[2 * i] + wide[2 * i + 1])"))
+    mutant = build_forward_crate(crate, toolchain, checks=True)
+    x = (np.random.default_rng(6).standard_normal((40, 48)) * 8).astype(np.float32)
+    ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-softmax-avx512", x), "<f4").reshape(x.shape)
+    assert not np.array_equal(ours.view(np.uint32), OF.softmax(x, AVX512_FLOATS).view(np.uint32))
 
 
 def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):

@@ -9,7 +9,8 @@ load-bearing). Their spans are arbitrary, so the tests check what must hold for 
 (offsets, placeholders, restore, recognisers, errors, timing) and that the service's per-token
 labels equal the numpy executor's on the same windows. When the trained examples/redact model is
 present, the same checks run on it too, plus the write-up's example sentence and its LiteRT
-golden.
+golden. A load test sends 32 maximal requests at once to the tok17 fixture built with a small
+time budget: every reply must be a 200 equal to the request served alone or the JSON 503.
 """
 
 from __future__ import annotations
@@ -25,26 +26,34 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import deployed_manifest, stop_server
-from porter import REPO_ROOT
+from fixtures import REPO, deployed_manifest, stop_server
 from porter.reference import execute
+from porter.bench.load import load_test
 from porter.bench.service import bench_service, text_of_tokens
 from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import check_model_matches, load_golden
 from porter.serve.host import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
                                wasmtime_program)
-from porter.serve.redact import serve_build
+from porter.serve.deploy import serve
+from porter.serve.redact import DEFAULT_REQUEST_BUDGET_MS, build_command, serve_build
 
-FIXTURE_MODEL = REPO_ROOT / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
+FIXTURE_MODEL = REPO / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
-WHOLE_WINDOW_MODEL = REPO_ROOT / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
-REDACT_DIR = REPO_ROOT / "examples" / "redact"
+WHOLE_WINDOW_MODEL = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
+REDACT_DIR = REPO / "examples" / "redact"
 TRAINED_MODEL = REDACT_DIR / "model" / "redact-minilm.litert-dq8.tflite"
 START_TIMEOUT_S = 120
 SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline
 EDGE_ATTEMPTS = 12
 LONG_SENTENCES = 20  # about 340 tokens: several windows of either model
+# The load test's component: a 16-window request of the fixture model takes about a second alone
+# (three on a busy two-core machine), so 32 at once need far more than the budget, and without
+# shedding most would run into the host's timeout. The timeout leaves room for the first window
+# of all 32 at once, which runs before any request can tell how busy the machine is.
+LOAD_BUDGET_MS = 6_000
+LOAD_TIMEOUT_S = 20.0
+LOAD_REQUESTS = 32
 
 TEXTS = [
     "My name is John Doe, I live in Paris, and my email is john.doe@example.com.",
@@ -126,7 +135,7 @@ def whole_window_service(tmp_path_factory):
     labels_json = out / "labels.json"
     labels_json.write_text(json.dumps({"labels": ["O", "B-GIVEN_NAME", "E-GIVEN_NAME"]}))
     server, log, service = start_service(out / "build", WHOLE_WINDOW_MODEL, minilm_tokenizer(), labels_json)
-    assert service.facts["mask"] == "whole_window"
+    assert service.facts["mask"] == "none" and not service.facts["padding_is_inert"]
     yield service
     stop_server(server, log)
 
@@ -134,12 +143,23 @@ def whole_window_service(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained_service(tmp_path_factory):
     if not TRAINED_MODEL.is_file():
-        pytest.skip(f"{TRAINED_MODEL.relative_to(REPO_ROOT)} is not there yet")
+        pytest.skip(f"{TRAINED_MODEL.relative_to(REPO)} is not there yet")
     out = tmp_path_factory.mktemp("redact-trained")
     server, log, service = start_service(out / "build", TRAINED_MODEL, TRAINED_MODEL.parent / "tokenizer.json",
                                          REDACT_DIR / "labels.json")
     yield service
     stop_server(server, log)
+
+
+@pytest.fixture(scope="session")
+def shedding_service_dir(tmp_path_factory):
+    """The fixture model built with the load test's budget (served by the test itself)."""
+    out = tmp_path_factory.mktemp("redact-shedding")
+    labels_json = out / "labels.json"
+    labels_json.write_text(json.dumps({"labels": ["O"] + [f"{t}-{c}" for c in FIXTURE_CATEGORIES for t in "BIES"]}))
+    serve_build(FIXTURE_MODEL, minilm_tokenizer(), labels_json, out / "build", request_budget_ms=LOAD_BUDGET_MS,
+                echo=lambda *_: None)
+    return out / "build"
 
 
 @pytest.fixture(scope="session", params=["fixture", "whole_window", "trained"])
@@ -452,7 +472,7 @@ def test_trained_labels_match_the_litert_golden(trained_service):
     windows (the same golden rule: [CLS] chunk [SEP], padded with 0): every live text token."""
     golden_path = REDACT_DIR / "golden" / f"{TRAINED_MODEL.name}.builtin.npz"
     if not golden_path.is_file():
-        pytest.skip(f"{golden_path.relative_to(REPO_ROOT)} is not there yet")
+        pytest.skip(f"{golden_path.relative_to(REPO)} is not there yet")
     golden = load_golden(golden_path)
     check_model_matches(golden, TRAINED_MODEL)
     texts = json.loads((REDACT_DIR / "golden" / "texts.json").read_text(encoding="utf-8"))["texts"]
@@ -480,3 +500,32 @@ def test_deploy_writes_the_spin_manifest(service, tmp_path, capsys):
     build = shlex.split(component["build"]["command"])
     assert build[:2] == ["porter", "serve-build"]
     assert (manifest.parent / build[-1]).resolve() == service.out_dir.resolve()
+
+
+def test_maximal_requests_at_once_get_200s_or_json_503s(shedding_service_dir):
+    """32 maximal requests at once, far more than the budget covers: each is answered 200, the
+    same as the request served alone, or shed with the JSON 503 and Retry-After; none runs into
+    the host's timeout (wasmtime's HTML 500)."""
+    report = load_test(shedding_service_dir, [LOAD_REQUESTS], LOAD_TIMEOUT_S, echo=lambda *_: None)
+    assert report["alone"]["status"] == 200, report
+    level = report["levels"][LOAD_REQUESTS]
+    assert set(level["statuses"]) <= {200, 503}, level
+    assert level["identical_200s"] and level["json_503s"], level
+    assert level["slowest_s"] < LOAD_TIMEOUT_S, level
+
+
+def test_budget_is_recorded_and_rebuilt(fixture_service, shedding_service_dir):
+    from porter.serve.host import read_facts
+
+    assert fixture_service.facts["request_budget_ms"] == DEFAULT_REQUEST_BUDGET_MS
+    facts = read_facts(shedding_service_dir)
+    assert facts["request_budget_ms"] == LOAD_BUDGET_MS
+    command = build_command(facts, shedding_service_dir, str)
+    assert command[command.index("--request-budget-ms") + 1] == str(LOAD_BUDGET_MS)
+
+
+def test_serve_refuses_a_timeout_within_the_budget(tmp_path):
+    (tmp_path / "service.json").write_text(json.dumps({"format": "porter.service/1", "component": "redact.wasm",
+                                                       "request_budget_ms": 20_000}))
+    with pytest.raises(PorterError, match="not above the component's request budget of 20000 ms"):
+        serve(tmp_path, free_port(), 20.0)

@@ -5,6 +5,7 @@ bundled MiniLM against its LiteRT builtin golden and its committed baseline."""
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,13 +66,17 @@ def windows(first_ids=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ids, mask, np.array(LIVE, np.int32)
 
 
-def write_golden(path: Path, logits: np.ndarray, model_sha256: str, ids=None, mask=None, live=None) -> Path:
+def write_golden(path: Path, logits: np.ndarray, model_sha256: str, ids=None, mask=None, live=None,
+                 cpu_flags: str | None = None) -> Path:
+    """cpu_flags: recorded as the CPU the golden was made on (onnxruntime goldens record theirs)."""
     if ids is None:
         ids, mask, live = windows()
     np.savez(path, ids=ids, attention_mask=mask, live=live,
              text_index=np.array(TEXT_INDEX[: len(ids)], np.int32), logits=logits)
     manifest = {"model_file": "fake-model.tflite", "model_sha256": model_sha256,
                 "runtime": "fake", "mode": "exact"}
+    if cpu_flags is not None:
+        manifest.update(cpu_model="AMD EPYC", cpu_flags=cpu_flags.split())
     path.with_suffix(".json").write_text(json.dumps(manifest))
     return path
 
@@ -142,16 +147,17 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
                     "--report", report_path, "--plot", tmp_path / "p.png")
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
-    assert set(report) == {"format", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
-                           "thresholds", "goldens", "timing", "baseline", "live_rows", "plot", "passed",
-                           "failures"}
+    assert set(report) == {"format", "kind", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
+                           "ort_cpu", "thresholds", "goldens", "timing", "baseline", "live_rows", "plot",
+                           "passed", "failures"}
+    assert report["ort_cpu"] is None  # a LiteRT graph's module
     assert report["format"] == "porter.verify/1"
     assert report["model_sha256"] == fake.model_sha256
     assert Path(report["compiled_dir"]) == fake.compiled_dir.resolve()
     assert report["thresholds"] == {"min_label_agreement": 1.0, "max_abs": 0.05}
     gated, informative = report["goldens"]
-    assert set(gated) == {"name", "path", "reference", "gated", "windows", "overall", "logits_compared",
-                          "logits_identical", "sequences", "timing", "failures"}
+    assert set(gated) == {"name", "path", "reference", "ort_cpu", "gated", "windows", "overall",
+                          "logits_compared", "logits_identical", "sequences", "timing", "failures"}
     assert (gated["name"], gated["gated"], informative["gated"]) == ("fake.exact", True, False)
     assert set(gated["sequences"][0]) == {"window", "text_index", "live", "tokens", "labels_agree",
                                           "label_rate", "max_abs", "mean_abs", "matmul_ms",
@@ -306,6 +312,39 @@ def test_the_installed_command_reports_errors_on_one_line(fake, tmp_path):
     result = run_porter("verify", tmp_path / "absent", "--golden", tmp_path / "absent.npz")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "porter: error:" in result.stderr
+
+
+AVX2_FLAGS, AVX512_VNNI_FLAGS = "avx2 fma", "avx2 fma avx512f avx512bw avx512dq avx512vl avx512_vnni"
+
+
+@pytest.fixture
+def fake_avx2(fake, tmp_path) -> Path:
+    """The fake module's compiled directory as if compiled from an ONNX graph for AVX2 CPUs."""
+    compiled = tmp_path / "fake-avx2"
+    shutil.copytree(fake.compiled_dir, compiled)
+    ir = json.loads((compiled / "ir.json").read_text())
+    (compiled / "ir.json").write_text(json.dumps({**ir, "ort_cpu": "avx2"}))
+    return compiled
+
+
+def test_a_golden_of_another_cpu_path_is_refused_on_one_line(fake, fake_avx2, tmp_path):
+    golden = write_golden(tmp_path / "zen4.npz", exact_logits(), fake.model_sha256, cpu_flags=AVX512_VNNI_FLAGS)
+    assert_one_line_error(verify(fake_avx2, "--golden", golden), "zen4.npz was made where onnxruntime takes its "
+                          "avx512vnni path", "reproduces its avx2 path", "--ort-cpu avx512vnni")
+
+
+def test_a_golden_of_the_same_cpu_path_gates_and_another_is_compared(fake, fake_avx2, tmp_path):
+    same = write_golden(tmp_path / "zen3.npz", exact_logits(), fake.model_sha256, cpu_flags=AVX2_FLAGS)
+    other = write_golden(tmp_path / "zen4.npz", exact_logits(), fake.model_sha256, cpu_flags=AVX512_VNNI_FLAGS)
+    report_path = tmp_path / "report.json"
+    result = verify(fake_avx2, "--golden", same, "--compare", other, "--report", report_path)
+    assert result.exit_code == 0, result.output
+    assert "onnxruntime on avx2 (x86 with AVX2 and FMA" in result.output.splitlines()[0]
+    assert "CPU path avx2; 3 windows; gated" in result.output
+    assert "CPU path avx512vnni; 3 windows; informative" in result.output
+    report = json.loads(report_path.read_text())
+    assert report["ort_cpu"] == "avx2"
+    assert [g["ort_cpu"] for g in report["goldens"]] == ["avx2", "avx512vnni"]
 
 
 @pytest.fixture(scope="session")

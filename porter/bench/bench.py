@@ -37,17 +37,19 @@ from pathlib import Path
 
 import numpy as np
 
+from porter import package_path
 from porter.runtime import evalproto
 
 from porter.runtime import wasm
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
-from porter.check.verify import locate_module
+from porter.check.modules import locate_module
+from porter.recover.decoder_io import fed_value
 
 BENCH_FORMAT = "porter.bench/1"
 SHORT_TOKENS = 20
 ORT_WEB_VERSION = "1.30.0"
-PEER_SCRIPT = Path(__file__).parent / "peers" / "ort_web.mjs"
+PEER_SCRIPT = "bench/peers/ort_web.mjs"  # in porter's package data
 PORTER = "porter wasm"
 PEERS = ("litert-builtin", "litert-xnnpack", "ort", "ort-web")
 
@@ -192,21 +194,26 @@ class DecoderOrtRunner:
         options = ort.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        self.layers = ir["layers"]
-        self.empty = np.zeros((1, ir["heads"], 0, ir["head_dim"]), np.float32)
+        self.layers = [ly["attention"] for ly in ir["layers"]]  # each names its cache input and output
+        self.empty = np.zeros((1, ir["kv_heads"], 0, ir["head_dim"]), np.float32)
+        self.ids, self.logits = ir["ids_input"], ir["logits_output"]
+        self.fed = ir.get("fed_inputs", {})  # inputs porter computes itself: position ids, a mask of ones
 
     def _generate(self, case: DecoderCase) -> tuple[float, float]:
         cache = {name: self.empty for ly in self.layers for name in (ly["past_key"], ly["past_value"])}
         feed, prompt_ms, decode_ms = case.prompt.astype(np.int64)[None], 0.0, 0.0
         names = [o.name for o in self.session.get_outputs()]
+        past = 0
         for k in range(case.steps):
+            fed = {name: fed_value(kind, past, feed.shape[1]) for name, kind in self.fed.items()}
             start = time.perf_counter()
-            outputs = dict(zip(names, self.session.run(None, {"input_ids": feed, **cache})))
+            outputs = dict(zip(names, self.session.run(None, {self.ids: feed, **cache, **fed})))
+            past += feed.shape[1]
             elapsed = 1000 * (time.perf_counter() - start)
             prompt_ms, decode_ms = (elapsed, decode_ms) if k == 0 else (prompt_ms, decode_ms + elapsed)
             for ly in self.layers:
                 cache[ly["past_key"]], cache[ly["past_value"]] = outputs[ly["present_key"]], outputs[ly["present_value"]]
-            feed = np.array([[int(np.argmax(outputs["logits"][0, -1]))]], np.int64)
+            feed = np.array([[int(np.argmax(outputs[self.logits][0, -1]))]], np.int64)
         return prompt_ms, decode_ms
 
     def run(self, case: DecoderCase, n: int) -> list[float]:
@@ -289,7 +296,7 @@ class OrtWebRunner:
 
         # The native session only tells us the inputs' names, types and shapes.
         self.inputs = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()
-        self.process = subprocess.Popen(["node", str(PEER_SCRIPT), str(ensure_ort_web()), str(onnx_path)],
+        self.process = subprocess.Popen(["node", str(package_path(PEER_SCRIPT)), str(ensure_ort_web()), str(onnx_path)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
         self.version = self._reply()["ready"]

@@ -1,23 +1,38 @@
-"""Reading goldens: reference logits saved by golden/make_*_goldens.py.
+"""Goldens: reference outputs made by `porter golden` (porter.check.make_golden) or
+golden/make_*_goldens.py, read by `porter run`, `porter verify` and `porter check`.
 
-A golden is `<name>.npz` (ids, attention_mask [N, seq], live [N], text_index [N], logits
-[N, seq, labels], or [N, 1, width] for a model with one output row per window) with `<name>.json` beside it saying which model file, runtime and kernels
-made it. porter checks the model file's SHA-256 against the manifest before comparing, so a
-golden can never silently be compared with a different model.
+An encoder golden is `<name>.npz` (ids, attention_mask [N, seq], live [N], text_index [N],
+logits [N, seq, labels], or [N, 1, width] for a pooled head) with `<name>.json` beside it
+saying which model file, runtime and kernels made it.
+
+A decoder golden (manifest "format": "porter.decoder-golden/1", the layout of
+examples/tinystories/golden) holds per prompt i `p{i}_prompt_ids` int64 [T],
+`p{i}_prompt_logits` float32 [T, vocab] (the prompt pass), `p{i}_step_logits` float32
+[steps, vocab] (row k chose generated token k; row 0 is the prompt's last row) and
+`p{i}_generated_ids` int64 [steps], greedy.
+
+porter checks the model file's SHA-256 against the manifest before comparing, so a golden can
+never silently be compared with a different model.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from porter.errors import PorterError
+from porter.fsutil import reproducible_npz, write_atomic
 
 ARRAYS = ("ids", "attention_mask", "live", "text_index", "logits")
+ENCODER_FORMAT = "porter.golden/1"
+DECODER_FORMAT = "porter.decoder-golden/1"
+DECODER_KEYS = ("prompt_ids", "prompt_logits", "step_logits", "generated_ids")
 
 
 @dataclass
@@ -45,43 +60,117 @@ class Golden:
 
     @property
     def label(self) -> str:
-        m = self.manifest
-        return f"{m.get('runtime', '?')} {m.get('runtime_version', '')} {m.get('mode', '?')}".strip()
+        return reference_label(self.manifest)
 
 
-def load_golden(path: str | Path) -> Golden:
+@dataclass
+class DecoderGolden:
+    path: Path
+    manifest: dict
+    prompt_ids: list[np.ndarray]
+    prompt_logits: list[np.ndarray]
+    step_logits: list[np.ndarray]
+    generated_ids: list[np.ndarray]
+
+    @property
+    def prompts(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def steps(self) -> int:
+        return len(self.generated_ids[0])
+
+    @property
+    def label(self) -> str:
+        return reference_label(self.manifest)
+
+
+def reference_label(manifest: dict) -> str:
+    m = manifest
+    return f"{m.get('runtime', '?')} {m.get('runtime_version', '')} {m.get('mode', '?')}".strip()
+
+
+def npz_path(path: str | Path) -> Path:
+    """GOLDEN or GOLDEN.npz -> GOLDEN.npz."""
     path = Path(path)
-    npz = path if path.suffix == ".npz" else path.with_suffix(path.suffix + ".npz")
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+
+
+def _read(path: str | Path) -> tuple[Path, dict, dict[str, np.ndarray]]:
+    npz = npz_path(path)
     if not npz.is_file():
         raise PorterError(f"golden {path}: no such file")
     manifest_path = npz.with_suffix(".json")
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     try:
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
         with np.load(npz) as data:
-            arrays = {k: data[k] for k in ARRAYS}
-    except (KeyError, ValueError, OSError) as e:
+            arrays = {k: data[k] for k in data.files}
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
         raise PorterError(f"golden {npz}: not a golden archive ({e})") from None
+    return npz, manifest, arrays
+
+
+def load_golden(path: str | Path) -> Golden:
+    npz, manifest, arrays = _read(path)
+    missing = [k for k in ARRAYS if k not in arrays]
+    if missing:
+        kind = " (a decoder golden)" if "p0_prompt_ids" in arrays else ""
+        raise PorterError(f"golden {npz}: not an encoder golden{kind}: no {', '.join(missing)}")
+    arrays = {k: arrays[k] for k in ARRAYS}
     n, seq = arrays["ids"].shape
-    if arrays["logits"].ndim != 3 or arrays["logits"].shape[0] != n or arrays["logits"].shape[1] not in (seq, 1) \
-            or arrays["live"].shape != (n,):
+    logits = arrays["logits"]
+    if logits.ndim != 3 or logits.shape[0] != n or logits.shape[1] not in (seq, 1) or arrays["live"].shape != (n,):
         raise PorterError(f"golden {npz}: arrays disagree in shape")
     return Golden(npz, manifest, **arrays)
 
 
-def model_path_for(golden: Golden) -> Path:
-    """The model file a golden was made from, resolved against the repository root."""
-    name = golden.manifest.get("model_file")
-    if not name:
-        raise PorterError(f"golden {golden.path}: its manifest names no model file")
-    root = golden.path.resolve().parent.parent
-    return (root / name) if not Path(name).is_absolute() else Path(name)
+def load_decoder_golden(path: str | Path) -> DecoderGolden:
+    npz, manifest, arrays = _read(path)
+    count = len([k for k in arrays if re.fullmatch(r"p\d+_prompt_ids", k)])
+    if not count:
+        raise PorterError(f"golden {npz}: not a decoder golden (no p0_prompt_ids)")
+    try:
+        parts = {key: [arrays[f"p{i}_{key}"] for i in range(count)] for key in DECODER_KEYS}
+    except KeyError as e:
+        raise PorterError(f"golden {npz}: decoder golden without {e.args[0]}") from None
+    golden = DecoderGolden(npz, manifest, **parts)
+    if golden.steps < 1:
+        raise PorterError(f"golden {npz}: no generated token to compare")
+    for i in range(count):
+        length, steps = len(golden.prompt_ids[i]), len(golden.generated_ids[i])
+        if steps != golden.steps or golden.prompt_logits[i].shape[0] != length \
+                or golden.step_logits[i].shape[0] != steps:
+            raise PorterError(f"golden {npz}: prompt {i}'s arrays disagree in shape")
+    return golden
 
 
-def check_model_matches(golden: Golden, model: str | Path) -> None:
+def check_model_matches(golden: Golden | DecoderGolden, model: str | Path) -> None:
     want = golden.manifest.get("model_sha256")
     if not want:
         return
-    got = hashlib.sha256(Path(model).read_bytes()).hexdigest()
+    got = sha256_of(model)
     if got != want:
         raise PorterError(f"golden {golden.path.name} was made from a model with sha256 "
                           f"{want[:12]}…, but {model} has {got[:12]}…")
+
+
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_golden(path: str | Path, arrays: dict[str, np.ndarray], manifest: dict) -> Path:
+    """GOLDEN.json, then GOLDEN.npz (byte-reproducible), each written whole; a golden is read
+    through its .npz, so it appears only once its manifest is in place. Returns the .npz."""
+    npz = npz_path(path)
+    manifest_path = npz.with_suffix(".json")
+    write_atomic(manifest_path, (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode())
+    try:
+        write_atomic(npz, reproducible_npz(arrays))
+    except BaseException:
+        manifest_path.unlink(missing_ok=True)
+        raise
+    return npz

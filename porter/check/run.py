@@ -19,6 +19,7 @@ from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, load_golden
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
+from porter.reference import ort_cpu as ort_cpus
 
 PAD_ID = 0
 
@@ -50,6 +51,15 @@ def executor_agreement(ir: EncoderProgram, golden: Golden, echo=None, windows=No
             echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
         total = total.merge(a)
     return total
+
+
+def golden_choice(choice: str, golden: Golden) -> str:
+    """--ort-cpu CHOICE for a run against this golden: auto becomes the golden's CPU's target
+    where its manifest records the CPU (ONNX goldens), and stays auto otherwise."""
+    if choice != ort_cpus.AUTO:
+        return choice
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    return choice if made_on is None else made_on.name
 
 
 def run_golden(ir: EncoderProgram, golden_path: Path, echo) -> Agreement:
@@ -162,8 +172,13 @@ def _ort_options(ort):
 
 
 def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
-                dump: Path | None, do_locate: bool, echo) -> None:
-    ir = recover(model)
+                dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO) -> None:
+    """ort_cpu auto takes the golden's CPU where the golden records one."""
+    if golden_path is not None:
+        ort_cpu = golden_choice(ort_cpu, load_golden(golden_path))
+    ir = recover(model, ort_cpu)
+    if ir.ort_cpu is not None:
+        echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")
     if golden_path is not None:
         run_golden(ir, golden_path, echo)
         if dump is None and not do_locate:

@@ -15,12 +15,14 @@ Every set of windows also runs twice: once computing only the rows up to each wi
 kept token (what the service does, where the model's padding is inert) and once computing the
 whole window (what the reference runtime does). The two must agree bit for bit; the report
 gives the rows computed and both forward times.
+
+A generation module (a decoder) is verified prompt by prompt against decoder goldens instead:
+greedy tokens and logits (porter.check.verify_decoder), in the same report format.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import statistics
 import zipfile
@@ -29,15 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from porter import REPO_ROOT
-
-from porter.runtime import evalproto
-
-from porter.runtime import wasm
+from porter.check import verify_decoder
 from porter.check.compare import Agreement, agreement
-from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, load_golden
+from porter.check.modules import DECODER, Module, locate_module
+from porter.check.plot import write_plot
+from porter.errors import PorterError
+from porter.reference import ort_cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
+from porter.runtime import evalproto, wasm
 
 REPORT_FORMAT = "porter.verify/1"
 BASELINE_FORMAT = "porter.baseline/1"
@@ -45,26 +47,12 @@ BASELINE_META = "__meta__"
 DEFAULT_TIMEOUT_PER_WINDOW_S = 60.0
 REPORT_NAME = "verify-report.json"
 PLOT_NAME = "verify-dlogit.png"
-IR_NAME = "ir.json"
-IR_SEARCH_DEPTH = 4  # how many directories above a .wasm verify looks for the compiled ir.json
 
 
 @dataclass(frozen=True)
 class Thresholds:
     min_label_agreement: float = 1.0
     max_abs: float = 0.05
-
-
-@dataclass(frozen=True)
-class Module:
-    """A built eval module and what it was compiled from."""
-
-    wasm: Path
-    compiled_dir: Path
-    seq: int
-    labels: int
-    model: Path
-    model_sha256: str
 
 
 @dataclass
@@ -114,66 +102,11 @@ class LiveRowsCheck(BitComparison):
     whole_ms: list[float] = field(default_factory=list)  # forward ms per window, whole window
 
 
-# --- finding the module and its model -------------------------------------------------------
-
-
-def locate_module(target: Path) -> Module:
-    """target is the compiled directory (ir.json and the built .wasm) or the .wasm itself."""
-    if target.is_dir():
-        compiled_dir, wasm_path = target, _single_wasm_in(target)
-    elif target.is_file():
-        wasm_path, compiled_dir = target, _compiled_dir_above(target)
-    else:
-        raise PorterError(f"{target}: no such eval module or compiled directory")
-    try:
-        ir = json.loads((compiled_dir / IR_NAME).read_text())
-        if ir.get("kind") == "decoder":  # a generation module: its context and vocabulary
-            seq, labels, source = int(ir["n_ctx"]), int(ir["vocab"]), ir["source"]
-        else:
-            seq, labels, source = int(ir["seq"]), int(ir["labels"]), ir["source"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PorterError(f"{compiled_dir / IR_NAME}: not a porter compile output ({e})") from None
-    model = _resolve_source(Path(source), compiled_dir)
-    return Module(wasm_path, compiled_dir, seq, labels, model, _sha256(model))
-
-
-def _single_wasm_in(directory: Path) -> Path:
-    # porter build copies the eval module into the crate's top level; the kernel-check module
-    # stays in checks/, and cargo's intermediates in its target directory.
-    found = sorted(directory.glob("*.wasm"))
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise PorterError(f"{directory}: no built eval module (.wasm) in it; run `porter build {directory}` first")
-    names = ", ".join(p.name for p in found)
-    raise PorterError(f"{directory}: {len(found)} .wasm files in it ({names}); name the eval module's")
-
-
-def _compiled_dir_above(wasm_path: Path) -> Path:
-    for directory in list(wasm_path.resolve().parents)[:IR_SEARCH_DEPTH]:
-        if (directory / IR_NAME).is_file():
-            return directory
-    raise PorterError(f"{wasm_path}: no {IR_NAME} in the {IR_SEARCH_DEPTH} directories above it; "
-                      f"verify needs the compiled directory to know the module's model")
-
-
-def _resolve_source(source: Path, compiled_dir: Path) -> Path:
-    # ir.json records the graph path as compile was given it: relative to where compile ran,
-    # which for the bundled graphs is the repository root.
-    for candidate in (source, REPO_ROOT / source, compiled_dir / source):
-        if candidate.is_file():
-            return candidate
-    raise PorterError(f"{compiled_dir / IR_NAME} names the model {source}, which is not there: "
-                      f"verify needs it to check each golden's model sha256")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def load_matching_golden(module: Module, path: Path) -> Golden:
+def load_matching_golden(module: Module, path: Path, gated: bool = True) -> Golden:
     golden = load_golden(path)
-    seq, labels = golden.ids.shape[1], golden.logits.shape[2]
+    if gated:
+        check_same_cpu(module, golden)
+    seq, labels = golden.ids.shape[1], golden.logits.shape[2]  # logits [N, seq or 1 (pooled), labels]
     if seq != module.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
                           f"window is {module.seq}")
@@ -182,6 +115,18 @@ def load_matching_golden(module: Module, path: Path) -> Golden:
                           f"has {module.labels}")
     check_model_matches(golden, module.model)
     return golden
+
+
+def check_same_cpu(module: Module, golden: Golden) -> None:
+    """A module that reproduces one CPU's onnxruntime arithmetic cannot be gated by a golden
+    made on a CPU that takes other kernels (their logits differ by design)."""
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    if module.ort_cpu is None or made_on is None or made_on.name == module.ort_cpu:
+        return
+    raise PorterError(f"golden {golden.path.name} was made where onnxruntime takes its {made_on.name} "
+                      f"path ({golden.manifest.get('cpu_model', 'unknown')} CPU), but "
+                      f"{module.compiled_dir.name} reproduces its {module.ort_cpu} path: compile it with "
+                      f"--ort-cpu {made_on.name} to gate it by this golden, or give the golden with --compare")
 
 
 # --- running and comparing ------------------------------------------------------------------
@@ -394,11 +339,17 @@ def golden_report(run: GoldenRun) -> dict:
         sequences.append({"window": w, "text_index": int(golden.text_index[w]), "live": int(golden.live[w]),
                           **a.as_dict(), "matmul_ms": r.matmul_ms, "attention_ms": r.attention_ms,
                           "other_ms": r.other_ms, "forward_ms": r.forward_ms})
-    return {"name": run.name, "path": str(golden.path), "reference": golden.label, "gated": run.gated,
+    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
+    return {"name": run.name, "path": str(golden.path), "reference": golden.label,
+            "ort_cpu": made_on.name if made_on else None, "gated": run.gated,
             "windows": golden.windows, "overall": run.overall.as_dict(),
             "logits_compared": int(run.abs_diffs.size),
             "logits_identical": int((run.abs_diffs == 0).sum()),
             "sequences": sequences, "timing": timing([run]), "failures": run.failures}
+
+
+def _thresholds_report(thresholds: Thresholds) -> dict:
+    return {"min_label_agreement": thresholds.min_label_agreement, "max_abs": thresholds.max_abs}
 
 
 def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
@@ -409,48 +360,11 @@ def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
         baseline_part = {"path": str(baseline.path), "written": baseline.written,
                          "identical": baseline.identical, "differing_logits": baseline.differing_logits,
                          "max_abs": baseline.max_abs, "first_difference": baseline.first_difference}
-    return {"format": REPORT_FORMAT, "wasm": str(module.wasm), "wasm_sha256": _sha256(module.wasm),
-            "compiled_dir": str(module.compiled_dir), "model": str(module.model),
-            "model_sha256": module.model_sha256,
-            "thresholds": {"min_label_agreement": thresholds.min_label_agreement,
-                           "max_abs": thresholds.max_abs},
+    return {"format": REPORT_FORMAT, "kind": module.kind, **module.facts(),
+            "thresholds": _thresholds_report(thresholds),
             "goldens": [golden_report(run) for run in runs], "timing": timing(runs),
             "baseline": baseline_part, "live_rows": live_rows_report(live_rows), "plot": str(plot),
             "passed": not failures, "failures": failures}
-
-
-def write_plot(path: Path, runs: list[GoldenRun]) -> None:
-    """Histogram of |dlogit| per golden on log-spaced bins; exact zeros are counted in the legend
-    (a log axis has no place for them, and for a bit-exact port they are the whole story)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    nonzero = [run.abs_diffs[run.abs_diffs > 0] for run in runs]
-    finite = np.concatenate([d[np.isfinite(d)] for d in nonzero])
-    if finite.size:
-        low, high = np.floor(np.log10(finite.min())), np.ceil(np.log10(finite.max()))
-        bins = np.logspace(low, max(high, low + 1), 61)
-        for run, diffs in zip(runs, nonzero):
-            label = (f"{run.name}{'' if run.gated else ' (informative)'}: "
-                     f"{run.abs_diffs.size - diffs.size} of {run.abs_diffs.size} exactly 0")
-            ax.hist(np.clip(diffs, bins[0], bins[-1]), bins=bins, histtype="step", label=label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.legend(fontsize="small", loc="upper left")
-    else:
-        ax.text(0.5, 0.5, "every compared logit is identical: |dlogit| = 0",
-                ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("|dlogit| over live tokens, all labels")
-    ax.set_ylabel("logits")
-    ax.set_title("porter verify: eval module vs golden logits")
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=100)
-    plt.close(fig)
-    write_atomic(path, png.getvalue())
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -464,31 +378,39 @@ def _timing_line(t: dict) -> str:
 
 def _echo_run(run: GoldenRun, echo) -> None:
     role = "gated" if run.gated else "informative, not gated"
-    echo(f"golden {run.name} ({run.golden.label}; {run.golden.windows} windows; {role}):")
+    made_on = ort_cpus.golden_target(run.golden.manifest, run.golden.path.name)
+    cpu = f", CPU path {made_on.name}" if made_on else ""
+    echo(f"golden {run.name} ({run.golden.label}{cpu}; {run.golden.windows} windows; {role}):")
     for w, a in enumerate(run.windows):
         echo(f"  window {w:3d} (text {int(run.golden.text_index[w])}): {a.line()}")
     echo(f"  overall: {run.overall.line()}")
     echo(f"  {_timing_line(timing([run]))}")
 
 
-def _verdict(runs: list[GoldenRun], baseline: BaselineCheck | None, failures: list[str]) -> str:
+def _verdict(parts: list[str], failures: list[str]) -> str:
     if failures:
         return "porter verify: FAIL: " + "; ".join(failures)
-    gated = [run for run in runs if run.gated]
+    return "porter verify: PASS: " + "; ".join(parts)
+
+
+def _encoder_verdict_parts(runs: list[GoldenRun], baseline: BaselineCheck | None) -> list[str]:
     parts = [f"labels {100 * r.overall.label_rate:.2f}%, max |dlogit| {r.overall.max_abs:.3g} vs {r.name}"
-             for r in gated]
+             for r in runs if r.gated]
     if baseline is not None and not baseline.written:
         parts.append("bit-identical to the baseline")
-    return "porter verify: PASS: " + "; ".join(parts)
+    return parts
 
 
 def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
            baseline: Path | None = None, write_baseline_to: Path | None = None,
            thresholds: Thresholds = Thresholds(), report_path: Path | None = None,
            plot_path: Path | None = None, timeout_per_window_s: float = DEFAULT_TIMEOUT_PER_WINDOW_S,
-           echo=print) -> dict:
+           echo=print, model: Path | None = None) -> dict:
     """Runs, compares, writes the report and plot, echoes a summary; returns the report.
 
+    An eval module (encoder) is compared window by window with encoder goldens; a generation
+    module (decoder) prompt by prompt with decoder goldens (porter.check.verify_decoder).
+    `model` is the file the module was compiled from, when ir.json's path does not lead to it.
     Problems with the inputs raise PorterError; falling below a threshold or differing from the
     baseline does not, it is the report's `passed` and `failures`.
     """
@@ -496,11 +418,41 @@ def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
         raise PorterError("give at least one --golden FILE")
     if baseline is not None and write_baseline_to is not None:
         raise PorterError("give --baseline or --write-baseline, not both")
-    module = locate_module(target)
-    requested = [(path, True) for path in goldens] + [(path, False) for path in compares]
-    loaded = [(load_matching_golden(module, path), gated) for path, gated in requested]
+    module = locate_module(target, model)
+    requested = [(Path(path), True) for path in goldens] + [(Path(path), False) for path in compares]
+    report_path = Path(report_path or module.compiled_dir / REPORT_NAME)
+    plot_path = Path(plot_path or module.compiled_dir / PLOT_NAME)
+    if module.kind == DECODER:
+        if baseline is not None or write_baseline_to is not None:
+            raise PorterError("--baseline and --write-baseline are for eval modules (encoders), "
+                              f"not the generation module {module.wasm.name}")
+        runs, failures = verify_decoder.verify_decoder_goldens(module, requested, thresholds,
+                                                               timeout_per_window_s, echo)
+        report = {"format": REPORT_FORMAT, "kind": module.kind, **module.facts(),
+                  "thresholds": _thresholds_report(thresholds),
+                  "goldens": [verify_decoder.golden_report(run) for run in runs],
+                  "timing": verify_decoder.timing(runs), "plot": str(plot_path),
+                  "passed": not failures, "failures": failures}
+        parts = verify_decoder.verdict_parts(runs)
+    else:
+        runs, check, live_rows, failures = _verify_encoder(module, requested, baseline, write_baseline_to,
+                                                           thresholds, timeout_per_window_s, echo)
+        report = build_report(module, thresholds, runs, check, live_rows, plot_path, failures)
+        parts = _encoder_verdict_parts(runs, check)
+    write_plot(plot_path, runs)
+    write_atomic(report_path, (json.dumps(report, indent=1) + "\n").encode())
+    echo(f"report {report_path}, |dlogit| histogram {plot_path}")
+    echo(_verdict(parts, failures))
+    return report
+
+
+def _verify_encoder(module: Module, requested: list[tuple[Path, bool]], baseline: Path | None,
+                    write_baseline_to: Path | None, thresholds: Thresholds, timeout_per_window_s: float,
+                    echo) -> tuple[list[GoldenRun], BaselineCheck | None, LiveRowsCheck, list[str]]:
+    loaded = [(load_matching_golden(module, path, gated), gated) for path, gated in requested]
+    arithmetic = f", onnxruntime on {ort_cpus.target(module.ort_cpu).describe()}" if module.ort_cpu else ""
     echo(f"eval module {module.wasm} (model {module.model.name}, window {module.seq}, "
-         f"{module.labels} labels)")
+         f"{module.labels} labels{arithmetic})")
     runs, replies, live_rows = [], {}, LiveRowsCheck(seq=module.seq)
     for golden, gated in loaded:
         # Goldens of the same windows (LiteRT's two kernel modes) share one run of the module.
@@ -534,14 +486,7 @@ def verify(target: Path, goldens: list[Path], compares: list[Path] = (),
         echo(baseline_line(check))
     all_timing = timing(runs)
     echo(f"all runs, {all_timing['windows']} windows: {_timing_line(all_timing)}")
-    report_path = report_path or module.compiled_dir / REPORT_NAME
-    plot_path = plot_path or module.compiled_dir / PLOT_NAME
-    write_plot(plot_path, runs)
-    report = build_report(module, thresholds, runs, check, live_rows, plot_path, failures)
-    write_atomic(report_path, (json.dumps(report, indent=1) + "\n").encode())
-    echo(f"report {report_path}, |dlogit| histogram {plot_path}")
-    echo(_verdict(runs, check, failures))
-    return report
+    return runs, check, live_rows, failures
 
 
 def _one_line(text: str) -> str:

@@ -13,21 +13,28 @@ from porter.codegen.decoder import render_decoder_crate
 from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.ir.encoder import EncoderProgram
+from porter.reference.ort_cpu import AUTO
 from porter.recover.encoder import recover_encoder
 
 
-def recover(model_path: str | Path) -> EncoderProgram:
-    return recover_encoder(load_graph(model_path))
+def recover(model_path: str | Path, ort_cpu: str = AUTO) -> EncoderProgram:
+    return recover_encoder(load_graph(model_path), ort_cpu)
 
 
-def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None) -> EncoderProgram | DecoderIR:
+def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None,
+                  ort_cpu: str = AUTO, context: int | None = None) -> EncoderProgram | DecoderIR:
+    """ort_cpu: for ONNX graphs, the CPU whose onnxruntime arithmetic the crate reproduces
+    (porter.reference.ort_cpu; auto: this machine's). context: a decoder's longest prompt +
+    generation (porter.recover.decoder)."""
     g = load_graph(model_path)
     if is_decoder_graph(g):
-        ir = recover_decoder(g, str(model_path))
+        ir = recover_decoder(g, str(model_path), ort_cpu, context=context)
         render_decoder_crate(ir, out_dir, quant or "float32")
         return ir
+    if context is not None:
+        raise PorterError("--context: encoders run the window their graph was exported with")
     if quant not in (None, "hybrid"):
         raise PorterError(f"--quant {quant}: encoders keep the quantisation their graph was exported with")
-    ir = recover_encoder(g)
+    ir = recover_encoder(g, ort_cpu)
     render_forward_crate(ir, out_dir)
     return ir

@@ -31,6 +31,8 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwi
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
+from porter.reference import ort_cpu as ort_cpus
+from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -65,6 +67,24 @@ def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
     if crate_dir is None:
         return name
     return f"{name}-{hashlib.sha256(str(Path(crate_dir).resolve()).encode()).hexdigest()[:8]}"
+
+
+# porter.reference.ort_cpu's float kernel families -> the crate's ort_float::OrtFloats
+ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
+
+
+def _ort_floats(program: EncoderProgram) -> str:
+    """AttentionParams.onnxruntime: the CPU's float kernels for onnxruntime's arithmetic."""
+    if program.reference != Reference.ONNXRUNTIME_CPU:
+        return "None"
+    return f"Some(crate::kernels::ort_float::OrtFloats::{ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]})"
+
+
+def arithmetic(ort_cpu: str | None) -> str:
+    """Whose arithmetic a crate reproduces, for its generated sources' header."""
+    if ort_cpu is None:
+        return "LiteRT's builtin kernels, the same on every CPU"
+    return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(ort_cpu).describe()}"
 
 
 def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
@@ -279,7 +299,7 @@ class _Variables:
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
                 "masked": a.mask != MaskMode.NONE,
                 "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
-                "onnxruntime": self.p.reference == Reference.ONNXRUNTIME_CPU}
+                "onnxruntime": _ort_floats(self.p)}
 
     def elementwise(self, step: ElementwiseStep) -> dict:
         op = step.op
@@ -314,6 +334,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
     return {
         "crate_name": crate_name(program.source, crate_dir),
         "source_name": Path(program.source).name,
+        "arithmetic": arithmetic(program.ort_cpu),
         "seq": program.seq, "vocab": program.vocab, "width": program.width,
         "output_tokens": program.output_tokens,
         "output_buffer": v.index[program.output_buffer],

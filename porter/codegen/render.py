@@ -2,13 +2,20 @@
 
 A template directory is a crate in which every `*.j2` file is a jinja2 template (rendered, the
 suffix dropped) and every other file is copied as it is. `render_crate` renders one into a
-sibling staging directory, adds the extra files (model.bin, layout.json, a .cargo/config.toml …)
-and swaps the finished directory in whole, so a crate directory never holds half a crate.
+sibling staging directory, adds the extra files (model.bin, layout.json, a .cargo/config.toml …),
+checks that the crate is whole, and swaps the finished directory in, so a crate directory never
+holds half a crate.
+
+"Whole" is read off the crate itself rather than a list of template files that would have to
+follow every change to the templates: each crate root's module tree (`mod name;`, `#[path]`)
+and every `include_bytes!` / `include_str!` must name a file that is there. A template missing
+from porter's installed package data is then an error at `porter compile`, not at cargo build.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -22,6 +29,12 @@ from porter.toolchain.cargo import build_crate, cargo_config_toml
 from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE_SUFFIX = ".j2"
+CRATE_ROOTS = ("src/main.rs", "src/lib.rs")
+# `mod name;` (a declaration, not an inline `mod name { … }`), with the #[path] just above it
+MOD_DECLARATION = re.compile(r'^[ \t]*(?:#\[path\s*=\s*"([^"]+)"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;',
+                             re.MULTILINE)
+INCOMPLETE = "porter's package data is incomplete: reinstall porter"
+INCLUDED_FILE = re.compile(r'\binclude_(?:bytes|str)!\(\s*"([^"]+)"\s*\)')
 
 
 def render_crate(template_dir: Path, crate_dir: Path, variables: Mapping[str, object],
@@ -32,8 +45,7 @@ def render_crate(template_dir: Path, crate_dir: Path, variables: Mapping[str, ob
     that the crate embeds with include_bytes!, or the crate's .cargo/config.toml.
     """
     if not template_dir.is_dir():
-        raise PorterError(f"template directory {template_dir} does not exist (porter's package "
-                          "data is incomplete: reinstall porter)")
+        raise PorterError(f"template directory {template_dir} does not exist ({INCOMPLETE})")
     crate_dir = Path(crate_dir)
     crate_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{crate_dir.name}.", dir=crate_dir.parent))
@@ -42,6 +54,7 @@ def render_crate(template_dir: Path, crate_dir: Path, variables: Mapping[str, ob
         render_templates(template_dir, staging, variables)
         for relative, data in (extra_files or {}).items():
             _write_file(staging / relative, data)
+        require_whole_crate(staging, template_dir)
         replace_dir(staging, crate_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -78,6 +91,45 @@ def render_templates(template_dir: Path, out_dir: Path, variables: Mapping[str, 
             _write_file(out_dir / str(relative).removesuffix(TEMPLATE_SUFFIX), text.encode())
         else:
             _write_file(out_dir / relative, source.read_bytes())
+
+
+def require_whole_crate(crate_dir: Path, template_dir: Path) -> None:
+    """Every crate under crate_dir (a Cargo.toml with a src/main.rs or src/lib.rs) has every
+    source file its module tree declares and every file it includes; else one line naming it."""
+    crate_dir = crate_dir.resolve()
+    manifests = sorted(crate_dir.rglob("Cargo.toml"))
+    if not manifests:
+        raise PorterError(f"template {template_dir} rendered no Cargo.toml ({INCOMPLETE})")
+    for manifest in manifests:
+        roots = [manifest.parent / root for root in CRATE_ROOTS if (manifest.parent / root).is_file()]
+        if not roots:
+            raise PorterError(f"template {template_dir}: {manifest.relative_to(crate_dir)} has no "
+                              f"src/main.rs or src/lib.rs beside it ({INCOMPLETE})")
+        for root in roots:
+            _require_module_files(root, True, crate_dir, template_dir)
+
+
+def _require_module_files(source: Path, owns_directory: bool, crate_dir: Path, template_dir: Path) -> None:
+    """Rust's module paths: `mod m;` in a file that owns its directory (a crate root, a mod.rs,
+    a #[path] file) is m.rs or m/mod.rs beside it; in any other file f.rs, f/m.rs or f/m/mod.rs."""
+    text = source.read_text(encoding="utf-8")
+    where = source.parent if owns_directory else source.with_suffix("")
+    for path_attribute, name in MOD_DECLARATION.findall(text):
+        if path_attribute:
+            candidates = [((source.parent / path_attribute).resolve(), True)]
+        else:
+            candidates = [(where / f"{name}.rs", False), (where / name / "mod.rs", True)]
+        found = next(((path, owns) for path, owns in candidates if path.is_file()), None)
+        if found is None:
+            names = " nor ".join(str(path.relative_to(crate_dir)) for path, _ in candidates)
+            raise PorterError(f"template {template_dir}: {source.relative_to(crate_dir)} declares "
+                              f"module {name}, but {'neither ' if len(candidates) > 1 else ''}{names} "
+                              f"is there ({INCOMPLETE})")
+        _require_module_files(*found, crate_dir, template_dir)
+    for included in INCLUDED_FILE.findall(text):
+        if not (source.parent / included).is_file():
+            raise PorterError(f"template {template_dir}: {source.relative_to(crate_dir)} includes "
+                              f"{included}, which is not there ({INCOMPLETE})")
 
 
 def _render_one(environment: jinja2.Environment, relative: Path, variables: Mapping[str, object]) -> str:

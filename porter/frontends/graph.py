@@ -8,10 +8,31 @@ they recognise. Constant data is decoded once, checked against the file by the f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable, Hashable
 
 import numpy as np
+
+# No transformer op needs more than 6 dimensions; numpy holds at most 32 (64 in numpy 2), so a
+# file claiming more must be refused before any array is shaped from it.
+MAX_RANK = 16
+# porter compiles to wasm32: no tensor of more than 4 GiB can exist in the module, and refusing
+# one here keeps every later stage from allocating for a shape that could never run.
+MAX_TENSOR_BYTES = 1 << 32
+CYCLE_SHOWN = 8  # nodes of a cycle named in its message
+
+
+def shape_problem(shape, itemsize: int) -> str | None:
+    """Why a declared shape (-1: dynamic) cannot be a tensor porter compiles, or None."""
+    if len(shape) > MAX_RANK:
+        return f"has rank {len(shape)}; porter reads tensors of rank up to {MAX_RANK}"
+    if any(d < -1 for d in shape):
+        return f"has a negative dimension in shape {list(shape)}"
+    if math.prod(d for d in shape if d > 0) * itemsize > MAX_TENSOR_BYTES:
+        return f"has shape {list(shape)}, more than the 4 GiB a wasm32 module can hold"
+    return None
 
 
 @dataclass(frozen=True)
@@ -113,3 +134,63 @@ class Graph:
         for op in self.ops:
             hist[op.type] = hist.get(op.type, 0) + 1
         return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def dataflow_problem(reads: list[list[Hashable]], writes: list[list[Hashable]],
+                     node: Callable[[int], str], value: Callable[[Hashable], str]) -> str | None:
+    """What is wrong with the order of nodes that read and write values, or None.
+
+    Both formats list their nodes in execution order (ONNX requires a topological order, LiteRT
+    runs the operator list as it stands), so that order is checked rather than recomputed: every
+    value has at most one writer, and every node comes after the writers of what it reads. When a
+    node reads what it or a later node writes, the message names the cycle behind it if there is
+    one (no order could run it), else the two nodes. `node(k)` and `value(v)` name them.
+    """
+    writer: dict[Hashable, int] = {}
+    for k, outputs in enumerate(writes):
+        for v in outputs:
+            if v in writer:
+                return f"{value(v)} is written by both {node(writer[v])} and {node(k)}"
+            writer[v] = k
+    for k, inputs in enumerate(reads):
+        for v in inputs:
+            j = writer.get(v)
+            if j is None or j < k:
+                continue
+            loop = _cycle(reads, writer)
+            if loop is None:
+                return f"{node(k)} reads {value(v)} before {node(j)} writes it (not in execution order)"
+            if len(loop) == 1:
+                return f"{node(loop[0])} reads its own output: the graph has a cycle"
+            shown = loop + loop[:1] if len(loop) <= CYCLE_SHOWN else loop[:CYCLE_SHOWN - 1] + ["..."] + loop[-1:] + loop[:1]
+            return (f"the graph has a cycle of {len(loop)} nodes: "
+                    + " -> ".join(i if i == "..." else node(i) for i in shown) + " (each feeds the next)")
+    return None
+
+
+def _cycle(reads: list[list[Hashable]], writer: dict[Hashable, int]) -> list[int] | None:
+    """The nodes of one cycle in data-flow order, or None; iterative depth-first search over
+    'reads from', so that a long chain cannot exhaust Python's stack."""
+    NEW, ON_PATH, DONE = 0, 1, 2
+    state = [NEW] * len(reads)
+    for start in range(len(reads)):
+        if state[start] != NEW:
+            continue
+        state[start] = ON_PATH
+        path, pending = [start], [iter(reads[start])]
+        while path:
+            for v in pending[-1]:
+                j = writer.get(v)
+                if j is None or state[j] == DONE:
+                    continue
+                if state[j] == ON_PATH:
+                    # path runs consumer -> producer; the cycle is its tail from j, reversed.
+                    return path[path.index(j):][::-1]
+                state[j] = ON_PATH
+                path.append(j)
+                pending.append(iter(reads[j]))
+                break
+            else:
+                state[path.pop()] = DONE
+                pending.pop()
+    return None

@@ -1,10 +1,14 @@
 """Reads an ONNX model into a porter Graph, checking its data and references before using them.
 
 Checked: the protobuf parses and holds a graph; the default-domain opset is one porter reads and
-every node's domain is imported; every initializer's data matches its dims x dtype, and external
-data files exist inside the model's folder with the byte range in bounds; every node input is an
-initializer, a graph input or a node output. Anything wrong is one PorterError line naming the
-node, input, initializer, file or byte range.
+every node's domain is imported; every node of a standard op has the inputs, outputs and
+attributes its operator schema declares, each attribute of the declared type (a TENSOR
+attribute's data fitting its dims); every initializer's data matches its dims x dtype, and
+external data files exist inside the model's folder with the byte range in bounds; every node
+input is an initializer, a graph input or an earlier node's output, with no value written twice
+and no cycle; declared shapes have no negative dimension; and what the ops porter knows need of
+their ranks and attribute values (ONNX_RULES, porter.frontends.op_rules). Anything wrong is one
+PorterError line naming the node, input, attribute, initializer, file or byte range.
 
 Tensors are ONNX values, numbered in order: graph inputs, initializers, then node outputs.
 Shapes come from the graph's inputs, outputs and value_info, completed by ONNX shape inference
@@ -15,6 +19,7 @@ point get a Quantization (per-tensor or along the node's axis).
 from __future__ import annotations
 
 import math
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +29,10 @@ from onnx import numpy_helper
 
 from porter.errors import PorterError
 from porter.frontends.onnx_shapes import inferred_values
-from porter.frontends.graph import Graph, Op, Quantization, Storage, Tensor
+from porter.frontends.graph import Graph, Op, Quantization, Storage, Tensor, dataflow_problem, shape_problem
+from porter.frontends.op_rules import (Rule, axes_attribute, axes_operand, axis_attribute, bounded_result,
+                                       check_op_rules, finite_attribute, one_of, permutation_attribute,
+                                       rank_of, reshape_target)
 
 # Opset 13 is the first with today's Softmax (one axis, not "flatten from axis") and with axes
 # given as inputs for Squeeze/Unsqueeze/ReduceSum; older graphs would need other semantics.
@@ -50,7 +58,57 @@ DTYPES = {
     onnx.TensorProto.STRING: "string",
 }
 UNKNOWN_DTYPE = "unknown"
+NAME_LIMIT = 200  # characters of a file-provided name quoted in an error message
+PATH_LIMIT = 4096  # Linux's PATH_MAX: a longer external data location cannot name a file
 NUMPY_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in DTYPES.values() if name not in ("bfloat16", "string")}
+ATTRIBUTE_TYPES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
+CAST_TARGETS = tuple(v for v in onnx.TensorProto.DataType.values() if v != onnx.TensorProto.UNDEFINED)
+# Constant folding materialises Expand and ConstantOfShape results: 64 Mi elements is far more
+# than any mask or position table of a window porter compiles, and far less than memory.
+MAX_FOLDED_ELEMENTS = 1 << 26
+
+
+def _dequantize_axis(op: Op, g: Graph) -> str | None:
+    """DequantizeLinear's axis matters only with a scale per index (a scale with more than one value)."""
+    scale = op.inputs[1] if len(op.inputs) > 1 else -1
+    if scale < 0 or rank_of(g, scale) in (None, 0) or math.prod(g.tensor(scale).shape) == 1:
+        return None
+    return axis_attribute("axis", 1)(op, g)
+
+
+def _gather_nd_batch_dims(op: Op, g: Graph) -> str | None:
+    batch_dims = op.options.get("batch_dims", 0)
+    ranks = [rank_of(g, t) for t in op.inputs[:2]]
+    if None in ranks:
+        return None
+    if not 0 <= batch_dims < min(ranks):
+        return f"attribute 'batch_dims' is {batch_dims}; the op needs 0 <= batch_dims < {min(ranks)} (the inputs' ranks)"
+    return None
+
+
+# What each op porter's ONNX patterns and constant folding use needs beyond its schema.
+ONNX_RULES = {
+    "LayerNormalization": Rule(ranks={0: (1, None)}, checks=(
+        axis_attribute("axis", -1), finite_attribute("epsilon", positive=True))),
+    "Softmax": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis", -1),)),
+    "Transpose": Rule(checks=(permutation_attribute("perm"),)),
+    "MatMul": Rule(ranks={0: (1, None), 1: (1, None)}),
+    "MatMulInteger": Rule(ranks={0: (1, None), 1: (1, None)}),
+    "Gather": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis", 0),)),
+    "GatherND": Rule(ranks={0: (1, None), 1: (1, None)}, checks=(_gather_nd_batch_dims,)),
+    "Concat": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis"),)),
+    "Flatten": Rule(checks=(axis_attribute("axis", 1, past_last=True),)),
+    "Split": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis", 0),)),
+    "DequantizeLinear": Rule(checks=(_dequantize_axis,)),
+    "ReduceMean": Rule(checks=(axes_attribute("axes"), axes_operand(1), one_of("keepdims", (0, 1)))),
+    "Squeeze": Rule(checks=(axes_operand(1),)),
+    "Unsqueeze": Rule(checks=(axes_operand(1, inserted=True),)),
+    "Reshape": Rule(checks=(reshape_target(1, zero_copies=True), one_of("allowzero", (0, 1)))),
+    "Expand": Rule(checks=(bounded_result(1, MAX_FOLDED_ELEMENTS),)),
+    "ConstantOfShape": Rule(checks=(bounded_result(0, MAX_FOLDED_ELEMENTS),)),
+    "Cast": Rule(checks=(one_of("to", CAST_TARGETS),)),
+    "Gelu": Rule(checks=(one_of("approximate", ("none", "tanh")),)),
+}
 
 
 def load_onnx(path: str | Path) -> Graph:
@@ -58,9 +116,23 @@ def load_onnx(path: str | Path) -> Graph:
     path = Path(path)
     model = _parse(path)
     opsets = _check_opsets(path, model)
-    graph = _GraphBuilder(path, model, opsets, _value_types(model.graph.value_info, model.graph.input, model.graph.output)).graph()
+    declared = _value_types(path, model.graph.value_info, model.graph.input, model.graph.output)
+    graph = _GraphBuilder(path, model, opsets, declared).graph()
     _complete_value_types(graph)
+    _check_graph_inputs(graph)
+    check_op_rules(graph, ONNX_RULES)
     return graph
+
+
+def _check_graph_inputs(graph: Graph) -> None:
+    """Graph inputs are what a compiled module is fed: each needs an element type porter reads
+    and a declared shape (porter compiles fixed windows; dimensions may be symbolic)."""
+    for name, t in graph.inputs.items():
+        tensor = graph.tensor(t)
+        if tensor.dtype == UNKNOWN_DTYPE:
+            raise _fail(Path(graph.path), f"graph input '{name}' declares no tensor type with a shape")
+        if tensor.dtype not in NUMPY_DTYPES:
+            raise _fail(Path(graph.path), f"graph input '{name}' has element type {tensor.dtype}, which porter cannot feed")
 
 
 def _fail(path: Path, message: str) -> PorterError:
@@ -76,7 +148,24 @@ def _parse(path: Path) -> onnx.ModelProto:
     # Random bytes can parse as a protobuf of unknown fields: a real model has a version and nodes.
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
         raise _fail(path, "not an ONNX model (no IR version or no graph nodes)")
+    _check_names_are_text(path, model)
     return model
+
+
+def _check_names_are_text(path: Path, model: onnx.ModelProto) -> None:
+    """onnx.proto is proto2: a string field holding bytes that are not UTF-8 parses, and comes
+    back as bytes, which nothing downstream expects. Every name porter reads must be text."""
+    g = model.graph
+    named = [(f"opset import {i}", [o.domain]) for i, o in enumerate(model.opset_import)]
+    named += [(f"node {k}", [n.op_type, n.domain, n.name, *n.input, *n.output, *(a.name for a in n.attribute)])
+              for k, n in enumerate(g.node)]
+    named += [(f"initializer {i}", [t.name, *(e.key for e in t.external_data), *(e.value for e in t.external_data)])
+              for i, t in enumerate(g.initializer)]
+    named += [(f"graph {role} {i}", [v.name]) for role in ("input", "output", "value_info")
+              for i, v in enumerate(getattr(g, role))]
+    for where, texts in named:
+        if not all(isinstance(text, str) for text in texts):
+            raise _fail(path, f"{where} has a name or field that is not UTF-8 text")
 
 
 def _check_opsets(path: Path, model: onnx.ModelProto) -> dict[str, int]:
@@ -95,7 +184,7 @@ def _check_opsets(path: Path, model: onnx.ModelProto) -> dict[str, int]:
     return opsets
 
 
-def _value_types(*value_lists) -> dict[str, tuple[str, tuple[int, ...]]]:
+def _value_types(path: Path, *value_lists) -> dict[str, tuple[str, tuple[int, ...]]]:
     """Value name -> (dtype, shape) for every value with a tensor type and a shape."""
     types = {}
     for values in value_lists:
@@ -103,8 +192,16 @@ def _value_types(*value_lists) -> dict[str, tuple[str, tuple[int, ...]]]:
             tensor_type = value.type.tensor_type
             if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
                 continue
-            dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
-            types[value.name] = (_dtype_name(tensor_type.elem_type), dims)
+            declared = tensor_type.shape.dim
+            negative = [d.dim_value for d in declared if d.HasField("dim_value") and d.dim_value < 0]
+            if negative:  # porter's -1 means dynamic; the file's dim_param says that
+                raise _fail(path, f"value '{value.name}' is declared with dimension {negative[0]}")
+            dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in declared)
+            dtype = _dtype_name(tensor_type.elem_type)
+            problem = shape_problem(dims, NUMPY_DTYPES[dtype].itemsize if dtype in NUMPY_DTYPES else 1)
+            if problem:
+                raise _fail(path, f"value '{value.name}' {problem}")
+            types[value.name] = (dtype, dims)
     return types
 
 
@@ -116,7 +213,7 @@ def _complete_value_types(graph: Graph) -> None:
     unknown = [t for t in graph.tensors if t.dtype == UNKNOWN_DTYPE]
     if not unknown:
         return
-    inferred = _value_types(inferred_values(Path(graph.path)))
+    inferred = _value_types(Path(graph.path), inferred_values(Path(graph.path)))
     for t in unknown:
         if t.name in inferred:
             t.dtype, t.shape = inferred[t.name]
@@ -127,6 +224,47 @@ def _dtype_name(elem_type: int) -> str:
         return DTYPES[elem_type]
     known = elem_type in onnx.TensorProto.DataType.values()
     return onnx.TensorProto.DataType.Name(elem_type).lower() if known else f"onnx_type_{elem_type}"
+
+
+@cache
+def _schema(op_type: str, domain: str, opset: int):
+    """The operator schema onnx knows for the op at the model's opset, or None."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _schema_problem(node: onnx.NodeProto, schema) -> str | None:
+    """What the node does against its schema: input and output counts, omitted required inputs
+    or outputs, attributes missing, unknown or of another type."""
+    Option = onnx.defs.OpSchema.FormalParameterOption
+    for role, names, fewest, most, formals in (
+            ("inputs", node.input, schema.min_input, schema.max_input, schema.inputs),
+            ("outputs", node.output, schema.min_output, schema.max_output, schema.outputs)):
+        if not fewest <= len(names) <= most:
+            span = str(fewest) if fewest == most else f"{fewest} to {most}"
+            return f"has {len(names)} {role}; {schema.name} takes {span}"
+        for position, name in enumerate(names):
+            formal = formals[min(position, len(formals) - 1)]
+            if not name and formal.option != Option.Optional:
+                return f"{role[:-1]} {position} ({formal.name}) is omitted, but {schema.name} needs it"
+    # porter numbers a node's outputs without the omitted ones, so only trailing ones may be.
+    named = [bool(name) for name in node.output]
+    if False in named and True in named[named.index(False):]:
+        return "omits an output before a named one, which porter does not read"
+    given = {attr.name: attr for attr in node.attribute}
+    for name, attr in given.items():
+        declared = schema.attributes.get(name)
+        if declared is None:
+            return f"has attribute '{name}', which {schema.name} does not define"
+        if attr.type != declared.type.value:
+            return (f"attribute '{name}' is {ATTRIBUTE_TYPES[attr.type]}; {schema.name} takes "
+                    f"{ATTRIBUTE_TYPES[declared.type.value]}")
+    missing = [name for name, declared in schema.attributes.items() if declared.required and name not in given]
+    if missing:
+        return f"lacks attribute '{missing[0]}', which {schema.name} requires"
+    return None
 
 
 class _GraphBuilder:
@@ -158,6 +296,7 @@ class _GraphBuilder:
         self.check_node_inputs()
         ops = []
         for k, node in enumerate(g.node):
+            self.check_node(k, node)
             if self.is_constant_node(node):
                 self.add_constant_node(k, node)
             else:
@@ -166,6 +305,8 @@ class _GraphBuilder:
         self.attach_matmul_integer_quantization(ops)
         outputs = {}
         for v in g.output:
+            if v.name in outputs:
+                raise self.fail(f"graph output '{v.name}' is listed twice")
             if v.name not in self.index:
                 raise self.fail(f"graph output '{v.name}' is not produced by any node, input or initializer")
             outputs[v.name] = self.index[v.name]
@@ -196,22 +337,29 @@ class _GraphBuilder:
         return t.index
 
     def add_initializer(self, init: onnx.TensorProto) -> None:
-        where = f"initializer '{init.name}'"
-        dtype = _dtype_name(init.data_type)
+        data, storage = self.tensor_data(init, f"initializer '{init.name}'", external=True)
+        self.add_value(init.name, data, storage, _dtype_name(init.data_type))
+
+    def tensor_data(self, proto: onnx.TensorProto, where: str, external: bool) -> tuple[np.ndarray, Storage]:
+        """A TensorProto's value, checked against its dims and dtype (and, if `external` allows
+        it to live in a file of its own, that file)."""
+        dtype = _dtype_name(proto.data_type)
         numpy_dtype = NUMPY_DTYPES.get(dtype)
         if numpy_dtype is None:
             raise self.fail(f"{where} has type {dtype}, which porter cannot read")
-        if any(d < 0 for d in init.dims):
-            raise self.fail(f"{where} has a negative dimension in {list(init.dims)}")
-        if math.prod(d for d in init.dims if d) * numpy_dtype.itemsize >= 2**62:
-            raise self.fail(f"{where} has an impossible shape {list(init.dims)}")
-        shape = tuple(int(d) for d in init.dims)
+        # -1 means "dynamic" in declared shapes only: a constant's dims are all known.
+        problem = shape_problem([max(d, 0) for d in proto.dims], numpy_dtype.itemsize)
+        if problem is None and any(d < 0 for d in proto.dims):
+            problem = f"has a negative dimension in {list(proto.dims)}"
+        if problem:
+            raise self.fail(f"{where} {problem}")
+        shape = tuple(int(d) for d in proto.dims)
         count = math.prod(shape)  # Python ints: a hostile shape cannot overflow the check
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            data, storage = self.external_data(init, where, numpy_dtype, shape, count)
-        else:
-            data, storage = self.inline_data(init, where, numpy_dtype, shape, count)
-        self.add_value(init.name, data, storage, dtype)
+        if proto.data_location != onnx.TensorProto.EXTERNAL:
+            return self.inline_data(proto, where, numpy_dtype, shape, count)
+        if not external:
+            raise self.fail(f"{where} keeps its data in an external file, which porter reads for initializers only")
+        return self.external_data(proto, where, numpy_dtype, shape, count)
 
     def inline_data(self, init, where, numpy_dtype, shape, count):
         expected = count * numpy_dtype.itemsize
@@ -227,45 +375,78 @@ class _GraphBuilder:
     def external_data(self, init, where, numpy_dtype, shape, count):
         fields = {entry.key: entry.value for entry in init.external_data}
         location = fields.get("location", "")
-        folder = self.path.resolve().parent
-        file = (folder / location).resolve()
-        if not location or Path(location).is_absolute() or not file.is_relative_to(folder):
-            raise self.fail(f"{where}: external data location '{location}' is not a file name inside the model's folder")
-        if not file.is_file():
-            raise self.fail(f"{where}: external data file '{location}' does not exist")
-        file_size = file.stat().st_size
+        shown = location[:NAME_LIMIT]
+        if not location or "\0" in location or len(location) > PATH_LIMIT or Path(location).is_absolute():
+            raise self.fail(f"{where}: external data location '{shown}' is not a file name inside the model's folder")
         expected = count * numpy_dtype.itemsize
         try:
             offset = int(fields.get("offset", 0))
             length = int(fields.get("length", expected))
         except ValueError:
-            raise self.fail(f"{where}: external data offset/length are not integers ({fields})") from None
-        span = f"{where}: external data '{location}' offset {offset} length {length} (file size {file_size})"
-        if offset < 0 or length < 0:
-            raise self.fail(f"{span} is negative")
-        if offset + length > file_size:
-            raise self.fail(f"{span} runs past the end of the file")
-        if length != expected:
-            raise self.fail(f"{span} does not match shape {list(shape)} of {numpy_dtype.name} ({expected} bytes)")
-        data = np.fromfile(file, dtype=numpy_dtype, count=count, offset=offset).reshape(shape)
+            raise self.fail(f"{where}: external data offset '{fields.get('offset', '')[:NAME_LIMIT]}' or length "
+                            f"'{fields.get('length', '')[:NAME_LIMIT]}' is not an integer") from None
+        try:
+            folder = self.path.resolve().parent
+            file = (folder / location).resolve()
+            if not file.is_relative_to(folder):
+                raise self.fail(f"{where}: external data location '{shown}' is not a file name inside the model's folder")
+            if not file.is_file():
+                raise self.fail(f"{where}: external data file '{shown}' does not exist")
+            file_size = file.stat().st_size
+            span = f"{where}: external data '{shown}' offset {offset} length {length} (file size {file_size})"
+            if offset < 0 or length < 0:
+                raise self.fail(f"{span} is negative")
+            if offset + length > file_size:
+                raise self.fail(f"{span} runs past the end of the file")
+            if length != expected:
+                raise self.fail(f"{span} does not match shape {list(shape)} of {numpy_dtype.name} ({expected} bytes)")
+            data = np.fromfile(file, dtype=numpy_dtype, count=count, offset=offset).reshape(shape)
+        except OSError as e:
+            raise self.fail(f"{where}: cannot read external data '{shown}' ({e.strerror or e})") from None
         return data, Storage("external", offset, length, file=location)
 
     # Nodes -----------------------------------------------------------------------------------
 
     def check_node_inputs(self) -> None:
-        """Every node input must be a graph input, an initializer or an earlier node's output."""
+        """Every node input must be a graph input, an initializer or an earlier node's output,
+        and no value may be written twice."""
         nodes = self.model.graph.node
-        produced_by = {out: k for k, node in enumerate(nodes) for out in node.output if out}
-        available = set(self.index)
+        defined = set(self.index)
+        produced = {out for node in nodes for out in node.output if out}
         for k, node in enumerate(nodes):
+            where = f"node {k} '{node.name}' ({node.op_type})"
+            for name in node.output:
+                if name in defined:
+                    raise self.fail(f"{where}: output '{name}' is already a graph input or an initializer")
             for name in node.input:
-                if not name or name in available:
-                    continue
-                where = f"node {k} '{node.name}' ({node.op_type})"
-                if name in produced_by:
-                    raise self.fail(f"{where}: input '{name}' is produced later, by node {produced_by[name]} (nodes not in topological order)")
-                raise self.fail(f"{where}: input '{name}' is neither an initializer, a graph input nor produced by a node")
-            available.update(out for out in node.output if out)
+                if name and name not in defined and name not in produced:
+                    raise self.fail(f"{where}: input '{name}' is neither an initializer, a graph input nor produced by a node")
+        problem = dataflow_problem([[name for name in node.input if name] for node in nodes],
+                                   [[name for name in node.output if name] for node in nodes],
+                                   lambda k: f"node {k} '{nodes[k].name}' ({nodes[k].op_type})",
+                                   lambda name: f"value '{name}'")
+        if problem:
+            raise self.fail(problem)
+
+    def check_node(self, k: int, node: onnx.NodeProto) -> None:
+        """A node of a standard op against its operator schema: inputs, outputs, attributes."""
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        where = f"node {k} '{node.name}' ({node.op_type})"
+        if domain not in self.opsets:
+            raise self.fail(f"{where} uses domain '{domain}', which the model does not import")
+        schema = _schema(node.op_type, domain, self.opsets[domain])
+        names = set()
+        for attr in node.attribute:
+            if attr.type not in ATTRIBUTE_TYPES or attr.type == onnx.AttributeProto.UNDEFINED:
+                raise self.fail(f"{where}: attribute '{attr.name}' has no valid type ({attr.type})")
+            if attr.name in names:
+                raise self.fail(f"{where}: attribute '{attr.name}' is given twice")
+            names.add(attr.name)
+        if schema is None:
+            return  # an op porter's patterns do not know: recovery names it if it matters
+        problem = _schema_problem(node, schema)
+        if problem:
+            raise self.fail(f"{where}: {problem}")
 
     @staticmethod
     def is_constant_node(node: onnx.NodeProto) -> bool:
@@ -293,23 +474,29 @@ class _GraphBuilder:
 
     def op(self, index: int, k: int, node: onnx.NodeProto) -> Op:
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
-        if domain not in self.opsets:
-            raise self.fail(f"node {k} '{node.name}' ({node.op_type}) uses domain '{domain}', which the model does not import")
         inputs = [self.index[name] if name else -1 for name in node.input]
         outputs = [self.add_value(name) for name in node.output if name]
-        options = {attr.name: self.attribute_value(attr) for attr in node.attribute}
+        where = f"node {k} '{node.name}' ({node.op_type})"
+        options = {attr.name: self.attribute_value(attr, f"{where} attribute '{attr.name}'") for attr in node.attribute}
         op_type = node.op_type if not domain else f"{domain}.{node.op_type}"
         return Op(index, op_type, inputs, outputs, options, self.opsets[domain])
 
-    @staticmethod
-    def attribute_value(attr: onnx.AttributeProto):
+    def attribute_value(self, attr: onnx.AttributeProto, where: str):
+        """The attribute as options hold it: numbers, strings (decoded), arrays, lists of them."""
+        kind = attr.type
+        if kind in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS):
+            raise self.fail(f"{where} is a sparse tensor, which porter does not read")
+        if kind == onnx.AttributeProto.TENSOR:
+            return self.tensor_data(attr.t, where, external=False)[0]
+        if kind == onnx.AttributeProto.TENSORS:
+            return [self.tensor_data(t, where, external=False)[0] for t in attr.tensors]
+        if kind == onnx.AttributeProto.GRAPH:
+            return f"<subgraph {attr.g.name}>"
+        if kind == onnx.AttributeProto.GRAPHS:
+            return [f"<subgraph {g.name}>" for g in attr.graphs]
         value = onnx.helper.get_attribute_value(attr)
         if isinstance(value, bytes):
             return value.decode("utf-8", "replace")
-        if isinstance(value, onnx.TensorProto):
-            return numpy_helper.to_array(value)
-        if isinstance(value, onnx.GraphProto):
-            return f"<subgraph {value.name}>"
         if isinstance(value, list):
             return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
         return value

@@ -1,35 +1,36 @@
-"""Reads a TFLite flatbuffer into a porter Graph, checking every byte range before using it.
+"""Reads a TFLite flatbuffer into a porter Graph, checking every byte it reads before using it.
 
 LiteRT trusts the file: an external buffer whose offset + size wraps past 2^64 crashes it, and a
 weight without data loads and fails only at run time. So this reader checks, in order: the
-'TFL3' identifier, every Buffer's byte range against the file (inline vectors and external
-offset/size pairs, counted from the start of the file), every tensor's buffer index, data size
-against shape x dtype, quantisation parameters against the shape, every opcode index and tensor
-index of every operator, and that every tensor an operator reads is either produced by an op, a
-graph input, a variable, or backed by data. Anything wrong is one PorterError line naming the
-tensor, op, buffer or byte range.
+'TFL3' identifier; every table, vtable, field, vector and string against the file as it reads it
+(porter.frontends.flatbuffer: nothing runs past the end of the file, no string is longer than
+64 KiB, and shared vectors cannot make reading cost more than a few times the file's size);
+every Buffer's byte range (inline vectors and external offset/size pairs, counted from the start
+of the file); every tensor's buffer index and rank, data size against shape x dtype,
+quantisation parameters against the shape; every opcode index and tensor index of every
+operator; that every tensor an operator reads is produced by an earlier op, a graph input, a
+variable, or backed by data, with no tensor written twice and no cycle; and what the ops porter
+knows need of their tensors and options (porter.frontends.op_rules). Anything wrong is one
+PorterError line naming the tensor, op, buffer or byte offset.
 
-The flatbuffer itself is read with the `tflite` package's generated accessors; they raise low-level
-errors (struct.error, IndexError, ValueError) on bytes that are not a flatbuffer, and those are
-turned into PorterError too. There is no full flatbuffer verifier here: garbage that still parses
-is caught by the semantic checks above.
+The `tflite` package supplies the schema: its enums, and the generated accessors from which
+porter.frontends.flatbuffer learns each table's fields. Its accessors never read the file.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-import re
-import struct
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 import tflite
 
 from porter.errors import PorterError
-from porter.frontends.graph import Graph, Op, Quantization, Storage, Tensor
+from porter.frontends.flatbuffer import Buffer, FlatbufferError, Table, layout
+from porter.frontends.graph import MAX_RANK, Graph, Op, Quantization, Storage, Tensor, dataflow_problem, shape_problem
+from porter.frontends.op_rules import Rule, axes_operand, axis_attribute, check_op_rules, finite_attribute, permutation_operand, reshape_target
 
 IDENTIFIER = b"TFL3"
 # Root table offset (4 bytes) + file identifier (4 bytes).
@@ -39,9 +40,6 @@ HEADER_SIZE = 8
 FIRST_EXTERNAL_OFFSET = 2
 UINT64_LIMIT = 2**64
 NAME_LIMIT = 80  # characters of a tensor name quoted in an error message
-# Each element of a flatbuffer vector of tables is a 4-byte offset: a vector claiming more
-# elements than the file could hold is corrupt (and would make us loop for a very long time).
-OFFSET_SIZE = 4
 
 DTYPES = {
     tflite.TensorType.FLOAT32: "float32",
@@ -82,6 +80,26 @@ WEIGHT_INPUTS = {
     "GATHER": (0,),
 }
 
+_ONE_INPUT = Rule(inputs=(1, 1), outputs=1)
+_TWO_INPUTS = Rule(inputs=(2, 2), outputs=1)
+# What each op porter's TFLite patterns use needs (ranks as LiteRT's kernels check them).
+TFLITE_RULES = {
+    # weights [out, in]; the bias is optional (-1 when omitted)
+    "FULLY_CONNECTED": Rule(ranks={0: (1, None), 1: (2, 2)}, inputs=(2, 3), outputs=1),
+    "BATCH_MATMUL": Rule(ranks={0: (2, 5), 1: (2, 5)}, inputs=(2, 2), outputs=1),
+    "SOFTMAX": Rule(ranks={0: (1, None)}, inputs=(1, 1), outputs=1, checks=(finite_attribute("beta"),)),
+    "MEAN": Rule(inputs=(2, 2), outputs=1, checks=(axes_operand(1),)),
+    "SQUARED_DIFFERENCE": _TWO_INPUTS, "ADD": _TWO_INPUTS, "SUB": _TWO_INPUTS, "MUL": _TWO_INPUTS,
+    "LOGICAL_AND": _TWO_INPUTS, "RSQRT": _ONE_INPUT, "GELU": _ONE_INPUT, "CAST": _ONE_INPUT,
+    "DEQUANTIZE": _ONE_INPUT,
+    "RESHAPE": Rule(inputs=(1, 2), outputs=1, checks=(reshape_target(1, "new_shape"),)),
+    "TRANSPOSE": Rule(ranks={0: (0, 6)}, inputs=(2, 2), outputs=1, checks=(permutation_operand(1),)),
+    "EMBEDDING_LOOKUP": Rule(ranks={0: (1, 1), 1: (2, None)}, inputs=(2, 2), outputs=1),
+    "GATHER": Rule(ranks={0: (1, None)}, inputs=(2, 2), outputs=1, checks=(axis_attribute("axis", 0),)),
+    "GATHER_ND": Rule(ranks={0: (1, None), 1: (1, None)}, inputs=(2, 2), outputs=1),
+    "SELECT_V2": Rule(inputs=(3, 3), outputs=1),
+}
+
 
 def _enum_names(enum_class) -> dict[int, str]:
     return {v: k for k, v in vars(enum_class).items() if not k.startswith("_")}
@@ -106,9 +124,9 @@ def load_tflite(path: str | Path) -> Graph:
     path = Path(path)
     data = path.read_bytes()
     model = _open_model(path, data)
-    # Each read below has its own, more specific guard; this one catches any read they miss.
-    with _flatbuffer_errors(path, "the model"):
-        return _ModelReader(path, data, model).graph()
+    graph = _ModelReader(path, data, model).graph()
+    check_op_rules(graph, TFLITE_RULES)
+    return graph
 
 
 def _tensor_label(index: int, name: str) -> str:
@@ -124,77 +142,58 @@ def _fail(path: Path, message: str) -> PorterError:
 
 @contextmanager
 def _flatbuffer_errors(path: Path, what: str):
-    """Turns the accessors' low-level failures on malformed bytes into one PorterError line."""
+    """Names the part of the model being read in a FlatbufferError (which names the byte offset)."""
     try:
         yield
-    except (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError) as e:
-        detail = " ".join(str(e).split()) or type(e).__name__
-        raise _fail(path, f"corrupt TFLite flatbuffer while reading {what} ({detail})") from None
+    except FlatbufferError as e:
+        raise _fail(path, f"corrupt TFLite flatbuffer while reading {what}: {e}") from None
 
 
-def _open_model(path: Path, data: bytes) -> tflite.Model:
+def _open_model(path: Path, data: bytes) -> Table:
     if len(data) < HEADER_SIZE:
         raise _fail(path, f"file too small to be a TFLite flatbuffer ({len(data)} bytes)")
     if data[4:8] != IDENTIFIER:
         raise _fail(path, f"not a TFLite flatbuffer (identifier {data[4:8]!r}, expected {IDENTIFIER!r})")
-    root = struct.unpack_from("<I", data, 0)[0]
-    if root + OFFSET_SIZE > len(data):
-        raise _fail(path, f"corrupt TFLite flatbuffer: root table offset {root} is past the end of the {len(data)}-byte file")
     with _flatbuffer_errors(path, "the model table"):
-        return tflite.Model.GetRootAs(data, 0)
+        return Buffer(data).root(tflite.Model)
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+def _decode_options(op: Table, field: str, union_names: dict[int, str]) -> dict:
+    """Decodes a builtin-options union member into {snake_case_field: value}.
 
-
-@cache
-def _option_fields(options_class) -> tuple[tuple[str, str, bool], ...]:
-    """(accessor, snake_case field name, is_vector) for each field of a generated options class.
-
-    Scalar fields are zero-argument accessors; vector fields have an `XAsNumpy` companion.
     Table-valued fields (only in StableHLO options) take no part: nothing in porter reads them.
     """
-    methods = {k for k, v in vars(options_class).items() if callable(v) and not k.startswith("_")}
-    plumbing = {"Init"} | {m for m in methods if m.startswith("GetRootAs") or m.endswith("BufferHasIdentifier")}
-    fields = []
-    for m in sorted(methods - plumbing):
-        if m.endswith(("Length", "IsNone", "AsNumpy")):
-            continue
-        if f"{m}AsNumpy" in methods:
-            fields.append((f"{m}AsNumpy", _snake(m), True))
-        elif vars(options_class)[m].__code__.co_argcount == 1:
-            fields.append((m, _snake(m), False))
-    return tuple(fields)
-
-
-def _decode_options(table, union_names: dict[int, str], union_type: int) -> dict:
-    """Decodes a builtin-options union table into {snake_case_field: value}."""
-    class_name = union_names.get(union_type)
-    if table is None or class_name is None or class_name == "NONE":
+    class_name = union_names.get(op.scalar(f"{field}_type"))
+    if class_name is None or class_name == "NONE":
         return {}
     options_class = getattr(importlib.import_module(f"tflite.{class_name}"), class_name)
-    options = options_class()
-    options.Init(table.Bytes, table.Pos)
+    options = op.union(field, options_class)
+    if options is None:
+        return {}
     decoded = {}
-    for accessor, field, is_vector in _option_fields(options_class):
-        value = getattr(options, accessor)()
-        if is_vector:
-            value = [] if isinstance(value, int) else value.tolist()
-        elif not isinstance(value, (bool, int, float, bytes)):
+    for name, kind in ((name, f.kind) for name, f in layout(options_class).items()):
+        if kind == "scalar":
+            value = options.scalar(name)
+        elif kind == "vector":
+            value = options.vector(name).tolist()
+        elif kind == "string":
+            value = options.string(name)
+        else:
             continue
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if field in ENUM_FIELDS and isinstance(value, int):
-            value = ENUM_FIELDS[field].get(value, value)
-        decoded[field] = value
+        if value is None:
+            continue
+        if name in ENUM_FIELDS:
+            if value not in ENUM_FIELDS[name]:
+                raise FlatbufferError(f"{class_name}.{name} is {value}, which the schema does not define")
+            value = ENUM_FIELDS[name][value]
+        decoded[name] = value
     return decoded
 
 
 class _ModelReader:
     """Walks one model: buffers, opcodes, then every subgraph's tensors, operators and signatures."""
 
-    def __init__(self, path: Path, data: bytes, model: tflite.Model):
+    def __init__(self, path: Path, data: bytes, model: Table):
         self.path = path
         self.data = data
         self.model = model
@@ -204,77 +203,70 @@ class _ModelReader:
     def fail(self, message: str) -> PorterError:
         return _fail(self.path, self.context + message)
 
-    def vector_length(self, what: str, length: int) -> int:
-        if length * OFFSET_SIZE > len(self.data):
-            raise self.fail(f"corrupt TFLite flatbuffer: {what} claims {length} entries, more than the file can hold")
-        return length
+    def reading(self, what: str):
+        return _flatbuffer_errors(self.path, self.context + what)
 
     def graph(self) -> Graph:
         """The signature's subgraph as a Graph, after checking every subgraph and signature."""
         signatures = self.signatures()
-        main = signatures[0][1] if signatures else 0
-        with _flatbuffer_errors(self.path, "the subgraph list"):
-            subgraph_count = self.vector_length("the subgraph list", self.model.SubgraphsLength())
-        for key, index in signatures:
-            if not 0 <= index < subgraph_count:
-                raise self.fail(f"signature '{key}' names subgraph {index} but the model has {subgraph_count}")
-        if subgraph_count == 0:
+        main = signatures[0][2] if signatures else 0
+        with self.reading("the subgraph list"):
+            subgraphs = self.model.tables("subgraphs")
+        for key, _, index in signatures:
+            if not 0 <= index < len(subgraphs):
+                raise self.fail(f"signature '{key}' names subgraph {index} but the model has {len(subgraphs)}")
+        if not subgraphs:
             raise self.fail("the model has no subgraphs")
-        raw_tensors = [self.subgraph_tensors(s) for s in range(subgraph_count)]
+        raw_tensors = [self.subgraph_tensors(s, subgraph) for s, subgraph in enumerate(subgraphs)]
         storages = self.buffer_storages(raw_tensors, main)
         self.check_metadata_buffers(len(storages))
         opcodes = self.opcodes()
         # LiteRT reads every subgraph (WHILE/IF bodies too), so every one is checked.
-        for s in range(subgraph_count):
+        for s, subgraph in enumerate(subgraphs):
             self.context = f"subgraph {s}: " if s != main else ""
-            tensors, ops = self.subgraph_contents(s, raw_tensors[s], storages, opcodes)
-            inputs, outputs = self.subgraph_io(s, signatures, tensors)
+            tensors, ops = self.subgraph_contents(s, subgraph, raw_tensors[s], storages, opcodes)
+            inputs, outputs = self.subgraph_io(s, subgraph, signatures, tensors)
+            self.check_dataflow(ops, tensors)
             self.check_every_read_has_a_source(ops, tensors, inputs)
             if s == main:
                 graph_parts = tensors, ops, inputs, outputs
         self.context = ""
-        with _flatbuffer_errors(self.path, "the model description"):
-            schema_version = self.model.Version()
-            description = (self.model.Description() or b"").decode("utf-8", "replace")
+        with self.reading("the model description"):
+            schema_version = self.model.scalar("version")
+            description = self.model.string("description") or ""
         metadata = {
             "schema_version": schema_version,
             "description": description,
             "signature_key": signatures[0][0] if signatures else None,
             "subgraph": main,
-            "subgraph_count": subgraph_count,
+            "subgraph_count": len(subgraphs),
             "file_size": len(self.data),
             # One entry per Buffer in the model (None: no data), all checked against the file.
             "buffers": storages,
         }
         return Graph("tflite", str(self.path), *graph_parts, metadata)
 
-    def signatures(self) -> list[tuple[str, int]]:
-        """(signature key, subgraph index) of every SignatureDef, in file order."""
-        with _flatbuffer_errors(self.path, "the signatures"):
-            count = self.vector_length("the signature list", self.model.SignatureDefsLength())
-            return [
-                ((sig.SignatureKey() or b"").decode("utf-8", "replace"), sig.SubgraphIndex())
-                for sig in (self.model.SignatureDefs(i) for i in range(count))
-            ]
+    def signatures(self) -> list[tuple[str, Table, int]]:
+        """(signature key, SignatureDef, subgraph index) of every SignatureDef, in file order."""
+        with self.reading("the signatures"):
+            return [(sig.string("signature_key") or "", sig, sig.scalar("subgraph_index"))
+                    for sig in self.model.tables("signature_defs")]
 
-    def subgraph_tensors(self, s: int) -> list[tflite.Tensor]:
-        with _flatbuffer_errors(self.path, f"subgraph {s}"):
-            subgraph = self.model.Subgraphs(s)
-            count = self.vector_length(f"the tensor list of subgraph {s}", subgraph.TensorsLength())
-            return [subgraph.Tensors(i) for i in range(count)]
+    def subgraph_tensors(self, s: int, subgraph: Table) -> list[Table]:
+        with self.reading(f"the tensor list of subgraph {s}"):
+            return subgraph.tables("tensors")
 
-    def subgraph_contents(self, s: int, raw_tensors, storages, opcodes) -> tuple[list[Tensor], list[Op]]:
+    def subgraph_contents(self, s: int, subgraph: Table, raw_tensors, storages, opcodes) -> tuple[list[Tensor], list[Op]]:
         self.variables = set()
         tensors = [self.tensor(i, t, storages) for i, t in enumerate(raw_tensors)]
-        with _flatbuffer_errors(self.path, f"the operator list of subgraph {s}"):
-            subgraph = self.model.Subgraphs(s)
-            op_count = self.vector_length("the operator list", subgraph.OperatorsLength())
-        ops = [self.op(k, subgraph.Operators(k), opcodes, tensors) for k in range(op_count)]
+        with self.reading(f"the operator list of subgraph {s}"):
+            raw_ops = subgraph.tables("operators")
+        ops = [self.op(k, raw, opcodes, tensors) for k, raw in enumerate(raw_ops)]
         return tensors, ops
 
     # Buffers ---------------------------------------------------------------------------------
 
-    def buffer_storages(self, raw_tensors: list[list[tflite.Tensor]], main: int) -> list[Storage | None]:
+    def buffer_storages(self, raw_tensors: list[list[Table]], main: int) -> list[Storage | None]:
         """Checks every Buffer's byte range (used or not) and says where its data lives.
 
         Messages name the first tensor using the buffer, preferring the signature's subgraph.
@@ -283,22 +275,22 @@ class _ModelReader:
         for s in [main] + [s for s in range(len(raw_tensors)) if s != main]:
             prefix = f"subgraph {s} " if s != main else ""
             for i, t in enumerate(raw_tensors[s]):
-                with _flatbuffer_errors(self.path, f"{prefix}tensor {i}"):
-                    users.setdefault(t.Buffer(), f"{prefix}{_tensor_label(i, self.tensor_name(t))}")
-        with _flatbuffer_errors(self.path, "the buffer list"):
-            count = self.vector_length("the buffer list", self.model.BuffersLength())
+                with self.reading(f"{prefix}tensor {i}"):
+                    users.setdefault(t.scalar("buffer"), f"{prefix}{_tensor_label(i, t.string('name') or '')}")
+        with self.reading("the buffer list"):
+            buffers = self.model.tables("buffers")
         storages = []
-        for b in range(count):
+        for b, buffer in enumerate(buffers):
             owner = users.get(b, "no tensor")
-            with _flatbuffer_errors(self.path, f"buffer {b} (used by {owner})"):
-                storages.append(self.buffer_storage(b, self.model.Buffers(b), owner))
+            with self.reading(f"buffer {b} (used by {owner})"):
+                storages.append(self.buffer_storage(b, buffer, owner))
         return storages
 
-    def buffer_storage(self, index: int, buffer: tflite.Buffer, owner: str) -> Storage | None:
-        offset, size, file_size = buffer.Offset(), buffer.Size(), len(self.data)
-        inline_length = buffer.DataLength()
+    def buffer_storage(self, index: int, buffer: Table, owner: str) -> Storage | None:
+        offset, size, file_size = buffer.scalar("offset"), buffer.scalar("size"), len(self.data)
+        inline = buffer.span("data", 1)
         if offset >= FIRST_EXTERNAL_OFFSET:
-            if inline_length:
+            if inline is not None and inline[1]:
                 raise self.fail(f"{owner}: buffer {index} has both inline data and an external offset {offset}")
             where = f"{owner}: external buffer {index} (offset {offset}, size {size}, file size {file_size})"
             if offset + size >= UINT64_LIMIT:
@@ -306,44 +298,33 @@ class _ModelReader:
             if offset + size > file_size:
                 raise self.fail(f"{where} runs past the end of the file")
             return Storage("external", offset, size, index)
-        if inline_length == 0:
+        if inline is None or inline[1] == 0:
             return None
-        # The generated accessor hides where the vector starts; the table slot for `data` is 4.
-        start = buffer._tab.Vector(buffer._tab.Offset(4))
-        if start + inline_length > file_size:
-            raise self.fail(
-                f"{owner}: inline buffer {index} (offset {start}, size {inline_length}) runs past the end of the {file_size}-byte file"
-            )
-        return Storage("inline", start, inline_length, index)
+        start, length = inline  # checked against the file by span()
+        return Storage("inline", start, length, index)
 
     def check_metadata_buffers(self, buffer_count: int) -> None:
-        with _flatbuffer_errors(self.path, "the metadata list"):
-            count = self.vector_length("the metadata list", self.model.MetadataLength())
-            entries = [self.model.Metadata(i) for i in range(count)]
-            for entry in entries:
-                name = (entry.Name() or b"").decode("utf-8", "replace")
-                if not 0 <= entry.Buffer() < buffer_count:
-                    raise self.fail(f"metadata '{name}' refers to buffer {entry.Buffer()} but the model has {buffer_count} buffers")
+        with self.reading("the metadata list"):
+            for entry in self.model.tables("metadata"):
+                name, buffer = entry.string("name") or "", entry.scalar("buffer")
+                if not 0 <= buffer < buffer_count:
+                    raise self.fail(f"metadata '{name}' refers to buffer {buffer} but the model has {buffer_count} buffers")
 
     # Tensors ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def tensor_name(t: tflite.Tensor) -> str:
-        return (t.Name() or b"").decode("utf-8", "replace")
-
-    def tensor(self, index: int, t: tflite.Tensor, storages: list[Storage | None]) -> Tensor:
-        with _flatbuffer_errors(self.path, f"tensor {index}"):
-            name = self.tensor_name(t)
+    def tensor(self, index: int, t: Table, storages: list[Storage | None]) -> Tensor:
+        with self.reading(f"tensor {index}"):
+            name = t.string("name") or ""
             where = _tensor_label(index, name)
-            dtype = DTYPES.get(t.Type())
+            dtype = DTYPES.get(t.scalar("type"))
             if dtype is None:
-                raise self.fail(f"{where} has unknown TensorType {t.Type()}")
-            shape = self.tensor_shape(t, where)
-            if t.Sparsity() is not None:
+                raise self.fail(f"{where} has unknown TensorType {t.scalar('type')}")
+            shape = self.tensor_shape(t, dtype, where)
+            if t.table("sparsity") is not None:
                 raise self.fail(f"{where} is sparse, which porter does not read")
-            quant = self.quantization(t.Quantization(), shape, where)
-            buffer_index = t.Buffer()
-            if t.IsVariable():
+            quant = self.quantization(t.table("quantization"), shape, where)
+            buffer_index = t.scalar("buffer")
+            if t.scalar("is_variable"):
                 self.variables.add(index)
         if not 0 <= buffer_index < len(storages):
             raise self.fail(f"{where} refers to buffer {buffer_index} but the model has {len(storages)} buffers")
@@ -363,29 +344,30 @@ class _ModelReader:
         except ValueError:
             raise self.fail(f"{where} has an impossible shape {list(shape)}") from None
 
-    def tensor_shape(self, t: tflite.Tensor, where: str) -> tuple[int, ...]:
-        shape = [int(d) for d in self.int_vector(t.ShapeAsNumpy())]
+    def tensor_shape(self, t: Table, dtype: str, where: str) -> tuple[int, ...]:
+        shape = t.vector("shape").tolist()
+        if len(shape) > MAX_RANK:
+            raise self.fail(f"{where} has rank {len(shape)}; porter reads tensors of rank up to {MAX_RANK}")
         # shape_signature (when present) marks dynamic dims with -1 where `shape` says 1. LiteRT
         # allocates from `shape`, so a signature that disagrees elsewhere is refused.
-        signature = [int(d) for d in self.int_vector(t.ShapeSignatureAsNumpy())]
+        signature = t.vector("shape_signature").tolist()
+        if len(signature) > MAX_RANK:
+            raise self.fail(f"{where} has a shape_signature of rank {len(signature)}; porter reads tensors of rank up to {MAX_RANK}")
         if signature:
             if len(signature) != len(shape) or any(s not in (d, -1) for s, d in zip(signature, shape)):
                 raise self.fail(f"{where} has shape_signature {signature} that disagrees with shape {shape}")
             shape = signature
-        if any(d < -1 for d in shape):
-            raise self.fail(f"{where} has a negative dimension in shape {shape}")
+        problem = shape_problem(shape, NUMPY_DTYPES[dtype].itemsize if dtype in NUMPY_DTYPES else 1)
+        if problem:
+            raise self.fail(f"{where} {problem}")
         return tuple(shape)
 
-    @staticmethod
-    def int_vector(value) -> np.ndarray:
-        # Absent vectors come back from the accessors as the integer 0.
-        return np.zeros(0, dtype=np.int64) if isinstance(value, int) else value
-
-    def quantization(self, q, shape: tuple[int, ...], where: str) -> Quantization | None:
-        if q is None or q.ScaleLength() == 0:
+    def quantization(self, q: Table | None, shape: tuple[int, ...], where: str) -> Quantization | None:
+        scale = np.zeros(0, np.float32) if q is None else q.vector("scale")
+        if scale.size == 0:
             return None
-        scale = np.asarray(q.ScaleAsNumpy(), dtype=np.float32)
-        zero_point = self.int_vector(q.ZeroPointAsNumpy()).astype(np.int64)
+        scale = scale.astype(np.float32)
+        zero_point = q.vector("zero_point").astype(np.int64)
         if zero_point.size == 0:
             zero_point = np.zeros(scale.size, dtype=np.int64)
         if zero_point.size != scale.size:
@@ -394,7 +376,7 @@ class _ModelReader:
             raise self.fail(f"{where} has a non-finite or negative quantisation scale")
         if scale.size == 1:
             return Quantization(scale, zero_point, None)
-        axis = q.QuantizedDimension()
+        axis = q.scalar("quantized_dimension")
         if not 0 <= axis < len(shape) or shape[axis] != scale.size:
             raise self.fail(
                 f"{where} has {scale.size} per-channel scales along dimension {axis}, which does not fit shape {list(shape)}"
@@ -420,31 +402,30 @@ class _ModelReader:
 
     def opcodes(self) -> list[tuple[str, int]]:
         """(op name, version) per OperatorCode."""
-        with _flatbuffer_errors(self.path, "the opcode list"):
-            count = self.vector_length("the opcode list", self.model.OperatorCodesLength())
-            return [self.opcode(self.model.OperatorCodes(i)) for i in range(count)]
+        with self.reading("the opcode list"):
+            return [self.opcode(code) for code in self.model.tables("operator_codes")]
 
     @staticmethod
-    def opcode(code: tflite.OperatorCode) -> tuple[str, int]:
+    def opcode(code: Table) -> tuple[str, int]:
         # Old files store the op in the int8 deprecated_builtin_code; newer ones keep that at
         # PLACEHOLDER_FOR_GREATER_OP_CODES (127) and use builtin_code. The larger one is right.
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        builtin = max(code.scalar("builtin_code"), code.scalar("deprecated_builtin_code"))
         if builtin == tflite.BuiltinOperator.CUSTOM:
-            name = (code.CustomCode() or b"").decode("utf-8", "replace") or "CUSTOM"
+            name = code.string("custom_code") or "CUSTOM"
         else:
             name = OPERATOR_NAMES.get(builtin, f"BUILTIN_{builtin}")
-        return name, code.Version()
+        return name, code.scalar("version")
 
-    def op(self, index: int, raw: tflite.Operator, opcodes: list[tuple[str, int]], tensors: list[Tensor]) -> Op:
-        with _flatbuffer_errors(self.path, f"operator {index}"):
-            opcode_index = raw.OpcodeIndex()
+    def op(self, index: int, raw: Table, opcodes: list[tuple[str, int]], tensors: list[Tensor]) -> Op:
+        with self.reading(f"operator {index}"):
+            opcode_index = raw.scalar("opcode_index")
             if not 0 <= opcode_index < len(opcodes):
                 raise self.fail(f"op {index}: opcode index {opcode_index} out of range (the model has {len(opcodes)} opcodes)")
             name, version = opcodes[opcode_index]
-            inputs = [int(i) for i in self.int_vector(raw.InputsAsNumpy())]
-            outputs = [int(i) for i in self.int_vector(raw.OutputsAsNumpy())]
-            options = _decode_options(raw.BuiltinOptions(), BUILTIN_OPTIONS_NAMES, raw.BuiltinOptionsType())
-            options |= _decode_options(raw.BuiltinOptions2(), BUILTIN_OPTIONS2_NAMES, raw.BuiltinOptions2Type())
+            inputs = raw.vector("inputs").tolist()
+            outputs = raw.vector("outputs").tolist()
+            options = _decode_options(raw, "builtin_options", BUILTIN_OPTIONS_NAMES)
+            options |= _decode_options(raw, "builtin_options2", BUILTIN_OPTIONS2_NAMES)
         for role, indices, lowest in (("input", inputs, -1), ("output", outputs, 0)):
             for position, t in enumerate(indices):
                 if not lowest <= t < len(tensors):
@@ -455,21 +436,18 @@ class _ModelReader:
 
     # Signature and sources -------------------------------------------------------------------
 
-    def subgraph_io(self, s: int, signatures, tensors: list[Tensor]) -> tuple[dict[str, int], dict[str, int]]:
+    def subgraph_io(self, s: int, subgraph: Table, signatures, tensors: list[Tensor]) -> tuple[dict[str, int], dict[str, int]]:
         """Inputs and outputs by name: from the subgraph's first SignatureDef, else its own lists.
 
         Every signature of the subgraph is checked, not only the one used.
         """
         inputs: dict[str, int] | None = None
-        for i, (key, index) in enumerate(signatures):
+        for key, signature, index in signatures:
             if index != s:
                 continue
-            with _flatbuffer_errors(self.path, f"signature '{key}'"):
-                signature = self.model.SignatureDefs(i)
-                n_in = self.vector_length("the signature inputs", signature.InputsLength())
-                n_out = self.vector_length("the signature outputs", signature.OutputsLength())
-                ins = self.tensor_map([signature.Inputs(j) for j in range(n_in)])
-                outs = self.tensor_map([signature.Outputs(j) for j in range(n_out)])
+            with self.reading(f"signature '{key}'"):
+                ins = self.tensor_map(f"signature '{key}' input", signature.tables("inputs"))
+                outs = self.tensor_map(f"signature '{key}' output", signature.tables("outputs"))
             for role, mapping in (("input", ins), ("output", outs)):
                 for name, t in mapping.items():
                     if not 0 <= t < len(tensors):
@@ -478,24 +456,52 @@ class _ModelReader:
                         )
             if inputs is None:
                 inputs, outputs = ins, outs
-        with _flatbuffer_errors(self.path, f"the inputs and outputs of subgraph {s}"):
-            subgraph = self.model.Subgraphs(s)
-            own_inputs = self.checked_indices("subgraph input", subgraph.InputsAsNumpy(), tensors)
-            own_outputs = self.checked_indices("subgraph output", subgraph.OutputsAsNumpy(), tensors)
+        with self.reading(f"the inputs and outputs of subgraph {s}"):
+            own_inputs = self.checked_indices("subgraph input", subgraph.vector("inputs"), tensors)
+            own_outputs = self.checked_indices("subgraph output", subgraph.vector("outputs"), tensors)
         if inputs is None:
-            inputs = {tensors[i].name: i for i in own_inputs}
-            outputs = {tensors[i].name: i for i in own_outputs}
+            inputs = self.by_name("subgraph input", own_inputs, tensors)
+            outputs = self.by_name("subgraph output", own_outputs, tensors)
         return inputs, outputs
 
-    def tensor_map(self, entries) -> dict[str, int]:
-        return {e.Name().decode("utf-8", "replace"): e.TensorIndex() for e in entries}
+    def by_name(self, role: str, indices: list[int], tensors: list[Tensor]) -> dict[str, int]:
+        """Without a signature, inputs and outputs are known by their tensors' names."""
+        mapping = {}
+        for i in indices:
+            if tensors[i].name in mapping and mapping[tensors[i].name] != i:
+                raise self.fail(f"{role} tensors {mapping[tensors[i].name]} and {i} are both named '{tensors[i].name}'")
+            mapping[tensors[i].name] = i
+        return mapping
 
-    def checked_indices(self, role: str, indices, tensors: list[Tensor]) -> list[int]:
-        indices = [int(i) for i in self.int_vector(indices)]
+    def tensor_map(self, role: str, entries: list[Table]) -> dict[str, int]:
+        """A signature's name -> tensor index map; every entry needs a name of its own."""
+        mapping = {}
+        for j, entry in enumerate(entries):
+            name = entry.string("name")
+            if not name:
+                raise self.fail(f"{role} {j} has no name")
+            if name in mapping:
+                raise self.fail(f"{role} {j} is named '{name}' like an earlier one")
+            mapping[name] = entry.scalar("tensor_index")
+        return mapping
+
+    def checked_indices(self, role: str, indices: np.ndarray, tensors: list[Tensor]) -> list[int]:
+        indices = indices.tolist()
         for i in indices:
             if not 0 <= i < len(tensors):
                 raise self.fail(f"{role} tensor index {i} out of range (the subgraph has {len(tensors)} tensors)")
         return indices
+
+    def check_dataflow(self, ops: list[Op], tensors: list[Tensor]) -> None:
+        """No tensor written twice, no op reading what it or a later op writes (LiteRT runs the
+        operator list in file order, and recovery walks producers: a cycle would never end)."""
+        def value(t: int) -> str:
+            return _tensor_label(t, tensors[t].name)
+
+        problem = dataflow_problem([[t for t in op.inputs if t >= 0] for op in ops], [op.outputs for op in ops],
+                                   lambda k: f"op {k} ({ops[k].type})", value)
+        if problem:
+            raise self.fail(problem)
 
     def check_every_read_has_a_source(self, ops: list[Op], tensors: list[Tensor], inputs: dict[str, int]) -> None:
         """Every tensor an op reads must come from an op, a graph input or data of its own."""
@@ -511,4 +517,3 @@ class _ModelReader:
                     raise self.fail(f"{_tensor_label(t, tensor.name)} read by {op.describe()} has no data and no producer")
                 if tensor.data is not None and tensor.data.size == 0 and position in weight_positions:
                     raise self.fail(f"{_tensor_label(t, tensor.name)} read by {op.describe()} is a zero-length constant weight")
-

@@ -62,6 +62,8 @@ def format_ir(ir: EncoderProgram) -> str:
         f"inputs: ids '{ir.ids_input}', mask '{ir.mask_input}'",
         "padding: " + ("inert, live rows computed (padded keys masked out)" if ir.padding_is_inert
                        else "every row computed"),
+        "arithmetic: " + (f"onnxruntime's CPU kernels as on {ir.ort_cpu} CPUs" if ir.ort_cpu
+                          else "LiteRT's builtin kernels (the same on every CPU)"),
     ]
     for step in ir.steps:
         ops = step.source_ops

@@ -335,6 +335,8 @@ class EncoderProgram:
     weights: dict = field(default_factory=dict, repr=False)
     # True where rows past the last kept key can be left uncomputed (porter.recover.rows).
     padding_is_inert: bool = False
+    # ONNXRUNTIME_CPU only: the CPU whose onnxruntime arithmetic it reproduces (porter.reference.ort_cpu)
+    ort_cpu: str | None = None
 
     @property
     def width(self) -> int:
@@ -375,6 +377,7 @@ class EncoderProgram:
         return {
             "kind": "encoder",
             "source": self.source, "format": self.format, "reference": self.reference.value,
+            "ort_cpu": self.ort_cpu,
             "seq": self.seq, "vocab": self.vocab,
             "labels": self.width, "width": self.width,
             "output_rows": "tokens" if self.output_tokens else "one",

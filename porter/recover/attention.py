@@ -312,3 +312,15 @@ def _check_drop(drop: float, where: str) -> None:
     if not drop <= -1e4:
         raise PorterError(f"{where}: padded keys get {drop:g}; a mask must drop them with a large "
                           "negative number")
+
+
+def scores_before(g: Graph, t: int, claimed: set[int]) -> Scores | None:
+    """What lies between a Q.K^T product and the softmax reading tensor t (one scalar factor,
+    one mask), or None: the encoder's walk, for the decoder's attention (porter.recover.decoder_attention)."""
+    return _parse_scores(g, t, claimed)
+
+
+def nan_guard_after(g: Graph, p: int) -> tuple[int, list[int]] | None:
+    """(the guarded probabilities, its ops) when torch's sdpa NaN guard follows tensor p (see
+    _nan_guard), else None: for the decoder's attention (porter.recover.decoder_attention)."""
+    return _nan_guard(g, p)

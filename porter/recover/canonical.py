@@ -31,7 +31,9 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.recover.schemes import weight_scheme
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.ops import Unsupported, evaluate
+from porter.reference.ort_cpu import OrtCpu
 
 # Tensors larger than this are not folded by evaluation (a folded op is usually a shape, a
 # position row or a mask constant; a real weight is never computed).
@@ -42,6 +44,7 @@ FOLD_LIMIT = 1 << 24
 class Canonical:
     graph: Graph  # ops in the canonical vocabulary, in execution order
     reference: Reference
+    ort_cpu: "OrtCpu | None"  # ONNXRUNTIME_CPU: the CPU whose onnxruntime kernels the ops follow
     origin: dict[int, tuple[int, ...]]  # canonical op index -> the file's op indices
     explained: dict[int, str] = field(default_factory=dict)  # file op -> why it needs no step
     source: Graph | None = None  # the file's own graph
@@ -58,8 +61,9 @@ class Canonical:
 class _Builder:
     """Collects canonical ops; tensors are the file's, plus any a translation adds."""
 
-    def __init__(self, g: Graph):
+    def __init__(self, g: Graph, ort_cpu: "OrtCpu | None"):
         self.g = g
+        self.ort_cpu = ort_cpu
         self.tensors: list[Tensor] = list(g.tensors)
         self.ops: list[Op] = []
         self.origin: list[tuple[int, ...]] = []
@@ -329,12 +333,12 @@ TFLITE = {
 # ---- ONNX --------------------------------------------------------------------------------------
 
 _ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "maximum",
-                "Min": "minimum", "Pow": "pow", "Equal": "equal", "Greater": "greater",
+                "Min": "minimum", "Equal": "equal", "Greater": "greater",
                 "GreaterOrEqual": "greater_equal", "Less": "less", "LessOrEqual": "less_equal",
                 "And": "logical_and", "Or": "logical_or"}
 _ONNX_UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
                "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
-               "IsNaN": "isnan", "Reciprocal": "reciprocal"}
+               "IsNaN": "isnan", "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos"}
 _ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
                 "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types
@@ -457,14 +461,17 @@ def _onnx_gelu(b: _Builder, op: Op) -> None:
 
 
 def _onnx_softmax(b: _Builder, op: Op) -> None:
-    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0)
+    b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0,
+           ort_floats=b.ort_cpu.floats)
 
 
 def _onnx_shape(b: _Builder, op: Op) -> None:
     shape = b.tensor(op.inputs[0]).shape
     if any(d < 0 for d in shape):
         raise _fail(b.g, op, f"Shape of {b.tensor(op.inputs[0]).describe()}, which has a dynamic dimension")
-    b.set_const(op.outputs[0], np.array(shape, np.int64))
+    # opset 15's start / end pick a range of the dimensions (Python slice semantics, clamped)
+    start, end = int(op.options.get("start", 0)), op.options.get("end")
+    b.set_const(op.outputs[0], np.array(shape[start:None if end is None else int(end)], np.int64))
 
 
 def _onnx_constant_of_shape(b: _Builder, op: Op) -> None:
@@ -486,6 +493,25 @@ def _onnx_cumsum(b: _Builder, op: Op) -> None:
 
 def _onnx_range(b: _Builder, op: Op) -> None:
     b.emit("range", op.inputs[:3], op.outputs, [op.index])
+
+
+def _onnx_pow(b: _Builder, op: Op) -> None:
+    """onnxruntime's Pow multiplies for the exponents 2 and 3 ((x * x) * x; measured bit for bit
+    on 2 M inputs) and calls std::pow otherwise, which porter does not reproduce. The products
+    keep `spelled="pow"`: onnxruntime's LayerNormFusion only fuses a variance written with Pow."""
+    x, e = op.inputs[:2]
+    exponent = b.const(e)
+    if b.const(x) is not None or exponent is None or exponent.size != 1 \
+            or float(exponent.reshape(-1)[0]) not in (2.0, 3.0):
+        b.emit("pow", [x, e], op.outputs, [op.index])
+        return
+    if float(exponent.reshape(-1)[0]) == 2.0:
+        b.emit("mul", [x, x], op.outputs, [op.index], spelled="pow")
+        return
+    like = b.tensor(op.outputs[0])
+    square = b.add_tensor(like, f"{like.name}/square", like.shape, like.dtype)
+    b.emit("mul", [x, x], [square], [op.index], spelled="pow")
+    b.emit("mul", [square, x], op.outputs, [op.index], spelled="pow")
 
 
 def _onnx_clip(b: _Builder, op: Op) -> None:
@@ -542,6 +568,16 @@ def _onnx_split(b: _Builder, op: Op) -> None:
         start += size
 
 
+def _onnx_trilu(b: _Builder, op: Op) -> None:
+    k = _const_ints(b, op, op.inputs[1], "k")[0] if len(op.inputs) > 1 and op.inputs[1] >= 0 else 0
+    b.emit("trilu", op.inputs[:1], op.outputs, [op.index], upper=bool(op.options.get("upper", 1)), k=k)
+
+
+def _onnx_tile(b: _Builder, op: Op) -> None:
+    b.emit("tile", op.inputs[:1], op.outputs, [op.index],
+           repeats=tuple(_const_ints(b, op, op.inputs[1], "the repeats")))
+
+
 def _onnx_dynamic_quantize(b: _Builder, op: Op) -> None:
     b.emit("dynamic_quantize", op.inputs[:1], op.outputs, [op.index])
 
@@ -574,7 +610,8 @@ ONNX = {
     "CumSum": _onnx_cumsum, "Range": _onnx_range, "Identity": _onnx_identity,
     "Dropout": _onnx_identity, "Split": _onnx_split,
     "DynamicQuantizeLinear": _onnx_dynamic_quantize, "MatMulInteger": _onnx_matmul_integer,
-    "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
+    "Pow": _onnx_pow, "Clip": _onnx_clip, "GatherElements": _onnx_gather_elements, "ArgMax": _onnx_arg_max,
+    "Trilu": _onnx_trilu, "Tile": _onnx_tile,
 }
 
 
@@ -659,6 +696,9 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(out_shape)
         return
     if any(d < 0 for d in in_shape):
+        unknown = _untranslated_before(b, op.inputs[0])
+        if unknown is not None:  # the shape is unknown because an op before has no meaning to porter
+            raise PorterError(f"{g.ops[b.origin[unknown.index][0]].describe()}: porter does not know this op")
         raise PorterError(f"{file_op.describe()}: input {b.tensor(op.inputs[0]).describe()} has a "
                           "dynamic shape")
     if g.format == "tflite":
@@ -667,6 +707,21 @@ def _view_target(b: _Builder, g: Graph, op: Op) -> None:
         op.options["shape"] = tuple(_onnx_view_shape(b, file_op, in_shape))
     t = b.tensor(op.outputs[0])
     b.tensors[t.index] = replace(t, shape=op.options["shape"])
+
+
+def _untranslated_before(b: _Builder, t: int) -> Op | None:
+    """The nearest op computing tensor t (through its inputs) that has no canonical translation."""
+    made = {out: op for op in b.ops for out in op.outputs}
+    todo, seen = [t], set()
+    while todo:
+        op = made.get(todo.pop())
+        if op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        if "." in op.type:
+            return op
+        todo.extend(i for i in op.inputs if i >= 0)
+    return None
 
 
 def _tflite_view_shape(b: _Builder, op: Op, in_shape: list[int], out_shape: list[int]) -> list[int]:
@@ -762,6 +817,8 @@ def _is_identity(p: _Pass, op: Op) -> str | None:
         return f"{op.type} to the same shape"
     if op.type == "permute" and tuple(op.options["perm"]) == tuple(range(len(x.shape))):
         return "identity permutation"
+    if op.type == "concat" and len(op.inputs) == 1:
+        return "concat of one tensor"
     if op.type == "cast" and op.options["to"] == x.dtype:
         return "cast to the type it has"
     if op.type in _NEUTRAL and len(op.inputs) == 2:
@@ -852,6 +909,27 @@ def _ort_matmul_scale_fusion(p: _Pass) -> None:
         op.outputs = [unscaled]
         fused = b.emit("mul", [unscaled, alpha_t], [out], sorted(set(origin)))
         p.ops.append(fused)
+
+
+def _ort_div_mul_fusion(p: _Pass) -> None:
+    """onnxruntime's DivMulFusion, so the canonical graph computes what onnxruntime does:
+    x * (1 / y), the division read by that product alone, is x / y (one rounding, not two)."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    b = p.b
+    for op in list(p.ops):
+        if op is None or op.type != "div" or len(op.inputs) != 2 or op.outputs[0] in p.outputs.values():
+            continue
+        one = b.const(op.inputs[0])
+        users = p.users(op.outputs[0])
+        if one is None or one.size != 1 or float(one.reshape(-1)[0]) != 1.0 or len(users) != 1 \
+                or users[0].type != "mul" or b.const(op.inputs[1]) is not None:
+            continue
+        mul = users[0]
+        other = mul.inputs[1] if mul.inputs[0] == op.outputs[0] else mul.inputs[0]
+        mul.type, mul.inputs = "div", [other, op.inputs[1]]
+        b.origin[mul.index] = b.origin[op.index] + b.origin[mul.index]
+        p.ops[op.index] = None
 
 
 def _scale_of(p: _Pass, op: Op | None, x_rank_from: int | None = None) -> tuple[int, np.float32] | None:
@@ -997,7 +1075,7 @@ def _lift_dynamic_quantize(p: _Pass) -> None:
                      weight=np.ascontiguousarray(np.asarray(w_t.data).T), weights=scheme,
                      activation_quant=ActivationQuant.ORT_DYNAMIC_UINT8,
                      scale=np.asarray(w_t.quant.scale, np.float32), bias=None,
-                     integer_dot=IntegerDot.INT16_PAIRS_SATURATED, weight_tensor=w_t.index)
+                     integer_dot=IntegerDot(b.ort_cpu.integer_dot), weight_tensor=w_t.index)
         p.ops.append(lin)
         for dead in (op, cast, mul):
             p.ops[dead.index] = None
@@ -1135,11 +1213,15 @@ def _topological(ops: list[Op]) -> list[Op]:
     return order
 
 
-def canonicalise(g: Graph) -> Canonical:
+def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None) -> Canonical:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime kernels the canonical ops follow
+    (the u8 x s8 dot of its quantised layers, its softmax); None takes this machine's."""
     reference = {"tflite": Reference.LITERT_BUILTIN, "onnx": Reference.ONNXRUNTIME_CPU}.get(g.format)
     if reference is None:
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
-    b = _Builder(g)
+    if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
+        ort_cpu = ort_cpus.host_target()
+    b = _Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
     _static_inputs(b, g)
     translate = _translate_tflite if g.format == "tflite" else _translate_onnx
     explained: dict[int, str] = {}
@@ -1159,6 +1241,7 @@ def canonicalise(g: Graph) -> Canonical:
     _remove_identities(p)
     _implicit_broadcasts(p)
     _ort_matmul_scale_fusion(p)
+    _ort_div_mul_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
     gathers_as_slices(b, _PassGraph(p), p.ops, reference)
@@ -1169,4 +1252,4 @@ def canonicalise(g: Graph) -> Canonical:
         origin[i] = b.origin[op.index]
         ops.append(Op(i, op.type, op.inputs, op.outputs, op.options))
     graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs, g.metadata)
-    return Canonical(graph, reference, origin, p.explained, g)
+    return Canonical(graph, reference, b.ort_cpu, origin, p.explained, g)

@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.encoder import (INPUT_MASK, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
+from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, Linear, LinearStep, MaskMode, Operand, Reduce,
                                ReduceStep, Reference, SliceStep, Step)
 from porter.recover import attention, embeddings, norms, probe
@@ -30,6 +30,7 @@ from porter.recover.probe import describe_op
 from porter.recover.prove import prove
 from porter.recover.rows import set_row_extents
 from porter.recover.tokens import TokenAxes, token_axes
+from porter.reference import ort_cpu as ort_cpus
 from porter.reference.ops import Unsupported
 
 
@@ -60,8 +61,10 @@ def _onnx_fused_gelu():
 ONNX_FUSED_GELU = AnyOf(_onnx_fused_gelu())
 
 
-def recover_encoder(g: Graph) -> EncoderProgram:
-    c = canonicalise(g)
+def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO) -> EncoderProgram:
+    """ort_cpu: for an ONNX graph, the CPU whose onnxruntime arithmetic the program reproduces
+    (a porter.reference.ort_cpu target, or auto: this machine's)."""
+    c = canonicalise(g, _ort_cpu_of(g, ort_cpu))
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
@@ -178,8 +181,9 @@ def _linears(g: Graph, claimed: set[int]) -> list[Block]:
             continue
         o = op.options
         w = o["weight"]
-        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), o["weights"], o["activation_quant"],
-                     o.get("bias") is not None, o["integer_dot"])
+        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), WeightFormat(o["weights"]),
+                     ActivationQuant(o["activation_quant"]), o.get("bias") is not None,
+                     IntegerDot(o["integer_dot"]))
         arrays = {"weight": np.ascontiguousarray(w)}
         if o.get("scale") is not None:
             arrays["scale"] = np.asarray(o["scale"], np.float32).reshape(-1)
@@ -242,7 +246,7 @@ def _operand(g: Graph, t: int) -> Operand:
 
 
 def _where(c: Canonical, op) -> str:
-    return f"op {c.describe(op.index)} (canonical {op.type})"
+    return f"{c.describe(op.index)} (canonical {op.type})"
 
 
 def _check_everything_explained(c: Canonical, blocks: list[Block], claimed: set[int]) -> None:
@@ -297,8 +301,20 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
         source=c.source.path, format=c.source.format, reference=c.reference, seq=seq,
         vocab=int(weights["embed.word.table"].shape[0]),
         ids_input=_input_name(g, inputs.ids), mask_input=_input_name(g, inputs.mask) if inputs.mask is not None else None,
-        output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights)
+        output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights,
+        ort_cpu=c.ort_cpu.name if c.ort_cpu else None)
     return program, aliases
+
+
+def _ort_cpu_of(g: Graph, choice: str) -> ort_cpus.OrtCpu | None:
+    """The onnxruntime target of an ONNX graph; none for LiteRT's kernels, which give the same
+    bits on every CPU (so naming one is a mistake)."""
+    if g.format == "onnx":
+        return ort_cpus.resolve(choice)
+    if choice != ort_cpus.AUTO:
+        raise PorterError(f"--ort-cpu {choice}: a {g.format} graph runs LiteRT's builtin kernels, "
+                          f"the same on every CPU; the target is for ONNX graphs (onnxruntime)")
+    return None
 
 
 def _drop_unread_outputs(steps: list[Step], output: str, buffers: dict) -> None:

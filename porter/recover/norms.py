@@ -73,10 +73,23 @@ def _keras():
     return Op("add", Op("mul", x, inv, commutative=True), shift, commutative=True, name="out")
 
 
+def _onnx_decomposed():
+    """What onnxruntime's LayerNormFusion turns into one LayerNormalization: (x - mean) / sqrt(
+    mean((x - mean) ^ 2) + eps) * gamma + beta, the square written with Pow."""
+    x = Var("x")
+    mean = Op("reduce_mean", x, name="mean", where=_last_axis)
+    d = Op("sub", x, _viewed(mean), name="d")
+    square = Op("mul", d, d, where=lambda op, g: op.options.get("spelled") == "pow")
+    std = Op("sqrt", Op("add", Op("reduce_mean", square, where=_last_axis), _scalar("eps"), commutative=True))
+    norm = Op("div", d, _viewed(std))
+    return Op("add", Op("mul", norm, _row("gamma"), commutative=True), _row("beta"), commutative=True, name="out")
+
+
 FORMS = ((NormForm.SHIFT, _shift()), (NormForm.CENTRED, _centred()), (NormForm.KERAS, _keras()))
 ONNX_OP = Op("layer_norm", Var("x"), _row("gamma"), _row("beta"), name="out",
              where=lambda op, g: int(op.options.get("axis", -1)) % len(g.tensor(op.inputs[0]).shape)
              == len(g.tensor(op.inputs[0]).shape) - 1)
+ONNX_FORMS = ((NormForm.ONNX, ONNX_OP), (NormForm.ONNX, _onnx_decomposed()))
 GAMMA = Op("mul", Var("norm"), _row("gamma"), commutative=True, name="scaled")
 BETA = Op("add", Var("norm"), _row("beta"), commutative=True, name="shifted")
 
@@ -91,7 +104,7 @@ class FoundNorm:
 
 def find(g: Graph, ref: Reference, claimed: set[int]) -> list[FoundNorm]:
     found = []
-    patterns = ((NormForm.ONNX, ONNX_OP),) if ref == Reference.ONNXRUNTIME_CPU else FORMS
+    patterns = ONNX_FORMS if ref == Reference.ONNXRUNTIME_CPU else FORMS
     for op in g.ops:
         if op.index in claimed:
             continue

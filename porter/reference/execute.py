@@ -5,7 +5,8 @@ what each recovered block is compared with when it is proven against the graph's
 step follows its reference runtime (program.reference): LiteRT's builtin kernels
 (porter.reference.litert, porter.reference.quant) or onnxruntime's CPU kernels
 (porter.reference.ort); elementwise and reduction steps use porter.reference.ops, the same
-functions recovery folds constants with.
+functions recovery folds constants with. onnxruntime's kernels are those of the CPU
+program.ort_cpu names (porter.reference.ort_cpu).
 
 `run(program, ids, mask, trace=dict)` fills `trace` with every buffer the program writes (by
 buffer name), so a divergence can be located to the first step that differs.
@@ -21,6 +22,7 @@ from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep
 from porter.reference import litert as LF
 from porter.reference import ort as OF
 from porter.reference import ops
+from porter.reference import ort_cpu
 
 F32 = np.float32
 
@@ -44,6 +46,10 @@ def run(program: EncoderProgram, ids, mask=None, trace: dict | None = None) -> n
     return out.reshape(program.seq, -1) if program.output_tokens else out.reshape(1, -1)
 
 
+def _floats(program: EncoderProgram) -> str | None:
+    return ort_cpu.target(program.ort_cpu).floats if program.ort_cpu else None
+
+
 def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     w = program.weights
     ref = program.reference
@@ -55,7 +61,7 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     if isinstance(step, LayerNorm):
         return layer_norm(step, w, values[step.inputs[0]], ref)
     if isinstance(step, Attention):
-        return [attention(step, ref, *(values[t] for t in step.inputs[:3]), values[INPUT_MASK])]
+        return [attention(step, ref, *(values[t] for t in step.inputs[:3]), values[INPUT_MASK], _floats(program))]
     if isinstance(step, GeluStep):
         return [gelu(step.kind, values[step.inputs[0]])]
     if isinstance(step, ElementwiseStep):
@@ -155,7 +161,8 @@ def gelu(kind: Gelu, x: np.ndarray) -> np.ndarray:
     raise ValueError(f"no executor for GELU {kind.value}")
 
 
-def attention(a: Attention, ref: Reference, q, k, v, mask) -> np.ndarray:
+def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = None) -> np.ndarray:
+    """floats: onnxruntime's float kernel family (porter.reference.ort_cpu), for ONNXRUNTIME_CPU."""
     mask = np.asarray(mask).reshape(-1)
     seq = mask.shape[0]
     split = lambda t: np.asarray(t, F32).reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
@@ -182,7 +189,7 @@ def attention(a: Attention, ref: Reference, q, k, v, mask) -> np.ndarray:
         scores = np.where(kept & (F32(a.keep_value) == 0), scores, (scores + bias).astype(F32))
     elif a.mask == MaskMode.REPLACE:
         scores = np.where(kept, scores, F32(a.drop_value))
-    probs = OF.softmax(scores) if onnx else LF.softmax(scores, a.softmax_beta)
+    probs = OF.softmax(scores, floats) if onnx else LF.softmax(scores, a.softmax_beta)
     ctx = (OF.matmul if onnx else LF.batch_matmul)(probs, vh)
     return ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
 

@@ -59,6 +59,8 @@ def _pow(attrs, a, b, ref):
         return np.sqrt(_f32(a)).astype(F32)
     if b.size == 1 and float(b.reshape(-1)[0]) == 1.0:
         return _f32(a)
+    if b.size == 1 and float(b.reshape(-1)[0]) == 3.0 and ref == Reference.ONNXRUNTIME_CPU:
+        return ((_f32(a) * _f32(a)).astype(F32) * _f32(a)).astype(F32)  # onnxruntime's Pow: x * x * x
     # Other exponents: libm's powf, correctly rounded in float64 here, which the reference's
     # std::pow agrees with except in rare last-bit cases.
     with np.errstate(all="ignore"):
@@ -95,7 +97,17 @@ def _erf(x, ref):
 
 
 def _sigmoid(x, ref):
-    raise Unsupported("sigmoid (its kernel is not emulated yet)")
+    if ref == Reference.ONNXRUNTIME_CPU:
+        return OF.logistic(x)  # MLAS's logistic kernel
+    raise Unsupported("sigmoid under LiteRT (its kernel is not emulated yet)")
+
+
+def _trig(name: str):
+    def apply(x, ref):
+        if ref == Reference.ONNXRUNTIME_CPU:
+            return getattr(OF, name)(x)  # Eigen's psincos_float, as onnxruntime builds it
+        raise Unsupported(f"{name} under LiteRT (its kernel is not emulated yet)")
+    return apply
 
 
 def _gelu(attrs, x, ref):
@@ -176,7 +188,7 @@ def _softmax(attrs, x, ref):
         raise Unsupported(f"softmax over axis {axis} of a rank-{x.ndim} tensor")
     if ref == Reference.LITERT_BUILTIN:
         return LF.softmax(x, float(attrs.get("beta", 1.0)))
-    return OF.softmax(x)
+    return OF.softmax(x, attrs["ort_floats"])
 
 
 def _matmul(attrs, a, b, ref):
@@ -303,6 +315,16 @@ def _fill(attrs, ref):
     return np.full(attrs["shape"], attrs["value"], dtype=np.asarray(attrs["value"]).dtype)
 
 
+def _trilu(attrs, x, ref):
+    """The upper (or lower) triangle of the last two axes from diagonal k on; the rest zeros."""
+    x = np.asarray(x)
+    return np.triu(x, attrs.get("k", 0)) if attrs.get("upper", True) else np.tril(x, attrs.get("k", 0))
+
+
+def _tile(attrs, x, ref):
+    return np.tile(np.asarray(x), attrs["repeats"])
+
+
 def _range(attrs, start, limit, delta, ref):
     start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
     return np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))
@@ -327,6 +349,7 @@ UNARY = {
     "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "erf": _unary_float(_erf),
     "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
     "reciprocal": _unary_float(lambda x, ref: F32(1) / x),
+    "sin": _unary_float(_trig("sin")), "cos": _unary_float(_trig("cos")),
 }
 
 EVALUATORS = {
@@ -353,6 +376,7 @@ EVALUATORS = {
     "gather": _gather, "gather_nd": _gather_nd, "embedding_lookup": _embedding_lookup,
     "dequantize": _dequantize, "cast": _cast, "slice": _slice, "concat": _concat,
     "cumsum": _cumsum, "where": _where, "fill": _fill, "range": _range,
+    "trilu": _trilu, "tile": _tile,
 }
 
 

@@ -70,8 +70,9 @@ def q8_0_int8_linear(x: np.ndarray, q: np.ndarray, scale: np.ndarray, bias: np.n
 
 
 def quantized_arrays(ir: DecoderIR) -> set[str]:
-    """The arrays Q8_0 stores as blocks: every Linear weight and the tied token table."""
-    return {"wte"} | {f"{lin.name}.weight" for lin in ir.linears()}
+    """The arrays Q8_0 stores as blocks: every Linear weight and the token table (also the head
+    when it is tied)."""
+    return {"wte"} | {ir.weight_of(lin) for lin in ir.linears()}
 
 
 def with_q8_0_weights(ir: DecoderIR) -> DecoderIR:

@@ -26,10 +26,10 @@ turns MatMulInteger -> Cast -> Mul -> Add into, which compute the same thing):
      by 1 / s (MLAS's QuantizeLinear kernels divide);
   3. acc = sum(q * w) - zp * sum(w) in int32 (weights int8, zero point 0), where MLAS's u8 x s8
      GEMM kernels for AVX2 and AVX-512 without VNNI (vpmaddubsw) first add the products of each
-     pair of inputs (k = 2i, 2i + 1) into an int16 with saturation; VNNI kernels (vpdpbusd) and
-     the exact sum differ from it wherever a pair leaves [-32768, 32767]. Measured: onnxruntime
-     1.32 on this workplace's AVX2 CPUs (the committed goldens) saturates; porter emulates the
-     variant Linear.integer_dot names (recovery chooses ORT_INTEGER_DOT);
+     pair of inputs (k = 2i, 2i + 1) into an int16 with saturation; the VNNI kernels (vpdpbusds)
+     sum exactly, and differ from it wherever a pair leaves [-32768, 32767]. Measured against
+     onnxruntime 1.32's goldens from an AVX2 CPU (saturating) and an AVX512-VNNI one (exact);
+     Linear.integer_dot names the variant, the one of the IR's CPU (porter.reference.ort_cpu);
   4. y = float(acc) * (s * w_scale[o]) + bias[o]: the scale product rounded to float32 first,
      then the product, then the sum, each rounded (the graph's Mul(Mul(s, w_scale)), Add order).
 """
@@ -138,8 +138,6 @@ def ort_dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
 
 EXACT_DOT = "exact"
 INT16_PAIRS_SATURATED = "int16_pairs_saturated"
-# What the goldens' onnxruntime computed (see the module docstring, step 3).
-ORT_INTEGER_DOT = INT16_PAIRS_SATURATED
 
 
 def u8s8_dot(q: np.ndarray, w: np.ndarray, integer_dot: str) -> np.ndarray:

@@ -110,6 +110,11 @@ def deploy(out_dir: Path, action: str, manifest: Path | None = None, echo=print)
 def serve(out_dir: Path, port: int, timeout_s: float, echo=print) -> None:
     """Replaces this process with `wasmtime serve`, so that signals reach the server itself."""
     facts = read_facts(out_dir)
+    budget_ms = facts.get("request_budget_ms")
+    if budget_ms is not None and timeout_s * 1000 <= budget_ms:
+        raise PorterError(f"--timeout {timeout_s:g} s is not above the component's request budget of {budget_ms} ms: "
+                          "requests would be killed before they could shed load; raise --timeout or rebuild "
+                          "with a smaller --request-budget-ms")
     command = serve_command(wasmtime_program(), out_dir / facts["component"], port, timeout_s)
     echo(f"serving on http://127.0.0.1:{port} (try: curl http://127.0.0.1:{port}/ping)")
     sys.stdout.flush()

@@ -25,6 +25,7 @@ from porter import TEMPLATES_DIR
 from porter.errors import PorterError
 from porter.fsutil import copy_atomic
 from porter.tokenize.bpe import bpe_blob
+from porter import package_path
 from porter.serve.host import HTTP_GLUE_DIR, forward_modules, record_component
 
 TEMPLATE = TEMPLATES_DIR / "generate_service"
@@ -51,23 +52,23 @@ def decoder_files(crate: Path) -> tuple[dict[str, bytes], list[str]]:
     del files[DECODER_MAIN]
     files["model.bin"] = (crate / "model.bin").read_bytes()
     for name in SHARED_SOURCES:
-        files[f"src/{name}"] = (HTTP_GLUE_DIR / name).read_bytes()
+        files[f"src/{name}"] = package_path(f"{HTTP_GLUE_DIR}/{name}").read_bytes()
     return files, modules
 
 
-def _recover(model: Path):
+def _recover(model: Path, context: int | None):
     from porter.recover.decoder import is_decoder_graph, recover_decoder
     from porter.frontends import load_graph
 
     graph = load_graph(model)
     if not is_decoder_graph(graph):
-        raise PorterError(f"{model} is not a decoder with a KV cache (no past_key inputs); "
+        raise PorterError(f"{model} is not a decoder with a KV cache (no output extends an input); "
                           "`porter serve-build` serves token classifiers")
-    return recover_decoder(graph, str(model))
+    return recover_decoder(graph, str(model), context=context)
 
 
 def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: str = "float32",
-                   max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+                   context: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                    max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES, echo=print) -> dict:
     """Compile, render and build the service into out_dir; returns what service.json records."""
     from porter.codegen.render import cargo_config_file, render_crate
@@ -79,7 +80,7 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
         raise PorterError(f"--max-prompt-bytes {max_prompt_bytes} must lie in 1..--max-body-bytes "
                           f"({max_body_bytes})")
     toolchain = require_toolchain()
-    ir = _recover(model)
+    ir = _recover(model, context)
     echo(f"recovered {model}: decoder, {len(ir.layers)} layers, context {ir.n_ctx}, vocabulary {ir.vocab}")
     blob, vocab_size, end_of_text = bpe_blob(tokenizer_json)
     if vocab_size > ir.vocab:

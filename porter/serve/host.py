@@ -8,7 +8,6 @@ import re
 import socket
 from pathlib import Path
 
-from porter import TEMPLATES_DIR
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
 
@@ -17,7 +16,7 @@ SERVICE_JSON = "service.json"
 MAX_COMPONENT_BYTES = 50 * 1024 * 1024
 # The wasi:http glue (error.rs, http.rs, json.rs, timing.rs) lives with the redaction service's
 # template; the generation service copies it from there.
-HTTP_GLUE_DIR = TEMPLATES_DIR / "redact_service" / "src"
+HTTP_GLUE_DIR = "templates/redact_service/src"  # in porter's package data
 
 
 def forward_modules(main_rs: str) -> list[str]:

@@ -3,7 +3,7 @@
 //! Status codes: 400 malformed JSON, a missing field, a wrong type or an unknown field (a typo
 //! such as "minscore" should not be silently ignored); 422 a well-typed value that makes no sense
 //! (an unknown label, minScore outside [0, 1]); 413 a body or text over the limits; 404/405 in
-//! lib.rs.
+//! lib.rs; 503 a request that would overrun its time budget (redact.rs).
 
 use serde_json::{Map, Value};
 

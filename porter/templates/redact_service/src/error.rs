@@ -11,11 +11,20 @@ pub struct ApiError {
     pub message: String,
     /// For 405: the method the route accepts (the Allow header).
     pub allow: Option<&'static str>,
+    /// For 503: seconds after which a retry may find the service less busy (Retry-After).
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: u16, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), allow: None }
+        ApiError { status, message: message.into(), allow: None, retry_after_s: None }
+    }
+
+    /// The headers this error adds to the response (Allow, Retry-After).
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let allow = self.allow.map(|methods| ("allow", methods.to_string()));
+        let retry = self.retry_after_s.map(|s| ("retry-after", s.to_string()));
+        allow.into_iter().chain(retry).collect()
     }
 
     pub fn to_json(&self) -> String {

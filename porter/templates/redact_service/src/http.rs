@@ -40,17 +40,16 @@ fn declared_length(request: &IncomingRequest) -> Option<u64> {
     std::str::from_utf8(value).ok()?.trim().parse().ok()
 }
 
-/// Sends status, headers and body. Failures here can only mean the client went away, and there
-/// is nobody left to tell, so they are ignored rather than turned into a trap.
-pub fn respond(out: ResponseOutparam, status: u16, body: &str, server_timing: &str, allow: Option<&str>) {
+/// Sends status, headers (JSON content, Server-Timing, then `extra`) and body. Failures here can
+/// only mean the client went away, and there is nobody left to tell, so they are ignored rather
+/// than turned into a trap.
+pub fn respond(out: ResponseOutparam, status: u16, body: &str, server_timing: &str, extra: &[(&str, String)]) {
     let mut headers: Vec<(String, Vec<u8>)> = vec![
         ("content-type".into(), b"application/json".to_vec()),
         ("content-length".into(), body.len().to_string().into_bytes()),
         ("server-timing".into(), server_timing.as_bytes().to_vec()),
     ];
-    if let Some(methods) = allow {
-        headers.push(("allow".into(), methods.as_bytes().to_vec()));
-    }
+    headers.extend(extra.iter().map(|(name, value)| (name.to_string(), value.as_bytes().to_vec())));
     let Ok(fields) = Fields::from_list(&headers) else { return };
     let response = OutgoingResponse::new(fields);
     if response.set_status_code(status).is_err() {

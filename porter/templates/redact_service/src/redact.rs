@@ -7,14 +7,24 @@
 //! tokens, are cut into consecutive chunks of WINDOW - |PREFIX_IDS| - |SUFFIX_IDS|; each window is
 //! PREFIX_IDS + chunk + SUFFIX_IDS, padded with PAD_ID, the mask 1 on those live tokens. Labels
 //! are decoded over the concatenated chunks, so a span that crosses a window edge stays one span.
+//!
+//! Load shedding: a request has REQUEST_BUDGET_MS from the handler's start, below the host's
+//! timeout. Between windows, the windows still to run are estimated at the pace of the last one
+//! (which tells the machine's current load); a request that would finish past its budget stops
+//! there and answers 503 with Retry-After (see `go_on`). Under a load the machine cannot carry,
+//! requests give up early (after a window, not at the deadline) and leave the processor to the
+//! ones that can still finish, and no request is killed mid-window by the host, which a client
+//! would see as an HTML 500.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::time::Instant;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, Instant};
 
 use crate::api::{ApiError, RedactRequest};
 use crate::bioes::{self, TokenSpan};
 use crate::checks::{self, Verdict};
-use crate::config::{self, CATEGORIES, MAX_WINDOWS, PAD_ID, PREFIX_IDS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
+use crate::config::{self, CATEGORIES, MAX_WINDOWS, PAD_ID, PREFIX_IDS, REQUEST_BUDGET_MS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
 use crate::json;
 use crate::recognise;
 use crate::timing::ServerTiming;
@@ -104,8 +114,9 @@ struct Span {
     score: f32,
 }
 
-pub fn redact(request: &RedactRequest, timing: &mut ServerTiming) -> Result<Outcome, ApiError> {
-    let tokens = classify(&request.text, timing)?;
+/// `started`: when the handler began, the start of the request's time budget.
+pub fn redact(request: &RedactRequest, started: Instant, timing: &mut ServerTiming) -> Result<Outcome, ApiError> {
+    let tokens = classify(&request.text, started, timing)?;
     let started = Instant::now();
     let chars: Vec<char> = request.text.chars().collect();
     let model_spans = bioes::decode(&tokens.iter().map(|t| (t.label, t.score)).collect::<Vec<_>>());
@@ -122,8 +133,8 @@ pub fn redact(request: &RedactRequest, timing: &mut ServerTiming) -> Result<Outc
 }
 
 /// Tokenizes the text, runs every window through the model and returns one labelled token per
-/// text token (special tokens and padding dropped).
-fn classify(text: &str, timing: &mut ServerTiming) -> Result<Vec<Token>, ApiError> {
+/// text token (special tokens and padding dropped); 503 if the windows would overrun the budget.
+fn classify(text: &str, request_started: Instant, timing: &mut ServerTiming) -> Result<Vec<Token>, ApiError> {
     let started = Instant::now();
     let tokenizer = Tokenizer::new(TOKENIZER_BLOB).map_err(|e| ApiError::new(500, e.to_string()))?;
     timing.record("tokenizer", started, None);
@@ -147,8 +158,15 @@ fn classify(text: &str, timing: &mut ServerTiming) -> Result<Vec<Token>, ApiErro
     let started = Instant::now();
     let mut phases = [0.0f64; 3];
     let mut tokens = Vec::with_capacity(ids.len());
-    for (chunk, chunk_offsets) in ids.chunks(CHUNK).zip(offsets.chunks(CHUNK)) {
+    let mut last_window = Duration::ZERO;
+    for (done, (chunk, chunk_offsets)) in ids.chunks(CHUNK).zip(offsets.chunks(CHUNK)).enumerate() {
+        if let Err(busy) = go_on(request_started, last_window, windows - done, windows) {
+            timing.record("forward", started, Some(format!("stopped after {done} of {windows} windows")));
+            return Err(busy);
+        }
+        let window_started = Instant::now();
         let (logits, window_phases) = run_window(&model, chunk);
+        last_window = window_started.elapsed();
         for (i, (&id, &(start, end))) in chunk.iter().zip(chunk_offsets).enumerate() {
             let row = &logits[(PREFIX_IDS.len() + i) * config::LABELS.len()..][..config::LABELS.len()];
             let (label, score) = best_label(row);
@@ -164,6 +182,44 @@ fn classify(text: &str, timing: &mut ServerTiming) -> Result<Vec<Token>, ApiErro
         timing.add(name, ms, None);
     }
     Ok(tokens)
+}
+
+/// Whether to run the `remaining` windows, at the pace of the last one (before the first, only
+/// the time spent so far counts): yes if they end within the budget; no (503) once the budget is
+/// spent; in between, with the probability that the time left covers the time they need. Under an N-fold overload each request then goes on with a
+/// probability of about 1/N: about as many go on as the machine can carry, and they speed up as
+/// the others leave, instead of all giving up together after their first window. Retry-After is
+/// the time the whole request takes at that pace, about when the requests running now will have
+/// finished or given up.
+fn go_on(request_started: Instant, last_window: Duration, remaining: usize, windows: usize) -> Result<(), ApiError> {
+    let elapsed = request_started.elapsed();
+    let needed = last_window * remaining as u32;
+    let budget = Duration::from_millis(REQUEST_BUDGET_MS);
+    if elapsed + needed <= budget {
+        return Ok(());
+    }
+    let left = budget.saturating_sub(elapsed);
+    let chance = if needed.is_zero() { 0.0 } else { left.as_secs_f64() / needed.as_secs_f64() };
+    if uniform() < chance {
+        return Ok(());
+    }
+    let mut busy = ApiError::new(
+        503,
+        format!(
+            "the service is too busy to finish this request in time: its {windows} windows would take until about \
+             {} ms, past its budget of {REQUEST_BUDGET_MS} ms; retry later",
+            (elapsed + needed).as_millis()
+        ),
+    );
+    let pace = (last_window * windows as u32).as_secs_f64().ceil() as u64;
+    busy.retry_after_s = Some(pace.clamp(1, REQUEST_BUDGET_MS.div_ceil(1000)));
+    Err(busy)
+}
+
+/// A number in [0, 1) from the host's randomness (std seeds RandomState from wasi's random_get),
+/// different in every instance: requests under the same load must not all decide alike.
+fn uniform() -> f64 {
+    (RandomState::new().build_hasher().finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The text's own tokens: the post-processor's special tokens removed, ids past the model's

@@ -1,13 +1,19 @@
-//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic
-//! (the same operations as porter/decoder_execute.py).
+//! One decoder step with the KV cache in linear memory, in onnxruntime's float arithmetic on the
+//! CPU model.rs names (the same operations as porter/reference/execute_decoder.py):
 //!
-//! The cache holds every layer's keys and values for the whole context, [LAYERS][HEADS][N_CTX]
-//! [HEAD_DIM] each, allocated once; a step writes only its new positions and reads the ones
-//! before, so a token costs its own work plus attention over the tokens so far.
+//!     x = embed(ids) (+ learned positions)
+//!     per layer: x += o(attention(norm1(x)))      q, k (rotated), v from one Linear or three
+//!                x += down(act(gate(norm2(x))) * up(norm2(x)))   (or down(act(up(.))))
+//!     logits = head(final_norm(x))
+//!
+//! The cache holds every layer's keys and values for the whole context, [LAYERS][KV_HEADS]
+//! [N_CTX][HEAD_DIM] each, allocated once; a step writes only its new positions and reads the
+//! ones before, so a token costs its own work plus attention over the tokens so far.
 
 use core::arch::wasm32::*;
 
-use crate::kernels::ort_float::{gelu_erf_in_place, layer_norm_row, m1_columns, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
+use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary, simplified_layer_norm_row};
+use crate::kernels::ort_float::{layer_norm_row, m1_columns, m1_dot, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
 
@@ -20,12 +26,12 @@ pub struct Cache {
 
 impl Cache {
     pub fn new() -> Self {
-        let size = LAYERS * HEADS * N_CTX * HEAD_DIM;
+        let size = LAYERS * KV_HEADS * N_CTX * HEAD_DIM;
         Cache { keys: vec![0.0; size], values: vec![0.0; size], len: 0 }
     }
 
     fn at(layer: usize, head: usize, pos: usize) -> usize {
-        ((layer * HEADS + head) * N_CTX + pos) * HEAD_DIM
+        ((layer * KV_HEADS + head) * N_CTX + pos) * HEAD_DIM
     }
 }
 
@@ -33,11 +39,14 @@ impl Cache {
 pub struct Scratch {
     x: Vec<f32>,
     normed: Vec<f32>,
-    qkv: Vec<f32>,
+    projected: [Vec<f32>; PROJECTIONS],
+    query: Vec<f32>,
     context: Vec<f32>,
     block: Vec<f32>,
     hidden: Vec<f32>,
+    up: Vec<f32>,
     scores: Vec<f32>,
+    squares: Vec<f32>,
     linear: LinearScratch,
 }
 
@@ -46,20 +55,33 @@ impl Scratch {
         Scratch {
             x: vec![0.0; rows * HIDDEN],
             normed: vec![0.0; rows * HIDDEN],
-            qkv: vec![0.0; rows * 3 * HIDDEN],
-            context: vec![0.0; rows * HIDDEN],
+            projected: PROJECTION_WIDTHS.map(|w| vec![0.0; rows * w]),
+            query: vec![0.0; HEAD_DIM],
+            context: vec![0.0; rows * HEADS * HEAD_DIM],
             block: vec![0.0; rows * HIDDEN],
             hidden: vec![0.0; rows * FFN],
+            up: vec![0.0; rows * FFN],
             scores: vec![0.0; N_CTX],
-            linear: LinearScratch::new(rows, HIDDEN.max(FFN)),
+            squares: vec![0.0; HIDDEN],
+            linear: LinearScratch::new(rows, WIDEST),
         }
     }
 }
 
-fn layer_norm(ln: &LayerNorm, x: &[f32], rows: usize, out: &mut [f32]) {
+/// The norm of each of `rows` rows of x into out (a fused SkipLayerNormalization is the final
+/// norm's own case, in `final_norm`).
+fn norm(n: &Norm, x: &[f32], rows: usize, out: &mut [f32], squares: &mut [f32]) {
     for r in 0..rows {
         let span = r * HIDDEN..(r + 1) * HIDDEN;
-        layer_norm_row(&x[span.clone()], ln.gamma, ln.beta, ln.eps, &mut out[span]);
+        match n.kind {
+            NormKind::LayerNorm | NormKind::LayerNormSkip => {
+                layer_norm_row(&x[span.clone()], n.gamma.unwrap(), n.beta.unwrap(), n.eps, &mut out[span])
+            }
+            NormKind::RmsReciprocal | NormKind::RmsDivide => {
+                rms_norm_row(&x[span.clone()], n.gamma, n.eps, n.kind == NormKind::RmsReciprocal, squares, &mut out[span])
+            }
+            NormKind::RmsSimplified => simplified_layer_norm_row(&x[span.clone()], n.gamma.unwrap(), n.eps, &mut out[span]),
+        }
     }
 }
 
@@ -69,32 +91,74 @@ fn add_in_place(x: &mut [f32], y: &[f32]) {
     }
 }
 
+/// q, k or v of head `head` of token `row`: its columns of the projection that makes it.
+fn part(s: &Scratch, at: (usize, usize), row: usize, head: usize) -> &[f32] {
+    let (projection, first) = at;
+    &s.projected[projection][row * PROJECTION_WIDTHS[projection] + first + head * HEAD_DIM..][..HEAD_DIM]
+}
+
 /// Attention of `rows` new tokens at positions past.. over every cached key up to theirs.
-fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
+fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
+    let a = &model.layers[layer].attention;
+    norm(&a.norm, &s.x, rows, &mut s.normed, &mut s.squares);
+    for (lin, out) in a.projections.iter().zip(s.projected.iter_mut()) {
+        lin.apply(&s.normed, rows, out, &mut s.linear);
+    }
     let past = cache.len;
     let keys = past + rows;
     for r in 0..rows {
-        for h in 0..HEADS {
+        for h in 0..KV_HEADS {
             let slot = Cache::at(layer, h, past + r);
-            let k = &s.qkv[r * 3 * HIDDEN + HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
-            cache.keys[slot..slot + HEAD_DIM].copy_from_slice(k);
-            let v = &s.qkv[r * 3 * HIDDEN + 2 * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+            let k = part(s, K_AT, r, h);
+            match (a.rotary, model.rope) {
+                (Some(style), Some((cos, sin))) => {
+                    let table = (past + r) * HEAD_DIM..(past + r + 1) * HEAD_DIM;
+                    rotary(k, &cos[table.clone()], &sin[table], style, &mut cache.keys[slot..slot + HEAD_DIM]);
+                }
+                _ => cache.keys[slot..slot + HEAD_DIM].copy_from_slice(k),
+            }
+            let v = part(s, V_AT, r, h);
             cache.values[slot..slot + HEAD_DIM].copy_from_slice(v);
         }
     }
     for r in 0..rows {
+        // the later keys are hidden: their scores are the fill (replace) or score + fill (add)
+        let visible = past + r + 1;
+        let computed = if a.mask_adds { keys } else { visible };
         for h in 0..HEADS {
-            let q = &s.qkv[r * 3 * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
+            let kv = h / (HEADS / KV_HEADS);
+            let mut q = core::mem::take(&mut s.query);
+            match (a.rotary, model.rope) {
+                (Some(style), Some((cos, sin))) => {
+                    let table = (past + r) * HEAD_DIM..(past + r + 1) * HEAD_DIM;
+                    rotary(part(s, Q_AT, r, h), &cos[table.clone()], &sin[table], style, &mut q);
+                }
+                _ => q.copy_from_slice(part(s, Q_AT, r, h)),
+            }
+            let head_keys = &cache.keys[Cache::at(layer, kv, 0)..];
             let scores = &mut s.scores[..keys];
-            // FusedMatMul over every key the graph multiplies; the causal mask then hides the
-            // later ones, so only the visible keys are computed.
-            let visible = past + r + 1;
-            let head_keys = &cache.keys[Cache::at(layer, h, 0)..];
-            sgemm_outputs(q, head_keys, HEAD_DIM, visible, stride_k(keys, HEAD_DIM, false), SCALE, None, &mut scores[..visible]);
-            scores[visible..].fill(f32::NEG_INFINITY);
-            softmax(scores);
-            let out = &mut s.context[r * HIDDEN + h * HEAD_DIM..][..HEAD_DIM];
-            let head_values = &cache.values[Cache::at(layer, h, 0)..];
+            match a.scale {
+                // FusedMatMul over every key the graph multiplies
+                Some(alpha) => sgemm_outputs(&q, head_keys, HEAD_DIM, computed, stride_k(keys, HEAD_DIM, false), alpha, None, &mut scores[..computed]),
+                // a MatMul of two activations: MLAS's M = 1 kernel for one token, else SGEMM
+                None if rows == 1 => {
+                    for (j, score) in scores[..computed].iter_mut().enumerate() {
+                        *score = m1_dot(HEAD_DIM, |i| q[i], |i| head_keys[j * HEAD_DIM + i]);
+                    }
+                }
+                None => sgemm_outputs(&q, head_keys, HEAD_DIM, computed, stride_k(keys, HEAD_DIM, false), 1.0, None, &mut scores[..computed]),
+            }
+            s.query = q;
+            if a.mask_adds {
+                for (j, score) in scores.iter_mut().enumerate() {
+                    *score += if j < visible { 0.0 } else { a.fill };
+                }
+            } else {
+                scores[visible..].fill(a.fill);
+            }
+            softmax(scores, ORT_FLOATS);
+            let out = &mut s.context[(r * HEADS + h) * HEAD_DIM..][..HEAD_DIM];
+            let head_values = &cache.values[Cache::at(layer, kv, 0)..];
             // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
             if rows == 1 {
                 m1_columns(scores, head_values, HEAD_DIM, HEAD_DIM, out);
@@ -103,22 +167,47 @@ fn attention(layer: usize, cache: &mut Cache, rows: usize, s: &mut Scratch) {
             }
         }
     }
+    a.o.apply(&s.context, rows, &mut s.block, &mut s.linear);
+    add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
 }
 
-/// The last residual sum is read by the final LayerNorm alone, so onnxruntime fuses the two
-/// into SkipLayerNormalization(x, h . W, bias): (x + h . W) + bias, then normalised. `x` holds
-/// the residual stream and `h` the last layer's GELU output for the `rows` rows wanted.
-fn final_layer_norm(model: &Model, x: &mut [f32], h: &[f32], rows: usize, product: &mut [f32], out: &mut [f32], linear: &mut LinearScratch) {
-    let fc_out = &model.layers[LAYERS - 1].fc_out;
-    fc_out.apply_without_bias(h, rows, product, linear);
-    let bias = fc_out.bias.expect("the last Linear of a block has a bias");
+/// The MLP of `rows` tokens into s.block (without the down projection's bias when the final
+/// SkipLayerNormalization adds it).
+fn mlp(m: &Mlp, rows: usize, s: &mut Scratch, with_bias: bool) {
+    norm(&m.norm, &s.x, rows, &mut s.normed, &mut s.squares);
+    let n = rows * FFN;
+    m.gate.as_ref().unwrap_or(&m.up).apply(&s.normed, rows, &mut s.hidden, &mut s.linear);
+    activate_in_place(m.activation, &mut s.hidden[..n]);
+    if m.gate.is_some() {
+        m.up.apply(&s.normed, rows, &mut s.up, &mut s.linear);
+        for (h, &u) in s.hidden[..n].iter_mut().zip(&s.up[..n]) {
+            *h *= u;
+        }
+    }
+    if with_bias {
+        m.down.apply(&s.hidden, rows, &mut s.block, &mut s.linear);
+    } else {
+        m.down.apply_without_bias(&s.hidden, rows, &mut s.block, &mut s.linear);
+    }
+}
+
+/// The final norm of the `rows` rows wanted into `out`; the last MLP's output (`block`) is
+/// added to the stream here, where onnxruntime fuses that residual sum into
+/// SkipLayerNormalization(x, y [, bias]): (x + y) + bias, then normalised.
+fn final_norm(model: &Model, x: &mut [f32], block: &[f32], rows: usize, out: &mut [f32], squares: &mut [f32]) {
+    let n = &model.final_norm;
+    let bias = if n.skip_bias { model.layers[LAYERS - 1].mlp.down.bias } else { None };
     for r in 0..rows {
         let span = r * HIDDEN..(r + 1) * HIDDEN;
-        for ((v, &p), &b) in x[span.clone()].iter_mut().zip(&product[span.clone()]).zip(bias) {
-            *v = (*v + p) + b;
+        for (i, (v, &y)) in x[span.clone()].iter_mut().zip(&block[span.clone()]).enumerate() {
+            *v = bias.map_or(*v + y, |b| (*v + y) + b[i]);
         }
-        let ln = &model.final_ln;
-        skip_layer_norm_row(&x[span.clone()], ln.gamma, ln.beta, ln.eps, &mut out[span]);
+        if n.kind == NormKind::LayerNormSkip {
+            skip_layer_norm_row(&x[span.clone()], n.gamma.unwrap(), n.beta.unwrap(), n.eps, &mut out[span]);
+        }
+    }
+    if n.kind != NormKind::LayerNormSkip {
+        norm(n, x, rows, out, squares);
     }
 }
 
@@ -128,29 +217,29 @@ pub fn step(model: &Model, cache: &mut Cache, ids: &[u32], wanted: usize, s: &mu
     let rows = ids.len();
     assert!(rows >= 1 && wanted >= 1 && wanted <= rows && cache.len + rows <= N_CTX);
     for (r, &id) in ids.iter().enumerate() {
-        let token = model.head.row(id as usize, s.linear.row_buffer());
-        let position = &model.wpe[(cache.len + r) * HIDDEN..][..HIDDEN];
-        for ((x, &t), &p) in s.x[r * HIDDEN..(r + 1) * HIDDEN].iter_mut().zip(token).zip(position) {
-            *x = t + p;
+        let token = model.wte.row(id as usize, s.linear.row_buffer());
+        let x = &mut s.x[r * HIDDEN..(r + 1) * HIDDEN];
+        match model.wpe {
+            Some(wpe) => {
+                let position = &wpe[(cache.len + r) * HIDDEN..][..HIDDEN];
+                for ((x, &t), &p) in x.iter_mut().zip(token).zip(position) {
+                    *x = t + p;
+                }
+            }
+            None => x.copy_from_slice(token),
         }
     }
     for (index, layer) in model.layers.iter().enumerate() {
-        layer_norm(&layer.ln1, &s.x, rows, &mut s.normed);
-        layer.qkv.apply(&s.normed, rows, &mut s.qkv, &mut s.linear);
-        attention(index, cache, rows, s);
-        layer.o.apply(&s.context, rows, &mut s.block, &mut s.linear);
-        add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
-        layer_norm(&layer.ln2, &s.x, rows, &mut s.normed);
-        layer.fc.apply(&s.normed, rows, &mut s.hidden, &mut s.linear);
-        gelu_erf_in_place(&mut s.hidden[..rows * FFN]);
-        if index + 1 < LAYERS {
-            layer.fc_out.apply(&s.hidden, rows, &mut s.block, &mut s.linear);
+        attention(model, index, cache, rows, s);
+        let last = index + 1 == LAYERS;
+        mlp(&layer.mlp, rows, s, !(last && model.final_norm.skip_bias));
+        if !last {
             add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
         }
     }
     cache.len += rows;
     let first = rows - wanted;
-    final_layer_norm(model, &mut s.x[first * HIDDEN..rows * HIDDEN], &s.hidden[first * FFN..rows * FFN], wanted, &mut s.block, &mut s.normed, &mut s.linear);
+    final_norm(model, &mut s.x[first * HIDDEN..rows * HIDDEN], &s.block[first * HIDDEN..rows * HIDDEN], wanted, &mut s.normed, &mut s.squares);
     let mut logits = vec![0.0; wanted * VOCAB];
     model.head.apply(&s.normed, wanted, &mut logits, &mut s.linear);
     logits

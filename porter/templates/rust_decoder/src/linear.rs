@@ -1,5 +1,6 @@
-//! A decoder Linear: y = x . W^T + b with float32 or Q8_0 weights, as onnxruntime's MatMul
-//! then Add compute it on the (dequantised) float weights (porter/ort_float.py `matmul_add`).
+//! A decoder Linear: y = x . W^T + b with float32 or Q8_0 weights, as onnxruntime computes it
+//! on the (dequantised) float weights: MatMul then Add (porter/reference/ort.py `matmul_add`), or
+//! Gemm with the bias as C, every product fma'd into it (`linear`).
 //!
 //! Or, for Q8_0 weights with int8 dot products (`q8_0_int8`), as porter.decoder's
 //! q8_0_int8_linear computes it: each input row quantised to Q8_0, integer block dot products,
@@ -23,6 +24,7 @@ pub const ROW_TILE: usize = 4;
 /// Q8_0 weight rows dequantised at a time: the outputs a SIMD product advances together.
 const DEQUANTISED_ROWS: usize = 8;
 
+#[derive(Clone, Copy)]
 pub enum Weights<'a> {
     Float(&'a [f32]),
     /// int8 values [outs, k] and one f32 scale per block of 32 along k.
@@ -54,6 +56,8 @@ impl LinearScratch {
 pub struct Linear<'a> {
     pub weights: Weights<'a>,
     pub bias: Option<&'a [f32]>,
+    /// Gemm: the bias is C, each output's products fma'd into it (else added after them)
+    pub bias_in_c: bool,
     pub outs: usize,
     pub k: usize,
 }
@@ -102,12 +106,15 @@ impl<'a> Linear<'a> {
                 quantize_rows_q8_0(&x[..rows * k], values, scales);
                 dot_q8_0_int8(values, scales, rows, q, scale, bias, &mut out[..rows * outs]);
             }
-            // MatMul on the prepacked (dequantised) weights, then Add of the bias
+            // MatMul on the prepacked (dequantised) weights, then Add of the bias; or Gemm
             Weights::Float(w) => {
+                let c = if self.bias_in_c { bias } else { None };
                 for r in 0..rows {
                     let y = &mut out[r * outs..(r + 1) * outs];
-                    sgemm_outputs(&x[r * k..(r + 1) * k], w, k, outs, PACKED_STRIDE_K, 1.0, None, y);
-                    add_bias(y, bias);
+                    sgemm_outputs(&x[r * k..(r + 1) * k], w, k, outs, PACKED_STRIDE_K, 1.0, c, y);
+                    if !self.bias_in_c {
+                        add_bias(y, bias);
+                    }
                 }
             }
             Weights::Q8_0 { .. } => {
@@ -116,10 +123,14 @@ impl<'a> Linear<'a> {
                     for g in 0..group {
                         self.row(first + g, &mut scratch.row[g * k..(g + 1) * k]);
                     }
+                    let group_bias = bias.map(|b| &b[first..first + group]);
+                    let c = if self.bias_in_c { group_bias } else { None };
                     for r in 0..rows {
                         let y = &mut out[r * outs + first..r * outs + first + group];
-                        sgemm_outputs(&x[r * k..(r + 1) * k], &scratch.row, k, group, PACKED_STRIDE_K, 1.0, None, y);
-                        add_bias(y, bias.map(|b| &b[first..first + group]));
+                        sgemm_outputs(&x[r * k..(r + 1) * k], &scratch.row, k, group, PACKED_STRIDE_K, 1.0, c, y);
+                        if !self.bias_in_c {
+                            add_bias(y, group_bias);
+                        }
                     }
                 }
             }

@@ -1,9 +1,10 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
-//!   ort-fn erf|gelu|gelu-mul|exp START COUNT STEP
+//!   ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
+//!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F)
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
@@ -13,8 +14,9 @@
 //!                                     emulation) on random data
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
 //!                                     (LiteRT's: gelu exp erfc eigen-sum quant-sym quant-asym;
-//!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-softmax
-//!                                     ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
+//!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-exp-scalef
+//!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
+//!                                     kernels') ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
 //!                                     first two rows are gamma and beta, eps 1e-12)
 //!
 //! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
@@ -96,6 +98,7 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
         "gelu" => ort_float::Elementwise::Gelu,
         "gelu-mul" => ort_float::Elementwise::GeluMul,
         "exp" => ort_float::Elementwise::Exp,
+        "exp-scalef" => ort_float::Elementwise::ExpScalef,
         _ => usage(),
     };
     let mut tally = Tally::new("ort-fn");
@@ -295,7 +298,7 @@ fn check_kernels(seed: u64) -> ! {
             mask_value: -3.402_823_5e38,
             masked: true,
             key_scale: 1.0,
-            onnxruntime: false,
+            onnxruntime: None,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
         let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
@@ -365,13 +368,18 @@ fn reference(op: &str) -> ! {
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
             }
             "eigen-sum" => out.extend_from_slice(&eigen_sum_scalar(row).to_le_bytes()),
-            "ort-erf" | "ort-gelu" | "ort-exp" => {
-                let f = match op { "ort-erf" => ort_float::erf, "ort-gelu" => ort_float::gelu_erf, _ => ort_float::sum_exp };
+            "ort-erf" | "ort-gelu" | "ort-exp" | "ort-exp-scalef" => {
+                let f = match op {
+                    "ort-erf" => ort_float::erf,
+                    "ort-gelu" => ort_float::gelu_erf,
+                    "ort-exp" => ort_float::sum_exp,
+                    _ => ort_float::sum_exp_scalef,
+                };
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
             }
-            "ort-softmax" => {
+            "ort-softmax" | "ort-softmax-avx512" => {
                 let mut r = row.to_vec();
-                ort_float::softmax(&mut r);
+                ort_float::softmax(&mut r, if op == "ort-softmax" { ort_float::OrtFloats::Avx2 } else { ort_float::OrtFloats::Avx512 });
                 r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
             "quant-sym" | "quant-asym" => {
@@ -398,7 +406,7 @@ fn reference(op: &str) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-softmax|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
+    eprintln!("usage: gelu START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm");
     exit(2)
 }
 

@@ -27,8 +27,9 @@ pub struct AttentionParams {
     pub masked: bool,
     /// Multiplies K before Q.K^T (torch's sdpa scales Q and K by sqrt(scale) each); 1 is exact.
     pub key_scale: f32,
-    /// onnxruntime's arithmetic (ort_float::attention) instead of LiteRT's.
-    pub onnxruntime: bool,
+    /// onnxruntime's arithmetic (ort_float::attention) with that CPU's float kernels, instead
+    /// of LiteRT's.
+    pub onnxruntime: Option<ort_float::OrtFloats>,
 }
 
 /// Work buffers, allocated once per forward pass.
@@ -144,10 +145,10 @@ pub fn attention(
     let hidden = p.heads * p.head_dim;
     assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
     assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys);
-    if p.onnxruntime {
+    if let Some(floats) = p.onnxruntime {
         let ort_scratch = ort_float::OrtAttentionScratch { scores: &mut scratch.probs, keys_t: &mut scratch.key_t, scaled: &mut scratch.query };
-        return ort_float::attention(p.heads, p.head_dim, p.scale, p.scale_on_query, p.key_scale, p.mask_value, q, k, v,
-                                    keep, rows, keys, ctx, ort_scratch);
+        return ort_float::attention(floats, p.heads, p.head_dim, p.scale, p.scale_on_query, p.key_scale, p.mask_value,
+                                    q, k, v, keep, rows, keys, ctx, ort_scratch);
     }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {

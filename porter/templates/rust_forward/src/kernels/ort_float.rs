@@ -1,8 +1,9 @@
 //! onnxruntime's CPU float kernels for an ONNX encoder, as porter/ort_float.py defines them.
 //!
 //! Same operations, same order, same roundings as the numpy definitions (which were measured
-//! against onnxruntime 1.32's MLAS kernels on an AVX2 machine): fused multiply-adds, MLAS's exp
-//! and erf polynomials and softmax sum, its LayerNorm kernels, its SGEMM blocking.
+//! against onnxruntime 1.32's MLAS kernels on an AVX2 and an AVX-512 machine): fused
+//! multiply-adds, MLAS's exp and erf polynomials and softmax sum, its LayerNorm kernels, its
+//! SGEMM blocking. Of these only softmax depends on the CPU: `OrtFloats` names the kernels.
 //!
 //! wasm has no fma instruction. `fma` below emulates a correctly rounded one in f64, and, in
 //! crates built with the `fused-madd` feature, the matrix products (several outputs at a time)
@@ -49,7 +50,9 @@ const ERF_BIG: [u32; 7] = [0x37911480, 0xb9c8e966, 0x3b7e899b, 0xbcc6b180, 0x3dd
 const EXP_POLY: [u32; 7] = [0x3ab54c6d, 0x3c093965, 0x3d2aad10, 0x3e2aaa17, 0x3efffffb, 0x3f800000, 0x3f800000];
 const SQRT2: f32 = f32::from_bits(0x3fb504f3);
 const SQRT1_2: f32 = f32::from_bits(0x3f3504f3);
-const SUM_LANES: usize = 8;
+/// The largest power of two the exponentials are scaled by in f64 (beyond it the f32 result is
+/// 0 or infinite either way, and 2^n stays exact in f64).
+const SCALE_LIMIT: i32 = 300;
 
 #[inline(always)]
 fn c(bits: u32) -> f32 {
@@ -58,43 +61,90 @@ fn c(bits: u32) -> f32 {
 
 // ---- softmax ---------------------------------------------------------------------------------
 
-/// MLAS's exp for softmax: 2^m by range reduction, a degree-6 polynomial, every step an fma.
-pub fn sum_exp(x: f32) -> f32 {
+/// Which of MLAS's float kernel families a crate reproduces (porter/reference/ort_cpu.py): on
+/// these graphs they differ in softmax alone.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OrtFloats {
+    /// MlasComputeSumExpF32KernelFma3: 2^m built from m's bits, an 8-lane sum.
+    Avx2,
+    /// MlasComputeSumExpF32KernelAvx512F: 2^m applied by vscalefps, a 16-lane sum.
+    Avx512,
+}
+
+impl OrtFloats {
+    /// Softmax's exp on this family's kernel.
+    pub fn exp(self) -> Elementwise {
+        match self {
+            OrtFloats::Avx2 => Elementwise::Exp,
+            OrtFloats::Avx512 => Elementwise::ExpScalef,
+        }
+    }
+}
+
+/// exp(x) = p * 2^m for MLAS's exp: (p, m, biased), m an integer in f32 and in biased's low
+/// mantissa bits. Range reduction by 2^m, a degree-6 polynomial, every step an fma.
+#[inline(always)]
+fn exp_parts(x: f32) -> (f32, f32, f32) {
     let x = if x < SUMEXP_LOW { SUMEXP_LOW } else { x };
     let biased = fma(x, LOG2E, ROUNDING_MAGIC);
     let m = biased - ROUNDING_MAGIC;
     let r = fma(m, LN2_LO, fma(m, LN2_HI, x));
-    // 2^m: the integer in biased's low mantissa bits, moved into the exponent field.
-    let scale = f32::from_bits(((biased.to_bits() as i32) << 23).wrapping_add(0x3F80_0000) as u32);
     let mut p = c(SUMEXP_POLY[0]);
     for &k in &SUMEXP_POLY[1..] {
         p = fma(p, r, c(k));
     }
-    p = fma(p, r, c(SUMEXP_POLY[5]));
-    p * scale
+    (fma(p, r, c(SUMEXP_POLY[5])), m, biased)
 }
 
-/// One 8-lane accumulator over the row, the tail added into its first lanes (MLAS loads it
-/// masked), then the lanes added in adjacent pairs.
-fn lane_sum(e: &[f32]) -> f32 {
-    let mut acc = [0.0f32; SUM_LANES];
-    for block in e.chunks(SUM_LANES) {
+/// MLAS's exp for softmax, as its AVX2 kernel scales it: 2^m is the integer in biased's low
+/// mantissa bits moved into the exponent field (0 from m = -127 down).
+pub fn sum_exp(x: f32) -> f32 {
+    let (p, _, biased) = exp_parts(x);
+    p * f32::from_bits(((biased.to_bits() as i32) << 23).wrapping_add(0x3F80_0000) as u32)
+}
+
+/// The same exp as its AVX-512F kernel scales it: vscalefps, p * 2^m rounded once (a subnormal
+/// from m = -127 down). Exact in f64 for |m| up to SCALE_LIMIT, past which f32 saturates anyway.
+pub fn sum_exp_scalef(x: f32) -> f32 {
+    let (p, m, _) = exp_parts(x);
+    (p as f64 * 2f64.powi((m as i32).clamp(-SCALE_LIMIT, SCALE_LIMIT))) as f32
+}
+
+/// The sum of a row of exponentials as the family's kernel adds them: one accumulator of its
+/// width over the row, the tail added into its first lanes (MLAS loads it masked); AVX-512F then
+/// adds the upper eight lanes onto the lower eight; the eight are added in adjacent pairs.
+fn lane_sum(e: &[f32], floats: OrtFloats) -> f32 {
+    let acc = match floats {
+        OrtFloats::Avx2 => running_sums::<8>(e),
+        OrtFloats::Avx512 => {
+            let wide = running_sums::<16>(e);
+            core::array::from_fn(|i| wide[i + 8] + wide[i])
+        }
+    };
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+/// N running sums, value i of the row into sum i % N.
+#[inline(always)]
+fn running_sums<const N: usize>(e: &[f32]) -> [f32; N] {
+    let mut acc = [0.0f32; N];
+    for block in e.chunks(N) {
         for (a, &v) in acc.iter_mut().zip(block) {
             *a += v;
         }
     }
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    acc
 }
 
-/// e = exp(x - max), then e * (1 / sum e), in place.
-pub fn softmax(x: &mut [f32]) {
+/// e = exp(x - max), then e * (1 / sum e), in place, with the family's exp and sum.
+pub fn softmax(x: &mut [f32], floats: OrtFloats) {
     let max = x.iter().copied().fold(x[0], |m, v| if v > m { v } else { m });
     let neg = -max;
     for v in x.iter_mut() {
         *v += neg;
     }
-    apply_in_place(Elementwise::Exp, x);
-    let inv = 1.0 / lane_sum(x);
+    apply_in_place(floats.exp(), x);
+    let inv = 1.0 / lane_sum(x, floats);
     for v in x.iter_mut() {
         *v *= inv;
     }
@@ -155,7 +205,10 @@ pub enum Elementwise {
     Erf,
     Gelu,
     GeluMul,
+    /// softmax's exp, AVX2 kernel
     Exp,
+    /// softmax's exp, AVX-512F kernel
+    ExpScalef,
 }
 
 impl Elementwise {
@@ -165,6 +218,7 @@ impl Elementwise {
             Elementwise::Gelu => gelu_erf,
             Elementwise::GeluMul => gelu_erf_mul,
             Elementwise::Exp => sum_exp,
+            Elementwise::ExpScalef => sum_exp_scalef,
         }
     }
 }
@@ -373,6 +427,7 @@ unsafe fn fused_lanes(f: Elementwise, values: &mut [f32]) -> usize {
                 Elementwise::Gelu => gelu_x4(x, f32x4_div(x, f32x4_splat(SQRT2))),
                 Elementwise::GeluMul => gelu_x4(x, f32x4_mul(x, f32x4_splat(SQRT1_2))),
                 Elementwise::Exp => sum_exp_x4(x),
+                Elementwise::ExpScalef => sum_exp_scalef_x4(x),
             };
             v128_store(p, y);
         }
@@ -400,18 +455,39 @@ fn horner4(coefficients: &[u32], x: v128) -> v128 {
     acc
 }
 
+/// exp_parts lane by lane: [p, m, biased].
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn exp_parts_x4(x: v128) -> [v128; 3] {
+    let x = f32x4_pmax(x, f32x4_splat(SUMEXP_LOW)); // x < LOW ? LOW : x, NaN kept
+    let biased = fma4(x, f32x4_splat(LOG2E), f32x4_splat(ROUNDING_MAGIC));
+    let m = f32x4_sub(biased, f32x4_splat(ROUNDING_MAGIC));
+    let r = fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x));
+    [fma4(horner4(&SUMEXP_POLY, r), r, f32x4_splat(c(SUMEXP_POLY[5]))), m, biased]
+}
+
 /// sum_exp lane by lane.
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 #[inline]
 fn sum_exp_x4(x: v128) -> v128 {
-    let x = f32x4_pmax(x, f32x4_splat(SUMEXP_LOW)); // x < LOW ? LOW : x, NaN kept
-    let biased = fma4(x, f32x4_splat(LOG2E), f32x4_splat(ROUNDING_MAGIC));
-    let m = f32x4_sub(biased, f32x4_splat(ROUNDING_MAGIC));
-    let r = fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x));
-    let scale = i32x4_add(i32x4_shl(biased, 23), i32x4_splat(0x3F80_0000));
-    let p = fma4(horner4(&SUMEXP_POLY, r), r, f32x4_splat(c(SUMEXP_POLY[5])));
-    f32x4_mul(p, scale)
+    let [p, _, biased] = exp_parts_x4(x);
+    f32x4_mul(p, i32x4_add(i32x4_shl(biased, 23), i32x4_splat(0x3F80_0000)))
+}
+
+/// sum_exp_scalef lane by lane. Where every lane's 2^m is a normal float one f32 product rounds
+/// p * 2^m once, as vscalefps does; otherwise (a masked key's m = -127, or NaN) ldexp_x4 in f64.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn sum_exp_scalef_x4(x: v128) -> v128 {
+    let [p, m, _] = exp_parts_x4(x);
+    let n = i32x4_trunc_sat_f32x4(m);
+    if i32x4_all_true(v128_and(f32x4_ge(m, f32x4_splat(-126.0)), f32x4_le(m, f32x4_splat(127.0)))) {
+        return f32x4_mul(p, i32x4_shl(i32x4_add(n, i32x4_splat(127)), 23));
+    }
+    ldexp_x4(p, i32x4_max(i32x4_min(n, i32x4_splat(SCALE_LIMIT)), i32x4_splat(-SCALE_LIMIT)))
 }
 
 /// erf lane by lane.
@@ -681,10 +757,11 @@ pub struct OrtAttentionScratch<'a> {
 }
 
 /// Attention with onnxruntime's arithmetic for the first `rows` query rows over `keys` keys:
-/// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's, context by MatMul (SGEMM,
-/// or the M = 1 kernel for a single query row).
+/// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's (the `floats` family's),
+/// context by MatMul (SGEMM, or the M = 1 kernel for a single query row).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
+    floats: OrtFloats,
     heads: usize,
     head_dim: usize,
     scale: f32,
@@ -729,7 +806,7 @@ pub fn attention(
                     }
                 }
             }
-            softmax(scores);
+            softmax(scores, floats);
             let out = &mut ctx[i * hidden + h * d..i * hidden + (h + 1) * d];
             if rows == 1 {
                 m1_columns(scores, v_head, hidden, d, out);

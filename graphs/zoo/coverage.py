@@ -1,0 +1,177 @@
+"""What porter makes of every zoo file: recovered or refused, and how close to its golden.
+
+    python graphs/zoo/coverage.py            # rewrites docs/coverage.md
+    python graphs/zoo/coverage.py bert-tok   # prints the rows of the files whose name has it
+
+Each encoder file is recovered (porter.recover) and its program run by the numpy executor on
+every window of its golden (LiteRT's builtin kernels for TFLite, onnxruntime for ONNX); the
+architecture porter reads from the graph is compared with the member's spec. tests/test_zoo.py
+computes the same rows and checks that each meets its bar and is the one docs/coverage.md shows.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ZOO_DIR = Path(__file__).resolve().parent
+REPO = ZOO_DIR.parent.parent
+GOLDEN_DIR = REPO / "golden" / "zoo"
+COVERAGE_MD = REPO / "docs" / "coverage.md"
+FLOAT_TOLERANCE = 1e-5  # float TFLite: LiteRT's float kernels not yet reproduced bit for bit
+
+sys.path.insert(0, str(REPO))
+
+
+def model_files() -> list[Path]:
+    return sorted(p for p in ZOO_DIR.iterdir() if p.suffix in (".tflite", ".onnx"))
+
+
+def is_decoder(path: Path) -> bool:
+    return _manifest(path)["member_spec"].get("kind") == "decoder" or "-lm." in path.name
+
+
+def _manifest(path: Path) -> dict:
+    return json.loads(path.with_name(path.name + ".json").read_text())
+
+
+def golden_path(path: Path) -> Path:
+    return GOLDEN_DIR / f"{path.name}.{'ort' if path.suffix == '.onnx' else 'builtin'}.npz"
+
+
+def max_abs_bar(name: str) -> float:
+    """The bar a file must meet (issue 16): int8 TFLite and ONNX bit for bit with their
+    reference, float TFLite within FLOAT_TOLERANCE with every label."""
+    return FLOAT_TOLERANCE if name.endswith(".tflite") and "f32" in name else 0.0
+
+
+@dataclass
+class Row:
+    file: str
+    outcome: str  # "exact", "close", "far" or "refused"
+    detail: str  # blocks, or the refusal line
+    max_abs: float | None = None
+    labels: str = ""
+
+    @property
+    def bar(self) -> str:
+        return "exact" if max_abs_bar(self.file) == 0 else f"<= {max_abs_bar(self.file):g}"
+
+    @property
+    def meets_bar(self) -> bool:
+        if self.outcome == "exact":
+            return True
+        return self.outcome == "close" and self.bar != "exact"
+
+    def markdown(self) -> str:
+        delta = "" if self.max_abs is None else f"{self.max_abs:.3g}"
+        detail = self.detail.replace("|", "\\|")
+        return f"| {self.file} | {self.outcome} | {delta} | {self.labels} | {self.bar} | {detail} |"
+
+
+def encoder_row(path: Path) -> Row:
+    from porter.check.golden import load_golden
+    from porter.errors import PorterError
+    from porter.frontends import load_graph
+    from porter.recover.encoder import recover_encoder
+    from porter.reference import execute
+
+    try:
+        program = recover_encoder(load_graph(path))
+    except PorterError as e:
+        return Row(path.name, "refused", str(e).splitlines()[0])
+    _check_architecture(path, program)
+    golden = load_golden(golden_path(path))
+    worst, agree, total = 0.0, 0, 0
+    for w in range(golden.windows):
+        rows = golden.output_rows(w)
+        ours = execute.run(program, golden.ids[w], golden.attention_mask[w])[:rows]
+        ref = golden.logits[w][:rows]
+        worst = max(worst, float(np.abs(ours.astype(np.float64) - ref).max()))
+        agree += int((ours.argmax(-1) == ref.argmax(-1)).sum())
+        total += rows
+    outcome = "exact" if worst == 0 else "close" if worst <= FLOAT_TOLERANCE and agree == total else "far"
+    return Row(path.name, outcome, _blocks(program), worst, f"{agree}/{total}")
+
+
+def _check_architecture(path: Path, program) -> None:
+    """The shapes porter read from the graph are the member's (no shape is assumed)."""
+    spec = _manifest(path)["member_spec"]
+    attentions = program.attentions()
+    got = (len(attentions), attentions[0].heads, attentions[0].heads * attentions[0].head_dim,
+           program.vocab, program.seq)
+    want = (spec["layers"], spec["heads"], spec["hidden"], spec["vocab"], spec["seq"])
+    if got != want:
+        raise AssertionError(f"{path.name}: recovered (layers, heads, hidden, vocab, seq) {got}, spec {want}")
+
+
+def _blocks(program) -> str:
+    counts: dict[str, int] = {}
+    for step in program.steps:
+        kind = type(step).__name__.removesuffix("Step")
+        name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None)}.get(kind)
+        label = f"{kind.lower()} {name.value}" if name is not None else kind.lower()
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+def decoder_row(path: Path) -> Row:
+    from porter.errors import PorterError
+    from porter.frontends import load_graph
+    from porter.recover.decoder import recover_decoder
+
+    try:
+        recover_decoder(load_graph(path))
+    except PorterError as e:
+        return Row(path.name, "refused", str(e).splitlines()[0])
+    return Row(path.name, "recovered", "decoder (greedy tokens: tests/test_decoder.py)")
+
+
+def row(path: Path) -> Row:
+    return decoder_row(path) if is_decoder(path) else encoder_row(path)
+
+
+def render(rows: list[Row]) -> str:
+    exact = sum(r.outcome == "exact" for r in rows)
+    refused = [r for r in rows if r.outcome == "refused"]
+    lines = [
+        "# Coverage: the model zoo through porter",
+        "",
+        "Made by `python graphs/zoo/coverage.py` from the files in graphs/zoo/ (how they were exported:",
+        "graphs/zoo/README.md) and their goldens in golden/zoo/; tests/test_zoo.py recomputes every row",
+        "and fails when one no longer matches this page or misses its bar. Each encoder file is",
+        "recovered, its architecture compared with the member's spec, and its program run by porter's",
+        "numpy executor on every golden window (LiteRT's builtin kernels for TFLite, onnxruntime's CPU",
+        "provider for ONNX, on its AVX2 path). The wasm modules reproduce the executor bit for bit",
+        "(tests/test_zoo.py builds a subset by default and every file under `-m slow`).",
+        "",
+        f"{len(rows)} files: {exact} exact, {len(refused)} refused.",
+        "",
+        "| file | outcome | max \\|Δ\\| | labels | bar | program / refusal |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [r.markdown() for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    wanted = argv[0] if argv else None
+    paths = [p for p in model_files() if wanted is None or wanted in p.name]
+    rows = []
+    for path in paths:
+        r = row(path)
+        rows.append(r)
+        print(r.markdown(), flush=True)
+    if wanted is None:
+        COVERAGE_MD.parent.mkdir(exist_ok=True)
+        COVERAGE_MD.write_text(render(rows))
+        print(f"wrote {COVERAGE_MD.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,69 @@
+"""The model zoo (graphs/zoo/): exports porter's own fixtures were not made like, through every
+exporter. Each encoder file is recovered, its architecture checked against its member's spec and
+its program run on every golden window (graphs/zoo/coverage.py); the row must meet its bar and be
+the row docs/coverage.md shows. A representative subset is compiled, built and verified as wasm;
+every file is under `-m slow`.
+"""
+
+import pytest
+
+from fixtures import REPO, run_porter
+
+import sys
+
+sys.path.insert(0, str(REPO / "graphs" / "zoo"))
+import coverage  # noqa: E402
+
+ENCODERS = [p for p in coverage.model_files() if not coverage.is_decoder(p)]
+# One file per exporter and head kind: litert-torch int8 and float (token, sequence with tanh
+# pooler, mean-pooled embedding), TensorFlow and Keras, torch.onnx dynamo / TorchScript,
+# quantize_dynamic per channel and per tensor, RoBERTa's positions from the ids, ELECTRA's
+# projection, CLS pooling.
+WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "st-bert-mean.litert-dq8.tflite",
+               "bert-seq.keras-dq8.tflite", "electra-tok.dq8pc.onnx", "xlmr-seq.dq8pt.onnx",
+               "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx"]
+
+
+@pytest.fixture(scope="module")
+def published_rows() -> set[str]:
+    return {line for line in coverage.COVERAGE_MD.read_text().splitlines() if line.startswith("| ")}
+
+
+@pytest.mark.parametrize("path", ENCODERS, ids=lambda p: p.name)
+def test_zoo_member_meets_its_bar_and_is_the_published_row(path, published_rows):
+    row = coverage.encoder_row(path)
+    print(row.markdown())
+    assert row.meets_bar, row.markdown()
+    assert row.markdown() in published_rows, (
+        f"docs/coverage.md is out of date for {path.name}: run python graphs/zoo/coverage.py\n{row.markdown()}")
+
+
+def test_coverage_page_lists_every_zoo_file(published_rows):
+    listed = {line.split("|")[1].strip() for line in published_rows}
+    assert {p.name for p in coverage.model_files()} <= listed
+
+
+def _compile_build_verify(path, tmp_path):
+    out = tmp_path / path.name.replace(".", "-")
+    compiled = run_porter("compile", path, "-o", out, *(["--ort-cpu", "avx2"] if path.suffix == ".onnx" else []))
+    assert compiled.returncode == 0, compiled.stderr
+    built = run_porter("build", out)
+    assert built.returncode == 0, built.stderr[-3000:]
+    golden = coverage.golden_path(path)
+    verified = run_porter("verify", out, "--golden", golden, "--max-abs", str(coverage.max_abs_bar(path.name)))
+    assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
+    return verified.stdout
+
+
+@pytest.mark.parametrize("name", WASM_SUBSET)
+def test_zoo_subset_through_wasm(name, tmp_path):
+    path = coverage.ZOO_DIR / name
+    out = _compile_build_verify(path, tmp_path)
+    assert "porter verify: PASS" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in ENCODERS if p.name not in WASM_SUBSET], ids=lambda p: p.name)
+def test_every_zoo_member_through_wasm(path, tmp_path):
+    out = _compile_build_verify(path, tmp_path)
+    assert "porter verify: PASS" in out
