@@ -191,25 +191,93 @@ def url_valid(value: str) -> bool:
     return host.lower() == "localhost" or bracketed or ipv4_valid(host) or domain_valid(host)
 
 
-def check(label: str, text: str, start: int, end: int):
-    """None = vetoed; otherwise the (start, end) to keep (trimmed for a checked label)."""
-    if label not in CHECKED:
-        return start, end
+def _widen(text: str, start: int, end: int, member, grouped: bool) -> tuple[int, int]:
+    def inside(i: int) -> bool:
+        return member(text[i]) or (grouped and text[i] in " -" and 0 < i < len(text) - 1
+                                   and member(text[i - 1]) and member(text[i + 1]))
+
+    while start > 0 and inside(start - 1):
+        start -= 1
+    while end < len(text) and inside(end):
+        end += 1
+    return start, end
+
+
+def _ip_char(c: str) -> bool:
+    return c in HEX or c in ".:/"
+
+
+def _decimal_port(digits: str) -> bool:
+    return 0 < len(digits) <= 5 and all(map(_ascii_digit, digits)) and int(digits) <= 65535
+
+
+IBAN_RUN_CHARS = 34 + 8
+
+
+def _iban_run_overlapping(text: str, start: int, end: int):
+    for p in range(max(0, start - IBAN_RUN_CHARS), end):
+        word_start = p == 0 or not text[p - 1].isalnum()
+        head = text[p:p + 4]
+        if not (word_start and len(head) == 4 and iban_shaped(head)):
+            continue
+        ends, i, count = [], p, 0
+        while True:
+            group_start = i
+            while i < len(text) and _ascii_alnum(text[i]) and count < 34:
+                i += 1
+                count += 1
+            if i == group_start:
+                break
+            ends.append(i)
+            if i + 1 < len(text) and text[i] == " " and _ascii_alnum(text[i + 1]) and count < 34:
+                i += 1
+            else:
+                break
+        if ends and p < end and start < ends[-1]:
+            return p, ends
+    return None
+
+
+def _bank_account(text: str, start: int, end: int):
+    run = _iban_run_overlapping(text, start, end)
+    if run is not None:
+        run_start, ends = run
+        for e in reversed(ends):
+            if iban_valid(text[run_start:e].replace(" ", "").upper()):
+                return run_start, e
+        return None
     start, end = trim_punctuation(text, start, end)
     value = text[start:end]
+    if not iban_shaped(value):
+        return UNCHECKED
+    return (start, end) if iban_valid(value.replace(" ", "").upper()) else None
+
+
+UNCHECKED = "unchecked"
+
+
+def check(label: str, text: str, start: int, end: int):
+    """checks.rs's Verdict: None = vetoed, UNCHECKED = not a checked label (or a national account
+    number), otherwise the (start, end) of the whole value the span is part of, which passed."""
+    if label not in CHECKED:
+        return UNCHECKED
     if label == "CREDIT_CARD":
-        ok = card_valid(value)
-    elif label == "BANK_ACCOUNT":
-        if not iban_shaped(value):
+        start, end = trim_punctuation(text, *_widen(text, start, end, _ascii_digit, True))
+        return (start, end) if card_valid(text[start:end]) else None
+    if label == "IP_ADDRESS":
+        start, end = trim_punctuation(text, *_widen(text, start, end, _ip_char, False))
+        value = text[start:end]
+        if ip_valid(value):
             return start, end
-        ok = iban_valid(value.replace(" ", "").upper())
-    elif label == "IP_ADDRESS":
-        ok = ip_valid(value)
-    elif label == "EMAIL":
-        ok = email_valid(value)
-    else:
-        ok = url_valid(value)
-    return (start, end) if ok else None
+        colon = value.rfind(":")
+        if colon >= 0 and ipv4_valid(value[:colon]) and _decimal_port(value[colon + 1:]):
+            return start, start + colon
+        return None
+    if label == "BANK_ACCOUNT":
+        return _bank_account(text, start, end)
+    start, end = trim_punctuation(text, start, end)
+    value = text[start:end]
+    return (start, end) if (email_valid(value) if label == "EMAIL" else url_valid(value)) else None
 
 
 # --- recognise.rs -------------------------------------------------------------------------
@@ -364,6 +432,29 @@ def decode_bioes(labels: list[str], scores: list[float]) -> list[tuple[str, int,
     return spans
 
 
+def apply_checks(text: str, spans: list[Span]) -> tuple[list[Span], list[Span]]:
+    """(kept, vetoed) as redact.rs's apply_checks: a checked value replaces the other model spans
+    it overlaps, the first of several overlapping values wins."""
+    checked, unchecked, vetoed = [], [], []
+
+    def overlaps(a: Span, b: Span) -> bool:
+        return a.start < b.end and b.start < a.end
+
+    for span in spans:
+        verdict = check(span.label, text, span.start, span.end)
+        if verdict is None:
+            vetoed.append(span)
+        elif verdict == UNCHECKED:
+            unchecked.append(span)
+        else:
+            value = Span(span.label, verdict[0], verdict[1], span.score)
+            if not any(overlaps(c, value) for c in checked):
+                checked.append(value)
+    kept = checked + [u for u in unchecked if not any(overlaps(c, u) for c in checked)]
+    kept.sort(key=lambda s: s.start)
+    return kept, vetoed
+
+
 def redact_spans(text: str, offsets: list[tuple[int, int]], labels: list[str], scores: list[float]):
     """(items, vetoed) as /redact computes them from per-token labels: items are Spans sorted by
     start, vetoed the model spans the checks refused. `offsets` are code points, as the service's."""
@@ -375,13 +466,7 @@ def redact_spans(text: str, offsets: list[tuple[int, int]], labels: list[str], s
         while end > start and text[end - 1].isspace():
             end -= 1
         chars_spans.append(Span(category, start, end, score))
-    kept, vetoed = [], []
-    for span in chars_spans:
-        verdict = check(span.label, text, span.start, span.end)
-        if verdict is None:
-            vetoed.append(span)
-        else:
-            kept.append(Span(span.label, verdict[0], verdict[1], span.score))
+    kept, vetoed = apply_checks(text, chars_spans)
     proven = recognise(text)
     spans = [m for m in kept if m.start < m.end and not any(m.start < p.end and p.start < m.end for p in proven)]
     spans += proven

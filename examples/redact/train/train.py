@@ -16,12 +16,13 @@ it writes out/me5/tokenizer.json).
    length-bucketed, dynamically padded batches (the attention mask hides the padding, so a
    short batch computes what the 256 window would), AdamW (lr 6e-5 encoder, 1e-3 head, word embeddings frozen,
    weight decay 0.01), linear warm-up 6 % then linear decay, cross-entropy; seeds fixed;
-   torch.set_num_threads(2). Training stops early at --max-minutes (the schedule is planned
-   for the full run, so the LR simply stops where it is).
+   torch.set_num_threads(2). The schedule runs on the larger of the fraction of planned steps
+   done and the fraction of --max-minutes used (lr_factor), so a run the time budget stops
+   early has still decayed its learning rate to zero.
 4. Evaluates the float model on the held-out test set (entity-level strict BIOES P/R/F1 per
    category, token accuracy over live pieces) and writes out/<base>/model.pt and
-   out/<base>/metrics.json (export.py adds the int8 figures and copies the chosen base's file to
-   metrics.json).
+   out/<base>/metrics.json (export.py --install copies the served base's file to metrics.json;
+   evaluate.py measures the exported int8 model).
 """
 
 import argparse
@@ -161,6 +162,18 @@ def gold(examples):
     return [w_tags[1:-1] for _, w_tags in examples]
 
 
+WARM_UP = 0.06
+
+
+def lr_factor(done_fraction: float) -> float:
+    """Linear warm-up over the first 6 % of the run, then linear decay to zero at its end. The
+    run's progress is the larger of its fraction of the planned steps and of --max-minutes, so a
+    run cut short by the time budget still ends with its learning rate at zero."""
+    if done_fraction < WARM_UP:
+        return done_fraction / WARM_UP
+    return (1.0 - done_fraction) / (1.0 - WARM_UP)
+
+
 def data_facts(path: Path, rows) -> dict:
     import hashlib
 
@@ -229,14 +242,17 @@ def main():
             bs = bs[: int(len(bs) * (args.epochs - e))]
         plan.extend(bs)
     total = len(plan)
-    warm = max(1, int(0.06 * total))
     loss_fn = nn.CrossEntropyLoss(ignore_index=-100)
     model.train()
     t_train = time.time()
     ema = None
     done = 0
     for step, idx in enumerate(plan):
-        f = (step + 1) / warm if step < warm else max(0.0, (total - step) / (total - warm))
+        done_fraction = max(step / total, (time.time() - t_train) / (args.max_minutes * 60))
+        if done_fraction >= 1.0:
+            print(f"time budget reached after {done} of {total} steps", flush=True)
+            break
+        f = lr_factor(done_fraction)
         for g, b0 in zip(opt.param_groups, base_lrs):
             g["lr"] = b0 * f
         ids, mask, tags = collate(train_ex, idx, base.pad_id)
@@ -252,9 +268,6 @@ def main():
         if step % 25 == 0 or step == total - 1:
             print(f"step {step + 1}/{total} loss {ema:.4f} lr {opt.param_groups[0]['lr']:.2e} "
                   f"{el / 60:.1f} min ({el / (step + 1):.2f} s/step)", flush=True)
-        if el > args.max_minutes * 60:
-            print(f"time budget reached after {done} of {total} steps", flush=True)
-            break
     train_seconds = time.time() - t_train
 
     base.out_dir.mkdir(parents=True, exist_ok=True)

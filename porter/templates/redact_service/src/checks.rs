@@ -17,9 +17,15 @@
 //! A domain name is two or more dot-separated labels of letters, digits and inner hyphens, the
 //! last one two or more letters (or a punycode `xn--` label).
 //!
-//! Before a check, punctuation around the span that cannot belong to the value (brackets,
-//! quotes, a full stop or comma after it) is trimmed; a span that passes is returned trimmed.
-//! Labels not listed here are never vetoed. Positions are in chars (code points).
+//! Numbers are checked whole: a CREDIT_CARD span is widened to the run of grouped digits it is
+//! part of, an IP_ADDRESS span to the run of hex digits, dots, colons and slashes, and a
+//! BANK_ACCOUNT span inside an IBAN-shaped run of the text (two letters and two digits at the
+//! start of a word, then groups of letters and digits split by single spaces) is judged by that
+//! run: so a model that labels only part of an invalid number cannot get the part through, and a
+//! valid value comes back whole. Before a check, punctuation around the value that cannot belong
+//! to it (brackets, quotes, a full stop or comma after it) is trimmed; a span that passes is
+//! returned as that value. Labels not listed here are never vetoed. Positions are in chars
+//! (code points).
 
 /// What the checks make of a model span: keep it (perhaps trimmed), or drop it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,21 +45,33 @@ pub fn check(label: &str, text: &[char], start: usize, end: usize) -> Verdict {
     if !CHECKED_LABELS.contains(&label) {
         return Verdict::Unchecked;
     }
-    let (start, end) = trim_punctuation(text, start, end);
-    let value = &text[start..end];
-    let valid = match label {
-        "CREDIT_CARD" => card_valid(value),
-        "BANK_ACCOUNT" => {
-            if !iban_shaped(value) {
-                return Verdict::Unchecked;
-            }
-            let compact: Vec<char> = value.iter().filter(|c| **c != ' ').map(|c| c.to_ascii_uppercase()).collect();
-            iban_valid(&compact)
+    match label {
+        "CREDIT_CARD" => {
+            let (start, end) = trim_punctuation(text, widen(text, start, end, is_card_char, true));
+            verdict(card_valid(&text[start..end]), start, end)
         }
-        "IP_ADDRESS" => ip_valid(value),
-        "EMAIL" => email_valid(value),
-        _ => url_valid(value),
-    };
+        "IP_ADDRESS" => {
+            let (start, end) = trim_punctuation(text, widen(text, start, end, is_ip_char, false));
+            let value = &text[start..end];
+            if ip_valid(value) {
+                return Verdict::Valid { start, end };
+            }
+            // host:port: the address without the port.
+            match value.iter().rposition(|c| *c == ':') {
+                Some(colon) if ipv4_valid(&value[..colon]) && decimal_port(&value[colon + 1..]) => Verdict::Valid { start, end: start + colon },
+                _ => Verdict::Vetoed,
+            }
+        }
+        "BANK_ACCOUNT" => bank_account(text, start, end),
+        _ => {
+            let (start, end) = trim_punctuation(text, (start, end));
+            let value = &text[start..end];
+            verdict(if label == "EMAIL" { email_valid(value) } else { url_valid(value) }, start, end)
+        }
+    }
+}
+
+fn verdict(valid: bool, start: usize, end: usize) -> Verdict {
     if valid {
         Verdict::Valid { start, end }
     } else {
@@ -61,9 +79,98 @@ pub fn check(label: &str, text: &[char], start: usize, end: usize) -> Verdict {
     }
 }
 
+fn is_card_char(c: char) -> bool {
+    c.is_ascii_digit()
+}
+
+fn is_ip_char(c: char) -> bool {
+    c.is_ascii_hexdigit() || c == '.' || c == ':' || c == '/'
+}
+
+/// The span widened to the whole run of `member` characters around it; when `grouped`, a single
+/// space or hyphen between two members belongs to the run as well (card numbers in groups).
+fn widen(text: &[char], mut start: usize, mut end: usize, member: fn(char) -> bool, grouped: bool) -> (usize, usize) {
+    let inside = |i: usize| -> bool {
+        member(text[i])
+            || (grouped && (text[i] == ' ' || text[i] == '-') && i > 0 && i + 1 < text.len() && member(text[i - 1]) && member(text[i + 1]))
+    };
+    while start > 0 && inside(start - 1) {
+        start -= 1;
+    }
+    while end < text.len() && inside(end) {
+        end += 1;
+    }
+    (start, end)
+}
+
+fn decimal_port(digits: &[char]) -> bool {
+    !digits.is_empty() && digits.len() <= 5 && digits.iter().all(|c| c.is_ascii_digit())
+        && digits.iter().collect::<String>().parse::<u32>().is_ok_and(|n| n <= 65535)
+}
+
+/// A BANK_ACCOUNT span: judged by the IBAN-shaped run of the text it overlaps, if there is one
+/// (the run's longest prefix of whole groups that is a valid IBAN, or a veto); else by itself if
+/// it looks like an IBAN; else it is a national account number and is not checked.
+fn bank_account(text: &[char], start: usize, end: usize) -> Verdict {
+    if let Some((run_start, group_ends)) = iban_run_overlapping(text, start, end) {
+        let valid_end = group_ends.iter().rev().copied().find(|&e| {
+            let compact: Vec<char> = text[run_start..e].iter().filter(|c| **c != ' ').map(|c| c.to_ascii_uppercase()).collect();
+            iban_valid(&compact)
+        });
+        return match valid_end {
+            Some(e) => Verdict::Valid { start: run_start, end: e },
+            None => Verdict::Vetoed,
+        };
+    }
+    let (start, end) = trim_punctuation(text, (start, end));
+    let value = &text[start..end];
+    if !iban_shaped(value) {
+        return Verdict::Unchecked;
+    }
+    let compact: Vec<char> = value.iter().filter(|c| **c != ' ').map(|c| c.to_ascii_uppercase()).collect();
+    verdict(iban_valid(&compact), start, end)
+}
+
+/// Longest IBAN printed with spaces: 34 characters in groups of four.
+const IBAN_RUN_CHARS: usize = 34 + 8;
+
+/// The first IBAN-shaped run of the text that overlaps [start, end): its start and where each of
+/// its groups ends. A run starts a word with two letters and two digits and continues with
+/// groups of ASCII letters and digits split by single spaces, up to 34 of them.
+fn iban_run_overlapping(text: &[char], start: usize, end: usize) -> Option<(usize, Vec<usize>)> {
+    let first = start.saturating_sub(IBAN_RUN_CHARS);
+    (first..end).find_map(|p| {
+        let word_start = p == 0 || !text[p - 1].is_alphanumeric();
+        let head = text.get(p..p + 4)?;
+        if !(word_start && iban_shaped(head)) {
+            return None;
+        }
+        let mut ends = Vec::new();
+        let (mut i, mut count) = (p, 0);
+        loop {
+            let group_start = i;
+            while i < text.len() && text[i].is_ascii_alphanumeric() && count < 34 {
+                i += 1;
+                count += 1;
+            }
+            if i == group_start {
+                break;
+            }
+            ends.push(i);
+            if i + 1 < text.len() && text[i] == ' ' && text[i + 1].is_ascii_alphanumeric() && count < 34 {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let run_end = *ends.last()?;
+        (p < end && start < run_end).then_some((p, ends))
+    })
+}
+
 /// The span without opening brackets and quotes before it, and closing ones or sentence
 /// punctuation after it.
-fn trim_punctuation(text: &[char], mut start: usize, mut end: usize) -> (usize, usize) {
+fn trim_punctuation(text: &[char], (mut start, mut end): (usize, usize)) -> (usize, usize) {
     while start < end && "([{<'\"«“‘".contains(text[start]) {
         start += 1;
     }
@@ -309,6 +416,11 @@ mod tests {
         assert_eq!(verdict("CREDIT_CARD", "4111 1111 1111 1112"), Verdict::Vetoed);
         assert_eq!(verdict("CREDIT_CARD", "4111  1111 1111 1111"), Verdict::Vetoed);
         assert_eq!(verdict("CREDIT_CARD", "411111111111"), Verdict::Vetoed);
+        // A part of a number is judged by the whole number.
+        let text = chars("Card 4111 1111 1111 1112, thanks");
+        assert_eq!(check("CREDIT_CARD", &text, 10, 24), Verdict::Vetoed);
+        let text = chars("Card 4111 1111 1111 1111, thanks");
+        assert_eq!(check("CREDIT_CARD", &text, 10, 24), Verdict::Valid { start: 5, end: 24 });
     }
 
     #[test]
@@ -320,6 +432,12 @@ mod tests {
         assert_eq!(verdict("BANK_ACCOUNT", "QQ12 3456 7890"), Verdict::Vetoed);
         assert_eq!(verdict("BANK_ACCOUNT", "12345678"), Verdict::Unchecked);
         assert_eq!(verdict("BANK_ACCOUNT", "NWBK60161331926819"), Verdict::Unchecked);
+        let text = chars("IBAN DE89 3704 0044 0532 0130 01 please");
+        assert_eq!(check("BANK_ACCOUNT", &text, 10, 32), Verdict::Vetoed); // the digits of an invalid IBAN
+        let text = chars("IBAN DE89 3704 0044 0532 0130 00 please");
+        assert_eq!(check("BANK_ACCOUNT", &text, 10, 32), Verdict::Valid { start: 5, end: 32 });
+        let text = chars("account 12345678, IBAN follows");
+        assert_eq!(check("BANK_ACCOUNT", &text, 8, 16), Verdict::Unchecked);
     }
 
     #[test]
@@ -330,6 +448,10 @@ mod tests {
         for bad in ["999.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "10.4.300.2", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "10.0.0.0/33", "g::1"] {
             assert_eq!(verdict("IP_ADDRESS", bad), Verdict::Vetoed, "{bad}");
         }
+        let text = chars("from 999.1.1.1 today");
+        assert_eq!(check("IP_ADDRESS", &text, 9, 14), Verdict::Vetoed); // "1.1.1" of an invalid quad
+        let text = chars("host 10.0.0.1:8080.");
+        assert_eq!(check("IP_ADDRESS", &text, 5, 13), Verdict::Valid { start: 5, end: 13 });
     }
 
     #[test]

@@ -277,19 +277,31 @@ fn to_chars(span: &TokenSpan, tokens: &[Token], chars: &[char]) -> Span {
     Span { label: CATEGORIES[span.category], start, end, score: span.score }
 }
 
-/// Model spans after the checks of checks.rs: those that pass (trimmed of the punctuation around
-/// them) or are not checked, and those that were vetoed.
+/// Model spans after the checks of checks.rs: those that pass (as the whole value the check
+/// judged) or are not checked, and those that were vetoed. A checked value replaces the other
+/// model spans it overlaps (a model that split a number labelled parts of the same value), the
+/// first of several overlapping values wins; so the spans kept never overlap.
 fn apply_checks(chars: &[char], spans: Vec<Span>) -> (Vec<Span>, Vec<Vetoed>) {
-    let mut kept = Vec::with_capacity(spans.len());
+    let mut checked: Vec<Span> = Vec::new();
+    let mut unchecked = Vec::with_capacity(spans.len());
     let mut vetoed = Vec::new();
+    let overlaps = |a: &Span, b: &Span| a.start < b.end && b.start < a.end;
     for span in spans {
         match checks::check(span.label, chars, span.start, span.end) {
-            Verdict::Unchecked => kept.push(span),
-            Verdict::Valid { start, end } => kept.push(Span { start, end, ..span }),
+            Verdict::Unchecked => unchecked.push(span),
+            Verdict::Valid { start, end } => {
+                let value = Span { start, end, ..span };
+                if !checked.iter().any(|c| overlaps(c, &value)) {
+                    checked.push(value);
+                }
+            }
             Verdict::Vetoed => vetoed.push(Vetoed { label: span.label, start: span.start, end: span.end }),
         }
     }
-    (kept, vetoed)
+    unchecked.retain(|u| !checked.iter().any(|c| overlaps(c, u)));
+    checked.extend(unchecked);
+    checked.sort_by_key(|s| s.start);
+    (checked, vetoed)
 }
 
 /// The model's spans, except where a recogniser proved a span: that one replaces every model
