@@ -5,7 +5,8 @@ into 256-token windows with the repo's golden rule and the model's own tokenizer
 tokens (redact_common.windows: pieces of model/tokenizer.json without special tokens, chunks of
 <= 254, CLS chunk SEP, right-padded with the padding id, attention_mask 1 on live tokens) and
 run one window per call through ai-edge-litert
-`Interpreter(model_path, num_threads=1)` with golden/make_litert_goldens.run, in both modes:
+`Interpreter(model_path, num_threads=1)` by porter's own reference runner
+(porter.check.references.LiteRTEncoder, as golden/make_litert_goldens.py), in both modes:
 
 - `builtin`: OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES (TFLite's builtin hybrid kernels);
 - `xnnpack`: the default resolver (XNNPACK delegate applied).
@@ -22,21 +23,22 @@ Writes, with golden/common.py's reproducible writers, the same layout as golden/
 
 import json
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "golden"))
 sys.path.insert(0, str(REPO / "examples" / "redact" / "train"))
 
 import common  # noqa: E402  (golden/common.py)
 import fixture_info  # noqa: E402
-import make_litert_goldens  # noqa: E402
 import tokenize_windows  # noqa: E402
 import redact_common as rc  # noqa: E402
+from porter.check.references import LITERT_MODES, LiteRTEncoder, encoder_signature, run_windows  # noqa: E402
+from porter.frontends import load_graph  # noqa: E402
 
 TEXTS = HERE / "texts.json"
 WINDOW_RULE = ("pieces of model/tokenizer.json without special tokens (truncation/padding off), cut into "
@@ -97,13 +99,15 @@ def main():
     for stale in HERE.glob("redact-*.tflite.*"):  # goldens of a model that is no longer installed
         if not stale.name.startswith(model.name + "."):
             stale.unlink()
+    signature = encoder_signature(load_graph(model))
     results = {}
-    for mode, (resolver_doc, resolver) in make_litert_goldens.modes().items():
-        logits, io, median_s = make_litert_goldens.run(model, resolver, w)
-        results[mode] = (logits, io, median_s, resolver_doc)
+    for mode in LITERT_MODES:
+        reference = LiteRTEncoder(model, mode, signature)
+        logits, seconds = run_windows(reference, w.ids, w.attention_mask)
+        results[mode] = (logits, reference.facts(), float(np.median(seconds)))
     gs = {m: {"ids": w.ids, "attention_mask": w.attention_mask, "logits": r[0]} for m, r in results.items()}
     cmp = common.compare(gs["xnnpack"], gs["builtin"])
-    for mode, (logits, io, median_s, resolver_doc) in results.items():
+    for mode, (logits, facts, median_s) in results.items():
         stem = HERE / f"{model.name}.{mode}"
         common.write_npz(stem.with_name(stem.name + ".npz"), {
             "ids": w.ids, "attention_mask": w.attention_mask, "live": w.live,
@@ -114,13 +118,7 @@ def main():
             "model_file": "examples/redact/model/" + model.name,
             "model_sha256": fixture_info.sha256(model),
             "mode": mode,
-            "runtime": "ai-edge-litert",
-            "runtime_version": version("ai-edge-litert"),
-            "api": "Interpreter(model_path, num_threads=1, experimental_op_resolver_type=...)"
-                   ".get_signature_runner(signature_key)",
-            "op_resolver": resolver_doc,
-            "num_threads": make_litert_goldens.NUM_THREADS,
-            **io,
+            **facts,
             "seq": rc.SEQ, "labels": len(rc.LABELS), "vocab": tok.get_vocab_size(),
             "labels_file": "examples/redact/labels.json",
             "pad_id": base.pad_id, "cls_id": base.cls_id, "sep_id": base.sep_id,
