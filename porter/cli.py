@@ -101,9 +101,12 @@ def doctor(root):
     report = discover(root)
     for finding in report.findings:
         click.echo(finding.line())
+    for finding in report.optional:
+        click.echo(finding.line(optional=True))
     if report.ok:
         click.echo(f"porter doctor: all {len(report.findings)} checks passed "
-                   f"({report.toolchain.route} toolchain)")
+                   f"({report.toolchain.route} toolchain; optional: {len([f for f in report.optional if f.ok])} "
+                   f"of {len(report.optional)} found)")
         return
     click.echo(f"porter doctor: {len(report.missing)} of {len(report.findings)} missing", err=True)
     sys.exit(1)
@@ -289,7 +292,7 @@ def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, pr
 
 
 @main.command()
-@click.argument("target", type=click.Path(path_type=Path))
+@click.argument("target", type=click.Path(path_type=Path), required=False)
 @click.option("--onnx", "onnx_path", type=click.Path(path_type=Path),
               help="An ONNX export of the same network, for the onnxruntime peers.")
 @click.option("--peers", default=",".join(("litert-builtin", "litert-xnnpack", "ort", "ort-web")),
@@ -303,13 +306,34 @@ def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, pr
               help="Where to write the chart (default: TARGET/bench.png).")
 @click.option("--service", "service_dir", type=click.Path(path_type=Path),
               help="A built redaction service (OUT_DIR of serve-build): also time 20-token and "
-                   "one-window requests inside wasmtime serve, from its Server-Timing.")
-def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir):
-    """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side."""
+                   "one-window requests served by --host, from their Server-Timing (alone, without TARGET).")
+@click.option("--host", "hosts", default="wasmtime", show_default=True, metavar="wasmtime,spin",
+              help="What serves --service: wasmtime (`porter serve`), spin (`spin up` from the manifest "
+                   "`porter deploy` writes), or both, comma-separated: served at once, requests alternating.")
+def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir, hosts):
+    """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side; and/or a
+    served redaction component (--service)."""
+    from porter.bench.service import parse_hosts
+
+    chosen_hosts = tuple(parse_hosts(hosts))
+    if target is None:
+        if service_dir is None:
+            raise PorterError("give TARGET (a crate built by `porter build`), --service OUT_DIR, or both")
+        import json
+
+        from porter.bench.bench import SHORT_TOKENS
+        from porter.bench.service import bench_service
+        from porter.fsutil import write_atomic
+
+        report = bench_service(service_dir, SHORT_TOKENS, rounds * iterations, chosen_hosts, click.echo)
+        if json_path is not None:
+            write_atomic(json_path, (json.dumps(report, indent=1) + "\n").encode())
+        return
     from porter.bench.bench import bench as run_bench
 
     chosen = [p.strip() for p in peers.split(",") if p.strip()]
-    run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo, service_dir)
+    run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo, service_dir,
+              chosen_hosts)
 
 
 @main.command("serve-build")
@@ -373,16 +397,29 @@ def serve(out_dir, port, timeout_s):
 
 @main.command()
 @click.argument("out_dir", type=click.Path(path_type=Path))
-@click.option("--spin", "action", type=click.Choice(["up", "deploy", "aka"]), default="up",
-              show_default=True,
-              help="What spin runs: up (locally), deploy (Fermyon Cloud), aka (Akamai Functions).")
+@click.argument("spin_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SPIN_ARGS...]")
+@click.option("--up", "modes", flag_value="up", multiple=True,
+              help="Run `spin up` here (the default).")
+@click.option("--build", "modes", flag_value="build", multiple=True,
+              help="Run `spin build`: the manifest's build command remakes OUT_DIR.")
+@click.option("--cloud", "plugin", is_flag=False, flag_value="aka", default=None, metavar="[aka|cloud]",
+              help="Run `spin PLUGIN deploy` with Spin's deployment plugin: aka (Akamai Functions, the "
+                   "default) or cloud (Fermyon Cloud).")
+@click.option("--listen", metavar="HOST:PORT", help="Where `spin up` listens (Spin's default: 127.0.0.1:3000).")
 @click.option("--manifest", type=click.Path(path_type=Path),
               help="Where to write the Spin manifest (default: OUT_DIR/spin.toml).")
-def deploy(out_dir, action, manifest):
-    """Write spin.toml for OUT_DIR and run spin, or print what to run when spin is not installed."""
+@click.option("--dry-run", is_flag=True, help="Write the manifest and print the spin command instead of running it.")
+def deploy(out_dir, spin_args, modes, plugin, listen, manifest, dry_run):
+    """Write spin.toml for OUT_DIR and hand it to spin: `spin up` (--up, the default), `spin build`
+    (--build) or `spin PLUGIN deploy` (--cloud). Arguments after `--` go to spin unchanged, e.g.
+    `porter deploy OUT --listen 0.0.0.0:8080 -- --runtime-config-file rc.toml`."""
     from porter.serve.deploy import deploy as run_deploy
 
-    sys.exit(run_deploy(out_dir, action, manifest, click.echo))
+    chosen = set(modes) | ({"cloud"} if plugin else set())
+    if len(chosen) > 1:
+        raise PorterError(f"choose one of --up, --build and --cloud (got {', '.join(sorted('--' + m for m in chosen))})")
+    run_deploy(out_dir, chosen.pop() if chosen else "up", manifest, listen, plugin or "aka", spin_args,
+               dry_run, click.echo)
 
 
 @main.command()

@@ -1,4 +1,5 @@
-"""Shared fixtures: the discovered toolchain, one build of the smoke crate, one wasm runtime.
+"""Shared fixtures: the discovered toolchain, one build of the smoke crate, one wasm runtime, and
+the host that serves the components in the served-component tests.
 
 The smoke crate is built once per session into the shared cargo target directory
 (PORTER_CARGO_TARGET or ~/.cache/porter/cargo-target), so the standard library is compiled only
@@ -12,7 +13,8 @@ import pytest
 
 from porter import TEMPLATES_DIR
 from porter.codegen.render import render_and_build
-from porter.toolchain.discover import Toolchain, require_toolchain
+from porter.serve.deploy import HOSTS
+from porter.toolchain.discover import Toolchain, find_spin, require_toolchain
 from porter.runtime.wasm import WasmRuntime
 
 
@@ -39,3 +41,15 @@ def smoke(toolchain, tmp_path_factory) -> SmokeBuild:
 def wasm_runtime(tmp_path_factory):
     with WasmRuntime(cache_dir=tmp_path_factory.mktemp("wasm-cache")) as runtime:
         yield runtime
+
+
+@pytest.fixture(scope="session", params=HOSTS)
+def host(request) -> str:
+    """Each served-component test runs under `wasmtime serve` and under `spin up`. Session scope
+    groups the tests by host, so only one host's servers run at a time. The Spin runs skip when
+    there is no spin ($PORTER_SPIN or PATH; .ci/run sets PORTER_SPIN to CI's copy)."""
+    if request.param == "spin":
+        finding = find_spin()
+        if not finding.ok:
+            pytest.skip(f"no spin: {finding.install}")
+    return request.param

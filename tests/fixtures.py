@@ -140,28 +140,14 @@ def assert_one_line_error(result, *fragments: str) -> str:
     return lines[0]
 
 
-def stop_server(server, log) -> None:
-    """Stops a `wasmtime serve` started by a test (killed if it does not stop) and closes its log."""
-    from porter.serve.host import stop_server as stop
-
-    stop(server)
-    log.close()
-
-
-def deployed_manifest(out_dir, facts, tmp_path, capsys) -> dict:
-    """`porter deploy` of a built service into tmp_path/app: without spin installed it writes
-    spin.toml, says what to run and succeeds; with spin, the manifest is written directly.
-    Returns the parsed manifest."""
-    import shutil
+def deployed_manifest(out_dir, tmp_path, capsys) -> dict:
+    """`porter deploy --dry-run` of a built service into tmp_path/app: it writes spin.toml and
+    prints the `spin up` it would run. Returns the parsed manifest."""
     import tomllib
 
-    from porter.serve.deploy import deploy, spin_toml
+    from porter.serve.deploy import deploy
 
     manifest = tmp_path / "app" / "spin.toml"
-    manifest.parent.mkdir()
-    if shutil.which("spin") is None:
-        assert deploy(out_dir, "up", manifest) == 0
-        assert "spin up --from" in capsys.readouterr().out
-    else:
-        manifest.write_text(spin_toml(facts, out_dir, manifest.parent))
+    deploy(out_dir, manifest=manifest, dry_run=True)
+    assert f"would run: spin up --from {manifest}" in capsys.readouterr().out
     return tomllib.loads(manifest.read_text())

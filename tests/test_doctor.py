@@ -11,6 +11,8 @@ from porter.errors import PorterError
 from porter.toolchain.discover import (
     CrateKind,
     discover_toolchain,
+    SPIN_ENV,
+    find_spin,
     find_wasmtime_cli,
     require_toolchain,
 )
@@ -20,8 +22,39 @@ def test_doctor_passes_on_this_machine():
     result = CliRunner().invoke(main, ["doctor"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert all(line.startswith("found") for line in lines[:-1]), result.output
+    assert all(line.startswith("found") for line in lines[:-2]), result.output
+    assert lines[-2].startswith(("found    spin", "absent   spin")), result.output
     assert "all" in lines[-1] and "passed" in lines[-1]
+
+
+def test_doctor_without_spin_says_how_to_get_it_and_passes(tmp_path):
+    """Spin is optional: its absence is reported with where to get it, and is not a failure."""
+    result = CliRunner().invoke(main, ["doctor"], env={SPIN_ENV: str(tmp_path / "no-spin")})
+    assert result.exit_code == 0, result.output
+    spin_line = next(line for line in result.output.splitlines() if "spin (optional" in line)
+    assert spin_line.startswith("absent"), spin_line
+    assert "not an executable file" in spin_line and "github.com/spinframework/spin/releases" in spin_line
+    assert "optional: 0 of 1 found" in result.output
+
+
+def test_spin_missing_from_path_names_the_releases():
+    finding = find_spin(search_path="", environ={})
+    assert not finding.ok
+    assert "github.com/spinframework/spin/releases" in finding.install and SPIN_ENV in finding.install
+
+
+def test_a_spin_that_is_not_spin_is_refused(tmp_path):
+    """PyPI's `spin` (a developer tool) installs a `spin` command too; its --version is not Spin's."""
+    _executable(tmp_path / "spin", "#!/bin/sh\necho 'spin, version 0.13'\n")
+    finding = find_spin(search_path=str(tmp_path), environ={})
+    assert not finding.ok and "is not Spin" in finding.install
+
+
+def test_the_real_spin_is_found_with_its_version():
+    finding = find_spin()
+    if not finding.ok:
+        pytest.skip(f"no spin: {finding.install}")
+    assert finding.version.startswith("spin ") and finding.path.is_file()
 
 
 def test_doctor_on_empty_root_names_install_commands_and_exits_1(tmp_path):

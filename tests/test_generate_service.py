@@ -1,6 +1,7 @@
 """The text-generation service end to end: `porter generate-build` builds the wasi:http component
 of examples/tinystories (float32 and Q8_0) once per module, the real `wasmtime serve` runs it on
-127.0.0.1, and a real HTTP client drives it. Greedy output is checked token for token against the
+127.0.0.1, and so does the real `spin up` from the manifest `porter deploy` writes (the `host`
+fixture, when a spin program is there), and a real HTTP client drives it. Greedy output is checked token for token against the
 decoder crate's own eval module (`porter build` of the rendered decoder/ crate, over
 porter.runtime.decoder_proto) and, for float32, against the onnxruntime golden; text and ids against the
 `tokenizers` library."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import shlex
-import subprocess
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +19,11 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter, stop_server
+from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter
 from porter.runtime import decoder_proto
+from porter.serve.deploy import porter_program, served
 from porter.serve.generate import generate_build
-from porter.serve.host import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
-                               wasmtime_program)
+from porter.serve.host import http_request, parse_server_timing
 
 EXAMPLE = REPO / "examples" / "tinystories"
 MODEL = EXAMPLE / "model" / "tinystories.onnx"
@@ -34,7 +35,7 @@ N_CTX = 128
 END_OF_TEXT = 0
 REQUEST_TIMEOUT_S = 60
 START_TIMEOUT_S = 60
-SERVE_TIMEOUT_S = 30
+SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline (Spin sets none)
 MAX_PROMPT_BYTES = 4096
 MAX_BODY_BYTES = 16 * 1024
 
@@ -56,6 +57,7 @@ class Service:
     port: int
     out_dir: Path
     facts: dict
+    host: str
 
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict | None = None) -> tuple[int, dict, bytes]:
@@ -86,16 +88,6 @@ class Service:
             connection.close()
 
 
-def start(out_dir: Path, facts: dict):
-    port = free_port()
-    command = serve_command(wasmtime_program(), out_dir / facts["component"], port, SERVE_TIMEOUT_S)
-    log = open(out_dir / "wasmtime-serve.log", "wb")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    service = Service(port, out_dir, facts)
-    wait_until_serving(server, port, out_dir / "wasmtime-serve.log", START_TIMEOUT_S)
-    return server, log, service
-
-
 def build_decoder_module(out_dir: Path) -> Path:
     """`porter build` of the decoder crate that generate-build rendered. Run right after the
     render: the builds share one cargo target directory and a crate name, and cargo takes an
@@ -106,21 +98,25 @@ def build_decoder_module(out_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def services(tmp_path_factory):
-    """quant -> (a running service built with those weights, its decoder crate's eval module)."""
-    running, started = {}, []
-    try:
-        for quant in ("float32", "q8_0"):
-            out = tmp_path_factory.mktemp("generate") / quant
-            facts = generate_build(MODEL, TOKENIZER_JSON, out, quant=quant, echo=lambda *_: None)
-            module = build_decoder_module(out)
-            server, log, service = start(out, facts)
-            started.append((server, log))
-            running[quant] = (service, module)
+def builds(tmp_path_factory):
+    """quant -> (the service's output directory and service.json, its decoder crate's eval module)."""
+    built = {}
+    for quant in ("float32", "q8_0"):
+        out = tmp_path_factory.mktemp("generate") / quant
+        facts = generate_build(MODEL, TOKENIZER_JSON, out, quant=quant, echo=lambda *_: None)
+        built[quant] = (out, facts, build_decoder_module(out))
+    return built
+
+
+@pytest.fixture(scope="module")
+def services(builds, host):
+    """quant -> (a running service built with those weights under `host`, its eval module)."""
+    with ExitStack() as stack:
+        running = {}
+        for quant, (out, facts, module) in builds.items():
+            server = stack.enter_context(served(out, host, out / f"{host}.log", SERVE_TIMEOUT_S, START_TIMEOUT_S))
+            running[quant] = (Service(server.port, out, facts, host), module)
         yield running
-    finally:
-        for server, log in started:
-            stop_server(server, log)
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +125,9 @@ def service(services):
 
 
 @pytest.fixture(scope="module")
-def crate_greedy(services):
+def crate_greedy(builds):
     """quant -> the decoder crate's own greedy ids for the golden prompts (its eval module)."""
-    modules = {quant: module for quant, (_, module) in services.items()}
+    modules = {quant: module for quant, (_, _, module) in builds.items()}
     # The two weight formats must really be two modules (see build_decoder_module).
     assert modules["q8_0"].stat().st_size < modules["float32"].stat().st_size / 2
     prompts = [GOLDEN[f"p{i}_prompt_ids"] for i in range(len(PROMPTS))]
@@ -294,14 +290,14 @@ def test_bad_requests_get_json_errors(service, method, path, body, status):
 
 def test_deploy_writes_the_spin_manifest(services, tmp_path, capsys):
     service = services["q8_0"][0]
-    spec = deployed_manifest(service.out_dir, service.facts, tmp_path, capsys)
+    spec = deployed_manifest(service.out_dir, tmp_path, capsys)
     manifest = tmp_path / "app" / "spin.toml"
     assert spec["trigger"]["http"] == [{"route": "/...", "component": "generate"}]
     component = spec["component"]["generate"]
     assert component["allowed_outbound_hosts"] == []
     assert (manifest.parent / component["source"]).resolve() == (service.out_dir / "generate.wasm").resolve()
     build = shlex.split(component["build"]["command"])
-    assert build[:2] == ["porter", "generate-build"]
+    assert build[:4] == [*porter_program(), "generate-build"]
     assert build[build.index("--quant") + 1] == "q8_0"
     assert (manifest.parent / build[-1]).resolve() == service.out_dir.resolve()
 

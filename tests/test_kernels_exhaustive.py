@@ -309,17 +309,17 @@ MUTATIONS = {
 # The same for the relaxed_madd lanes of onnxruntime's functions, in an ONNX model's crate.
 ORT_MUTATIONS = {
     # erf's first polynomial in x * |x| instead of |x|^2: wrong for every negative x below the switch.
-    "erf square loses its sign": ("src/kernels/ort_float.rs",
+    "erf square loses its sign": ("src/kernels/ort_float/lanes.rs",
                                   "horner4(&ERF_SMALL, f32x4_mul(a, a))", "horner4(&ERF_SMALL, f32x4_mul(a, x))",
                                   ["ort-fn", "erf", 0xBF000000 - 8, 16, 1]),
     # exp's range reduction subtracting ln 2's two parts in the other order: off by an ulp here and there.
-    "exp reduction order": ("src/kernels/ort_float.rs",
+    "exp reduction order": ("src/kernels/ort_float/lanes.rs",
                             "fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x))",
                             "fma4(m, f32x4_splat(LN2_HI), fma4(m, f32x4_splat(LN2_LO), x))",
                             ["ort-fn", "exp", 0x40000000, 4096, 1]),
     # AVX-512F's exp taking its one-product path for m = -127 too: 2^-127 from exponent bits is 0,
     # not vscalefps's subnormal (x around -88, a masked key's clamped score).
-    "exp-scalef normal range": ("src/kernels/ort_float.rs",
+    "exp-scalef normal range": ("src/kernels/ort_float/lanes.rs",
                                 "f32x4_ge(m, f32x4_splat(-126.0))", "f32x4_ge(m, f32x4_splat(-127.0))",
                                 ["ort-fn", "exp-scalef", 0xC2B00000 - 8, 16, 1]),
 }
@@ -352,7 +352,7 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
     """AVX-512F's sum folding its sixteen lanes in adjacent pairs instead of halves: the numpy
     comparison of the 16-lane softmax must see it."""
     crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
-    path = crate / "src" / "kernels" / "ort_float.rs"
+    path = crate / "src" / "kernels" / "ort_float" / "math.rs"
     text = path.read_text()
     original = "core::array::from_fn(|i| wide[i + 8] + wide[i])"
     assert text.count(original) == 1
@@ -366,11 +366,11 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
 def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """erf's polynomial switch point moved by one ulp: the numpy comparison must see it."""
     crate = render_checks_crate(tmp_path / "mutant")
-    path = crate / "src" / "kernels" / "ort_float.rs"
+    path = crate / "src" / "kernels" / "ort_float" / "math.rs"
     text = path.read_text()
-    original = "const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000);"
+    original = "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000);"
     assert text.count(original) == 1
-    path.write_text(text.replace(original, "const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0001);"))
+    path.write_text(text.replace(original, "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0001);"))
     mutant = build_forward_crate(crate, toolchain, checks=True)
     x = np.uint32([0x3F6C0001, 0xBF6C0001, 0x3F6C0002]).view(np.float32)  # just past the switch
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-erf", x[None, :]), "<f4")

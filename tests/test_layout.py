@@ -9,9 +9,10 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "porter"
 
 # porter's stages in data-flow order; a module may import from its own stage or an earlier one.
-# "" is the package root (porter/__init__.py, errors.py, fsutil.py), which everything may use.
+# "" is the package root (porter/__init__.py, errors.py, fsutil.py), which everything may use;
+# __main__ (`python -m porter`) only runs the CLI.
 STAGES = ["", "frontends", "ir", "reference", "recover", "toolchain", "codegen", "runtime", "check",
-          "tokenize", "serve", "bench", "cli"]
+          "tokenize", "serve", "bench", "cli", "__main__"]
 ROOT_MODULES = {"porter", "porter.errors", "porter.fsutil"}
 
 

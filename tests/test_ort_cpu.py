@@ -107,7 +107,7 @@ def test_compile_records_the_target_in_ir_json_and_the_crate(target, floats, sat
     assert json.loads((out / "ir.json").read_text())["ort_cpu"] == target
     model_rs = (out / "src" / "model.rs").read_text()
     assert f"onnxruntime 1.32's CPU kernels as on {target} (" in model_rs
-    assert f"onnxruntime: Some(crate::kernels::ort_float::OrtFloats::{floats})," in model_rs
+    assert f"onnxruntime: Some(crate::kernels::ort_float::OrtFloats::{floats})" in model_rs
     assert f"saturating: {saturating}," in model_rs and f"saturating: {'true' if saturating == 'false' else 'false'}," not in model_rs
 
 

@@ -58,7 +58,7 @@ def test_porter_compile_writes_model_layout_and_ir(tmp_path):
     layout = json.loads((tmp_path / "layout.json").read_text())
     summary = json.loads((tmp_path / "ir.json").read_text())
     assert (tmp_path / "model.bin").stat().st_size == layout["total_size"]
-    assert summary["num_layers"] == spec.TINY.layers and summary["labels"] == spec.TINY.labels
+    assert summary["layers"] == spec.TINY.layers and summary["labels"] == spec.TINY.labels
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 

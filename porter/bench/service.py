@@ -1,25 +1,26 @@
-"""`porter bench --service DIR`: requests to a built redaction service inside `wasmtime serve`.
+"""`porter bench --service DIR --host wasmtime,spin`: requests to a built redaction service,
+served as `porter serve` (`wasmtime serve`) and as `spin up` serve it.
 
 The eval-module timings in porter.bench cover the forward pass alone. A served request also
 instantiates the component, tokenizes, encodes the windows and decodes the spans, so this part
-serves the component as Spin would (wasmtime serve, epoch interruption on, a fresh instance per
-request) and reads each response's Server-Timing header: the handler's own clock, per stage.
-The texts are built with the service's tokenizer to fill exactly the bench's cases: 20 tokens,
-and one whole window.
+serves the component under each host (epoch interruption on, a fresh instance per request) and
+reads each response's Server-Timing header: the handler's own clock, per stage. With several
+hosts all of them serve at once and the requests alternate between them, so that a busy minute
+of the shared machine falls on every host alike. The texts are built with the service's
+tokenizer to fill exactly the bench's cases: 20 tokens, and one whole window.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 from porter.errors import PorterError
-from porter.serve.host import (free_port, http_request, parse_server_timing, read_facts, serve_command, stop_server,
-                               wait_until_serving, wasmtime_program)
+from porter.serve.deploy import HOSTS, served
+from porter.serve.host import http_request, parse_server_timing, read_facts
 
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 120.0
@@ -53,35 +54,17 @@ def text_of_tokens(tokenizer_json: Path, tokens: int) -> str:
     return " ".join(words)
 
 
-@contextmanager
-def running(component: Path, log_path: Path):
-    """`wasmtime serve` of `component` on a free loopback port until the block ends; yields the port."""
-    port = free_port()
-    command = serve_command(wasmtime_program(), component, port, SERVE_DEADLINE_S)
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_until_serving(server, port, log_path, START_TIMEOUT_S)
-            yield port
-        finally:
-            stop_server(server)
-
-
-def time_redact(port: int, text: str, runs: int) -> tuple[list[dict[str, float]], list[float]]:
-    """Server-Timing entries and client round trips of `runs` POST /redact requests."""
-    body = json.dumps({"text": text}).encode()
-    served, round_trips = [], []
-    for _ in range(runs):
-        started = time.perf_counter()
-        status, headers, raw = http_request(port, "POST", "/redact", body, {"content-type": "application/json"},
-                                            REQUEST_TIMEOUT_S)
-        round_trips.append((time.perf_counter() - started) * 1000.0)
-        if status != 200:
-            raise PorterError(f"POST /redact answered {status}: {raw[:200]!r}")
-        if "server-timing" not in headers:
-            raise PorterError("POST /redact answered without a Server-Timing header")
-        served.append({name: ms for name, (ms, _) in parse_server_timing(headers["server-timing"]).items()})
-    return served, round_trips
+def time_redact(port: int, text: str) -> tuple[dict[str, float], float]:
+    """The Server-Timing entries and the client's round trip (ms) of one POST /redact."""
+    started = time.perf_counter()
+    status, headers, raw = http_request(port, "POST", "/redact", json.dumps({"text": text}).encode(),
+                                        {"content-type": "application/json"}, REQUEST_TIMEOUT_S)
+    round_trip = (time.perf_counter() - started) * 1000.0
+    if status != 200:
+        raise PorterError(f"POST /redact answered {status}: {raw[:200]!r}")
+    if "server-timing" not in headers:
+        raise PorterError("POST /redact answered without a Server-Timing header")
+    return {name: ms for name, (ms, _) in parse_server_timing(headers["server-timing"]).items()}, round_trip
 
 
 def summary(values: list[float]) -> dict:
@@ -97,33 +80,59 @@ def redaction_facts(out_dir: Path) -> dict:
     return facts
 
 
-def bench_service(out_dir: Path, short_tokens: int, runs: int, echo=print) -> dict:
-    """Times a 20-token request and a one-window request; returns the report's service part."""
+def parse_hosts(text: str) -> list[str]:
+    """--host: comma-separated, each once, in the order given."""
+    hosts = [h.strip() for h in text.split(",") if h.strip()]
+    unknown = [h for h in hosts if h not in HOSTS]
+    if unknown or not hosts or len(set(hosts)) != len(hosts):
+        raise PorterError(f"--host {text!r}: give one or more of {', '.join(HOSTS)}, comma-separated, each once")
+    return hosts
+
+
+def bench_service(out_dir: Path, short_tokens: int, runs: int, hosts: tuple[str, ...] = ("wasmtime",), echo=print) -> dict:
+    """Times a 20-token request and a one-window request under each host; returns the report's
+    service part: {"hosts": {host: {"start_s", "cases": {case: ...}}}}."""
     facts = redaction_facts(out_dir)
     specials = len(facts["prefix_ids"]) + len(facts["suffix_ids"])
-    window = int(facts["window"])
-    cases = {f"{short_tokens} tokens": short_tokens, "full window": window}
-    report = {"component": str(out_dir / facts["component"]), "runs": runs, "cases": {}}
-    with running(out_dir / facts["component"], out_dir / "bench-serve.log") as port:
+    cases = {f"{short_tokens} tokens": short_tokens, "full window": int(facts["window"])}
+    texts = {name: text_of_tokens(Path(facts["tokenizer"]), tokens - specials) for name, tokens in cases.items()}
+    report = {"component": str(out_dir / facts["component"]), "runs": runs, "hosts": {}}
+    with ExitStack() as stack:
+        servers = [stack.enter_context(served(out_dir, host, out_dir / f"bench-{host}.log", SERVE_DEADLINE_S,
+                                              START_TIMEOUT_S)) for host in hosts]
+        for server in servers:
+            report["hosts"][server.host] = {"start_s": server.start_s, "cases": {}}
         for name, tokens in cases.items():
-            text = text_of_tokens(Path(facts["tokenizer"]), tokens - specials)
-            served, round_trips = time_redact(port, text, runs + 1)
-            served, round_trips = served[1:], round_trips[1:]  # the first request warms the code cache
-            stages = {stage: summary([s[stage] for s in served]) for stage in served[0]}
-            report["cases"][name] = {"tokens": tokens, "server_ms": stages, "client_ms": summary(round_trips)}
+            samples = {server.host: ([], []) for server in servers}
+            for run in range(runs + 1):
+                for server in servers:
+                    stages, round_trip = time_redact(server.port, texts[name])
+                    if run > 0:  # the first request of a case warms the host's code and page caches
+                        samples[server.host][0].append(stages)
+                        samples[server.host][1].append(round_trip)
+            for host, (served_stages, round_trips) in samples.items():
+                report["hosts"][host]["cases"][name] = {
+                    "tokens": tokens, "client_ms": summary(round_trips),
+                    "server_ms": {stage: summary([s[stage] for s in served_stages]) for stage in served_stages[0]}}
     for line in service_lines(report):
         echo(line)
     return report
 
 
+HOST_LINES = {"wasmtime": "wasmtime serve (porter serve's settings)", "spin": "spin up (the manifest porter deploy writes)"}
+
+
 def service_lines(report: dict) -> list[str]:
-    lines = [f"wasmtime serve (epoch interruption, a fresh instance per request), {report['runs']} requests "
-             f"per case, Server-Timing min / median ms:"]
-    for name, case in report["cases"].items():
-        stages = case["server_ms"]
-        total = stages.get("total", {"min": float("nan"), "median": float("nan")})
-        parts = ", ".join(f"{stage} {s['median']:.2f}" for stage, s in stages.items() if stage != "total")
-        lines.append(f"  {name} ({case['tokens']} tokens in the window): total {total['min']:.2f} / "
-                     f"{total['median']:.2f}; medians: {parts}; client round trip median "
-                     f"{case['client_ms']['median']:.2f}")
+    lines = [f"served /redact, epoch interruption and a fresh instance per request, {report['runs']} requests per "
+             f"case and host{' alternating between hosts' if len(report['hosts']) > 1 else ''}; Server-Timing "
+             f"min / median ms:"]
+    for host, result in report["hosts"].items():
+        lines.append(f" {HOST_LINES[host]}: first /ping answered {result['start_s']:.1f} s after start")
+        for name, case in result["cases"].items():
+            stages = case["server_ms"]
+            total = stages.get("total", {"min": float("nan"), "median": float("nan")})
+            parts = ", ".join(f"{stage} {s['median']:.2f}" for stage, s in stages.items() if stage != "total")
+            lines.append(f"  {name} ({case['tokens']} tokens in the window): total {total['min']:.2f} / "
+                         f"{total['median']:.2f}; medians: {parts}; client round trip median "
+                         f"{case['client_ms']['median']:.2f}")
     return lines

@@ -5,7 +5,7 @@ Linear weights and the token table, porter.reference.q8_0.quantized_arrays) beco
 values `<name>.q` and its per-block scales `<name>.scale`; for q8_0_int8 both are stored in
 tiles of ROW_TILE rows (`tile_q8_0_rows`), the layout the crate's integer kernel reads. The
 crate reuses the encoder crate's onnxruntime kernels (templates/rust_forward/src/kernels/
-ort_float.rs, Eigen's sums and the float weight view it needs), copied in beside the decoder's
+ort_float/, Eigen's sums and the float weight view it needs), copied in beside the decoder's
 own sources; every choice of arithmetic the IR made becomes a field of model.rs's Model.
 """
 
@@ -30,7 +30,8 @@ from porter.errors import PorterError
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
 KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
-SHARED_KERNELS = ("eigen.rs", "linear_f32.rs", "ort_float.rs")
+SHARED_KERNELS = ("eigen.rs", "linear_f32.rs", "ort_float/mod.rs", "ort_float/math.rs", "ort_float/lanes.rs",
+                  "ort_float/layer_norm.rs", "ort_float/sgemm.rs", "ort_float/attention.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")

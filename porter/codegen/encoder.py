@@ -345,7 +345,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "padding_is_inert": program.padding_is_inert,
         "gemm_depths": gemm_depths(program),
         # relaxed_madd for onnxruntime's products (Cargo feature fused-madd); never beside
-        # LiteRT's kernels, whose standard SIMD code it would change (ort_float.rs)
+        # LiteRT's kernels, whose standard SIMD code it would change (ort_float/)
         "fused_madd": program.reference == Reference.ONNXRUNTIME_CPU,
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),

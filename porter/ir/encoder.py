@@ -338,6 +338,17 @@ class EncoderProgram:
     # ONNXRUNTIME_CPU only: the CPU whose onnxruntime arithmetic it reproduces (porter.reference.ort_cpu)
     ort_cpu: str | None = None
 
+    def first_unwritten_read(self) -> tuple[Step, str] | None:
+        """The first step that reads a buffer neither the program's inputs nor an earlier step
+        provide (every producer of a program must leave none)."""
+        written = {INPUT_IDS, INPUT_MASK}
+        for step in self.steps:
+            missing = next((name for name in step.inputs if name not in written), None)
+            if missing is not None:
+                return step, missing
+            written.update(step.outputs)
+        return None
+
     @property
     def width(self) -> int:
         """Values per output row: labels for a classifier, hidden size for an embedding."""

@@ -658,29 +658,71 @@ _SHAPE_KEEPING = set(_TFLITE_BINARY.values()) | set(_TFLITE_UNARY.values()) | se
 
 
 def _infer_shape(b: _Builder, op: Op) -> None:
-    """Output shapes the format left dynamic, by evaluating the op on zeros of its input shapes
-    (views got theirs from their targets already)."""
+    """Checks a static output shape against the one the op computes from its inputs (a file can
+    declare any shape: recovery must not trust one its op does not produce), and fills in shapes
+    the format left dynamic (views got theirs from their targets already), evaluating the op on
+    zeros where no shape rule knows it."""
     out = b.tensor(op.outputs[0]) if len(op.outputs) == 1 else None
-    if out is None or op.type == "view" or all(d >= 0 for d in out.shape):
+    if out is None or any(d < 0 for t in op.inputs if t >= 0 for d in b.tensor(t).shape):
         return
-    if any(d < 0 for t in op.inputs if t >= 0 for d in b.tensor(t).shape):
+    shape = _computed_shape(b, op)
+    if shape is not None and all(d >= 0 for d in out.shape):
+        if tuple(out.shape) != shape:
+            raise PorterError(f"{_file_op(b, op).describe()}: its output {out.describe()} is declared "
+                              f"{list(out.shape)}, but the op computes {list(shape)} from its inputs")
         return
+    if op.type == "view" or all(d >= 0 for d in out.shape):
+        return
+    if shape is None:
+        values = [b.const(t) if b.const(t) is not None else
+                  np.zeros(tuple(b.tensor(t).shape), b.tensor(t).dtype) for t in op.inputs if t >= 0]
+        if any(v.size > FOLD_LIMIT for v in values):
+            return
+        try:
+            shape = tuple(evaluate(op.type, op.options, values, b_reference(b)).shape)
+        except Unsupported:
+            return
+    b.tensors[out.index] = replace(out, shape=shape)
+
+
+def _computed_shape(b: _Builder, op: Op) -> tuple[int, ...] | None:
+    """The output shape of the ops whose shape follows from their inputs' by a rule; None for the
+    others. Inputs that do not fit the op (operands that do not broadcast, a view that changes
+    the number of values, a product over unequal depths) are refused naming the op."""
     shapes = [tuple(b.tensor(t).shape) for t in op.inputs if t >= 0]
+    where = _file_op(b, op).describe()
     if op.type in _SHAPE_KEEPING:  # elementwise: the broadcast of the operands' shapes
-        b.tensors[out.index] = replace(out, shape=tuple(np.broadcast_shapes(*shapes)))
-        return
+        try:
+            return tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise PorterError(f"{where}: operand shapes {[list(s) for s in shapes]} do not broadcast") from None
     if op.type == "linear":
-        b.tensors[out.index] = replace(out, shape=shapes[0][:-1] + (op.options["weight"].shape[0],))
-        return
-    values = [b.const(t) if b.const(t) is not None else
-              np.zeros(tuple(b.tensor(t).shape), b.tensor(t).dtype) for t in op.inputs if t >= 0]
-    if any(v.size > FOLD_LIMIT for v in values):
-        return
-    try:
-        value = evaluate(op.type, op.options, values, b_reference(b))
-    except Unsupported:
-        return
-    b.tensors[out.index] = replace(out, shape=tuple(value.shape))
+        weight = op.options["weight"].shape
+        if not shapes[0] or shapes[0][-1] != weight[-1]:
+            raise PorterError(f"{where}: input shape {list(shapes[0])} does not end in the weights' "
+                              f"depth {weight[-1]}")
+        shape = shapes[0][:-1] + (weight[0],)
+        declared = tuple(b.tensor(op.outputs[0]).shape)
+        # FULLY_CONNECTED without keep_num_dims flattens the leading dimensions into one
+        flattened = len(declared) == 2 and declared == (int(np.prod(shape[:-1])), weight[0])
+        return declared if flattened else shape
+    if op.type == "view":
+        target = tuple(op.options.get("shape") or ())
+        if op.options.get("shape") is not None and int(np.prod(target)) != int(np.prod(shapes[0])):
+            raise PorterError(f"{where}: a view of {list(shapes[0])} as {list(target)} changes the "
+                              "number of values")
+        return None
+    if op.type == "permute":
+        perm = tuple(op.options["perm"])
+        if sorted(perm) != list(range(len(shapes[0]))):
+            raise PorterError(f"{where}: perm {list(perm)} is not a permutation of a rank-{len(shapes[0])} input")
+        return tuple(shapes[0][i] for i in perm)
+    return None
+
+
+def _file_op(b: _Builder, op: Op):
+    """The file's op a canonical op came from, for messages (the op itself if it has none)."""
+    return b.g.ops[b.origin[op.index][0]] if b.origin[op.index] else op
 
 
 def b_reference(b: _Builder) -> Reference:

@@ -10,6 +10,7 @@ decided by evaluating their path on probe windows (RoBERTa / XLM-R: pad + cumsum
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +93,11 @@ def find_inputs(g: Graph, ref: Reference) -> Inputs:
         names = ", ".join(g.tensor(t).describe() for t in others)
         raise PorterError(f"the graph has inputs besides the token ids that porter cannot place: {names} "
                           "(porter feeds token ids, an attention mask and zero token types)")
-    return Inputs(ids, others[0] if others else None, types[0] if types else None)
+    mask = others[0] if others else None
+    if mask is not None and math.prod(g.tensor(mask).shape) != math.prod(g.tensor(ids).shape):
+        raise PorterError(f"the attention mask input {g.tensor(mask).describe()} does not hold one value per "
+                          f"token of the ids input {g.tensor(ids).describe()} (porter runs one window)")
+    return Inputs(ids, mask, types[0] if types else None)
 
 
 def _lookup_kind(g: Graph, op: Op, table: int, where: str) -> tuple[TableKind, Op]:

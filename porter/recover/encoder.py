@@ -98,9 +98,22 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO) -> EncoderProgram:
     blocks += _generic(c, inputs, claimed, axes)
     _check_everything_explained(c, blocks, claimed)
     program, aliases = _assemble(c, inputs, seq, blocks, axes, claimed)
+    _require_dataflow(program, c)
     prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs)
     set_row_extents(program)
     return program
+
+
+def _require_dataflow(program: EncoderProgram, c: Canonical) -> None:
+    """Every buffer a step reads is computed before it: an op reading a graph input other than
+    the ids and the mask as a value (or a tensor nothing computes) is refused naming it."""
+    unwritten = program.first_unwritten_read()
+    if unwritten is None:
+        return
+    step, name = unwritten
+    what = c.graph.tensor(int(name[1:])).describe() if name[1:].isdigit() else name
+    raise PorterError(f"{describe_op(c.source, step.source_ops[0])}: reads {what}, which porter's program does not "
+                      "compute (porter feeds the token ids to the embeddings and the mask to attention only)")
 
 
 def _fold_prefix_mask_indices(c: Canonical, inputs, seq: int) -> set[int]:

@@ -117,9 +117,9 @@ def _facts(model, tokenizer_json, component, ir, quant, end_of_text, max_body_by
 
 
 def build_command(facts: dict, out_dir: Path, here) -> list[str]:
-    """The generate-build command that remakes out_dir, with paths as `here` writes them (for the
-    Spin manifest's build step)."""
-    command = ["porter", "generate-build", here(facts["model"]), "--tokenizer", here(facts["tokenizer"])]
+    """porter's arguments that remake out_dir, with paths as `here` writes them (for the Spin
+    manifest's build step, which puts the porter program in front)."""
+    command = ["generate-build", here(facts["model"]), "--tokenizer", here(facts["tokenizer"])]
     if facts["quant"] != "float32":
         command += ["--quant", facts["quant"]]
     if facts["max_body_bytes"] != DEFAULT_MAX_BODY_BYTES:

@@ -1,5 +1,6 @@
 """What both served components share: the built-service record (service.json), the crates they
-embed, and running them under `wasmtime serve` on loopback with a client to talk to it."""
+embed, the two programs that serve them (`wasmtime serve`, `spin up`) on loopback and a client to
+talk to them."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def serve_command(wasmtime: Path, component: Path, port: int, timeout_s: float) 
 
 
 def stop_server(server) -> None:
-    """Stops a `wasmtime serve` subprocess: terminate, then kill if it does not stop."""
+    """Stops a server subprocess (`wasmtime serve`, `spin up`): terminate, then kill if it does
+    not stop."""
     import subprocess
 
     server.terminate()
@@ -97,8 +99,8 @@ def http_request(port: int, method: str, path: str, body: bytes | str | None = N
         connection.close()
 
 
-def wait_until_serving(server, port: int, log_path: Path, timeout_s: float) -> None:
-    """Polls GET /ping until a `wasmtime serve` started on `port` answers 200; if the server
+def wait_until_serving(server, port: int, log_path: Path, timeout_s: float, what: str = "wasmtime serve") -> None:
+    """Polls GET /ping until a server (`what`) started on `port` answers 200; if the server
     exits or `timeout_s` passes first, kills it and fails with its log."""
     import time
 
@@ -113,7 +115,7 @@ def wait_until_serving(server, port: int, log_path: Path, timeout_s: float) -> N
             server.kill()
             server.wait()
             log = log_path.read_text(errors="replace") if log_path.is_file() else ""
-            raise PorterError(f"wasmtime serve did not come up: {log}")
+            raise PorterError(f"{what} did not come up: {log}")
         time.sleep(0.2)
 
 
@@ -125,6 +127,16 @@ def parse_server_timing(header: str) -> dict[str, tuple[float, str | None]]:
         params = dict(f.split("=", 1) for f in fields[1:])
         entries[fields[0]] = (float(params["dur"]), params.get("desc", "").strip('"') or None)
     return entries
+
+
+def spin_program() -> Path:
+    """The Spin CLI ($PORTER_SPIN or PATH), or a PorterError saying how to get it."""
+    from porter.toolchain.discover import find_spin
+
+    finding = find_spin()
+    if not finding.ok:
+        raise PorterError(f"no spin program: {finding.install}")
+    return finding.path
 
 
 def wasmtime_program() -> Path:

@@ -166,7 +166,9 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
 
 
 def build_command(facts: dict, out_dir: Path, here) -> list[str]:
-    build = ["porter", "serve-build", here(facts["model"]), "--tokenizer", here(facts["tokenizer"]),
+    """porter's arguments that remake out_dir, with paths as `here` writes them (for the Spin
+    manifest's build step, which puts the porter program in front)."""
+    build = ["serve-build", here(facts["model"]), "--tokenizer", here(facts["tokenizer"]),
              "--labels", here(facts["labels_file"]), "-o", here(out_dir)]
     if facts["max_body_bytes"] != DEFAULT_MAX_BODY_BYTES:
         build += ["--max-body-bytes", str(facts["max_body_bytes"])]

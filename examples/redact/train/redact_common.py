@@ -83,7 +83,7 @@ def load_tokenizer(base: Base):
 
 def write_labels_json() -> None:
     obj = {
-        "about": "Output index -> label of redact-minilm (BIOES over 20 PII categories). Index 0 is O; "
+        "about": "Output index -> label of the redact model (BIOES over 20 PII categories). Index 0 is O; "
                  "category c (0-based, in 'categories' order) owns indices 1+4c .. 4+4c as B, I, E, S.",
         "scheme": "BIOES",
         "categories": CATEGORIES,

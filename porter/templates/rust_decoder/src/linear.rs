@@ -225,7 +225,7 @@ fn dot_q8_0_int8(xq: &[i16], xd: &[f32], rows: usize, q: &[i8], scale: &[f32], b
 /// acc_l += float(lane_l) * (d_w * d_x), the four rows' scales multiplied by d_x in one step.
 ///
 /// The accumulators are written to and read from memory (volatile) once per block, not carried
-/// in loop variables (why, at kernels/ort_float.rs `columns`): every row's products are then
+/// in loop variables (why, at kernels/ort_float/sgemm.rs `columns`): every row's products are then
 /// formed right after its own sixteen weights' loads.
 ///
 /// SAFETY: w points at a tile (blocks * ROW_TILE * 32 values), d at its blocks * ROW_TILE scales,

@@ -193,7 +193,7 @@ pub fn rms_norm_row(x: &[f32], gamma: Option<&[f32]>, eps: f32, reciprocal: bool
 /// SimplifiedLayerNormalization's kernel on one row (at least 16 values): the sum of squares in
 /// eight fma lanes over blocks of eight, reduced ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)); a
 /// tail of four or more adds four rounded squares in order, the last one to three are fma'd
-/// (LayerNormalization's variance, of x itself: kernels/ort_float.rs keeps that one private);
+/// (LayerNormalization's variance, of x itself: kernels/ort_float/ keeps that one private);
 /// then 1 / sqrt(sum / n + eps), then (x * that) * gamma.
 pub fn simplified_layer_norm_row(x: &[f32], gamma: &[f32], eps: f32, out: &mut [f32]) {
     let n = x.len();

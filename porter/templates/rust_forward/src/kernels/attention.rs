@@ -205,7 +205,7 @@ fn query_block<const R: usize>(
 const STEP: usize = 4;
 
 // The running sums of both loops below live in memory (volatile reads and writes), read and
-// written once per STEP products, not in loop variables: why, at ort_float.rs `columns`.
+// written once per STEP products, not in loop variables: why, at ort_float/sgemm.rs `columns`.
 
 /// f(0), f(1), .., f(R - 1) as straight-line code. LLVM leaves a row loop with a body this long
 /// rolled, and the loop would put an epoch check, with the step's loaded vectors spilled

@@ -170,7 +170,7 @@ const WIDE_K: usize = 2 * NARROW_K;
 /// Integer dot products of M activation rows with N weight rows (row stride k each).
 ///
 /// The tile's sums go through memory (volatile reads and writes) once per step rather than
-/// being carried in loop variables: why, at ort_float.rs `columns`.
+/// being carried in loop variables: why, at ort_float/sgemm.rs `columns`.
 #[inline(always)]
 unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16, w: *const i8, k: usize) -> [[i32; N]; M] {
     let mut acc = [[i32x4_splat(0); N]; M];

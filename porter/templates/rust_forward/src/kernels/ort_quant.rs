@@ -1,5 +1,5 @@
 //! onnxruntime's dynamically quantised linear layer (quantize_dynamic's DynamicQuantizeLinear +
-//! MatMulInteger + Cast + Mul + Add), exactly as porter/quant.py defines it.
+//! MatMulInteger + Cast + Mul + Add), exactly as porter/reference/quant.py defines it.
 //!
 //! DynamicQuantizeLinear takes ONE scale and zero point for the whole input tensor (padding
 //! rows included), rounding half to even. The integer dot product is u8 x s8; onnxruntime's

@@ -1,5 +1,5 @@
 //! Per-row int8 quantisation of activations, as TFLite's hybrid FULLY_CONNECTED does it on the
-//! fly (porter/quant.py). Symmetric: s = max|x| / 127, q = round(x * (127 / max|x|)) clamped to
+//! fly (porter/reference/quant.py). Symmetric: s = max|x| / 127, q = round(x * (127 / max|x|)) clamped to
 //! [-127, 127]. Asymmetric: s = (max(0, x) - min(0, x)) / 255, a nudged zero point zp,
 //! q = round(x * (1 / s)) + zp clamped to [-128, 127]. round() is half away from zero; a row of
 //! zeros gives q = 0, s = 1, zp = 0.

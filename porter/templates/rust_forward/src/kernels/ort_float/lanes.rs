@@ -1,0 +1,168 @@
+//! math's functions four lanes at a time with f32x4.relaxed_madd, where a probe shows that this
+//! engine fuses it (same bits as the scalar emulation, in less time).
+
+use core::arch::wasm32::*;
+#[cfg(feature = "fused-madd")]
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use super::math::Elementwise;
+#[cfg(feature = "fused-madd")]
+use super::math::*;
+
+#[cfg(feature = "fused-madd")]
+static MADD: AtomicU8 = AtomicU8::new(0); // 0: not probed yet, 1: unfused, 2: fused
+
+/// Whether f32x4.relaxed_madd rounds once on this engine (probed once: a case where a product
+/// rounded before the add gives another result); false in crates without `fused-madd`.
+pub fn fused_madd() -> bool {
+    #[cfg(feature = "fused-madd")]
+    {
+        if MADD.load(Ordering::Relaxed) == 0 {
+            // SAFETY: an engine that validated this module runs relaxed-simd instructions.
+            let fused = unsafe { madd_is_fused() };
+            MADD.store(if fused { 2 } else { 1 }, Ordering::Relaxed);
+        }
+        MADD.load(Ordering::Relaxed) == 2
+    }
+    #[cfg(not(feature = "fused-madd"))]
+    false
+}
+
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn madd_is_fused() -> bool {
+    let a = core::hint::black_box(1.0f32 + 1.0 / 4096.0);
+    let c = core::hint::black_box(-1.0f32);
+    f32x4_extract_lane::<0>(f32x4_relaxed_madd(f32x4_splat(a), f32x4_splat(a), f32x4_splat(c))) == fma(a, a, c)
+}
+
+/// How many leading values fused_lanes computed (a multiple of four), 0 where unfused.
+#[cfg(feature = "fused-madd")]
+pub(super) fn fused_in_place(f: Elementwise, values: &mut [f32]) -> usize {
+    if !fused_madd() {
+        return 0;
+    }
+    // SAFETY: probed above.
+    unsafe { fused_lanes(f, values) }
+}
+
+#[cfg(not(feature = "fused-madd"))]
+pub(super) fn fused_in_place(_: Elementwise, _: &mut [f32]) -> usize {
+    0
+}
+
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn fused_lanes(f: Elementwise, values: &mut [f32]) -> usize {
+    let full = values.len() / 4 * 4;
+    for four in values[..full].chunks_exact_mut(4) {
+        let p = four.as_mut_ptr() as *mut v128;
+        // SAFETY: four values, read and written in place.
+        unsafe {
+            let x = v128_load(p);
+            let y = match f {
+                Elementwise::Erf => erf_x4(x),
+                Elementwise::Gelu => gelu_x4(x, f32x4_div(x, f32x4_splat(SQRT2))),
+                Elementwise::GeluMul => gelu_x4(x, f32x4_mul(x, f32x4_splat(SQRT1_2))),
+                Elementwise::Exp => sum_exp_x4(x),
+                Elementwise::ExpScalef => sum_exp_scalef_x4(x),
+            };
+            v128_store(p, y);
+        }
+    }
+    full
+}
+
+/// `fma` on four lanes: relaxed_madd, which fused_madd() showed to round once.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn fma4(a: v128, b: v128, c: v128) -> v128 {
+    f32x4_relaxed_madd(a, b, c)
+}
+
+/// A polynomial's Horner steps (coefficients from the highest power) as `fma`s.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn horner4(coefficients: &[u32], x: v128) -> v128 {
+    let mut acc = f32x4_splat(c(coefficients[0]));
+    for &k in &coefficients[1..] {
+        acc = fma4(acc, x, f32x4_splat(c(k)));
+    }
+    acc
+}
+
+/// exp_parts lane by lane: [p, m, biased].
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn exp_parts_x4(x: v128) -> [v128; 3] {
+    let x = f32x4_pmax(x, f32x4_splat(SUMEXP_LOW)); // x < LOW ? LOW : x, NaN kept
+    let biased = fma4(x, f32x4_splat(LOG2E), f32x4_splat(ROUNDING_MAGIC));
+    let m = f32x4_sub(biased, f32x4_splat(ROUNDING_MAGIC));
+    let r = fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x));
+    [fma4(horner4(&SUMEXP_POLY, r), r, f32x4_splat(c(SUMEXP_POLY[5]))), m, biased]
+}
+
+/// sum_exp lane by lane.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn sum_exp_x4(x: v128) -> v128 {
+    let [p, _, biased] = exp_parts_x4(x);
+    f32x4_mul(p, i32x4_add(i32x4_shl(biased, 23), i32x4_splat(0x3F80_0000)))
+}
+
+/// sum_exp_scalef lane by lane. Where every lane's 2^m is a normal float one f32 product rounds
+/// p * 2^m once, as vscalefps does; otherwise (a masked key's m = -127, or NaN) ldexp_x4 in f64.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn sum_exp_scalef_x4(x: v128) -> v128 {
+    let [p, m, _] = exp_parts_x4(x);
+    let n = i32x4_trunc_sat_f32x4(m);
+    if i32x4_all_true(v128_and(f32x4_ge(m, f32x4_splat(-126.0)), f32x4_le(m, f32x4_splat(127.0)))) {
+        return f32x4_mul(p, i32x4_shl(i32x4_add(n, i32x4_splat(127)), 23));
+    }
+    ldexp_x4(p, i32x4_max(i32x4_min(n, i32x4_splat(SCALE_LIMIT)), i32x4_splat(-SCALE_LIMIT)))
+}
+
+/// erf lane by lane.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn erf_x4(x: v128) -> v128 {
+    let a = f32x4_abs(x);
+    let small = fma4(horner4(&ERF_SMALL, f32x4_mul(a, a)), a, a);
+    let t = f32x4_neg(fma4(horner4(&ERF_BIG, a), a, a));
+    let t = f32x4_pmax(t, f32x4_splat(SUMEXP_LOW));
+    let n = f32x4_sub(fma4(f32x4_splat(LOG2E), t, f32x4_splat(ROUNDING_MAGIC)), f32x4_splat(ROUNDING_MAGIC));
+    let f = fma4(n, f32x4_splat(LN2_LO), fma4(n, f32x4_splat(LN2_HI), t));
+    let big = f32x4_sub(f32x4_splat(1.0), ldexp_x4(horner4(&EXP_POLY, f), i32x4_trunc_sat_f32x4(n)));
+    let v = v128_bitselect(big, small, f32x4_gt(a, f32x4_splat(ERF_SPLIT)));
+    v128_bitselect(x, v, i32x4_splat(i32::MIN)) // copysign(v, x)
+}
+
+/// h * ((erf(x) + 1) * 0.5) lane by lane, x being h / sqrt 2 or h * (1 / sqrt 2).
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn gelu_x4(h: v128, x: v128) -> v128 {
+    f32x4_mul(h, f32x4_mul(f32x4_add(erf_x4(x), f32x4_splat(1.0)), f32x4_splat(0.5)))
+}
+
+/// e * 2^n per lane as erf's scalar `(e as f64 * 2f64.powi(n)) as f32`: exact in f64, one rounding.
+#[cfg(feature = "fused-madd")]
+#[inline(always)]
+fn ldexp_x4(e: v128, n: v128) -> v128 {
+    let pow2 = |n: v128| i64x2_shl(i64x2_add(n, i64x2_splat(1023)), 52);
+    let low = f64x2_mul(f64x2_promote_low_f32x4(e), pow2(i64x2_extend_low_i32x4(n)));
+    let high = f64x2_mul(f64x2_promote_low_f32x4(i32x4_shuffle::<2, 3, 0, 1>(e, e)), pow2(i64x2_extend_high_i32x4(n)));
+    i32x4_shuffle::<0, 1, 4, 5>(f32x4_demote_f64x2_zero(low), f32x4_demote_f64x2_zero(high))
+}
+
+#[inline(always)]
+pub(super) fn lanes(v: v128) -> [f32; 4] {
+    [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)]
+}
