@@ -1,6 +1,6 @@
 """How many maximal /redact requests at once a built redaction service sustains on this machine.
 
-    .venv/bin/porter serve-build examples/redact/model/redact-minilm.litert-dq8.tflite \\
+    .venv/bin/porter serve-build examples/redact/model/redact-me5.litert-dq8.tflite \\
         --tokenizer examples/redact/model/tokenizer.json --labels examples/redact/labels.json -o build/redact
     .venv/bin/python scripts/load_test.py build/redact --levels 1,2,4,6,8,10,12,16,24,32
 

@@ -1,50 +1,78 @@
-"""LiteRT goldens for the trained redact model (examples/redact/model/redact-minilm.litert-dq8.tflite).
+"""LiteRT goldens for the trained redact model (the one examples/redact/model/ holds).
 
 The texts of examples/redact/golden/texts.json (PII-rich, 11 languages' worth of formats) are cut
-into 256-token windows with the repo's golden rule (golden/tokenize_windows.windows_for: MiniLM
-WordPiece without special tokens, chunks of <= 254, [CLS] chunk [SEP], right-padded with 0,
-attention_mask 1 on live tokens) and run one window per call through ai-edge-litert
-`Interpreter(model_path, num_threads=1)` with golden/make_litert_goldens.run, in both modes:
+into 256-token windows with the repo's golden rule and the model's own tokenizer and special
+tokens (redact_common.windows: pieces of model/tokenizer.json without special tokens, chunks of
+<= 254, CLS chunk SEP, right-padded with the padding id, attention_mask 1 on live tokens) and
+run one window per call through ai-edge-litert
+`Interpreter(model_path, num_threads=1)` by porter's own reference runner
+(porter.check.references.LiteRTEncoder, as golden/make_litert_goldens.py), in both modes:
 
 - `builtin`: OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES (TFLite's builtin hybrid kernels);
 - `xnnpack`: the default resolver (XNNPACK delegate applied).
 
 Writes, with golden/common.py's reproducible writers, the same layout as golden/*.npz:
 
-    redact-minilm.litert-dq8.tflite.<mode>.npz   ids, attention_mask [N, 256] int32, live [N] int32,
-                                                 text_index [N] int32, logits [N, 256, 81] float32
-    redact-minilm.litert-dq8.tflite.<mode>.json  manifest (model sha256, runtime, kernels, io, windowing,
-                                                 xnnpack-vs-builtin statistics, decoded entities)
+    <model>.<mode>.npz   ids, attention_mask [N, 256] int32, live [N] int32,
+                         text_index [N] int32, logits [N, 256, 81] float32
+    <model>.<mode>.json  manifest (model sha256, runtime, kernels, io, windowing,
+                         xnnpack-vs-builtin statistics, decoded entities)
 
     python examples/redact/golden/make_golden.py
 """
 
 import json
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "golden"))
 sys.path.insert(0, str(REPO / "examples" / "redact" / "train"))
 
 import common  # noqa: E402  (golden/common.py)
 import fixture_info  # noqa: E402
-import make_litert_goldens  # noqa: E402
 import tokenize_windows  # noqa: E402
 import redact_common as rc  # noqa: E402
-from export import NET  # noqa: E402
+from porter.check.references import LITERT_MODES, LiteRTEncoder, encoder_signature, run_windows  # noqa: E402
+from porter.frontends import load_graph  # noqa: E402
 
 TEXTS = HERE / "texts.json"
+WINDOW_RULE = ("pieces of model/tokenizer.json without special tokens (truncation/padding off), cut into "
+               "consecutive chunks of at most seq-2; each window = CLS + chunk + SEP, right-padded with the "
+               "padding id to seq; attention_mask 1 on CLS/pieces/SEP, 0 on padding; empty text -> one window CLS SEP")
+
+
+def installed() -> tuple[rc.Base, Path]:
+    """The base and file of the one model in examples/redact/model/."""
+    models = sorted(rc.MODEL_DIR.glob("redact-*.litert-dq8.tflite"))
+    if len(models) != 1:
+        raise SystemExit(f"expected one redact-*.litert-dq8.tflite in {rc.MODEL_DIR}, found {len(models)}")
+    name = models[0].name.removeprefix("redact-").removesuffix(".litert-dq8.tflite")
+    return rc.BASES[name], models[0]
+
+
+def windows_for(base: rc.Base, tok, texts: list[str]) -> "tokenize_windows.Windows":
+    ids_rows, mask_rows, live, text_index = [], [], [], []
+    for t_i, text in enumerate(texts):
+        pieces = tok.encode(text, add_special_tokens=False).ids
+        for w_ids, _ in rc.windows(base, list(pieces)):
+            ids, mask = rc.pad_window(base, w_ids)
+            ids_rows.append(ids)
+            mask_rows.append(mask)
+            live.append(len(w_ids))
+            text_index.append(t_i)
+    return tokenize_windows.Windows(np.asarray(ids_rows, np.int32), np.asarray(mask_rows, np.int32),
+                                    np.asarray(live, np.int32), np.asarray(text_index, np.int32))
 
 
 def entities(tok, texts, w, logits):
     """Decoded BIOES entities per text: [label, start, end, text] in characters."""
     out = [[] for _ in texts]
-    body = NET.seq - 2
+    body = rc.SEQ - 2
     seen = {}
     for k, t_i in enumerate(w.text_index):
         t_i = int(t_i)
@@ -61,16 +89,25 @@ def entities(tok, texts, w, logits):
 
 def main():
     texts = json.loads(TEXTS.read_text(encoding="utf-8"))["texts"]
-    tok = tokenize_windows.load_tokenizer()
-    w = tokenize_windows.windows_for(NET, texts, tok)
-    model = rc.TFLITE_PATH
+    base, model = installed()
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(rc.MODEL_DIR / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    w = windows_for(base, tok, texts)
+    for stale in HERE.glob("redact-*.tflite.*"):  # goldens of a model that is no longer installed
+        if not stale.name.startswith(model.name + "."):
+            stale.unlink()
+    signature = encoder_signature(load_graph(model))
     results = {}
-    for mode, (resolver_doc, resolver) in make_litert_goldens.modes().items():
-        logits, io, median_s = make_litert_goldens.run(model, resolver, w)
-        results[mode] = (logits, io, median_s, resolver_doc)
+    for mode in LITERT_MODES:
+        reference = LiteRTEncoder(model, mode, signature)
+        logits, seconds = run_windows(reference, w.ids, w.attention_mask)
+        results[mode] = (logits, reference.facts(), float(np.median(seconds)))
     gs = {m: {"ids": w.ids, "attention_mask": w.attention_mask, "logits": r[0]} for m, r in results.items()}
     cmp = common.compare(gs["xnnpack"], gs["builtin"])
-    for mode, (logits, io, median_s, resolver_doc) in results.items():
+    for mode, (logits, facts, median_s) in results.items():
         stem = HERE / f"{model.name}.{mode}"
         common.write_npz(stem.with_name(stem.name + ".npz"), {
             "ids": w.ids, "attention_mask": w.attention_mask, "live": w.live,
@@ -81,19 +118,12 @@ def main():
             "model_file": "examples/redact/model/" + model.name,
             "model_sha256": fixture_info.sha256(model),
             "mode": mode,
-            "runtime": "ai-edge-litert",
-            "runtime_version": version("ai-edge-litert"),
-            "api": "Interpreter(model_path, num_threads=1, experimental_op_resolver_type=...)"
-                   ".get_signature_runner(signature_key)",
-            "op_resolver": resolver_doc,
-            "num_threads": make_litert_goldens.NUM_THREADS,
-            **io,
-            "seq": NET.seq, "labels": NET.labels, "vocab": NET.vocab,
+            **facts,
+            "seq": rc.SEQ, "labels": len(rc.LABELS), "vocab": tok.get_vocab_size(),
             "labels_file": "examples/redact/labels.json",
-            "pad_id": rc.PAD_ID, "cls_id": rc.CLS_ID, "sep_id": rc.SEP_ID,
-            "windowing": tokenize_windows.WINDOW_RULE,
-            "tokenizer": "examples/redact/model/tokenizer.json (MiniLM BERT-uncased WordPiece, truncation "
-                         "and padding off)",
+            "pad_id": base.pad_id, "cls_id": base.cls_id, "sep_id": base.sep_id,
+            "windowing": WINDOW_RULE,
+            "tokenizer": f"examples/redact/model/tokenizer.json ({base.about}; truncation and padding off)",
             "texts_file": "examples/redact/golden/texts.json",
             "texts_sha256": fixture_info.sha256(TEXTS),
             "windows": int(len(w.ids)),

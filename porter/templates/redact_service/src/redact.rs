@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::{ApiError, RedactRequest};
 use crate::bioes::{self, TokenSpan};
+use crate::checks::{self, Verdict};
 use crate::config::{self, CATEGORIES, MAX_WINDOWS, PAD_ID, PREFIX_IDS, REQUEST_BUDGET_MS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
 use crate::json;
 use crate::recognise;
@@ -59,10 +60,18 @@ pub struct Token {
     pub score: f32,
 }
 
+/// A model span the checks refused (checks.rs): it is not among the items.
+pub struct Vetoed {
+    pub label: &'static str,
+    pub start: usize,
+    pub end: usize,
+}
+
 pub struct Outcome {
     pub redacted_text: String,
     pub items: Vec<Item>,
     pub tokens: Vec<Token>,
+    pub vetoed: Vec<Vetoed>,
 }
 
 impl Outcome {
@@ -88,7 +97,10 @@ impl Outcome {
                     .raw("score", &json::score(t.score))
                     .finish()
             }));
-            object = object.raw("tokens", &tokens);
+            let vetoed = json::array(self.vetoed.iter().map(|v| {
+                json::Object::new().string("label", v.label).number("start", v.start).number("end", v.end).finish()
+            }));
+            object = object.raw("tokens", &tokens).raw("vetoed", &vetoed);
         }
         object.finish()
     }
@@ -108,7 +120,8 @@ pub fn redact(request: &RedactRequest, started: Instant, timing: &mut ServerTimi
     let started = Instant::now();
     let chars: Vec<char> = request.text.chars().collect();
     let model_spans = bioes::decode(&tokens.iter().map(|t| (t.label, t.score)).collect::<Vec<_>>());
-    let spans = merge(&chars, model_spans.iter().map(|s| to_chars(s, &tokens)).collect());
+    let (checked, vetoed) = apply_checks(&chars, model_spans.iter().map(|s| to_chars(s, &tokens, &chars)).collect());
+    let spans = merge(&chars, checked);
     let kept: Vec<Span> = spans
         .into_iter()
         .filter(|s| s.score >= request.min_score)
@@ -116,7 +129,7 @@ pub fn redact(request: &RedactRequest, started: Instant, timing: &mut ServerTimi
         .collect();
     let (redacted_text, items) = substitute(&chars, kept);
     timing.record("decode", started, None);
-    Ok(Outcome { redacted_text, items, tokens })
+    Ok(Outcome { redacted_text, items, tokens, vetoed })
 }
 
 /// Tokenizes the text, runs every window through the model and returns one labelled token per
@@ -251,13 +264,44 @@ fn best_label(logits: &[f32]) -> (usize, f32) {
     (best, 1.0 / sum)
 }
 
-fn to_chars(span: &TokenSpan, tokens: &[Token]) -> Span {
-    Span {
-        label: CATEGORIES[span.category],
-        start: tokens[span.first].start,
-        end: tokens[span.last].end,
-        score: span.score,
+/// A token span as code points, without whitespace at either end: a SentencePiece token's range
+/// includes the space its metaspace stands for.
+fn to_chars(span: &TokenSpan, tokens: &[Token], chars: &[char]) -> Span {
+    let (mut start, mut end) = (tokens[span.first].start, tokens[span.last].end);
+    while start < end && chars[start].is_whitespace() {
+        start += 1;
     }
+    while end > start && chars[end - 1].is_whitespace() {
+        end -= 1;
+    }
+    Span { label: CATEGORIES[span.category], start, end, score: span.score }
+}
+
+/// Model spans after the checks of checks.rs: those that pass (as the whole value the check
+/// judged) or are not checked, and those that were vetoed. A checked value replaces the other
+/// model spans it overlaps (a model that split a number labelled parts of the same value), the
+/// first of several overlapping values wins; so the spans kept never overlap.
+fn apply_checks(chars: &[char], spans: Vec<Span>) -> (Vec<Span>, Vec<Vetoed>) {
+    let mut checked: Vec<Span> = Vec::new();
+    let mut unchecked = Vec::with_capacity(spans.len());
+    let mut vetoed = Vec::new();
+    let overlaps = |a: &Span, b: &Span| a.start < b.end && b.start < a.end;
+    for span in spans {
+        match checks::check(span.label, chars, span.start, span.end) {
+            Verdict::Unchecked => unchecked.push(span),
+            Verdict::Valid { start, end } => {
+                let value = Span { start, end, ..span };
+                if !checked.iter().any(|c| overlaps(c, &value)) {
+                    checked.push(value);
+                }
+            }
+            Verdict::Vetoed => vetoed.push(Vetoed { label: span.label, start: span.start, end: span.end }),
+        }
+    }
+    unchecked.retain(|u| !checked.iter().any(|c| overlaps(c, u)));
+    checked.extend(unchecked);
+    checked.sort_by_key(|s| s.start);
+    (checked, vetoed)
 }
 
 /// The model's spans, except where a recogniser proved a span: that one replaces every model
