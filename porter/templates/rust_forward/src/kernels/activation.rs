@@ -20,7 +20,7 @@
 use core::arch::wasm32::*;
 
 use super::libm::expf;
-use super::mathfn::{LN2_HI, LN2_LO, LOG2E};
+use super::mathfn::{map_vectors, LN2_HI, LN2_LO, LOG2E};
 
 const TANH_CLAMP: f32 = f32::from_bits(0x40fd0956); // 7.90738964080810547: tanh is 1 beyond
 const TANH_ALPHA: [u32; 4] = [0x326f951e, 0x37b063dc, 0x3b66bc7f, 0x3e093cf6];
@@ -168,27 +168,6 @@ pub fn logistic_x4(x_in: v128) -> v128 {
     let e = f32x4_mul(half, half);
     let logistic = f32x4_div(e, f32x4_add(splat(1.0), e));
     v128_andnot(logistic, f32x4_lt(x_in, splat(LOGISTIC_LO)))
-}
-
-/// f over whole vectors of values[..end] (end a multiple of 4), two per iteration.
-#[inline(always)]
-fn map_vectors(values: &mut [f32], end: usize, f: impl Fn(v128) -> v128) {
-    assert!(end % 4 == 0 && end <= values.len());
-    let p = values.as_mut_ptr();
-    let mut i = 0;
-    // SAFETY: every access is below `end` <= len.
-    unsafe {
-        while i + 8 <= end {
-            let a = v128_load(p.add(i) as *const v128);
-            let b = v128_load(p.add(i + 4) as *const v128);
-            v128_store(p.add(i) as *mut v128, f(a));
-            v128_store(p.add(i + 4) as *mut v128, f(b));
-            i += 8;
-        }
-        if i < end {
-            v128_store(p.add(i) as *mut v128, f(v128_load(p.add(i) as *const v128)));
-        }
-    }
 }
 
 pub fn tanh_in_place(values: &mut [f32]) {

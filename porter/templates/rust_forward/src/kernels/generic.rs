@@ -115,8 +115,33 @@ fn binary(op: Elementwise, a: f32, b: f32) -> f32 {
 }
 
 /// The strides of a tensor of `shape` read in its own row-major order.
-fn natural(shape: [usize; 4]) -> [usize; 4] {
+pub fn natural(shape: [usize; 4]) -> [usize; 4] {
     [shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1]
+}
+
+/// The offset in x (of `strides`) of each position of out_shape, in row-major order: where each
+/// output of a reduction starts.
+pub fn output_bases(out_shape: [usize; 4], strides: [usize; 4]) -> impl Iterator<Item = usize> {
+    (0..out_shape[0]).flat_map(move |i0| {
+        (0..out_shape[1]).flat_map(move |i1| {
+            (0..out_shape[2]).flat_map(move |i2| {
+                (0..out_shape[3]).map(move |i3| i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3])
+            })
+        })
+    })
+}
+
+/// Steps `index` to the next position over the `reduced` axes, last axis fastest; false once it
+/// wrapped around (every position visited).
+pub fn next_reduced_index(index: &mut [usize; 4], reduced: &[usize], shape: [usize; 4]) -> bool {
+    for &a in reduced.iter().rev() {
+        index[a] += 1;
+        if index[a] < shape[a] {
+            return true;
+        }
+        index[a] = 0;
+    }
+    false
 }
 
 /// out[i] = op(a[i], b[i]) over `shape` (row-major), operands read through their strides;
@@ -176,26 +201,13 @@ pub fn reduce(op: Reduce, x: &[f32], shape: [usize; 4], axes: [bool; 4], eigen_r
     let strides = natural(shape);
     let reduced: Vec<usize> = (0..4).filter(|&a| axes[a]).collect();
     let count: usize = reduced.iter().map(|&a| shape[a]).product();
-    let mut o = 0;
-    for i0 in 0..out_shape[0] {
-        for i1 in 0..out_shape[1] {
-            for i2 in 0..out_shape[2] {
-                for i3 in 0..out_shape[3] {
-                    let base = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
-                    let value = if eigen_rows {
-                        eigen_sum(&x[base..base + shape[3]])
-                    } else {
-                        fold(op, x, base, shape, &reduced, &strides)
-                    };
-                    out[o] = match op {
-                        Reduce::Mean => value / count as f32,
-                        Reduce::L2 => value.sqrt(),
-                        _ => value,
-                    };
-                    o += 1;
-                }
-            }
-        }
+    for (o, base) in output_bases(out_shape, strides).enumerate() {
+        let value = if eigen_rows { eigen_sum(&x[base..base + shape[3]]) } else { fold(op, x, base, shape, &reduced, &strides) };
+        out[o] = match op {
+            Reduce::Mean => value / count as f32,
+            Reduce::L2 => value.sqrt(),
+            _ => value,
+        };
     }
 }
 
@@ -210,19 +222,7 @@ fn fold(op: Reduce, x: &[f32], base: usize, shape: [usize; 4], reduced: &[usize]
             (Some(m), Reduce::Max) => if v > m { v } else { m },
             (Some(s), _) => s + v,
         });
-        // the next index over the reduced axes, last axis fastest
-        let mut carry = true;
-        for &a in reduced.iter().rev() {
-            if !carry {
-                break;
-            }
-            index[a] += 1;
-            carry = index[a] == shape[a];
-            if carry {
-                index[a] = 0;
-            }
-        }
-        if carry {
+        if !next_reduced_index(&mut index, reduced, shape) {
             return acc.unwrap_or(0.0);
         }
     }

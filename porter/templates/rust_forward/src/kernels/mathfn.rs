@@ -232,26 +232,32 @@ pub fn gelu_x4(x: v128) -> v128 {
     f32x4_mul(f32x4_mul(splat(0.5), x), erfc_x4(f32x4_mul(x, splat(NEG_SQRT_HALF))))
 }
 
+/// f over whole vectors of values[..end] (end a multiple of 4), two per iteration: half
+/// the loop back-edges (and epoch checks).
+#[inline(always)]
+pub fn map_vectors(values: &mut [f32], end: usize, f: impl Fn(v128) -> v128) {
+    assert!(end % 4 == 0 && end <= values.len());
+    let p = values.as_mut_ptr();
+    let mut i = 0;
+    // SAFETY: every access is below `end` <= len.
+    unsafe {
+        while i + 8 <= end {
+            let a = v128_load(p.add(i) as *const v128);
+            let b = v128_load(p.add(i + 4) as *const v128);
+            v128_store(p.add(i) as *mut v128, f(a));
+            v128_store(p.add(i + 4) as *mut v128, f(b));
+            i += 8;
+        }
+        if i < end {
+            v128_store(p.add(i) as *mut v128, f(v128_load(p.add(i) as *const v128)));
+        }
+    }
+}
+
 /// GELU over a buffer, four lanes at a time; the tail that does not fill a vector is scalar.
 pub fn gelu_in_place(values: &mut [f32]) {
     let full = values.len() / 4 * 4;
-    let p = values.as_mut_ptr();
-    let mut i = 0;
-    // Two vectors per iteration: half the loop back-edges (and epoch checks).
-    // SAFETY: every access is below `full` <= len.
-    unsafe {
-        while i + 8 <= full {
-            let a = v128_load(p.add(i) as *const v128);
-            let b = v128_load(p.add(i + 4) as *const v128);
-            v128_store(p.add(i) as *mut v128, gelu_x4(a));
-            v128_store(p.add(i + 4) as *mut v128, gelu_x4(b));
-            i += 8;
-        }
-        while i < full {
-            v128_store(p.add(i) as *mut v128, gelu_x4(v128_load(p.add(i) as *const v128)));
-            i += 4;
-        }
-    }
+    map_vectors(values, full, gelu_x4);
     gelu_in_place_scalar(&mut values[full..]);
 }
 

@@ -14,14 +14,11 @@
 //! alignment in the tensor giving its head). Plain loops: one IEEE operation per value.
 
 use super::eigen::eigen_sum_from;
+use super::generic::{natural, next_reduced_index, output_bases};
 use crate::program::Reduce;
 
 const PACKET: usize = 4;
 const L2_EPSILON: f32 = 1e-6;
-
-fn row_major_strides(shape: [usize; 4]) -> [usize; 4] {
-    [shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1]
-}
 
 /// The length of each row when the normalised reduction is (kept, reduced): the reduced axes,
 /// past their size-one ones, come after every kept axis of size above one.
@@ -44,20 +41,11 @@ fn max_op(acc: f32, v: f32) -> f32 {
 
 /// The reduced values of one output, in row-major order of their indices, folded from the first.
 fn fold(op: Reduce, x: &[f32], base: usize, shape: [usize; 4], axes: [bool; 4]) -> f32 {
-    let strides = row_major_strides(shape);
+    let strides = natural(shape);
     let reduced: Vec<usize> = (0..4).filter(|&a| axes[a]).collect();
-    let count: usize = reduced.iter().map(|&a| shape[a]).product();
     let mut acc = x[base];
     let mut index = [0usize; 4];
-    for _ in 1..count {
-        // the next reduced index, last axis fastest
-        for &a in reduced.iter().rev() {
-            index[a] += 1;
-            if index[a] < shape[a] {
-                break;
-            }
-            index[a] = 0;
-        }
+    while next_reduced_index(&mut index, &reduced, shape) {
         let v = x[base + reduced.iter().map(|&a| index[a] * strides[a]).sum::<usize>()];
         acc = if op == Reduce::Max { max_op(acc, v) } else { acc + v };
     }
@@ -68,27 +56,18 @@ fn fold(op: Reduce, x: &[f32], base: usize, shape: [usize; 4], axes: [bool; 4]) 
 /// out_shape's row-major order (out_shape[a] <= shape[a], 1 on reduced axes).
 pub fn reduce_litert(op: Reduce, x: &[f32], shape: [usize; 4], axes: [bool; 4], out_shape: [usize; 4],
                      out: &mut [f32]) {
-    let strides = row_major_strides(shape);
+    let strides = natural(shape);
     let count: usize = (0..4).filter(|&a| axes[a]).map(|a| shape[a]).product();
     let eigen_rows = if op == Reduce::Mean { eigen_row_length(shape, axes) } else { None };
-    let mut o = 0;
-    for i0 in 0..out_shape[0] {
-        for i1 in 0..out_shape[1] {
-            for i2 in 0..out_shape[2] {
-                for i3 in 0..out_shape[3] {
-                    let base = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
-                    out[o] = match eigen_rows {
-                        Some(n) => {
-                            let head = (PACKET - base % PACKET) % PACKET;
-                            eigen_sum_from(&x[base..base + n], head) / n as f32
-                        }
-                        None if op == Reduce::Mean => fold(op, x, base, shape, axes) / count as f32,
-                        None => fold(op, x, base, shape, axes),
-                    };
-                    o += 1;
-                }
+    for (o, base) in output_bases(out_shape, strides).enumerate() {
+        out[o] = match eigen_rows {
+            Some(n) => {
+                let head = (PACKET - base % PACKET) % PACKET;
+                eigen_sum_from(&x[base..base + n], head) / n as f32
             }
-        }
+            None if op == Reduce::Mean => fold(op, x, base, shape, axes) / count as f32,
+            None => fold(op, x, base, shape, axes),
+        };
     }
 }
 
