@@ -53,3 +53,16 @@ def host(request) -> str:
         if not finding.ok:
             pytest.skip(f"no spin: {finding.install}")
     return request.param
+
+
+# The redaction tests run every model under wasmtime serve; under spin up the default suite
+# runs the trained example's, and the fixture models' only with -m slow (CI's time: the
+# host-independent behaviour of those models is what their wasmtime runs check).
+SPIN_DEFAULT_MODELS = {"trained"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("host") == "spin" and params.get("service", "trained") not in SPIN_DEFAULT_MODELS:
+            item.add_marker(pytest.mark.slow)

@@ -1152,6 +1152,9 @@ def gathers_as_slices(b: "_Builder | None", g: Graph, ops: list, reference: Refe
         if g.const(data) is not None or g.const(index) is None:
             continue
         shape = tuple(g.tensor(data).shape)
+        # a gather from, or into, so big a tensor stays a gather (its positions would not fit)
+        if max(int(np.prod(shape)), _gathered_size(op, shape, np.shape(g.const(index)))) > FOLD_LIMIT:
+            continue
         positions = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
         try:
             picked = evaluate(op.type, op.options, [positions, g.const(index)], reference)
@@ -1172,6 +1175,17 @@ def gathers_as_slices(b: "_Builder | None", g: Graph, ops: list, reference: Refe
             slice_op.outputs = [mid]
             ops.append(b.emit("view", [mid], op.outputs, b.origin[op.index], shape=tuple(out.shape)))
         ops[i] = slice_op
+
+
+def _gathered_size(op: Op, shape: tuple, index_shape: tuple) -> int:
+    """How many values the gather op picks from a tensor of `shape` at indices of `index_shape`."""
+    if op.type == "gather_elements":
+        return int(np.prod(index_shape))
+    if op.type == "gather_nd":
+        depth = index_shape[-1] if index_shape else 0
+        return int(np.prod(index_shape[:-1])) * int(np.prod(shape[depth:]))
+    axis = int(op.options.get("axis", 0)) % max(len(shape), 1)
+    return int(np.prod(index_shape)) * int(np.prod(shape)) // max(shape[axis], 1) if shape else 0
 
 
 def _as_one_slice(shape: tuple, picked: np.ndarray) -> tuple[int, int, int] | None:

@@ -87,6 +87,8 @@ def find_inputs(g: Graph, ref: Reference) -> Inputs:
         raise PorterError("no graph input is looked up in an embedding table: the graph is not a "
                           "transformer over token ids (or its ids go through ops porter does not follow)")
     ids = max(by_input, key=by_input.get)
+    if not np.issubdtype(np.dtype(g.tensor(ids).dtype), np.integer):
+        raise PorterError(f"the token ids input {g.tensor(ids).describe()} is not of an integer type")
     types = [t for t, rows in by_input.items() if t != ids and rows <= TYPE_TABLE_ROWS]
     others = [t for t in g.inputs.values() if t != ids and t not in types]
     if len(others) > 1:
