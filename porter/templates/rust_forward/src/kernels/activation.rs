@@ -20,7 +20,7 @@
 use core::arch::wasm32::*;
 
 use super::libm::expf;
-use super::mathfn::{map_vectors, LN2_HI, LN2_LO, LOG2E};
+use super::mathfn::{horner_scalar, horner_x4, madd, map_vectors, splat, LN2_HI, LN2_LO, LOG2E};
 
 const TANH_CLAMP: f32 = f32::from_bits(0x40fd0956); // 7.90738964080810547: tanh is 1 beyond
 const TANH_ALPHA: [u32; 4] = [0x326f951e, 0x37b063dc, 0x3b66bc7f, 0x3e093cf6];
@@ -53,22 +53,14 @@ fn pmax(a: f32, b: f32) -> f32 {
     }
 }
 
-fn horner(x: f32, coefficients: &[u32]) -> f32 {
-    let mut acc = f32::from_bits(coefficients[0]);
-    for &c in &coefficients[1..] {
-        acc = acc * x + f32::from_bits(c);
-    }
-    acc
-}
-
 /// Eigen's ptanh_float (EIGEN_FAST_MATH, no FMA).
 pub fn tanh_scalar(a: f32) -> f32 {
     let x = pmax(pmin(a, TANH_CLAMP), -TANH_CLAMP);
     let x2 = x * x;
     let x3 = x2 * x;
     // x * (1 + x^2 P(x^2)) as x^3 P + x, over Q(x^2)
-    let p = x3 * horner(x2, &TANH_ALPHA) + x;
-    p / horner(x2, &TANH_BETA)
+    let p = x3 * horner_scalar(x2, &TANH_ALPHA) + x;
+    p / horner_scalar(x2, &TANH_BETA)
 }
 
 pub fn tanh_in_place_scalar(values: &mut [f32]) {
@@ -123,25 +115,6 @@ pub fn logistic_in_place_scalar(values: &mut [f32], tensor_len: usize) {
 }
 
 // ---- f32x4 versions --------------------------------------------------------------------------
-
-#[inline(always)]
-fn splat(v: f32) -> v128 {
-    f32x4_splat(v)
-}
-
-#[inline(always)]
-fn madd(a: v128, b: v128, c: v128) -> v128 {
-    f32x4_add(f32x4_mul(a, b), c)
-}
-
-#[inline(always)]
-fn horner_x4(x: v128, coefficients: &[u32]) -> v128 {
-    let mut acc = splat(f32::from_bits(coefficients[0]));
-    for &c in &coefficients[1..] {
-        acc = madd(acc, x, splat(f32::from_bits(c)));
-    }
-    acc
-}
 
 #[inline(always)]
 pub fn tanh_x4(a: v128) -> v128 {

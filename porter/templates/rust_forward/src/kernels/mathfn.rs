@@ -92,7 +92,7 @@ pub fn exp_scalar(x_in: f32) -> f32 {
     max_nan(ldexp_scalar(y, m as i32), x_in)
 }
 
-fn horner_scalar(x: f32, coefficients: &[u32]) -> f32 {
+pub(super) fn horner_scalar(x: f32, coefficients: &[u32]) -> f32 {
     let mut acc = f32::from_bits(coefficients[0]);
     for &c in &coefficients[1..] {
         acc = acc * x + f32::from_bits(c);
@@ -135,12 +135,12 @@ pub fn gelu_in_place_scalar(values: &mut [f32]) {
 // ---- f32x4 versions --------------------------------------------------------------------------
 
 #[inline(always)]
-fn splat(v: f32) -> v128 {
+pub(super) fn splat(v: f32) -> v128 {
     f32x4_splat(v)
 }
 
 #[inline(always)]
-fn madd(a: v128, b: v128, c: v128) -> v128 {
+pub(super) fn madd(a: v128, b: v128, c: v128) -> v128 {
     f32x4_add(f32x4_mul(a, b), c)
 }
 
@@ -186,7 +186,7 @@ pub fn exp_x4(x_in: v128) -> v128 {
 }
 
 #[inline(always)]
-fn horner_x4(x: v128, coefficients: &[u32]) -> v128 {
+pub(super) fn horner_x4(x: v128, coefficients: &[u32]) -> v128 {
     let mut acc = splat(f32::from_bits(coefficients[0]));
     for &c in &coefficients[1..] {
         acc = madd(acc, x, splat(f32::from_bits(c)));
