@@ -150,25 +150,6 @@ def quantize(src: Path, out: Path, per_channel: bool) -> float:
     return seconds
 
 
-def _io(path: Path) -> dict:
-    import onnx
-
-    m = onnx.load(str(path), load_external_data=False)
-    init = {i.name for i in m.graph.initializer}
-
-    def desc(v):
-        t = v.type.tensor_type
-        return [onnx.TensorProto.DataType.Name(t.elem_type).lower(),
-                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim]]
-
-    return {
-        "opset": {o.domain or "ai.onnx": o.version for o in m.opset_import},
-        "producer": f"{m.producer_name} {m.producer_version}",
-        "inputs": {v.name: desc(v) for v in m.graph.input if v.name not in init},
-        "outputs": {v.name: desc(v) for v in m.graph.output},
-    }
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--force", action="store_true", help="remake fixtures that exist")
@@ -202,7 +183,7 @@ def main() -> None:
                     fixture_info.write_sidecar(
                         f32, exporter="torch.onnx.export(dynamo=True)", recipe="float32",
                         command=cmd, versions=versions, export_seconds=round(f32_seconds, 2),
-                        io=_io(f32),
+                        io=fixture_info.onnx_io(f32),
                     )
             if "f32-ts.onnx" in todo:
                 ts = net.path("f32-ts.onnx")
@@ -211,7 +192,7 @@ def main() -> None:
                       f"{ts.stat().st_size / 2**20:.2f} MiB")
                 fixture_info.write_sidecar(
                     ts, exporter="torch.onnx.export(dynamo=False) (TorchScript)", recipe="float32",
-                    command=cmd, versions=versions, export_seconds=round(s, 2), io=_io(ts),
+                    command=cmd, versions=versions, export_seconds=round(s, 2), io=fixture_info.onnx_io(ts),
                 )
             for flavour, per_channel in (("dq8pc.onnx", True), ("dq8pt.onnx", False)):
                 if flavour not in todo:
@@ -225,7 +206,7 @@ def main() -> None:
                     recipe=f"quantize_dynamic(weight_type=QuantType.QInt8, per_channel={per_channel})",
                     command=cmd, versions=versions,
                     float_export_seconds=None if f32_seconds is None else round(f32_seconds, 2),
-                    export_seconds=round(s, 2), io=_io(out),
+                    export_seconds=round(s, 2), io=fixture_info.onnx_io(out),
                 )
 
 

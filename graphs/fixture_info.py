@@ -29,6 +29,27 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def onnx_io(path: Path) -> dict:
+    """An ONNX file's opset, producer and graph inputs and outputs (element type, dims), as the
+    fixtures' and the zoo's JSON records them."""
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+
+    def desc(v):
+        t = v.type.tensor_type
+        return [onnx.TensorProto.DataType.Name(t.elem_type).lower(),
+                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim]]
+
+    return {
+        "opset": {o.domain or "ai.onnx": o.version for o in m.opset_import},
+        "producer": f"{m.producer_name} {m.producer_version}",
+        "inputs": {v.name: desc(v) for v in m.graph.input if v.name not in init},
+        "outputs": {v.name: desc(v) for v in m.graph.output},
+    }
+
+
 def network_of(path: Path) -> "spec.Network | None":
     """The spec network a fixture file belongs to (`<net.name>.<flavour>`), by its name."""
     for net in sorted(spec.NETWORKS, key=lambda n: -len(n.name)):

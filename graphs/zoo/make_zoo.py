@@ -112,27 +112,8 @@ def litert_io(path: Path) -> dict:
     return {"signature": key, "inputs": d(r.get_input_details()), "outputs": d(r.get_output_details())}
 
 
-def onnx_io(path: Path) -> dict:
-    import onnx
-
-    m = onnx.load(str(path), load_external_data=False)
-    init = {i.name for i in m.graph.initializer}
-
-    def desc(v):
-        t = v.type.tensor_type
-        return [onnx.TensorProto.DataType.Name(t.elem_type).lower(),
-                [d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim]]
-
-    return {
-        "opset": {o.domain or "ai.onnx": o.version for o in m.opset_import},
-        "producer": f"{m.producer_name} {m.producer_version}",
-        "inputs": {v.name: desc(v) for v in m.graph.input if v.name not in init},
-        "outputs": {v.name: desc(v) for v in m.graph.output},
-    }
-
-
 def file_io(path: Path) -> dict:
-    return litert_io(path) if path.suffix == ".tflite" else onnx_io(path)
+    return litert_io(path) if path.suffix == ".tflite" else fixture_info.onnx_io(path)
 
 
 def run_file(path: Path, m: zm.Encoder, inputs: tuple[np.ndarray, ...]) -> np.ndarray:
