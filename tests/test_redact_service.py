@@ -19,12 +19,14 @@ time budget: every reply must be a 200 equal to the request served alone or the 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import random
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,15 @@ from porter.serve.host import free_port, http_request, parse_server_timing
 from porter.serve.deploy import porter_program, serve, served
 from porter.serve.redact import DEFAULT_REQUEST_BUDGET_MS, build_command, serve_build
 
+def _load_pipeline():
+    spec = importlib.util.spec_from_file_location("redact_pipeline", REPO / "examples/redact/train/pipeline.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+PIPELINE = _load_pipeline()
 FIXTURE_MODEL = REPO / "graphs" / "bert-l4-h256-a8-s128-tok17.litert-dq8.tflite"
 FIXTURE_CATEGORIES = ["GIVEN_NAME", "CITY", "EMAIL", "PHONE"]
 WHOLE_WINDOW_MODEL = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.nomask.litert-dq8.tflite"
@@ -230,32 +241,10 @@ def check_consistent(text: str, reply: dict) -> None:
 
 
 def decode_bioes(tokens: list[dict]) -> list[tuple[str, int, int, float]]:
-    """The service's lenient BIOES rule, written again: (category, first, last, mean score).
-    B opens, I/E extend an open span of the same category (or open one), E/S close, O or another
-    category closes."""
-    spans, open_span = [], None
-
-    def close(last):
-        nonlocal open_span
-        if open_span is not None:
-            category, first, total = open_span
-            spans.append((category, first, last, total / (last + 1 - first)))
-            open_span = None
-
-    for i, token in enumerate(tokens):
-        tag, _, category = token["label"].partition("-")
-        continues = open_span is not None and open_span[0] == category
-        if tag in ("O", "B", "S") or not continues:
-            close(i - 1)
-        if tag == "O":
-            continue
-        if open_span is None:
-            open_span = (category, i, 0.0)
-        open_span = (open_span[0], open_span[1], open_span[2] + token["score"])
-        if tag in ("E", "S"):
-            close(i)
-    close(len(tokens) - 1)
-    return spans
+    """The service's lenient BIOES rule over a reply's tokens, as the example's Python pipeline
+    (examples/redact/train/pipeline.py, the evaluation's decoding) writes it again:
+    (category, first, last, mean score)."""
+    return PIPELINE.decode_bioes([t["label"] for t in tokens], [t["score"] for t in tokens])
 
 
 def strip_whitespace(text: str, start: int, end: int) -> tuple[int, int]:
