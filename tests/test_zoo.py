@@ -38,6 +38,14 @@ def test_zoo_member_is_exact_and_is_the_published_row(path, published_rows):
         f"docs/coverage.md is out of date for {path.name}: run python graphs/zoo/coverage.py\n{row.markdown()}")
 
 
+@pytest.mark.parametrize("path", [p for p in ENCODERS if p.suffix == ".onnx"], ids=lambda p: p.name)
+def test_zoo_onnx_member_is_exact_on_an_avx512vnni_cpu_too(path):
+    """golden/zoo/avx512vnni/: onnxruntime on an AVX-512 VNNI CPU (exact u8 x s8 dots, AVX-512
+    softmax); the program compiled for that target reproduces it bit for bit."""
+    row = coverage.encoder_row(path, "avx512vnni")
+    assert row.outcome == "exact", row.markdown()
+
+
 def test_coverage_page_lists_every_zoo_file(published_rows):
     listed = {line.split("|")[1].strip() for line in published_rows}
     assert {p.name for p in coverage.model_files()} <= listed

@@ -38,8 +38,16 @@ def _manifest(path: Path) -> dict:
     return json.loads(path.with_name(path.name + ".json").read_text())
 
 
-def golden_path(path: Path) -> Path:
-    return GOLDEN_DIR / f"{path.name}.{'ort' if path.suffix == '.onnx' else 'builtin'}.npz"
+# golden/zoo/ holds the goldens of an AVX2 CPU; golden/zoo/<target>/ onnxruntime's on another
+# CPU kind (graphs/zoo/cpu_goldens.py). LiteRT's builtin kernels give the same bits on every CPU.
+BASE_ORT_CPU = "avx2"
+
+
+def golden_path(path: Path, ort_cpu: str = BASE_ORT_CPU) -> Path:
+    if path.suffix != ".onnx":
+        return GOLDEN_DIR / f"{path.name}.builtin.npz"
+    directory = GOLDEN_DIR if ort_cpu == BASE_ORT_CPU else GOLDEN_DIR / ort_cpu
+    return directory / f"{path.name}.ort.npz"
 
 
 @dataclass
@@ -59,19 +67,23 @@ class Row:
         return f"| {self.file} | {self.outcome} | {delta} | {self.labels} | {detail} |"
 
 
-def encoder_row(path: Path) -> Row:
+def encoder_row(path: Path, ort_cpu: str = BASE_ORT_CPU) -> Row:
+    """The file against its golden; an ONNX file's program reproduces onnxruntime on `ort_cpu`."""
     from porter.check.golden import load_golden
     from porter.errors import PorterError
     from porter.frontends import load_graph
     from porter.recover.encoder import recover_encoder
     from porter.reference import execute
+    from porter.reference import litert as LF
 
     try:
-        program = recover_encoder(load_graph(path))
+        golden = load_golden(golden_path(path, ort_cpu))
+        cpu = ({"ort_cpu": ort_cpu} if path.suffix == ".onnx"
+               else {"l1d": LF.golden_l1d(golden.manifest)})  # the golden's CPU's float blocking
+        program = recover_encoder(load_graph(path), **cpu)
     except PorterError as e:
         return Row(path.name, "refused", str(e).splitlines()[0])
     _check_architecture(path, program)
-    golden = load_golden(golden_path(path))
     worst, agree, total = 0.0, 0, 0
     for w in range(golden.windows):
         rows = golden.output_rows(w)
@@ -134,7 +146,9 @@ def render(rows: list[Row]) -> str:
         "recovered, its architecture compared with the member's spec, and its program run by porter's",
         "numpy executor on every golden window (LiteRT's builtin kernels for TFLite, onnxruntime's CPU",
         "provider for ONNX, on its AVX2 path). The wasm modules reproduce the executor bit for bit",
-        "(tests/test_zoo.py builds a subset by default and every file under `-m slow`).",
+        "(tests/test_zoo.py builds a subset by default and every file under `-m slow`). Every ONNX",
+        "encoder is also exact against onnxruntime on an AVX-512 VNNI CPU (golden/zoo/avx512vnni/, made",
+        "by graphs/zoo/cpu_goldens.py on an Intel Xeon with AMX), compiled for that target.",
         "",
         f"{len(rows)} files: {exact} exact, {len(refused)} refused.",
         "",
