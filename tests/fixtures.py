@@ -47,12 +47,19 @@ EXPORTERS = {
 # onnxruntime's goldens come from two CPUs whose MLAS kernels differ (porter.reference.ort_cpu):
 # golden/ holds those of an AVX2 CPU, golden/avx512vnni/ the same windows on an AVX-512 VNNI one.
 ORT_GOLDEN_TARGETS = ("avx2", "avx512vnni")
+TINYSTORIES_GOLDEN = REPO / "examples" / "tinystories" / "golden"
 
 
 def ort_golden(fixture: Path, target: str) -> Path:
     """The committed onnxruntime golden of an ONNX fixture made on a CPU of that target."""
     directory = REPO / "golden" if target == "avx2" else REPO / "golden" / target
     return directory / f"{fixture.name}.ort.npz"
+
+
+def tinystories_golden(target: str) -> Path:
+    """examples/tinystories' committed onnxruntime golden made on a CPU of that target."""
+    directory = TINYSTORIES_GOLDEN if target == "avx2" else TINYSTORIES_GOLDEN / target
+    return directory / "tinystories_greedy.npz"
 
 
 def host_ort_cpu() -> str:
@@ -104,6 +111,10 @@ def require(path: Path) -> Path:
 
 
 _PROGRAMS: dict = {}
+# The committed LiteRT goldens were made on a CPU with a 32 KiB L1 data cache, by which Eigen
+# blocks deep float products (porter.reference.litert): the fixtures' programs follow it
+# wherever the tests run.
+GOLDEN_L1D = 32 * 1024
 
 
 def recovered(path: Path):
@@ -113,7 +124,8 @@ def recovered(path: Path):
     from porter.recover.encoder import recover_encoder
 
     if path not in _PROGRAMS:
-        _PROGRAMS[path] = recover_encoder(load_graph(require(path)))
+        graph = load_graph(require(path))
+        _PROGRAMS[path] = recover_encoder(graph, l1d=GOLDEN_L1D if graph.format == "tflite" else "auto")
     return _PROGRAMS[path]
 
 

@@ -39,12 +39,16 @@ def _quiet(line: str) -> None:
 
 
 def compile_model(model: str | Path, out_dir: str | Path, *, quant: str | None = None,
-                  build: bool = True, echo=None) -> Compiled:
+                  ort_cpu: str = "auto", l1d: str = "auto", build: bool = True, echo=None) -> Compiled:
     """Recover `model` (.tflite or .onnx) into porter's IR, write the Rust crate with model.bin,
     layout.json and ir.json into `out_dir` (which appears whole or not at all), and with
     `build` compile it to the wasm32-wasip1 module `out_dir/*.wasm`.
 
     quant: decoders only: "float32" (default), "q8_0" or "q8_0_int8" (see `porter compile`).
+    ort_cpu: .onnx only: the CPU whose onnxruntime arithmetic the module reproduces ("auto":
+    this machine's; or avx2, avxvnni, avx512, avx512vnni, as `porter compile --ort-cpu`).
+    l1d: .tflite only: the L1 data cache size ("48K") whose Eigen blocking LiteRT's float products
+    follow on the golden's CPU ("auto": this machine's), as `porter compile --l1d`.
     Raises PorterError naming the op at fault when porter cannot place part of the graph."""
     from porter.codegen.compile import compile_model as compile_graph
     from porter.codegen.encoder import build_forward_crate
@@ -52,7 +56,7 @@ def compile_model(model: str | Path, out_dir: str | Path, *, quant: str | None =
 
     echo = echo or _quiet
     out_dir = Path(out_dir)
-    architecture = ci.architecture(compile_graph(Path(model).resolve(), out_dir, quant))
+    architecture = ci.architecture(compile_graph(Path(model).resolve(), out_dir, quant, ort_cpu, l1d=l1d))
     echo(f"compiled {model} -> {out_dir}")
     wasm = build_forward_crate(out_dir, require_toolchain()) if build else None
     if wasm is not None:

@@ -110,6 +110,15 @@ def _read(path: str | Path) -> tuple[Path, dict, dict[str, np.ndarray]]:
     return npz, manifest, arrays
 
 
+def read_manifest(path: str | Path) -> dict:
+    """A golden's manifest alone (empty when it has none), without loading its arrays."""
+    manifest_path = npz_path(path).with_suffix(".json")
+    try:
+        return json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    except (ValueError, OSError) as e:
+        raise PorterError(f"golden {path}: its manifest {manifest_path.name} is not JSON ({e})") from None
+
+
 def load_golden(path: str | Path) -> Golden:
     npz, manifest, arrays = _read(path)
     missing = [k for k in ARRAYS if k not in arrays]
