@@ -16,6 +16,7 @@ from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.recover.decoder import recover_decoder
 from porter.reference import ort as OF
+from porter.reference import ort_cpu
 from porter.reference.execute_decoder import Session, activate, greedy
 from porter.runtime import decoder_proto
 from test_decoder_kernels import same_bits, wide_inputs
@@ -27,8 +28,9 @@ MEMBERS = {"gpt2-lm.dynamo-f32.onnx": None, "plain-gpt-lm.ts-f32.onnx": None, "l
 WASM_DEFAULT = "llama-lm.dynamo-f32.onnx"  # the family furthest from tinystories
 
 
-def golden(name: str):
-    data = np.load(GOLDEN / f"{name}.ort.npz")
+def golden(name: str, ort_cpu: str = "avx2"):
+    """The zoo's onnxruntime golden of a decoder made on a CPU of that target."""
+    data = np.load((GOLDEN if ort_cpu == "avx2" else GOLDEN / ort_cpu) / f"{name}.ort.npz")
     count = len([k for k in data.files if k.endswith("_prompt_ids")])
     return data, [data[f"p{i}_prompt_ids"] for i in range(count)]
 
@@ -90,7 +92,9 @@ def test_llama_rms_norm_rotary_positions_swiglu_and_grouped_query_attention():
     assert (ir.heads, ir.kv_heads, ir.head_dim, ir.ffn, ir.positions) == (4, 2, 16, 128, "rotary")
     assert a.rotary.style == "half" and [p.out_features for p in a.projections] == [64, 32, 32]
     assert (a.norm.kind, a.norm.form, a.norm.has_beta) == ("rms_norm", "reciprocal", False)
-    assert m.gate is not None and m.activation.kind == "silu" and [i.op for i in m.activation.program] == ["sigmoid", "mul"]
+    # x * sigmoid(x): onnxruntime's QuickGeluFusion makes it one QuickGelu (its optimised graph
+    # has two QuickGelu nodes and no Sigmoid)
+    assert m.gate is not None and (m.activation.kind, m.activation.kernel) == ("silu", "ort_quick_gelu")
     assert (a.mask, a.fill) == ("add", float(np.finfo(np.float32).min))
     assert ir.weights["rope.cos"].shape == (64, 16) and not ir.tied
     assert {lin.bias for lin in a.linears() + m.linears()} == {"none"}
@@ -204,8 +208,8 @@ def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str = 
     return next(out.glob("*.wasm"))
 
 
-def _module_matches_golden(module: Path, name: str) -> None:
-    data, prompts = golden(name)
+def _module_matches_golden(module: Path, name: str, ort_cpu: str = GOLDEN_CPU) -> None:
+    data, prompts = golden(name, ort_cpu)
     results, _ = decoder_proto.generate(module, prompts, len(data["p0_generated_ids"]), with_logits=True)
     for i, r in enumerate(results):
         assert r.generated == data[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
@@ -243,7 +247,7 @@ def check_kernels(module: Path, ir) -> None:
     with np.errstate(all="ignore"):  # the inputs' infinities and NaNs
         for which, ours in ONE_INPUT.items():
             assert same_bits(kernel(module, which, x), ours(x)), f"kernel {which}"
-        assert same_bits(kernel(module, 10, x), activate(ir.layers[0].mlp.activation, x))
+        assert same_bits(kernel(module, 10, x), activate(ir.layers[0].mlp.activation, x, ort_cpu.target(ir.ort_cpu).floats))
     rows = np.random.default_rng(4).standard_normal((3000, ir.hidden)).astype(np.float32) * 3
     expected = Session(ir).norm(ir.layers[0].attention.norm, rows)
     assert same_bits(kernel(module, 20, rows.reshape(-1)), expected)
@@ -251,6 +255,20 @@ def check_kernels(module: Path, ir) -> None:
 
 def test_the_llama_modules_kernels_are_numpys(llama_module):
     check_kernels(llama_module, recovered(WASM_DEFAULT))
+
+
+def test_the_llama_module_for_avx512_cpus_caps_quick_gelus_logistic(toolchain, tmp_path_factory):
+    """Compiled for AVX-512 VNNI CPUs: onnxruntime's QuickGelu fusion there caps its logistic at
+    1 (on inputs where that shows) and the module reproduces that CPU's golden."""
+    ir = recovered(WASM_DEFAULT, "avx512vnni")
+    assert ir.layers[0].mlp.activation.kernel == "ort_quick_gelu"
+    module = _module(WASM_DEFAULT, tmp_path_factory, ort_cpu="avx512vnni")
+    x = wide_inputs()
+    with np.errstate(all="ignore"):
+        capped = kernel(module, 10, x)
+        assert same_bits(capped, OF.quick_gelu(x, ort_cpu.AVX512_FLOATS))
+        assert not same_bits(capped, OF.silu(x))
+    _module_matches_golden(module, WASM_DEFAULT, "avx512vnni")
 
 
 @pytest.mark.slow

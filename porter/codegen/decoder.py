@@ -21,7 +21,7 @@ from porter import TEMPLATES_DIR, package_path
 from porter.codegen import pack
 from porter.codegen.render import render_crate
 from porter.codegen.encoder import ORT_FLOATS, compiled_files, crate_name, f32_literal
-from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NORM_ORT, NORM_ORT_SKIP,
+from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NORM_ORT, NORM_ORT_SKIP,
                                POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, ROTATE_HALF, Activation,
                                Attention, DecoderIR, Instr, Linear, Norm)
 from porter.reference import ort_cpu as ort_cpus
@@ -158,11 +158,13 @@ def _normalised(program: list[Instr]) -> list:
     return [(i.op, tuple(sorted(i.args, key=str)) if i.op in _COMMUTATIVE else tuple(i.args)) for i in program]
 
 
-def _activation(act: Activation, programs: list) -> str:
+def _activation(act: Activation, programs: list, floats: str) -> str:
     if act.kernel == ACT_GELU:
         return "Activation::Gelu"
     if act.kernel == ACT_FAST_GELU:
         return "Activation::FastGelu"
+    if act.kernel == ACT_QUICK_GELU:
+        return f"Activation::QuickGelu {{ capped: {str(floats == ort_cpus.AVX512_FLOATS).lower()} }}"
     if _normalised(act.program) == _normalised([Instr(op, list(args)) for op, args in _GELU_DIV]):
         return "Activation::GeluDiv"
     programs.append(_instructions(act.program))
@@ -189,7 +191,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
                           "rotary": None if a.rotary is None else ("Half" if a.rotary.style == ROTATE_HALF else "Pairs")},
             "mlp": {"norm": _norm(entries, m.norm), "gate": _linear(entries, m.gate) if m.gate else None,
                     "up": _linear(entries, m.up), "down": _linear(entries, m.down),
-                    "activation": _activation(m.activation, programs)},
+                    "activation": _activation(m.activation, programs, ort_cpus.target(ir.ort_cpu).floats)},
         })
     widths = [p.out_features for p in first.projections]
     widest = max([ir.hidden, ir.ffn, *widths])

@@ -28,7 +28,7 @@ RMS_DIVIDE = "divide"  # x / sqrt(mean(x^2) + eps), op by op
 RMS_ORT = "ort_simplified"  # SimplifiedLayerNormalization's kernel (onnxruntime fuses Pow .. Div, Mul)
 
 # Activation kernels: onnxruntime's fused Gelu / BiasGelu, its FastGelu, or the graph's ops
-ACT_GELU, ACT_FAST_GELU, ACT_OPS = "ort_gelu", "ort_fast_gelu", "ops"
+ACT_GELU, ACT_FAST_GELU, ACT_QUICK_GELU, ACT_OPS = "ort_gelu", "ort_fast_gelu", "ort_quick_gelu", "ops"
 
 # Elementwise ops an activation spelled out op by op may use (porter.reference.ops' meaning)
 UNARY_OPS = ("erf", "tanh", "sigmoid", "neg", "sqrt", "abs", "relu", "reciprocal")
@@ -85,7 +85,7 @@ class Instr:
 @dataclass
 class Activation:
     kind: str  # what it computes, decided by evaluation: gelu_erf, gelu_tanh, silu, relu, other
-    kernel: str  # ACT_GELU, ACT_FAST_GELU or ACT_OPS
+    kernel: str  # ACT_GELU, ACT_FAST_GELU, ACT_QUICK_GELU or ACT_OPS
     program: list[Instr] = field(default_factory=list)  # ACT_OPS: the ops, the last is the result
 
 

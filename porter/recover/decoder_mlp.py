@@ -19,12 +19,12 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.decoder import ACT_FAST_GELU, ACT_GELU, ACT_OPS, BINARY_OPS, UNARY_OPS, Activation, Instr
+from porter.ir.decoder import ACT_FAST_GELU, ACT_GELU, ACT_OPS, ACT_QUICK_GELU, BINARY_OPS, UNARY_OPS, Activation, Instr
 from porter.recover import decoder_ort, probe
 from porter.reference.execute_decoder import run_program
 from porter.reference.ops import Unsupported
 
-_KERNELS = {"gelu": ACT_GELU, "fast_gelu": ACT_FAST_GELU}
+_KERNELS = {"gelu": ACT_GELU, "fast_gelu": ACT_FAST_GELU, "quick_gelu": ACT_QUICK_GELU}
 # what an activation is, as functions of float64 x; the first within ROLE_TOLERANCE names it
 _ERF = np.vectorize(erf)
 KINDS = {

@@ -12,7 +12,9 @@ written below as patterns over canonical ops that read like the subgraphs they n
 - MatMulAddFusion: MatMul of a rank-2 input + Add -> Gemm (the bias becomes C).
 - SkipLayerNormFusion: Add -> LayerNormalization, the sum read by nothing else, both operands
   of rank 3 with equal static or equally named symbolic dimensions -> SkipLayerNormalization.
-(QuickGeluFusion, x * sigmoid(x) -> QuickGelu, computes what the two ops do, so it needs no rule.)
+- QuickGeluFusion: x * sigmoid(x) -> QuickGelu (alpha 1), whose kernel on AVX-512F CPUs caps the
+  logistic at 1 where Sigmoid's does not (porter.reference.ort.quick_gelu). Its alpha form,
+  x * sigmoid(x * alpha), computes what the ops do on every CPU, so it needs no rule.
 """
 
 from __future__ import annotations
@@ -74,8 +76,14 @@ def _fast_gelu_patterns():
                  for inner in (inner_1, inner_2))
 
 
+def _quick_gelu_patterns():
+    x = Var("x")
+    return (Op("mul", x, Op("sigmoid", x), commutative=True, name="out"),)
+
+
 GELU = _gelu_patterns()
 FAST_GELU = _fast_gelu_patterns()
+QUICK_GELU = _quick_gelu_patterns()
 
 
 def _single_readers(g: Graph, m: Match, out: int) -> bool:
@@ -86,9 +94,9 @@ def _single_readers(g: Graph, m: Match, out: int) -> bool:
 
 
 def fused_activation(g: Graph, x: int, out: int, ops: set[int]) -> str | None:
-    """"gelu" / "fast_gelu" when onnxruntime fuses exactly the activation ops `ops` (input x,
-    output out) into its Gelu / FastGelu kernel, else None."""
-    for kind, patterns in (("gelu", GELU), ("fast_gelu", FAST_GELU)):
+    """"gelu" / "fast_gelu" / "quick_gelu" when onnxruntime fuses exactly the activation ops `ops`
+    (input x, output out) into its Gelu / FastGelu / QuickGelu kernel, else None."""
+    for kind, patterns in (("gelu", GELU), ("fast_gelu", FAST_GELU), ("quick_gelu", QUICK_GELU)):
         for pattern in patterns:
             m = match(pattern, g, out, Match({"x": x}))
             if m is None or set(m.consumed) != ops or not _single_readers(g, m, out):

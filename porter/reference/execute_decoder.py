@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from porter.errors import PorterError
-from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD,
+from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD,
                                NORM_ORT_SKIP, POSITIONS_LEARNED, RMS_ORT, RMS_RECIPROCAL,
                                ROTATE_HALF, Activation, Attention, DecoderIR, Instr, Linear, MLP, Norm)
 from porter.ir.encoder import Reference
@@ -41,11 +41,14 @@ def run_program(program: list[Instr], x: np.ndarray) -> np.ndarray:
     return values[f"t{len(program) - 1}"]
 
 
-def activate(act: Activation, x: np.ndarray) -> np.ndarray:
+def activate(act: Activation, x: np.ndarray, floats: str) -> np.ndarray:
+    """floats: the MLAS float kernels of the IR's CPU (porter.reference.ort_cpu)."""
     if act.kernel == ACT_GELU:
         return OF.gelu_fused(x)
     if act.kernel == ACT_FAST_GELU:
         return OF.fast_gelu(x)
+    if act.kernel == ACT_QUICK_GELU:
+        return OF.quick_gelu(x, floats)
     return run_program(act.program, x)
 
 
@@ -137,7 +140,7 @@ class Session:
         return ((x * w["rope.cos"][rows]).astype(F32) + turned).astype(F32)
 
     def mlp(self, mlp: MLP, n: np.ndarray, with_bias: bool = True) -> np.ndarray:
-        hidden = activate(mlp.activation, self.linear(mlp.gate or mlp.up, n))
+        hidden = activate(mlp.activation, self.linear(mlp.gate or mlp.up, n), self.floats)
         if mlp.gate is not None:
             hidden = (hidden * self.linear(mlp.up, n)).astype(F32)
         return self.linear(mlp.down, hidden, with_bias)

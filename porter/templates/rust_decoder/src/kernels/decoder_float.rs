@@ -33,6 +33,13 @@ pub fn logistic(x: f32) -> f32 {
     if r < 0.0 { 0.0 } else { r }
 }
 
+/// QuickGelu (alpha 1): x * logistic(x); on AVX-512F CPUs MLAS's path for it never lets the
+/// logistic exceed 1, which the FMA3 polynomial does near x = 17.84.
+pub fn quick_gelu(x: f32, capped: bool) -> f32 {
+    let y = logistic(x);
+    x * if capped && y > 1.0 { 1.0 } else { y }
+}
+
 // ---- MLAS's tanh (Eigen's coefficients) -------------------------------------------------------
 
 // The encoder crate's kernels/generic.rs holds the same function (tanh_ort), in a module built
@@ -159,6 +166,9 @@ pub enum Activation {
     Gelu,
     GeluDiv,
     FastGelu,
+    /// onnxruntime's QuickGelu (alpha 1): x * logistic(x), the logistic capped at 1 on AVX-512F
+    /// CPUs (porter/reference/ort.py quick_gelu)
+    QuickGelu { capped: bool },
     Ops(&'static [Instr]),
 }
 
@@ -169,6 +179,7 @@ pub fn activate_in_place(act: Activation, values: &mut [f32]) {
         Activation::Gelu => gelu_erf_mul_in_place(values),
         Activation::GeluDiv => gelu_erf_in_place(values),
         Activation::FastGelu => values.iter_mut().for_each(|v| *v = fast_gelu(*v)),
+        Activation::QuickGelu { capped } => values.iter_mut().for_each(|v| *v = quick_gelu(*v, capped)),
         Activation::Ops(program) => values.iter_mut().for_each(|v| *v = run(program, *v)),
     }
 }
