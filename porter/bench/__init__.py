@@ -1,1 +1,2 @@
-"""bench"""
+"""`porter bench` (porter's module against peer runtimes, side by side), served-request timing and
+load tests, and `porter build --tune`."""

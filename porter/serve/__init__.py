@@ -1,1 +1,2 @@
-"""serve"""
+"""The wasi:http services built around a compiled model (redaction, generation): serve-build,
+generate-build, `porter serve` and `porter deploy`."""
