@@ -18,7 +18,13 @@ ORT_CPU_HELP = (f"ONNX graphs: the CPU whose onnxruntime arithmetic to reproduce
                 "auto: the golden's CPU where a golden that records one is given, else this machine's.")
 
 
+L1D_HELP = ("TFLite graphs: the L1 data cache size (like 32K or 48K) of the CPU whose LiteRT float products "
+            "to reproduce (Eigen blocks deep ones by it); auto: the golden's where one is given, else this machine's.")
+
+
 def ort_cpu_option(function):
+    """--ort-cpu and --l1d: whose CPU's arithmetic a program reproduces (both vary by CPU)."""
+    function = click.option("--l1d", "l1d", default="auto", show_default=True, metavar="SIZE", help=L1D_HELP)(function)
     return click.option("--ort-cpu", "ort_cpu", default="auto", show_default=True, metavar="TARGET",
                         help=ORT_CPU_HELP)(function)
 
@@ -118,7 +124,7 @@ def doctor(root):
 @click.option("--ir", "show_ir", is_flag=True,
               help="Print the recovered encoder architecture (the IR) instead of the graph report.")
 @ort_cpu_option
-def inspect(model, as_json, show_ir, ort_cpu):
+def inspect(model, as_json, show_ir, ort_cpu, l1d):
     """Report a model's signature, ops, constant data, weight quantisation and options."""
     import json
 
@@ -126,7 +132,7 @@ def inspect(model, as_json, show_ir, ort_cpu):
         from porter.codegen.compile import recover
         from porter.ir.describe import format_ir
 
-        ir = recover(model, ort_cpu)
+        ir = recover(model, ort_cpu, l1d)
         click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
         return
     from porter.frontends.inspect import format_report, inspect_model
@@ -146,14 +152,16 @@ def inspect(model, as_json, show_ir, ort_cpu):
               help="Decoders: the longest prompt + generation the module serves (needed when the graph "
                    "computes its positions for any length; at most a learned position table's rows).")
 @ort_cpu_option
-def compile_cmd(model, out_dir, quant, context, ort_cpu):
+def compile_cmd(model, out_dir, quant, context, ort_cpu, l1d):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
     from porter.ir.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir, quant, ort_cpu, context)
+    ir = compile_model(model, out_dir, quant, ort_cpu, context, l1d)
     target = f", onnxruntime on {ir.ort_cpu} CPUs" if ir.ort_cpu else ""
+    if getattr(ir, "eigen_l1d", None) and any(lin.weights.value == "float32" for lin in ir.linears()):
+        target = f", float products blocked for a {ir.eigen_l1d // 1024} KiB L1"
     if isinstance(ir, DecoderIR):
         size_mb = (Path(out_dir) / "model.bin").stat().st_size / 1e6
         click.echo(f"{model}: decoder, {len(ir.layers)} layers, hidden {ir.hidden}, {ir.heads} heads, "
@@ -177,11 +185,11 @@ def compile_cmd(model, out_dir, quant, context, ort_cpu):
               help="Run the reference runtime (LiteRT's builtin kernels, or onnxruntime) on the "
                    "first window and report the first step whose output differs.")
 @ort_cpu_option
-def run(model, golden_path, ids, dump, locate, ort_cpu):
+def run(model, golden_path, ids, dump, locate, ort_cpu, l1d):
     """Run MODEL's recovered program in the numpy executor (the reference's arithmetic)."""
     from porter.check import run as runner
 
-    runner.run_command(model, golden_path, ids, dump, locate, click.echo, ort_cpu)
+    runner.run_command(model, golden_path, ids, dump, locate, click.echo, ort_cpu, l1d)
 
 
 def golden_source_options(command):

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from fixtures import (MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX, MINILM_TF_DQ8, REPO,
+from fixtures import (GOLDEN_L1D, MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, MINILM_SMALL_F32_ONNX, MINILM_TF_DQ8, REPO,
                       executor_is_sampled, executor_windows, fixture_id, ort_golden, require, run_porter, spec)
 from porter.runtime import evalproto
 from porter.reference import execute
@@ -35,7 +35,8 @@ def crates(toolchain, tmp_path_factory):
         target = target or ("avx2" if path.suffix == ".onnx" else "auto")
         if (path, target) not in built:
             crate = tmp_path_factory.mktemp("forward") / f"{path.name.replace('.', '-')}-{target}"
-            ir = compile_model(require(path), crate, ort_cpu=target)
+            l1d = GOLDEN_L1D if path.suffix == ".tflite" else "auto"
+            ir = compile_model(require(path), crate, ort_cpu=target, l1d=l1d)
             built[path, target] = ir, build_forward_crate(crate, toolchain)
         return built[path, target]
 

@@ -43,6 +43,11 @@ def spread(rng, shape) -> np.ndarray:
 
 # ---- FULLY_CONNECTED and BATCH_MATMUL ---------------------------------------------------------------
 
+# LiteRT runs here, and Eigen blocks deep float products by the L1 data cache size it reads from
+# CPUID: the emulation follows this machine's (32 KiB on AMD Zen 3 / 4, 48 KiB on recent Intel).
+HOST_L1D = LF.host_l1d_bytes()
+OTHER_L1D = 48 * 1024 if HOST_L1D != 48 * 1024 else 32 * 1024
+
 # (rows, out, k): every product Eigen picks and every GEBP block, the fixtures' and the zoo's heads,
 # a depth split into blocks (k > 680), and the tiny coefficient-based products.
 FC_SHAPES = [
@@ -62,8 +67,20 @@ def test_fully_connected_matches_litert(rows, out, k):
     x, w, b = spread(rng, (rows, k)), spread(rng, (out, k)), spread(rng, (out,))
     with_bias = run_builtin(fully_connected_model(rows, out, k, True), [x, w, b])[0]
     without = run_builtin(fully_connected_model(rows, out, k, False), [x, w])[0]
-    assert mismatches(LF.fully_connected(x, w, b), with_bias) == 0
-    assert mismatches(LF.fully_connected(x, w, None), without) == 0
+    assert mismatches(LF.fully_connected(x, w, b, HOST_L1D), with_bias) == 0
+    assert mismatches(LF.fully_connected(x, w, None, HOST_L1D), without) == 0
+
+
+def test_deep_products_are_blocked_by_the_cpus_l1_size():
+    """Both sizes are real: with the other CPU kind's L1 the deep products come out otherwise, and
+    only this machine's matches LiteRT here (the depth-1536 layer: blocks of 680 or 1020)."""
+    rng = np.random.default_rng(256 * 7919 + 384 * 31 + 1536)
+    x, w = spread(rng, (256, 1536)), spread(rng, (384, 1536))
+    ref = run_builtin(fully_connected_model(256, 384, 1536, False), [x, w])[0]
+    assert mismatches(LF.fully_connected(x, w, None, HOST_L1D), ref) == 0
+    assert mismatches(LF.fully_connected(x, w, None, OTHER_L1D), ref) > 0
+    assert LF.blocks_differ(1536, 384, 256, 32 * 1024, 48 * 1024)
+    assert not LF.blocks_differ(384, 1536, 256, 32 * 1024, 48 * 1024)  # depth 384: one block on both
 
 
 def test_fully_connected_on_random_shapes_matches_litert():
@@ -74,7 +91,7 @@ def test_fully_connected_on_random_shapes_matches_litert():
         out = int(rng.integers(1, 40))
         k = int(rng.integers(1, 300)) if t % 6 else int(rng.integers(600, 1800))
         x, w = spread(rng, (rows, k)), spread(rng, (out, k))
-        if mismatches(LF.fully_connected(x, w, None), run_builtin(fully_connected_model(rows, out, k, False), [x, w])[0]):
+        if mismatches(LF.fully_connected(x, w, None, HOST_L1D), run_builtin(fully_connected_model(rows, out, k, False), [x, w])[0]):
             bad.append((rows, out, k))
     assert not bad
 
@@ -89,7 +106,7 @@ def test_fully_connected_constant_weights_and_special_values_match_litert():
     ref = run_builtin(model, [x])[0]
     assert ref[0, 0] == FLT_MAX and ref[2, 0] == FLT_MAX and np.isnan(ref[1]).all()
     with np.errstate(all="ignore"):
-        assert mismatches(LF.fully_connected(x, w, b), ref) == 0
+        assert mismatches(LF.fully_connected(x, w, b, HOST_L1D), ref) == 0
 
 
 def batch_matmul_model(a_shape, b_shape, adj_x, adj_y):
@@ -301,3 +318,58 @@ def test_pow_with_an_integer_scalar_exponent_is_repeated_multiplication():
             assert mismatches(expected, run_builtin(model, [x])[0]) == 0, exponent
         model = single_op_model(S.BuiltinOperator.POW, [Input(x.shape), Input(x.shape)], [x.shape])
         assert mismatches((x * x).astype(F32), run_builtin(model, [x, np.full_like(x, 2.0)])[0]) > 0
+
+
+# ---- which CPU's blocking a program follows -----------------------------------------------------
+
+def test_a_program_follows_the_l1_size_it_was_compiled_for():
+    """The committed golden (32 KiB) is reproduced by the program for 32 KiB and not by the one
+    for 48 KiB, on the fixture whose FFN is 1536 deep; the size is in the program's summary."""
+    from porter.check.golden import load_golden
+    from porter.frontends import load_graph
+    from porter.recover.encoder import recover_encoder
+    from porter.reference import execute
+
+    path = require(TFLITE_F32[0])
+    golden = load_golden(REPO / "golden" / f"{path.name}.builtin.npz")
+    w = int(np.argmax(golden.live))  # the fullest window
+    rows = int(golden.live[w])
+    for l1d, exact in ((32 * 1024, True), ("48K", False)):
+        program = recover_encoder(load_graph(path), l1d=l1d)
+        ours = execute.run(program, golden.ids[w], golden.attention_mask[w])[:rows]
+        assert np.array_equal(ours, golden.logits[w][:rows]) == exact, l1d
+    assert program.summary()["eigen_l1d"] == 48 * 1024
+
+
+def test_verify_refuses_a_golden_whose_l1_size_blocks_a_layer_otherwise(tmp_path):
+    from porter.check.golden import load_golden
+    from porter.check.modules import Module
+    from porter.check.verify import check_same_blocking
+    from porter.errors import PorterError
+
+    golden = load_golden(REPO / "golden" / f"{TFLITE_F32[0].name}.builtin.npz")  # no size recorded: 32 KiB
+    module = Module(tmp_path / "m.wasm", tmp_path / "compiled", "encoder", 256, 9, TFLITE_F32[0], "", None,
+                    48 * 1024, ((384, 1536), (1536, 384)))
+    with pytest.raises(PorterError, match="32 KiB L1 data cache.*depth 1536.*--l1d 32K"):
+        check_same_blocking(module, golden)
+    shallow = Module(tmp_path / "m.wasm", tmp_path / "compiled", "encoder", 256, 9, TFLITE_F32[0], "", None,
+                     48 * 1024, ((384, 384), (384, 600)))
+    check_same_blocking(shallow, golden)  # depths under 680 are one block on both
+
+
+def test_the_l1_size_comes_from_sysfs_and_is_refused_where_it_means_nothing(tmp_path):
+    for index, (level, kind, size) in enumerate([("1", "Instruction", "32K"), ("1", "Data", "48K"), ("2", "Unified", "2048K")]):
+        directory = tmp_path / f"index{index}"
+        directory.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (directory / name).write_text(value + "\n")
+    assert LF.host_l1d_bytes(str(tmp_path)) == 48 * 1024
+    assert LF.host_l1d_bytes(str(tmp_path / "nothing")) == LF.EIGEN_L1_BYTES
+    assert LF.parse_cache_size("32K") == 32768 and LF.parse_cache_size("49152") == 49152
+    assert LF.golden_l1d({"cpu_l1d_bytes": 49152}) == 49152 and LF.golden_l1d({}) == 32768
+    from fixtures import assert_one_line_error, run_porter, spec
+
+    assert_one_line_error(run_porter("compile", require(spec.TINY.path("f32.onnx")), "-o", tmp_path / "o", "--l1d", "48K"),
+                          "--l1d 48K", "--ort-cpu")
+    assert_one_line_error(run_porter("compile", require(spec.TINY.path("f32.tflite")), "-o", tmp_path / "o", "--l1d", "lots"),
+                          "--l1d lots", "not a cache size")

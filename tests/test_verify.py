@@ -148,7 +148,7 @@ def test_report_schema(fake, exact_golden, perturbed_golden, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
     assert set(report) == {"format", "kind", "wasm", "wasm_sha256", "compiled_dir", "model", "model_sha256",
-                           "ort_cpu", "thresholds", "goldens", "timing", "baseline", "live_rows", "plot",
+                           "ort_cpu", "eigen_l1d", "thresholds", "goldens", "timing", "baseline", "live_rows", "plot",
                            "passed", "failures"}
     assert report["ort_cpu"] is None  # a LiteRT graph's module
     assert report["format"] == "porter.verify/1"

@@ -30,7 +30,8 @@ def _fully_connected(op, ins):
     if w.dtype != np.float32 or op.options.get("fused_activation_function", "NONE") != "NONE":
         return None
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
-    return LF.fully_connected(x.reshape(-1, w.shape[1]), w, bias)
+    # LiteRT runs here: its Eigen blocks deep products by this machine's L1 data cache
+    return LF.fully_connected(x.reshape(-1, w.shape[1]), w, bias, LF.host_l1d_bytes())
 
 
 def _batch_matmul(op, ins):

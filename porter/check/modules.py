@@ -28,12 +28,14 @@ class Module:
     model: Path
     model_sha256: str
     ort_cpu: str | None = None  # ONNX graphs: the CPU whose onnxruntime arithmetic it reproduces
+    eigen_l1d: int | None = None  # TFLite graphs: the L1 size whose Eigen blocking its float products follow
+    float_linears: tuple = ()  # (depth, outputs) of its float32 Linear layers
 
     def facts(self) -> dict:
         """What a report says about the module."""
         return {"wasm": str(self.wasm), "wasm_sha256": sha256_of(self.wasm),
                 "compiled_dir": str(self.compiled_dir), "model": str(self.model),
-                "model_sha256": self.model_sha256, "ort_cpu": self.ort_cpu}
+                "model_sha256": self.model_sha256, "ort_cpu": self.ort_cpu, "eigen_l1d": self.eigen_l1d}
 
 
 def locate_module(target: Path, model: Path | None = None) -> Module:
@@ -57,7 +59,14 @@ def locate_module(target: Path, model: Path | None = None) -> Module:
     if model is not None and not Path(model).is_file():
         raise PorterError(f"--model {model}: no such file")
     model = Path(model) if model is not None else _resolve_source(Path(source), compiled_dir)
-    return Module(wasm_path, compiled_dir, kind, seq, labels, model, sha256_of(model), ir.get("ort_cpu"))
+    return Module(wasm_path, compiled_dir, kind, seq, labels, model, sha256_of(model), ir.get("ort_cpu"),
+                  ir.get("eigen_l1d"), _float_linears(ir))
+
+
+def _float_linears(ir: dict) -> tuple:
+    linears = [s["linear"] for s in ir.get("steps", []) if isinstance(s, dict) and "linear" in s]
+    return tuple((int(lin["in_features"]), int(lin["out_features"])) for lin in linears
+                 if isinstance(lin, dict) and lin.get("weights") == "float32")
 
 
 def _single_wasm_in(directory: Path) -> Path:

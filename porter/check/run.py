@@ -19,6 +19,7 @@ from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, load_golden
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
+from porter.reference import litert as LF
 from porter.reference import ort_cpu as ort_cpus
 
 PAD_ID = 0
@@ -51,6 +52,14 @@ def executor_agreement(ir: EncoderProgram, golden: Golden, echo=None, windows=No
             echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
         total = total.merge(a)
     return total
+
+
+def golden_l1d_choice(choice: str, golden: Golden, model: Path) -> str:
+    """--l1d CHOICE for a run against this golden: auto becomes the golden's CPU's L1 data
+    cache size for a TFLite model, and stays auto otherwise."""
+    if choice != ort_cpus.AUTO or Path(model).suffix != ".tflite":
+        return choice
+    return str(LF.golden_l1d(golden.manifest))
 
 
 def golden_choice(choice: str, golden: Golden) -> str:
@@ -172,11 +181,13 @@ def _ort_options(ort):
 
 
 def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
-                dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO) -> None:
-    """ort_cpu auto takes the golden's CPU where the golden records one."""
+                dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO,
+                l1d: str = ort_cpus.AUTO) -> None:
+    """ort_cpu and l1d auto take the golden's CPU where a golden is given."""
     if golden_path is not None:
-        ort_cpu = golden_choice(ort_cpu, load_golden(golden_path))
-    ir = recover(model, ort_cpu)
+        golden = load_golden(golden_path)
+        ort_cpu, l1d = golden_choice(ort_cpu, golden), golden_l1d_choice(l1d, golden, model)
+    ir = recover(model, ort_cpu, l1d)
     if ir.ort_cpu is not None:
         echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")
     if golden_path is not None:

@@ -37,6 +37,7 @@ from porter.check.golden import Golden, check_model_matches, load_golden
 from porter.check.modules import DECODER, Module, locate_module
 from porter.check.plot import write_plot
 from porter.errors import PorterError
+from porter.reference import litert as LF
 from porter.reference import ort_cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 from porter.runtime import evalproto, wasm
@@ -106,6 +107,7 @@ def load_matching_golden(module: Module, path: Path, gated: bool = True) -> Gold
     golden = load_golden(path)
     if gated:
         check_same_cpu(module, golden)
+        check_same_blocking(module, golden)
     seq, labels = golden.ids.shape[1], golden.logits.shape[2]  # logits [N, seq or 1 (pooled), labels]
     if seq != module.seq:
         raise PorterError(f"golden {golden.path.name} has windows of {seq} tokens; the module's "
@@ -127,6 +129,22 @@ def check_same_cpu(module: Module, golden: Golden) -> None:
                       f"path ({golden.manifest.get('cpu_model', 'unknown')} CPU), but "
                       f"{module.compiled_dir.name} reproduces its {module.ort_cpu} path: compile it with "
                       f"--ort-cpu {made_on.name} to gate it by this golden, or give the golden with --compare")
+
+
+def check_same_blocking(module: Module, golden: Golden) -> None:
+    """A module whose float products follow Eigen's blocking for one L1 data cache size cannot be
+    gated by a golden made where LiteRT blocks one of them otherwise (CPUs with 32 and 48 KiB L1s)."""
+    if module.eigen_l1d is None:
+        return
+    made_with = LF.golden_l1d(golden.manifest)
+    differ = [(k, n) for k, n in module.float_linears
+              if LF.blocks_differ(k, n, module.seq, made_with, module.eigen_l1d)]
+    if not differ:
+        return
+    raise PorterError(f"golden {golden.path.name} was made on a CPU with a {made_with // 1024} KiB L1 data cache, "
+                      f"where LiteRT sums a float layer of depth {differ[0][0]} in other blocks than "
+                      f"{module.compiled_dir.name}, compiled for {module.eigen_l1d // 1024} KiB: compile it with "
+                      f"--l1d {made_with // 1024}K to gate it by this golden, or give the golden with --compare")
 
 
 # --- running and comparing ------------------------------------------------------------------

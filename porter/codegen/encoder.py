@@ -32,6 +32,7 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwi
                                WeightFormat)
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.reference import ort_cpu as ort_cpus
+from porter.reference.litert import EIGEN_L1_BYTES
 from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.toolchain.discover import CrateKind, Toolchain
 
@@ -80,11 +81,12 @@ def _ort_floats(program: EncoderProgram) -> str:
     return f"Some(crate::kernels::ort_float::OrtFloats::{ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]})"
 
 
-def arithmetic(ort_cpu: str | None) -> str:
+def arithmetic(program: EncoderProgram) -> str:
     """Whose arithmetic a crate reproduces, for its generated sources' header."""
-    if ort_cpu is None:
-        return "LiteRT's builtin kernels, the same on every CPU"
-    return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(ort_cpu).describe()}"
+    if program.ort_cpu is None:
+        return (f"LiteRT's builtin kernels, float products blocked as Eigen blocks them for a "
+                f"{program.eigen_l1d // 1024} KiB L1 data cache")
+    return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(program.ort_cpu).describe()}"
 
 
 def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
@@ -350,7 +352,8 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
     return {
         "crate_name": crate_name(program.source, crate_dir),
         "source_name": Path(program.source).name,
-        "arithmetic": arithmetic(program.ort_cpu),
+        "arithmetic": arithmetic(program),
+        "eigen_l1d": program.eigen_l1d or EIGEN_L1_BYTES,
         "seq": program.seq, "vocab": program.vocab, "width": program.width,
         "output_tokens": program.output_tokens,
         "output_buffer": v.index[program.output_buffer],

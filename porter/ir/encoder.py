@@ -345,6 +345,9 @@ class EncoderProgram:
     padding_is_inert: bool = False
     # ONNXRUNTIME_CPU only: the CPU whose onnxruntime arithmetic it reproduces (porter.reference.ort_cpu)
     ort_cpu: str | None = None
+    # LITERT_BUILTIN only: the L1 data cache size (bytes) whose Eigen blocking its float products
+    # follow (porter.reference.litert.gemm_depth_block)
+    eigen_l1d: int | None = None
 
     def first_unwritten_read(self) -> tuple[Step, str] | None:
         """The first step that reads a buffer neither the program's inputs nor an earlier step
@@ -396,7 +399,7 @@ class EncoderProgram:
         return {
             "kind": "encoder",
             "source": self.source, "format": self.format, "reference": self.reference.value,
-            "ort_cpu": self.ort_cpu,
+            "ort_cpu": self.ort_cpu, "eigen_l1d": self.eigen_l1d,
             "seq": self.seq, "vocab": self.vocab,
             "labels": self.width, "width": self.width,
             "output_rows": "tokens" if self.output_tokens else "one",

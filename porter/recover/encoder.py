@@ -30,6 +30,7 @@ from porter.recover.probe import describe_op
 from porter.recover.prove import prove
 from porter.recover.rows import set_row_extents
 from porter.recover.tokens import TokenAxes, token_axes
+from porter.reference import litert as LF
 from porter.reference import ort_cpu as ort_cpus
 from porter.reference.ops import Unsupported
 
@@ -61,9 +62,12 @@ def _onnx_fused_gelu():
 ONNX_FUSED_GELU = AnyOf(_onnx_fused_gelu())
 
 
-def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO) -> EncoderProgram:
+def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort_cpus.AUTO) -> EncoderProgram:
     """ort_cpu: for an ONNX graph, the CPU whose onnxruntime arithmetic the program reproduces
-    (a porter.reference.ort_cpu target, or auto: this machine's)."""
+    (a porter.reference.ort_cpu target, or auto: this machine's). l1d: for a TFLite graph, the
+    L1 data cache size whose Eigen blocking its float products follow (bytes, a size such as
+    "48K", or auto: this machine's)."""
+    eigen_l1d = _eigen_l1d_of(g, l1d)
     c = canonicalise(g, _ort_cpu_of(g, ort_cpu))
     cg = c.graph
     if len(cg.outputs) != 1:
@@ -101,6 +105,9 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO) -> EncoderProgram:
     _require_dataflow(program, c)
     prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs)
     set_row_extents(program)
+    # after the proof, which holds each block to the graph's ops in one blocking: which CPU's
+    # blocking the program then follows changes its float sums' order, not what it computes
+    program.eigen_l1d = eigen_l1d
     return program
 
 
@@ -320,6 +327,22 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
         output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights,
         ort_cpu=c.ort_cpu.name if c.ort_cpu else None)
     return program, aliases
+
+
+def _eigen_l1d_of(g: Graph, choice: str | int) -> int | None:
+    """The L1 data cache size of a TFLite graph's reference CPU; none for ONNX graphs, whose
+    CPU is the ort_cpu target."""
+    if g.format != "tflite":
+        if choice != ort_cpus.AUTO:
+            raise PorterError(f"--l1d {choice}: the L1 cache size sets LiteRT's float blocking; an {g.format} "
+                              "graph's CPU is --ort-cpu")
+        return None
+    if choice == ort_cpus.AUTO:
+        return LF.host_l1d_bytes()
+    try:
+        return choice if isinstance(choice, int) else LF.parse_cache_size(str(choice))
+    except ValueError as e:
+        raise PorterError(f"--l1d {choice}: {e}") from None
 
 
 def _ort_cpu_of(g: Graph, choice: str) -> ort_cpus.OrtCpu | None:

@@ -58,7 +58,8 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
         return [embed(step, w, values[INPUT_IDS])]
     if isinstance(step, LinearStep):
         x = values[step.inputs[0]]
-        return [ops.linear(linear_attrs(step.linear, w), x.reshape(-1, step.linear.in_features), ref)]
+        attrs = {**linear_attrs(step.linear, w), "eigen_l1d": program.eigen_l1d}
+        return [ops.linear(attrs, x.reshape(-1, step.linear.in_features), ref)]
     if isinstance(step, LayerNorm):
         return layer_norm(step, w, values[step.inputs[0]], ref)
     if isinstance(step, Attention):

@@ -118,18 +118,59 @@ def batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # (tests/test_litert_float.py).
 
 GEBP_OUTPUTS, GEBP_ROWS, GEBP_PEEL = 8, 4, 8  # mr, nr, Eigen's k peeling
-# Eigen reads the L1 data cache size from CPUID; 32 KiB on this host (and AMD Zen, Intel up to
-# Cascade Lake). A 48 KiB L1 (Ice Lake and later) gives other blocks for depths beyond 680.
+# Eigen reads the L1 data cache size from CPUID when it first multiplies, so float products
+# deeper than its L1 depth block are summed in blocks that depend on the CPU: 32 KiB (AMD Zen 3
+# and 4, Intel up to Cascade Lake) gives blocks of 680, 48 KiB (Intel Ice Lake and later) of
+# 1020. The committed goldens were made with 32 KiB; the size is part of a program's reference
+# (EncoderProgram.eigen_l1d), measured against LiteRT on both sizes.
 EIGEN_L1_BYTES = 32 * 1024
+SYSFS_CPU0_CACHES = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def host_l1d_bytes(caches: str = SYSFS_CPU0_CACHES) -> int:
+    """This machine's L1 data cache size (what Eigen's CPUID query finds), from sysfs; the
+    reference host's 32 KiB where the kernel does not say."""
+    from pathlib import Path
+
+    for index in sorted(Path(caches).glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        if level == "1" and kind in ("Data", "Unified"):
+            return parse_cache_size(size)
+    return EIGEN_L1_BYTES
+
+
+def golden_l1d(manifest: dict) -> int:
+    """The L1 data cache size of the CPU a golden was made on: `porter golden` records it as
+    cpu_l1d_bytes; goldens without it were made on the 32 KiB reference host."""
+    value = manifest.get("cpu_l1d_bytes", EIGEN_L1_BYTES)
+    return value if isinstance(value, int) and value > 0 else EIGEN_L1_BYTES
+
+
+def blocks_differ(depth: int, outs: int, rows: int, l1d_a: int, l1d_b: int) -> bool:
+    """Whether a float product of this shape is summed in other depth blocks under the two sizes."""
+    return gemm_depth_block(depth, outs, rows, l1d_a) != gemm_depth_block(depth, outs, rows, l1d_b)
+
+
+def parse_cache_size(text: str) -> int:
+    """"48K", "32768", "1M" -> bytes."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KM" else text
+    if not digits.isdigit() or int(digits) == 0:
+        raise ValueError(f"{text!r} is not a cache size (like 32K, 48K or 49152)")
+    return int(digits) * scale
 COEFF_BASED_BELOW = 20  # EIGEN_GEMM_TO_COEFFBASED_THRESHOLD
 _FLT_MAX = np.finfo(F32).max
 
 
-def gemm_depth_block(k: int, out: int, rows: int) -> int:
+def gemm_depth_block(k: int, out: int, rows: int, l1d_bytes: int = EIGEN_L1_BYTES) -> int:
     """Eigen's kc (evaluateProductBlockingSizesHeuristic, one thread): the depth of each block."""
     if max(k, out, rows) < 48:
         return k
-    max_kc = max(((EIGEN_L1_BYTES - GEBP_OUTPUTS * GEBP_ROWS * 4) // ((GEBP_OUTPUTS + GEBP_ROWS) * 4))
+    max_kc = max(((l1d_bytes - GEBP_OUTPUTS * GEBP_ROWS * 4) // ((GEBP_OUTPUTS + GEBP_ROWS) * 4))
                  & ~(GEBP_PEEL - 1), 1)
     if k <= max_kc:
         return k
@@ -170,9 +211,9 @@ def _gebp_block(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return y
 
 
-def _gebp(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _gebp(x: np.ndarray, w: np.ndarray, l1d_bytes: int) -> np.ndarray:
     rows, k = x.shape
-    kc = gemm_depth_block(k, w.shape[0], rows)
+    kc = gemm_depth_block(k, w.shape[0], rows, l1d_bytes)
     y = np.zeros((rows, w.shape[0]), F32)
     for k0 in range(0, k, kc):
         y = (y + _gebp_block(x[:, k0:k0 + kc], w[:, k0:k0 + kc])).astype(F32)
@@ -217,8 +258,9 @@ def _inner_product(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def eigen_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x [rows, k] @ w [out, k]^T as cpu_backend_gemm_eigen.cc computes it (no bias)."""
+def eigen_matmul(x: np.ndarray, w: np.ndarray, l1d_bytes: int = EIGEN_L1_BYTES) -> np.ndarray:
+    """x [rows, k] @ w [out, k]^T as cpu_backend_gemm_eigen.cc computes it (no bias), with
+    Eigen's blocking for an L1 data cache of l1d_bytes."""
     x, w = _f(x), _f(w)
     rows, k = x.shape
     out = w.shape[0]
@@ -231,13 +273,14 @@ def eigen_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     elif k + out + rows < COEFF_BASED_BELOW:
         return eigen_sum((x[:, None, :] * w[None, :, :]).astype(F32))  # assigned, not added to 0
     else:
-        y = _gebp(x, w)
+        y = _gebp(x, w, l1d_bytes)
     return (F32(0) + y).astype(F32)
 
 
-def fully_connected(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+def fully_connected(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+                    l1d_bytes: int = EIGEN_L1_BYTES) -> np.ndarray:
     """Float FULLY_CONNECTED, no fused activation: x [rows, k], w [out, k] -> [rows, out]."""
-    y = eigen_matmul(x, w)
+    y = eigen_matmul(x, w, l1d_bytes)
     if bias is not None:
         y = (y + _f(bias)).astype(F32)
     # cwiseMin(max) then cwiseMax(lowest) as std::min / std::max: a NaN stays, infinities clamp

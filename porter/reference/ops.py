@@ -229,7 +229,7 @@ def linear(attrs, x, ref):
     elif ref == Reference.ONNXRUNTIME_CPU:
         y = OF.linear(flat, w, bias) if attrs.get("bias_in_gemm", True) else OF.matmul_add(flat, w, bias)
     else:
-        y = LF.fully_connected(flat, w, bias)
+        y = LF.fully_connected(flat, w, bias, attrs.get("eigen_l1d") or LF.EIGEN_L1_BYTES)
     return y.reshape(x.shape[:-1] + (w.shape[0],))
 
 

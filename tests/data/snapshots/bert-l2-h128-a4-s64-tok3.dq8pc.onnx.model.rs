@@ -39,6 +39,9 @@ pub const MAX_HEAD_DIM: usize = 32;
 /// The two most common Linear depths (k): the int8 GEMM is compiled for each as a constant; any
 /// other k runs its generic loop.
 pub const GEMM_DEPTHS: [usize; 2] = [128, 512];
+/// The L1 data cache size (bytes) of the CPU whose Eigen blocking LiteRT's float products follow
+/// (its depth blocks: kernels/linear_f32.rs).
+pub const EIGEN_L1_BYTES: usize = 32768;
 /// Some attention drops the mask input's padded keys.
 pub const USES_MASK: bool = true;
 /// Rows past the last kept token cannot change a live row (porter.recover.rows): the steps may

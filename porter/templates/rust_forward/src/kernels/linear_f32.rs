@@ -27,6 +27,8 @@
 use core::arch::wasm32::*;
 
 use super::eigen::eigen_sum_scalar;
+// Eigen's L1 data cache size as it reads it from CPUID on the golden's CPU: it sets the depth blocks
+use crate::model::EIGEN_L1_BYTES;
 
 #[derive(Clone, Copy)]
 pub struct FloatWeights<'a> {
@@ -40,9 +42,6 @@ const PACKET: usize = 4;
 const GEBP_OUTPUTS: usize = 8; // Eigen's mr for SSE floats without FMA: two packets
 const PANEL_ROWS: usize = 4; // nr
 const PEEL: usize = 8; // Eigen's k peeling
-/// Eigen's L1 data cache size as it reads it from CPUID on the reference host (32 KiB; see
-/// litert.EIGEN_L1_BYTES): it sets the depth blocks.
-const EIGEN_L1_BYTES: usize = 0x8000; // 32 KiB
 const COEFF_BASED_BELOW: usize = 20;
 
 /// The product Eigen evaluates for a tensor of `tensor_rows` rows (cpu_backend_gemm_eigen.cc).
