@@ -194,7 +194,7 @@ def render_tokenizer_crate(blob: bytes, crate_dir: Path, toolchain, crate_name: 
     from porter.codegen.render import cargo_config_file, render_crate
     from porter.toolchain.discover import CrateKind
 
-    variables = {"crate_name": crate_name, "crate_ident": crate_name.replace("-", "_")}
+    variables = {"crate_name": crate_name}
     files = {BLOB_NAME: blob, **cargo_config_file(toolchain, CrateKind.COMMAND)}
     return render_crate(TEMPLATES_DIR / "tokenizer", crate_dir, variables, files)
 

@@ -1,5 +1,6 @@
-//! A precompiled Hugging Face tokenizer. The reader and encoder live in `tokenizer.rs`, which
-//! other crates include as a module with their own `include_bytes!` of a tokenizer.bin.
+//! A precompiled Hugging Face tokenizer, read in place from the tokenizer.bin beside this crate's
+//! Cargo.toml. The check program (main.rs) and the redaction service (a Cargo path dependency on
+//! this crate) call `embedded()`.
 
 pub mod tokenizer;
 

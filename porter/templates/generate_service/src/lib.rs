@@ -11,6 +11,9 @@
 //!
 //! The platform starts a fresh instance for every request, so nothing is cached between
 //! requests: the tokenizer and the weights are read in place from the component's own data.
+//!
+//! The generated decoder (templates/rust_decoder) is the crate `decoder`, a Cargo path
+//! dependency rendered beside this one.
 
 #[cfg(not(target_feature = "simd128"))]
 compile_error!("built without simd128: porter's generated .cargo/config.toml sets -C target-feature=+simd128");
@@ -28,12 +31,6 @@ mod sample;
 mod stream;
 mod text;
 mod timing;
-
-// The generated decoder (templates/rust_decoder), copied in by porter: the modules its own
-// crate root declares.
-{% for module in decoder_modules -%}
-mod {{ module }};
-{% endfor -%}
 
 use std::time::Instant;
 

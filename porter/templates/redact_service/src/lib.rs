@@ -11,6 +11,9 @@
 //!
 //! The platform starts a fresh instance for every request, so nothing here is cached between
 //! requests: the tokenizer and the weights are read in place from the component's own data.
+//!
+//! The tokenizer (templates/tokenizer) and the forward pass (templates/rust_forward) are the
+//! crates `tokenizer` and `encoder`, Cargo path dependencies rendered beside this one.
 
 #[cfg(not(target_feature = "simd128"))]
 compile_error!("built without simd128: porter's generated .cargo/config.toml sets -C target-feature=+simd128");
@@ -26,14 +29,6 @@ mod recognise;
 mod redact;
 mod restore;
 mod timing;
-/// The precompiled tokenizer (templates/tokenizer), copied in by porter.
-mod tokenizer;
-
-// The generated forward pass (templates/rust_forward), copied in by porter: the modules its own
-// crate root declares.
-{% for module in forward_modules -%}
-mod {{ module }};
-{% endfor -%}
 
 use std::time::Instant;
 
