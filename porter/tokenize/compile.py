@@ -3,7 +3,7 @@
 A WebAssembly sandbox that starts a fresh instance per request cannot afford to parse a
 multi-megabyte JSON vocabulary and build hash maps on every request, so everything the encoder
 needs is laid out here, at compile time, as sorted arrays and a breadth-first byte trie. The Rust
-side (templates/tokenizer/src/tokenizer.rs) checks the header and then only indexes into the blob.
+side (templates/tokenizer, its blob.rs) checks the header and then only indexes into the blob.
 
 Supported (anything else is refused with a one-line PorterError naming the component):
   normalizers     BertNormalizer, NFD, Lowercase, StripAccents, Precompiled, Replace (a literal, or
