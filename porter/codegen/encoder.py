@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy as np
 from porter import TEMPLATES_DIR
 from porter.codegen import pack
 from porter.codegen.render import render_crate
+from porter.codegen.tuning import Tuning, candidate_variables, tuning_variables
 from porter.errors import PorterError
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwise, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, IntegerDot, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
@@ -37,19 +37,6 @@ from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
 CHECKS_DIR = "checks"
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """Work per loop iteration; never changes a result bit. The defaults are the fastest on
-    MiniLM-L6 on this project's machine (AMD EPYC, wasmtime 50), timed side by side: GEMM tiles
-    of 2 rows x 4 outputs (matmul 119-126 ms a window against 137-193 for 2x2 and 138 for 4x4,
-    whose sixteen accumulators and sixteen activation vectors no longer fit the registers) and
-    8 query rows."""
-
-    tile_rows: int = 2
-    tile_outs: int = 4
-    query_rows: int = 8
 
 
 def f32_literal(value: float) -> str:
@@ -85,12 +72,6 @@ def arithmetic(ort_cpu: str | None) -> str:
     if ort_cpu is None:
         return "LiteRT's builtin kernels, the same on every CPU"
     return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(ort_cpu).describe()}"
-
-
-def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
-    """What templates/rust_forward/src/tuning.rs.j2 reads; `tuned` records a --tune run."""
-    return {"tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
-            "tuned": tuned}
 
 
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
@@ -367,6 +348,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "array_count": len(manifest["arrays"]),
         "steps": steps,
         **tuning_variables(tuning),
+        **candidate_variables(),
     }
 
 
