@@ -1,11 +1,12 @@
 """Codegen: an EncoderProgram -> the Rust forward crate (templates/rust_forward) + model.bin.
 
-The crate is plain cargo. Its sources are plain Rust but for two generated files: `model.rs`
+The crate is plain cargo: a library (`encoder`, src/lib.rs) that the eval command (main.rs) and
+the redaction service call. Its sources are plain Rust but for two generated files: `model.rs`
 holds every shape as a const and builds the program's steps from model.bin (each array a slice
-into it, at the offset layout.json gives), and `tuning.rs` holds the kernel tile sizes. The
-forward pass (`forward.rs`) runs the steps; `checks/` is a second crate that compares every SIMD
-kernel with its scalar reference (exhaustively over all 2^32 f32 inputs where a kernel takes one
-float).
+into it, at the offset layout.json gives), and `tuning.rs` holds the kernel tile sizes
+(porter.codegen.tuning). The forward pass (`forward.rs`) runs the steps; `checks/` is a second
+crate that compares every SIMD kernel with its scalar reference (exhaustively over all 2^32 f32
+inputs where a kernel takes one float, and in every candidate tile of `porter build --tune`).
 
 The .cargo/config.toml is not written here: it depends on the toolchain of the machine that
 builds, so `build_forward_crate` (`porter build`) writes it just before building.

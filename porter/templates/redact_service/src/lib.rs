@@ -56,22 +56,21 @@ impl wasi::exports::http::incoming_handler::Guest for Service {
 
 /// Dispatches on the path first (unknown path: 404), then on the method (wrong one: 405).
 fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) -> Result<String, ApiError> {
-    let path = request.path_with_query().unwrap_or_default();
-    let path = path.split('?').next().unwrap_or_default();
+    let path = http::path(&request);
     let method = request.method();
-    match path {
+    match path.as_str() {
         "/ping" => {
-            expect_method(&method, Method::Get, "GET")?;
+            http::expect_method(&method, Method::Get, "GET")?;
             Ok(json::Object::new().string("status", "ok").finish())
         }
         "/redact" => {
-            expect_method(&method, Method::Post, "POST")?;
+            http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES)?;
             let parsed = api::parse_redact(&body)?;
             redact::redact(&parsed, started, timing).map(|outcome| outcome.to_json(parsed.tokens))
         }
         "/restore" => {
-            expect_method(&method, Method::Post, "POST")?;
+            http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES)?;
             let parsed = api::parse_restore(&body)?;
             let restored = restore::restore(&parsed.text, &parsed.items);
@@ -79,14 +78,4 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
         }
         _ => Err(ApiError::new(404, format!("no route {path}; try POST /redact, POST /restore or GET /ping"))),
     }
-}
-
-fn expect_method(method: &Method, wanted: Method, name: &'static str) -> Result<(), ApiError> {
-    // Method has no PartialEq; compare the standard variants by discriminant.
-    if std::mem::discriminant(method) == std::mem::discriminant(&wanted) {
-        return Ok(());
-    }
-    let mut error = ApiError::new(405, format!("method not allowed; use {name}"));
-    error.allow = Some(name);
-    Err(error)
 }

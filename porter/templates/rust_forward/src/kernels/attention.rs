@@ -140,17 +140,8 @@ fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, s: &mut [f32
 
 /// Attention for the first `rows` query rows against all `keys` keys; ctx is [rows, hidden].
 /// Query rows go in the crate's blocks (tuning.rs).
-pub fn attention(
-    p: &AttentionParams,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    keep: Option<&[bool]>,
-    rows: usize,
-    keys: usize,
-    ctx: &mut [f32],
-    scratch: &mut AttentionScratch,
-) {
+pub fn attention(p: &AttentionParams, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
+                 ctx: &mut [f32], scratch: &mut AttentionScratch) {
     attention_in_blocks::<ATTENTION_QUERY_ROWS>(p, q, k, v, keep, rows, keys, ctx, scratch)
 }
 
