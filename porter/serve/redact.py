@@ -46,7 +46,6 @@ DEFAULT_MAX_WINDOWS = 16
 # deadline even on a loaded machine (a MiniLM window takes 0.24 s alone, seconds under load).
 DEFAULT_REQUEST_BUDGET_MS = 20_000
 BIOES_TAGS = ("B", "I", "E", "S")
-TOKENIZER_PACKAGE = "porter-tokenizer"
 
 
 @dataclass(frozen=True)
@@ -89,13 +88,19 @@ def read_labels(labels_json: Path, expected: int) -> LabelSet:
 def render_dependencies(ir, tokenizer_blob: bytes, out_dir: Path, toolchain) -> dict[str, str]:
     """Renders the service crate's two path dependencies beside it: the forward crate into
     out_dir/forward (kept: `porter build` / `porter verify` work on it too) and the tokenizer crate
-    into out_dir/tokenizer. Returns their package names, which the service's Cargo.toml names."""
+    into out_dir/tokenizer. Returns their package names, which the service's Cargo.toml names.
+
+    Both names carry a hash of their directory (codegen.encoder.crate_name): every build shares
+    one cargo target directory, where two services' tokenizer crates of one name would be one
+    unit, and a build could take the other service's tokenizer.bin for fresh."""
     from porter.codegen.encoder import crate_name, render_forward_crate
     from porter.tokenize.compile import render_tokenizer_crate
 
     forward_dir = render_forward_crate(ir, out_dir / "forward")
-    render_tokenizer_crate(tokenizer_blob, out_dir / "tokenizer", toolchain, TOKENIZER_PACKAGE)
-    return {"forward_package": crate_name(ir.source, forward_dir), "tokenizer_package": TOKENIZER_PACKAGE}
+    tokenizer_dir = out_dir / "tokenizer"
+    tokenizer_package = crate_name("tokenizer", tokenizer_dir)
+    render_tokenizer_crate(tokenizer_blob, tokenizer_dir, toolchain, tokenizer_package)
+    return {"forward_package": crate_name(ir.source, forward_dir), "tokenizer_package": tokenizer_package}
 
 
 def service_variables(ir, rule: WindowRule, labels: LabelSet, packages: dict[str, str],
