@@ -312,7 +312,7 @@ MUTATIONS = {
 def test_a_mutated_encoder_fails_the_check(kind, request, crates_dir, toolchain, wasm_runtime):
     built = request.getfixturevalue(kind)
     crate = render_tokenizer_crate(built.blob, crates_dir / f"mutant-{kind}", toolchain, f"porter-tokenizer-mutant-{kind}")
-    source = crate / "src/tokenizer.rs"
+    source = crate / "src" / f"{kind}.rs"  # the model's own module
     original, mutated = MUTATIONS[kind]
     assert source.read_text().count(original) == 1
     source.write_text(source.read_text().replace(original, mutated))

@@ -9,7 +9,7 @@ from porter.runtime import evalproto
 from porter.reference import execute
 from porter.codegen.compile import compile_model
 from porter.check.golden import load_golden
-from porter.bench.tune import GEMM_TILES, QUERY_ROWS
+from porter.codegen.tuning import GEMM_TILES, QUERY_ROWS
 
 TINY = spec.TINY.path("litert-dq8.tflite")
 

@@ -8,7 +8,8 @@ time, then query rows by its attention time. The candidates are timed in interle
 each keeps its fastest round, so a minute of load on a shared host cannot pick the winner.
 Every candidate's logits must equal the default tuning's bit for bit, or tuning stops with an
 error. The winner and the measurements are written into src/tuning.rs (as a comment) and
-tuning.json, and the crate is built with it.
+tuning.json, and the crate is built with it. The candidates are porter/codegen/tuning.py's, the
+ones the kernel-check module checks.
 """
 
 from __future__ import annotations
@@ -27,13 +28,12 @@ from porter.runtime import evalproto
 
 from porter.runtime import wasm
 from porter.bench.bench import make_cases
-from porter.codegen.encoder import TEMPLATE, Tuning, build_forward_crate, tuning_variables
+from porter.codegen.encoder import TEMPLATE, build_forward_crate
+from porter.codegen.tuning import GEMM_TILES, QUERY_ROWS, Tuning, tuning_variables
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
 from porter.toolchain.discover import Toolchain
 
-GEMM_TILES = [(1, 4), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 1)]
-QUERY_ROWS = [1, 2, 4, 8]
 ROUNDS = 3  # interleaved timing rounds per candidate; each keeps its fastest
 TUNING_JSON = "tuning.json"
 

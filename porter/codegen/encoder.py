@@ -1,11 +1,12 @@
 """Codegen: an EncoderProgram -> the Rust forward crate (templates/rust_forward) + model.bin.
 
-The crate is plain cargo. Its sources are plain Rust but for two generated files: `model.rs`
+The crate is plain cargo: a library (`encoder`, src/lib.rs) that the eval command (main.rs) and
+the redaction service call. Its sources are plain Rust but for two generated files: `model.rs`
 holds every shape as a const and builds the program's steps from model.bin (each array a slice
-into it, at the offset layout.json gives), and `tuning.rs` holds the kernel tile sizes. The
-forward pass (`forward.rs`) runs the steps; `checks/` is a second crate that compares every SIMD
-kernel with its scalar reference (exhaustively over all 2^32 f32 inputs where a kernel takes one
-float).
+into it, at the offset layout.json gives), and `tuning.rs` holds the kernel tile sizes
+(porter.codegen.tuning). The forward pass (`forward.rs`) runs the steps; `checks/` is a second
+crate that compares every SIMD kernel with its scalar reference (exhaustively over all 2^32 f32
+inputs where a kernel takes one float, and in every candidate tile of `porter build --tune`).
 
 The .cargo/config.toml is not written here: it depends on the toolchain of the machine that
 builds, so `build_forward_crate` (`porter build`) writes it just before building.
@@ -17,7 +18,6 @@ import hashlib
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ import numpy as np
 from porter import TEMPLATES_DIR
 from porter.codegen import pack
 from porter.codegen.render import render_crate
+from porter.codegen.tuning import Tuning, candidate_variables, tuning_variables
 from porter.errors import PorterError
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwise, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, IntegerDot, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
@@ -38,19 +39,6 @@ from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
 CHECKS_DIR = "checks"
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """Work per loop iteration; never changes a result bit. The defaults are the fastest on
-    MiniLM-L6 on this project's machine (AMD EPYC, wasmtime 50), timed side by side: GEMM tiles
-    of 2 rows x 4 outputs (matmul 119-126 ms a window against 137-193 for 2x2 and 138 for 4x4,
-    whose sixteen accumulators and sixteen activation vectors no longer fit the registers) and
-    8 query rows."""
-
-    tile_rows: int = 2
-    tile_outs: int = 4
-    query_rows: int = 8
 
 
 def f32_literal(value: float) -> str:
@@ -87,12 +75,6 @@ def arithmetic(program: EncoderProgram) -> str:
         return (f"LiteRT's builtin kernels, float products blocked as Eigen blocks them for a "
                 f"{program.eigen_l1d // 1024} KiB L1 data cache")
     return f"onnxruntime 1.32's CPU kernels as on {ort_cpus.target(program.ort_cpu).describe()}"
-
-
-def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
-    """What templates/rust_forward/src/tuning.rs.j2 reads; `tuned` records a --tune run."""
-    return {"tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
-            "tuned": tuned}
 
 
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
@@ -370,6 +352,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "array_count": len(manifest["arrays"]),
         "steps": steps,
         **tuning_variables(tuning),
+        **candidate_variables(),
     }
 
 

@@ -3,13 +3,14 @@ wasi:http proxy component that `porter serve` (`wasmtime serve`) and Spin run.
 
 generate-build recovers the decoder (porter.recover.decoder), renders its generation crate
 (porter.codegen.decoder, kept in OUT/decoder: `porter build OUT/decoder` builds the greedy eval
-module the service is checked against), copies that crate's modules and model.bin into the
-service crate (templates/generate_service), and precompiles the byte-level BPE tokenizer into
+module the service is checked against), renders the service crate (templates/generate_service),
+which depends on the decoder crate by path, and precompiles the byte-level BPE tokenizer into
 bpe.bin (below). The wasi:http glue (error.rs, http.rs, json.rs, timing.rs) is the redaction service's,
 copied from templates/redact_service. The output directory then holds:
 
     decoder/        the generated decoder crate with model.bin, layout.json, ir.json
     crate/          the service crate
+    Cargo.toml      the workspace of the two crates (porter.serve.host.write_workspace)
     generate.wasm   the component
     service.json    what was built from what, the limits, the component's size and SHA-256
 
@@ -26,7 +27,7 @@ from porter.errors import PorterError
 from porter.fsutil import copy_atomic
 from porter.tokenize.bpe import bpe_blob
 from porter import package_path
-from porter.serve.host import HTTP_GLUE_DIR, forward_modules, record_component
+from porter.serve.host import HTTP_GLUE_DIR, SERVICE_CRATE, record_component, write_workspace
 
 TEMPLATE = TEMPLATES_DIR / "generate_service"
 COMPONENT_NAME = "generate.wasm"
@@ -35,7 +36,6 @@ APP_NAME = "generate"
 DESCRIPTION = "Text generation: a GPT-style decoder compiled to wasm by porter"
 # The redaction service's wasi:http glue, copied into the generation service unchanged.
 SHARED_SOURCES = ("error.rs", "http.rs", "json.rs", "timing.rs")
-DECODER_MAIN = "src/main.rs"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024
 # Bounds the tokenizer's work; a prompt this long is more tokens than a small context holds anyway.
 DEFAULT_MAX_PROMPT_BYTES = 4096
@@ -43,17 +43,9 @@ DEFAULT_MAX_PROMPT_BYTES = 4096
 # --- rendering and building --------------------------------------------------------------------
 
 
-def decoder_files(crate: Path) -> tuple[dict[str, bytes], list[str]]:
-    """The decoder crate's sources without its main.rs, plus model.bin, as relative path -> bytes
-    for the service crate, and the modules its root declares."""
-    modules = forward_modules((crate / DECODER_MAIN).read_text(encoding="utf-8"))
-    files = {str(p.relative_to(crate)): p.read_bytes()
-             for p in sorted((crate / "src").rglob("*")) if p.is_file()}
-    del files[DECODER_MAIN]
-    files["model.bin"] = (crate / "model.bin").read_bytes()
-    for name in SHARED_SOURCES:
-        files[f"src/{name}"] = package_path(f"{HTTP_GLUE_DIR}/{name}").read_bytes()
-    return files, modules
+def http_glue_files() -> dict[str, bytes]:
+    """The redaction service's wasi:http glue, as relative path -> bytes for the service crate."""
+    return {f"src/{name}": package_path(f"{HTTP_GLUE_DIR}/{name}").read_bytes() for name in SHARED_SOURCES}
 
 
 def _recover(model: Path, context: int | None):
@@ -74,6 +66,7 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     from porter.codegen.render import cargo_config_file, render_crate
     from porter.toolchain.cargo import build_crate
     from porter.codegen.decoder import render_decoder_crate
+    from porter.codegen.encoder import crate_name
     from porter.toolchain.discover import CrateKind, require_toolchain
 
     if not 0 < max_prompt_bytes <= max_body_bytes:
@@ -85,13 +78,14 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     blob, vocab_size, end_of_text = bpe_blob(tokenizer_json)
     if vocab_size > ir.vocab:
         raise PorterError(f"{tokenizer_json} has {vocab_size} ids, the model only {ir.vocab}")
-    files, modules = decoder_files(render_decoder_crate(ir, out_dir / "decoder", quant))
-    files["bpe.bin"] = blob
-    variables = {"crate_name": "porter-generate-service", "decoder_modules": modules,
+    decoder_dir = render_decoder_crate(ir, out_dir / "decoder", quant)
+    files = {**http_glue_files(), "bpe.bin": blob}
+    variables = {"crate_name": "porter-generate-service", "decoder_package": crate_name(ir.source, decoder_dir),
                  "end_of_text": end_of_text, "max_body_bytes": max_body_bytes,
                  "max_prompt_bytes": max_prompt_bytes}
     files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
-    crate = render_crate(TEMPLATE, out_dir / "crate", variables, files)
+    crate = render_crate(TEMPLATE, out_dir / SERVICE_CRATE, variables, files)
+    write_workspace(out_dir)
     echo(f"building the component in {crate} (the first build compiles std for it: minutes)")
     component = copy_atomic(build_crate(crate, toolchain), out_dir / COMPONENT_NAME)
     facts = _facts(model, tokenizer_json, component, ir, quant, end_of_text, max_body_bytes, max_prompt_bytes)

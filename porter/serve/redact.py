@@ -1,15 +1,17 @@
 """`porter serve-build`, `porter serve` and `porter deploy`: a token classifier as a redaction
 service, a wasi:http proxy component that Spin and `wasmtime serve` run.
 
-serve-build compiles the model (porter.compile), renders the generated forward pass
-(templates/rust_forward) and the precompiled tokenizer (templates/tokenizer) as modules into the
-service crate (templates/redact_service), with the facts the service needs rendered into its
-config.rs: the window, the special tokens around each window's text, the padding id, the labels,
-the limits and the request's time budget.
+serve-build compiles the model (porter.compile) and renders three crates: the generated forward
+pass (templates/rust_forward), the precompiled tokenizer (templates/tokenizer) and the service
+(templates/redact_service), which depends on the other two by path, with the facts the service
+needs rendered into its config.rs: the window, the special tokens around each window's text, the
+padding id, the labels, the limits and the request's time budget.
 The output directory then holds:
 
     forward/        the generated forward crate with model.bin, layout.json, ir.json
+    tokenizer/      the tokenizer crate with tokenizer.bin
     crate/          the service crate (buildable by hand with the command in .cargo/config.toml)
+    Cargo.toml      the workspace of the three crates (porter.serve.host.write_workspace)
     redact.wasm     the component
     service.json    what was built from what, the limits, the component's size and SHA-256
 
@@ -25,14 +27,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from porter import TEMPLATES_DIR, package_path
+from porter import TEMPLATES_DIR
 from porter.check.windows import WindowRule, require_vocabulary_fits, window_rule
 from porter.errors import PorterError
 from porter.ir.encoder import MaskMode
-from porter.serve.host import forward_modules, record_component
+from porter.serve.host import SERVICE_CRATE, record_component, write_workspace
 
 SERVICE_TEMPLATE = TEMPLATES_DIR / "redact_service"
-TOKENIZER_MODULE = "templates/tokenizer/src/tokenizer.rs"  # in porter's package data
 COMPONENT_NAME = "redact.wasm"
 FORMAT = "porter.service/1"
 DESCRIPTION = "PII redaction: a token classifier compiled to wasm by porter"
@@ -45,8 +46,6 @@ DEFAULT_MAX_WINDOWS = 16
 # deadline even on a loaded machine (a MiniLM window takes 0.24 s alone, seconds under load).
 DEFAULT_REQUEST_BUDGET_MS = 20_000
 BIOES_TAGS = ("B", "I", "E", "S")
-# The forward crate's own entry point: its modules become the service's, its main() does not.
-FORWARD_MAIN = "src/main.rs"
 
 
 @dataclass(frozen=True)
@@ -86,22 +85,25 @@ def read_labels(labels_json: Path, expected: int) -> LabelSet:
 # --- rendering and building --------------------------------------------------------------------
 
 
-def forward_files(ir, forward_dir: Path) -> tuple[dict[str, bytes], list[str]]:
-    """Renders the forward crate into forward_dir (kept: `porter build` / `porter verify` work on
-    it) and returns its sources without main.rs, plus model.bin, as relative path -> bytes for
-    the service crate, and the module names the service must declare."""
-    from porter.codegen.encoder import render_forward_crate
+def render_dependencies(ir, tokenizer_blob: bytes, out_dir: Path, toolchain) -> dict[str, str]:
+    """Renders the service crate's two path dependencies beside it: the forward crate into
+    out_dir/forward (kept: `porter build` / `porter verify` work on it too) and the tokenizer crate
+    into out_dir/tokenizer. Returns their package names, which the service's Cargo.toml names.
 
-    crate = render_forward_crate(ir, forward_dir)
-    modules = forward_modules((crate / FORWARD_MAIN).read_text(encoding="utf-8"))
-    files = {str(p.relative_to(crate)): p.read_bytes()
-             for p in sorted((crate / "src").rglob("*")) if p.is_file()}
-    del files[FORWARD_MAIN]
-    files["model.bin"] = (crate / "model.bin").read_bytes()
-    return files, modules
+    Both names carry a hash of their directory (codegen.encoder.crate_name): every build shares
+    one cargo target directory, where two services' tokenizer crates of one name would be one
+    unit, and a build could take the other service's tokenizer.bin for fresh."""
+    from porter.codegen.encoder import crate_name, render_forward_crate
+    from porter.tokenize.compile import render_tokenizer_crate
+
+    forward_dir = render_forward_crate(ir, out_dir / "forward")
+    tokenizer_dir = out_dir / "tokenizer"
+    tokenizer_package = crate_name("tokenizer", tokenizer_dir)
+    render_tokenizer_crate(tokenizer_blob, tokenizer_dir, toolchain, tokenizer_package)
+    return {"forward_package": crate_name(ir.source, forward_dir), "tokenizer_package": tokenizer_package}
 
 
-def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str],
+def service_variables(ir, rule: WindowRule, labels: LabelSet, packages: dict[str, str],
                       max_body_bytes: int, max_windows: int, request_budget_ms: int) -> dict:
     if request_budget_ms <= 0:
         raise PorterError(f"--request-budget-ms must be positive, not {request_budget_ms}")
@@ -126,7 +128,7 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, modules: list[str]
         "request_budget_ms": request_budget_ms,
         "categories": labels.categories,
         "labels": labels.tags,
-        "forward_modules": modules,
+        **packages,
     }
 
 
@@ -150,12 +152,11 @@ def serve_build(model: Path, tokenizer_json: Path, labels_json: Path, out_dir: P
     labels = read_labels(labels_json, ir.width)
     rule = window_rule(tokenizer_json, pad_id)
     blob = build_blob(read_tokenizer_json(tokenizer_json), tokenizer_json.name)
-    files, modules = forward_files(ir, out_dir / "forward")
-    files["tokenizer.bin"] = blob
-    files["src/tokenizer.rs"] = package_path(TOKENIZER_MODULE).read_bytes()
-    variables = service_variables(ir, rule, labels, modules, max_body_bytes, max_windows, request_budget_ms)
-    files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
-    crate = render_crate(SERVICE_TEMPLATE, out_dir / "crate", variables, files)
+    packages = render_dependencies(ir, blob, out_dir, toolchain)
+    variables = service_variables(ir, rule, labels, packages, max_body_bytes, max_windows, request_budget_ms)
+    crate = render_crate(SERVICE_TEMPLATE, out_dir / SERVICE_CRATE, variables,
+                         cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
+    write_workspace(out_dir)
     echo(f"building the component in {crate} (the first build compiles std for it: minutes)")
     built = build_crate(crate, toolchain)
     component = out_dir / COMPONENT_NAME

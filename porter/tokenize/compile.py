@@ -3,7 +3,7 @@
 A WebAssembly sandbox that starts a fresh instance per request cannot afford to parse a
 multi-megabyte JSON vocabulary and build hash maps on every request, so everything the encoder
 needs is laid out here, at compile time, as sorted arrays and a breadth-first byte trie. The Rust
-side (templates/tokenizer/src/tokenizer.rs) checks the header and then only indexes into the blob.
+side (templates/tokenizer, its blob.rs) checks the header and then only indexes into the blob.
 
 Supported (anything else is refused with a one-line PorterError naming the component):
   normalizers     BertNormalizer, NFD, Lowercase, StripAccents, Precompiled, Replace (a literal, or
@@ -194,7 +194,7 @@ def render_tokenizer_crate(blob: bytes, crate_dir: Path, toolchain, crate_name: 
     from porter.codegen.render import cargo_config_file, render_crate
     from porter.toolchain.discover import CrateKind
 
-    variables = {"crate_name": crate_name, "crate_ident": crate_name.replace("-", "_")}
+    variables = {"crate_name": crate_name}
     files = {BLOB_NAME: blob, **cargo_config_file(toolchain, CrateKind.COMMAND)}
     return render_crate(TEMPLATES_DIR / "tokenizer", crate_dir, variables, files)
 

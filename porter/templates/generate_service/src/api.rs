@@ -5,9 +5,9 @@
 //! (maxTokens, temperature, topK, an empty prompt, a prompt that leaves no room in the context);
 //! 413 a body or prompt over the byte limits; 404/405 in lib.rs.
 
+use decoder::model::{N_CTX, VOCAB};
 use serde_json::{Map, Value};
 
-use crate::model::{N_CTX, VOCAB};
 use crate::{config, json};
 
 const FIELDS: &[&str] = &["prompt", "maxTokens", "temperature", "topK", "seed", "stream", "stopAtEndOfText"];

@@ -7,11 +7,12 @@
 
 use std::time::Instant;
 
+use decoder::decoder::{step, Cache, Scratch};
+use decoder::model::{Model, N_CTX, VOCAB};
+
 use crate::api::{ApiError, GenerateRequest};
 use crate::bpe::Bpe;
 use crate::config::END_OF_TEXT;
-use crate::decoder::{step, Cache, Scratch};
-use crate::model::{Model, N_CTX, VOCAB};
 use crate::sample::{choose, Sampling, SplitMix64};
 use crate::text::Utf8Stream;
 use crate::timing::ServerTiming;

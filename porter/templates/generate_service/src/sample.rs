@@ -10,7 +10,7 @@
 //! each sampled token takes one 64-bit output, whose top 53 bits / 2^53 give u. Same seed, same
 //! prompt and same parameters give the same tokens on every platform.
 
-use crate::decoder::argmax;
+use decoder::decoder::argmax;
 
 pub struct SplitMix64 {
     state: u64,

@@ -1,6 +1,7 @@
-//! The wasi:http glue: reading a bounded request body and writing one JSON response.
+//! The wasi:http glue: reading a bounded request body, checking the method and writing one JSON
+//! response.
 
-use wasi::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
+use wasi::http::types::{Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam};
 use wasi::io::streams::StreamError;
 
 use crate::api::ApiError;
@@ -66,4 +67,21 @@ pub fn respond(out: ResponseOutparam, status: u16, body: &str, server_timing: &s
         }
     }
     let _ = OutgoingBody::finish(outgoing, None);
+}
+
+/// The request's path without its query.
+pub fn path(request: &IncomingRequest) -> String {
+    let path = request.path_with_query().unwrap_or_default();
+    path.split('?').next().unwrap_or_default().to_string()
+}
+
+/// Ok for the route's method, else the 405 that names it (and says it in Allow).
+pub fn expect_method(method: &Method, wanted: Method, name: &'static str) -> Result<(), ApiError> {
+    // Method has no PartialEq; compare the standard variants by discriminant.
+    if std::mem::discriminant(method) == std::mem::discriminant(&wanted) {
+        return Ok(());
+    }
+    let mut error = ApiError::new(405, format!("method not allowed; use {name}"));
+    error.allow = Some(name);
+    Err(error)
 }

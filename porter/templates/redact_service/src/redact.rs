@@ -28,15 +28,14 @@ use crate::config::{self, CATEGORIES, MAX_WINDOWS, PAD_ID, PREFIX_IDS, REQUEST_B
 use crate::json;
 use crate::recognise;
 use crate::timing::ServerTiming;
-use crate::tokenizer::Tokenizer;
-use crate::forward;
-use crate::model::Model;
-use crate::profile::Profile;
-
-static TOKENIZER_BLOB: &[u8] = include_bytes!("../tokenizer.bin");
+use encoder::forward;
+use encoder::model::Model;
+use encoder::profile::Profile;
 
 // The labels and the window rendered into config.rs must be the model's own.
-const _: () = assert!(crate::model::WIDTH == config::LABELS.len() && crate::model::OUTPUT_TOKENS && crate::model::SEQ == WINDOW);
+const _: () = assert!(
+    encoder::model::WIDTH == config::LABELS.len() && encoder::model::OUTPUT_TOKENS && encoder::model::SEQ == WINDOW
+);
 
 /// Tokens of one window's text part: WINDOW minus the special tokens around it.
 const CHUNK: usize = WINDOW - PREFIX_IDS.len() - SUFFIX_IDS.len();
@@ -136,7 +135,7 @@ pub fn redact(request: &RedactRequest, started: Instant, timing: &mut ServerTimi
 /// text token (special tokens and padding dropped); 503 if the windows would overrun the budget.
 fn classify(text: &str, request_started: Instant, timing: &mut ServerTiming) -> Result<Vec<Token>, ApiError> {
     let started = Instant::now();
-    let tokenizer = Tokenizer::new(TOKENIZER_BLOB).map_err(|e| ApiError::new(500, e.to_string()))?;
+    let tokenizer = tokenizer::embedded().map_err(|e| ApiError::new(500, e.to_string()))?;
     timing.record("tokenizer", started, None);
 
     let started = Instant::now();

@@ -17,7 +17,8 @@
 //!                                     blocks), onnxruntime's
 //!                                     u8 x s8 dot (saturating and exact) and its SGEMM and M = 1
 //!                                     products (relaxed_madd tiles against the exact scalar
-//!                                     emulation) on random data
+//!                                     emulation) on random data; the GEMMs and attention also in
+//!                                     every candidate tile of `porter build --tune` (tiles.rs)
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
 //!                                     (LiteRT's: gelu exp erfc tanh logistic logistic-tail exp-op
 //!                                     eigen-sum quant-sym quant-asym, logistic-rows with each row a
@@ -44,6 +45,7 @@ mod tuning;
 mod model;
 #[path = "../../src/program.rs"]
 mod program;
+mod tiles;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -94,6 +96,10 @@ impl Tally {
 
 fn same_f32(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+fn same_values(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_f32(*x, *y))
 }
 
 /// Bit patterns START, START+STEP, ... modulo 2^32.
@@ -294,7 +300,11 @@ fn check_kernels(seed: u64) -> ! {
         let (mut y1, mut y2) = (vec![0.0; rows * outs], vec![0.0; rows * outs]);
         gemm(&a, &scales, rows, false, &weights, &mut y1);
         gemm_scalar(&a, &scales, rows, false, &weights, &mut y2);
-        tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("gemm {rows}x{k}x{outs}"));
+        tally.record(same_values(&y1, &y2), || format!("gemm {rows}x{k}x{outs}"));
+        for tile in &tiles::GEMM_TILES {
+            (tile.gemm)(&a, &scales, rows, false, &weights, &mut y1);
+            tally.record(same_values(&y1, &y2), || format!("gemm {rows}x{k}x{outs} in tile {}x{}", tile.rows, tile.outs));
+        }
 
         check_float_linear(&mut tally, &mut rng, t);
 
@@ -315,7 +325,13 @@ fn check_kernels(seed: u64) -> ! {
             let (mut y1, mut y2) = (vec![0.0; rows * outs], vec![0.0; rows * outs]);
             ort_quant::linear(&xq, rows, &weights, saturating, &mut y1, &mut Vec::new());
             ort_quant::linear_scalar(&xq, rows, &weights, saturating, &mut y2);
-            tally.record(y1.iter().zip(&y2).all(|(x, y)| same_f32(*x, *y)), || format!("ort linear {rows}x{k}x{outs} saturating={saturating}"));
+            tally.record(same_values(&y1, &y2), || format!("ort linear {rows}x{k}x{outs} saturating={saturating}"));
+            for tile in &tiles::GEMM_TILES {
+                (tile.ort_linear)(&xq, rows, &weights, saturating, &mut y1, &mut Vec::new());
+                tally.record(same_values(&y1, &y2), || {
+                    format!("ort linear {rows}x{k}x{outs} saturating={saturating} in tile {}x{}", tile.rows, tile.outs)
+                });
+            }
         }
         check_ort_products(&mut tally, &mut rng);
     }
@@ -347,7 +363,14 @@ fn check_kernels(seed: u64) -> ! {
         let mut scratch = AttentionScratch::new(keys, keys, head_dim);
         attention(&p, &q, &k, &v, keep, rows, keys, &mut c1, &mut scratch);
         attention_scalar(&p, &q, &k, &v, keep, rows, keys, &mut c2);
-        tally.record(c1.iter().zip(&c2).all(|(x, y)| same_f32(*x, *y)), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
+        tally.record(same_values(&c1, &c2), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
+        for &(query_rows, attention_in_blocks) in &tiles::QUERY_ROWS {
+            let mut scratch = AttentionScratch::for_query_rows(keys, keys, head_dim, query_rows);
+            attention_in_blocks(&p, &q, &k, &v, keep, rows, keys, &mut c1, &mut scratch);
+            tally.record(same_values(&c1, &c2), || {
+                format!("attention h={heads} d={head_dim} keys={keys} rows={rows} in blocks of {query_rows} query rows")
+            });
+        }
     }
     tally.finish()
 }

@@ -38,16 +38,22 @@ pub struct AttentionParams {
 pub struct AttentionScratch {
     key_t: Vec<f32>,   // [head_dim, keys]
     query: Vec<f32>,   // [rows, head_dim] of one head
-    probs: Vec<f32>,   // [ATTENTION_QUERY_ROWS, keys]
+    probs: Vec<f32>,   // [query rows per block, keys]
     keep_lanes: Vec<u32>, // per key: all ones where the key is kept
 }
 
 impl AttentionScratch {
+    /// For `attention`, in the crate's query blocks (tuning.rs).
     pub fn new(rows: usize, keys: usize, head_dim: usize) -> Self {
+        Self::for_query_rows(rows, keys, head_dim, ATTENTION_QUERY_ROWS)
+    }
+
+    /// For `attention_in_blocks` with blocks of up to `query_rows` rows.
+    pub fn for_query_rows(rows: usize, keys: usize, head_dim: usize, query_rows: usize) -> Self {
         AttentionScratch {
             key_t: vec![0.0; head_dim * keys],
             query: vec![0.0; rows * head_dim],
-            probs: vec![0.0; ATTENTION_QUERY_ROWS * keys],
+            probs: vec![0.0; query_rows * keys],
             keep_lanes: vec![u32::MAX; keys],
         }
     }
@@ -133,7 +139,16 @@ fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, s: &mut [f32
 // ---- SIMD ----------------------------------------------------------------------------------------
 
 /// Attention for the first `rows` query rows against all `keys` keys; ctx is [rows, hidden].
-pub fn attention(
+/// Query rows go in the crate's blocks (tuning.rs).
+pub fn attention(p: &AttentionParams, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
+                 ctx: &mut [f32], scratch: &mut AttentionScratch) {
+    attention_in_blocks::<ATTENTION_QUERY_ROWS>(p, q, k, v, keep, rows, keys, ctx, scratch)
+}
+
+/// `attention` with Q query rows a block: the kernel-check module runs it for every candidate
+/// `porter build --tune` may choose (porter/codegen/tuning.py QUERY_ROWS).
+#[inline(always)]
+pub fn attention_in_blocks<const Q: usize>(
     p: &AttentionParams,
     q: &[f32],
     k: &[f32],
@@ -146,7 +161,7 @@ pub fn attention(
 ) {
     let hidden = p.heads * p.head_dim;
     assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
-    assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys);
+    assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys && scratch.probs.len() >= Q * keys);
     if let Some(floats) = p.onnxruntime {
         let ort_scratch = ort_float::OrtAttentionScratch { scores: &mut scratch.probs, keys_t: &mut scratch.key_t, scaled: &mut scratch.query };
         return ort_float::attention(floats, p.heads, p.head_dim, p.scale, p.scale_on_query, p.key_scale, p.mask_value,
@@ -161,9 +176,9 @@ pub fn attention(
         transpose_head(k, keys, hidden, h * p.head_dim, p.head_dim, p.key_scale, &mut scratch.key_t);
         gather_queries(p, q, rows, hidden, h, &mut scratch.query);
         let mut i = 0;
-        while i + ATTENTION_QUERY_ROWS <= rows {
-            query_block::<ATTENTION_QUERY_ROWS>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
-            i += ATTENTION_QUERY_ROWS;
+        while i + Q <= rows {
+            query_block::<Q>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
+            i += Q;
         }
         while i < rows {
             query_block::<1>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
@@ -214,7 +229,7 @@ const STEP: usize = 4;
 /// across it, between the rows.
 #[inline(always)]
 fn each_row<const R: usize>(mut f: impl FnMut(usize)) {
-    const { assert!(R <= 8, "attention query blocks have at most 8 rows (porter/tune.py)") };
+    const { assert!(R <= 8, "attention query blocks have at most 8 rows (porter/codegen/tuning.py)") };
     // written out: a `for` over the eight would stay a loop
     if R > 0 { f(0) }
     if R > 1 { f(1) }

@@ -2,7 +2,7 @@
 //! acc = sum_k a[r][k] * w[o][k] over quantised activations a (i16, q - zp) and int8 weights.
 //!
 //! Integer sums are exact in any order, so the SIMD kernel blocks and reorders them freely: a
-//! tile of TILE_ROWS activation rows x TILE_OUTS weight rows, 32 k per iteration, each loaded
+//! tile of GEMM_TILE_ROWS activation rows x GEMM_TILE_OUTS weight rows (tuning.rs), 32 k per iteration, each loaded
 //! vector reused across the tile, i32x4_dot_i16x8 multiplying and pair-adding in one
 //! instruction. The only float step, the dequantisation, keeps the reference's order.
 //! onnxruntime's u8 x s8 dot (ort_quant.rs) runs through the same tiles, its int16 pair
@@ -72,20 +72,34 @@ pub fn gemm_scalar(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w
     }
 }
 
-/// Register-tiled SIMD GEMM over the first `rows` rows of `a`.
+/// Register-tiled SIMD GEMM over the first `rows` rows of `a`, in the crate's tile (tuning.rs).
 pub fn gemm(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w: &Int8Weights, out: &mut [f32]) {
+    gemm_tiled::<GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, row_scales, rows, all_zero, w, out)
+}
+
+/// `gemm` in tiles of R activation rows x O outputs: the kernel-check module runs it for every
+/// candidate tile `porter build --tune` may choose (porter/codegen/tuning.py GEMM_TILES).
+#[inline(always)]
+pub fn gemm_tiled<const R: usize, const O: usize>(
+    a: &[i16],
+    row_scales: &[f32],
+    rows: usize,
+    all_zero: bool,
+    w: &Int8Weights,
+    out: &mut [f32],
+) {
     if all_zero {
         return w.bias_only(rows, out);
     }
-    integer_gemm::<false>(a, rows, w, out, |acc, r, o| w.dequantize(acc, o, row_scales[r]));
+    integer_gemm::<false, R, O>(a, rows, w, out, |acc, r, o| w.dequantize(acc, o, row_scales[r]));
 }
 
 /// out[r][o] = finish(sum_k a[r][k] * w[o][k], r, o) for the first `rows` rows of `a`, in
-/// register tiles. With PAIRS_SATURATE the products are first added in adjacent pairs
+/// register tiles of R rows x O outputs. With PAIRS_SATURATE the products are first added in adjacent pairs
 /// (k = 2i, 2i + 1) clamped to int16, as onnxruntime's AVX2 u8 x s8 kernel (vpmaddubsw) does;
 /// that path needs |a * w| < 2^15 (uint8 activations), so each product is exact in an i16 lane.
 #[inline(always)]
-pub fn integer_gemm<const PAIRS_SATURATE: bool>(
+pub fn integer_gemm<const PAIRS_SATURATE: bool, const R: usize, const O: usize>(
     a: &[i16],
     rows: usize,
     w: &Int8Weights,
@@ -97,15 +111,15 @@ pub fn integer_gemm<const PAIRS_SATURATE: bool>(
     // (with a runtime k each row needs an address register, more than Cranelift keeps across
     // the loop header); 0 takes k at run time.
     match w.k {
-        k if k == GEMM_DEPTHS[0] => row_blocks::<PAIRS_SATURATE, { GEMM_DEPTHS[0] }>(a, rows, w, out, finish),
-        k if k == GEMM_DEPTHS[1] => row_blocks::<PAIRS_SATURATE, { GEMM_DEPTHS[1] }>(a, rows, w, out, finish),
-        _ => row_blocks::<PAIRS_SATURATE, 0>(a, rows, w, out, finish),
+        k if k == GEMM_DEPTHS[0] => row_blocks::<R, O, PAIRS_SATURATE, { GEMM_DEPTHS[0] }>(a, rows, w, out, finish),
+        k if k == GEMM_DEPTHS[1] => row_blocks::<R, O, PAIRS_SATURATE, { GEMM_DEPTHS[1] }>(a, rows, w, out, finish),
+        _ => row_blocks::<R, O, PAIRS_SATURATE, 0>(a, rows, w, out, finish),
     }
 }
 
-/// Every output of the first `rows` rows, TILE_ROWS rows at a time; K is w.k or 0.
+/// Every output of the first `rows` rows, R rows at a time; K is w.k or 0.
 #[inline(always)]
-fn row_blocks<const S: bool, const K: usize>(
+fn row_blocks<const R: usize, const O: usize, const S: bool, const K: usize>(
     a: &[i16],
     rows: usize,
     w: &Int8Weights,
@@ -113,19 +127,19 @@ fn row_blocks<const S: bool, const K: usize>(
     finish: impl Fn(i32, usize, usize) -> f32 + Copy,
 ) {
     let mut r0 = 0;
-    while r0 + GEMM_TILE_ROWS <= rows {
-        row_block::<GEMM_TILE_ROWS, S, K>(a, r0, w, out, finish);
-        r0 += GEMM_TILE_ROWS;
+    while r0 + R <= rows {
+        row_block::<R, O, S, K>(a, r0, w, out, finish);
+        r0 += R;
     }
     while r0 < rows {
-        row_block::<1, S, K>(a, r0, w, out, finish);
+        row_block::<1, O, S, K>(a, r0, w, out, finish);
         r0 += 1;
     }
 }
 
-/// All outputs of M activation rows starting at r0.
+/// All outputs of M activation rows starting at r0, O outputs at a time.
 #[inline(always)]
-fn row_block<const M: usize, const S: bool, const K: usize>(
+fn row_block<const M: usize, const O: usize, const S: bool, const K: usize>(
     a: &[i16],
     r0: usize,
     w: &Int8Weights,
@@ -133,9 +147,9 @@ fn row_block<const M: usize, const S: bool, const K: usize>(
     finish: impl Fn(i32, usize, usize) -> f32 + Copy,
 ) {
     let mut o0 = 0;
-    while o0 + GEMM_TILE_OUTS <= w.outs {
-        store_tile::<M, GEMM_TILE_OUTS, S, K>(a, r0, o0, w, out, finish);
-        o0 += GEMM_TILE_OUTS;
+    while o0 + O <= w.outs {
+        store_tile::<M, O, S, K>(a, r0, o0, w, out, finish);
+        o0 += O;
     }
     while o0 < w.outs {
         store_tile::<M, 1, S, K>(a, r0, o0, w, out, finish);

@@ -9,6 +9,7 @@
 //! whose saturating form adds even and odd products with i16x8.add_sat_s.
 
 use super::gemm::{integer_gemm, pair_dot_scalar, Int8Weights};
+use crate::tuning::{GEMM_TILE_OUTS, GEMM_TILE_ROWS};
 
 /// A whole tensor quantised to uint8 (held as i16 for the SIMD products).
 pub struct TensorQuantized {
@@ -62,16 +63,31 @@ fn fill_weight_sums(w: &Int8Weights, sums: &mut Vec<i32>) {
     sums.extend(w.w.chunks_exact(w.k).map(|row| row.iter().map(|&v| v as i32).sum::<i32>()));
 }
 
-/// The layer over the first `rows` rows of the quantised tensor; `weight_sums` is scratch.
+/// The layer over the first `rows` rows of the quantised tensor, in the crate's GEMM tile
+/// (tuning.rs); `weight_sums` is scratch.
 pub fn linear(xq: &TensorQuantized, rows: usize, w: &Int8Weights, saturating: bool, out: &mut [f32], weight_sums: &mut Vec<i32>) {
+    linear_tiled::<GEMM_TILE_ROWS, GEMM_TILE_OUTS>(xq, rows, w, saturating, out, weight_sums)
+}
+
+/// `linear` in GEMM tiles of R rows x O outputs: the kernel-check module runs it for every
+/// candidate tile (porter/codegen/tuning.py GEMM_TILES).
+#[inline(always)]
+pub fn linear_tiled<const R: usize, const O: usize>(
+    xq: &TensorQuantized,
+    rows: usize,
+    w: &Int8Weights,
+    saturating: bool,
+    out: &mut [f32],
+    weight_sums: &mut Vec<i32>,
+) {
     assert!(xq.cols == w.k && rows <= xq.rows && out.len() >= rows * w.outs);
     fill_weight_sums(w, weight_sums);
     let sums = &weight_sums[..];
     let finish = |acc, _r, o| dequantize(xq, w, sums, acc, o);
     if saturating {
-        integer_gemm::<true>(&xq.values, rows, w, out, finish);
+        integer_gemm::<true, R, O>(&xq.values, rows, w, out, finish);
     } else {
-        integer_gemm::<false>(&xq.values, rows, w, out, finish);
+        integer_gemm::<false, R, O>(&xq.values, rows, w, out, finish);
     }
 }
 

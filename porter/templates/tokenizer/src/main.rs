@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::process::exit;
 use std::time::Instant;
 
-use {{ crate_ident }}::embedded;
+use tokenizer::embedded;
 
 fn fail(message: &str) -> ! {
     eprintln!("{message}");

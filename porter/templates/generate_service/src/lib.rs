@@ -11,6 +11,9 @@
 //!
 //! The platform starts a fresh instance for every request, so nothing is cached between
 //! requests: the tokenizer and the weights are read in place from the component's own data.
+//!
+//! The generated decoder (templates/rust_decoder) is the crate `decoder`, a Cargo path
+//! dependency rendered beside this one.
 
 #[cfg(not(target_feature = "simd128"))]
 compile_error!("built without simd128: porter's generated .cargo/config.toml sets -C target-feature=+simd128");
@@ -28,12 +31,6 @@ mod sample;
 mod stream;
 mod text;
 mod timing;
-
-// The generated decoder (templates/rust_decoder), copied in by porter: the modules its own
-// crate root declares.
-{% for module in decoder_modules -%}
-mod {{ module }};
-{% endfor -%}
 
 use std::time::Instant;
 
@@ -68,16 +65,15 @@ impl wasi::exports::http::incoming_handler::Guest for Service {
 
 /// Dispatches on the path first (unknown path: 404), then on the method (wrong one: 405).
 fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, ApiError> {
-    let path = request.path_with_query().unwrap_or_default();
-    let path = path.split('?').next().unwrap_or_default();
+    let path = http::path(&request);
     let method = request.method();
-    match path {
+    match path.as_str() {
         "/ping" => {
-            expect_method(&method, Method::Get, "GET")?;
+            http::expect_method(&method, Method::Get, "GET")?;
             Ok(Reply::Json(json::Object::new().string("status", "ok").finish()))
         }
         "/generate" => {
-            expect_method(&method, Method::Post, "POST")?;
+            http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES)?;
             let parsed = api::parse_generate(&body)?;
             let generation = generate::start(&parsed, timing)?;
@@ -87,7 +83,7 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
             Ok(Reply::Json(generate_json(generation, timing)))
         }
         "/tokenize" => {
-            expect_method(&method, Method::Post, "POST")?;
+            http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES)?;
             Ok(Reply::Json(tokenize_json(&api::parse_tokenize(&body)?, timing)))
         }
@@ -136,14 +132,4 @@ fn stream_text(out: ResponseOutparam, mut generation: Generation, timing: Server
     trailing.record("total", started, None);
     let stop = generation.stop.map_or("client-gone", |s| s.name());
     streaming.finish(&trailing.header(), stop);
-}
-
-fn expect_method(method: &Method, wanted: Method, name: &'static str) -> Result<(), ApiError> {
-    // Method has no PartialEq; compare the standard variants by discriminant.
-    if std::mem::discriminant(method) == std::mem::discriminant(&wanted) {
-        return Ok(());
-    }
-    let mut error = ApiError::new(405, format!("method not allowed; use {name}"));
-    error.allow = Some(name);
-    Err(error)
 }

@@ -11,6 +11,9 @@
 //!
 //! The platform starts a fresh instance for every request, so nothing here is cached between
 //! requests: the tokenizer and the weights are read in place from the component's own data.
+//!
+//! The tokenizer (templates/tokenizer) and the forward pass (templates/rust_forward) are the
+//! crates `tokenizer` and `encoder`, Cargo path dependencies rendered beside this one.
 
 #[cfg(not(target_feature = "simd128"))]
 compile_error!("built without simd128: porter's generated .cargo/config.toml sets -C target-feature=+simd128");
@@ -26,14 +29,6 @@ mod recognise;
 mod redact;
 mod restore;
 mod timing;
-/// The precompiled tokenizer (templates/tokenizer), copied in by porter.
-mod tokenizer;
-
-// The generated forward pass (templates/rust_forward), copied in by porter: the modules its own
-// crate root declares.
-{% for module in forward_modules -%}
-mod {{ module }};
-{% endfor -%}
 
 use std::time::Instant;
 
@@ -61,22 +56,21 @@ impl wasi::exports::http::incoming_handler::Guest for Service {
 
 /// Dispatches on the path first (unknown path: 404), then on the method (wrong one: 405).
 fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) -> Result<String, ApiError> {
-    let path = request.path_with_query().unwrap_or_default();
-    let path = path.split('?').next().unwrap_or_default();
+    let path = http::path(&request);
     let method = request.method();
-    match path {
+    match path.as_str() {
         "/ping" => {
-            expect_method(&method, Method::Get, "GET")?;
+            http::expect_method(&method, Method::Get, "GET")?;
             Ok(json::Object::new().string("status", "ok").finish())
         }
         "/redact" => {
-            expect_method(&method, Method::Post, "POST")?;
+            http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES)?;
             let parsed = api::parse_redact(&body)?;
             redact::redact(&parsed, started, timing).map(|outcome| outcome.to_json(parsed.tokens))
         }
         "/restore" => {
-            expect_method(&method, Method::Post, "POST")?;
+            http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES)?;
             let parsed = api::parse_restore(&body)?;
             let restored = restore::restore(&parsed.text, &parsed.items);
@@ -84,14 +78,4 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
         }
         _ => Err(ApiError::new(404, format!("no route {path}; try POST /redact, POST /restore or GET /ping"))),
     }
-}
-
-fn expect_method(method: &Method, wanted: Method, name: &'static str) -> Result<(), ApiError> {
-    // Method has no PartialEq; compare the standard variants by discriminant.
-    if std::mem::discriminant(method) == std::mem::discriminant(&wanted) {
-        return Ok(());
-    }
-    let mut error = ApiError::new(405, format!("method not allowed; use {name}"));
-    error.allow = Some(name);
-    Err(error)
 }
