@@ -75,6 +75,9 @@ EXP_P2, EXP_P3, EXP_P4, EXP_P5, EXP_P6 = 0x3efffffc, 0x3e2aaa47, 0x3d2aadcc, 0x3
 ONE, EXP_LO = 0x3f800000, 0xc2d00000
 
 
+EXP_TEMPORARIES = ["$c", "$m", "$r", "$r2", "$e", "$y"]
+
+
 def exp_wat(x: str) -> list[str]:
     """porter's exp_x4 (templates' mathfn.rs) on the local `x`, as WAT statements that leave the
     result in $y."""
@@ -146,12 +149,20 @@ def exp_module_wat(streams: int) -> str:
     for op in range(OPS_PER_ITERATION // 4):
         x = xs[op % streams]
         body += exp_wat(f"(local.get {x})") + [f"(local.set {x} (local.get $y))", _anchor(op % streams, x)]
-    temporaries = ["$c", "$m", "$r", "$r2", "$e", "$y"]
-    return _module(xs + temporaries, _loaded(xs) + _loop(body) + [_folded(xs)])
+    return _module(xs + EXP_TEMPORARIES, _loaded(xs) + _loop(body) + [_folded(xs)])
 
 
-def _module(v128_locals: list[str], body: list[str]) -> str:
-    locals_ = " ".join(f"(local {name} v128)" for name in v128_locals)
+def exp_check_wat() -> str:
+    """A module whose run(n) replaces the first n vectors of its memory by their exp, through
+    exp_wat: so a test can check the microbenchmark computes the kernels' exp, bit for bit."""
+    body = ["(local.set $x0 (v128.load (local.get $p)))", *exp_wat("(local.get $x0)"),
+            "(v128.store (local.get $p) (local.get $y))",
+            "(local.set $p (i32.add (local.get $p) (i32.const 16)))"]
+    return _module(["$x0", *EXP_TEMPORARIES], _loop(body) + ["(i32.const 0)"], pointer=True)
+
+
+def _module(v128_locals: list[str], body: list[str], pointer: bool = False) -> str:
+    locals_ = ("(local $p i32) " if pointer else "") + " ".join(f"(local {name} v128)" for name in v128_locals)
     return "\n".join([
         "(module", f"(memory (export \"memory\") {MEMORY_PAGES})",
         "(func (export \"run\") (param $n i32) (result i32)", locals_,
