@@ -289,21 +289,24 @@ def roofline_report(ir: dict, live_tokens: dict[str, int], stages: dict, floor_r
 UNIT_NAMES = {"int8_products": "int8 products", "f32_multiply_adds": "f32 MACs", "exps": "exps"}
 
 
-def _giga(value: float) -> str:
-    return f"{value / 1e9:.3g} G"
+def _scaled(value: float) -> str:
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor:
+            return f"{value / factor:.3g} {prefix}"
+    return f"{value:.3g} "
 
 
 def roofline_lines(roofline: dict) -> list[str]:
     floors = roofline["floors"]
     lines = [f"roofline: floors in wasm under wasmtime (microbenchmarks, best of {roofline['floor_rounds']} rounds): "
-             + "; ".join(f"{UNIT_NAMES[u]} {_giga(f['per_second'])}/s ({f['instructions']})" for u, f in floors.items())]
+             + "; ".join(f"{UNIT_NAMES[u]} {_scaled(f['per_second'])}/s ({f['instructions']})" for u, f in floors.items())]
     lines.append(f"  {'case / stage':22s} {'work':30s} {'median ms':>9s} {'min ms':>8s} {'rate /s':>22s} "
                  f"{'floor ms':>9s} {'% of floor (median, min)':>24s}")
     for case, stages in roofline["cases"].items():
         lines.append(f"  {case}")
         for stage, r in stages.items():
-            work = " + ".join(f"{_giga(n)}{UNIT_NAMES[u]}" for u, n in r["work"].items())
-            rate = " + ".join(f"{_giga(v)}" for v in r["rate_per_second"].values())
+            work = " + ".join(f"{_scaled(n)}{UNIT_NAMES[u]}" for u, n in r["work"].items())
+            rate = " + ".join(f"{_scaled(v)}/s" for v in r["rate_per_second"].values())
             share = (f"{100 * r['of_floor_median']:.0f}%, {100 * r['of_floor_min']:.0f}%"
                      if r["of_floor_median"] is not None else "n/a")
             lines.append(f"    {stage:20s} {work:30s} {r['median_ms']:9.2f} {r['min_ms']:8.2f} {rate:>22s} "

@@ -18,11 +18,16 @@
 //! instance starts, which a Spin component pays on every request.
 
 use std::io::{Read, Write};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tract_onnx::prelude::*;
 
 const MAGIC: &[u8; 4] = b"PTR1";
+
+fn fail(message: String) -> TractError {
+    TractError::msg(message)
+}
 
 struct Feed {
     dtype: u8,
@@ -38,7 +43,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> TractResult<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.data.len());
-        let end = end.ok_or_else(|| format_err!("request truncated at byte {}", self.at))?;
+        let end = end.ok_or_else(|| fail(format!("request truncated at byte {}", self.at)))?;
         let slice = &self.data[self.at..end];
         self.at = end;
         Ok(slice)
@@ -57,7 +62,7 @@ impl<'a> Reader<'a> {
         let width = match dtype {
             0 => 8,
             1 => 4,
-            other => bail!("unknown input dtype code {other}"),
+            other => return Err(fail(format!("unknown input dtype code {other}"))),
         };
         let rank = self.u32()?;
         let dims = (0..rank).map(|_| self.u32()).collect::<TractResult<Vec<_>>>()?;
@@ -85,7 +90,7 @@ impl Feed {
     }
 }
 
-fn load(model: &[u8], feeds: &[Feed]) -> TractResult<TypedRunnableModel> {
+fn load(model: &[u8], feeds: &[Feed]) -> TractResult<Arc<TypedRunnableModel>> {
     let mut graph = onnx().model_for_read(&mut &*model)?;
     for (slot, feed) in feeds.iter().enumerate() {
         let fact = InferenceFact::dt_shape(feed.datum_type(), &feed.dims);
@@ -109,7 +114,7 @@ fn reply(load_ms: f64, run_ms: &[f64], logits: &Tensor) -> TractResult<Vec<u8>> 
     for &d in logits.shape() {
         out.extend_from_slice(&(d as u32).to_le_bytes());
     }
-    for v in logits.as_slice::<f32>()? {
+    for v in logits.to_plain_array_view::<f32>()?.iter() {
         out.extend_from_slice(&v.to_le_bytes());
     }
     Ok(out)
@@ -118,7 +123,7 @@ fn reply(load_ms: f64, run_ms: &[f64], logits: &Tensor) -> TractResult<Vec<u8>> 
 fn serve(request: &[u8]) -> TractResult<Vec<u8>> {
     let mut reader = Reader { data: request, at: 0 };
     if reader.take(4)? != MAGIC {
-        bail!("request does not start with {MAGIC:?}");
+        return Err(fail(format!("request does not start with {MAGIC:?}")));
     }
     let runs = reader.u32()?;
     let inputs = reader.u32()?;
@@ -140,9 +145,19 @@ fn serve(request: &[u8]) -> TractResult<Vec<u8>> {
         run_ms.push(start.elapsed().as_secs_f64() * 1e3);
         last = Some(outputs);
     }
-    let outputs = last.ok_or_else(|| format_err!("the request asks for no runs"))?;
+    let outputs = last.ok_or_else(|| fail("the request asks for no runs".into()))?;
     let logits = outputs[0].cast_to::<f32>()?.into_owned();
     reply(load_ms, &run_ms, &logits)
+}
+
+/// Debian's wasi-libc (git 2022-05-10, what porter's Debian route links against) has no
+/// realpath, which std's fs::canonicalize calls on wasm32-wasip1 and tract's path-based loaders
+/// reach, so the module would not link. The runner never resolves a path (the model comes on
+/// stdin): this realpath fails every call. Where wasi-libc has its own (rustup's self-contained
+/// one) the linker takes this definition and leaves that archive member out.
+#[no_mangle]
+pub extern "C" fn realpath(_path: *const std::ffi::c_char, _resolved: *mut std::ffi::c_char) -> *mut std::ffi::c_char {
+    std::ptr::null_mut()
 }
 
 fn main() {
