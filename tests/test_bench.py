@@ -71,9 +71,13 @@ def assert_roofline(report: dict, ir: dict) -> None:
     assert all(f["per_second"] > 0 for f in roofline["floors"].values())
     for name, stages in roofline["cases"].items():
         work = stage_work(ir, report["cases"][name]["live_tokens"])
+        assert list(stages) == ["matmul", "attention", "other"] and list(work) == ["matmul", "attention"]
         for stage, r in stages.items():
-            assert r["work"] == {unit: n for unit, n in work[stage].items() if n}
             assert r["median_ms"] == pytest.approx(report["cases"][name]["porter_stages_ms"][stage])
+            if stage == "other":  # elementwise, not counted: no floor
+                assert r["work"] == {} and r["floor_ms"] is None and r["of_floor_median"] is None
+                continue
+            assert r["work"] == {unit: n for unit, n in work[stage].items() if n}
             floor_ms = sum(1000 * n / roofline["floors"][u]["per_second"] for u, n in r["work"].items())
             assert r["floor_ms"] == pytest.approx(floor_ms)
             assert r["of_floor_median"] == pytest.approx(floor_ms / r["median_ms"])

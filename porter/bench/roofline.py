@@ -50,11 +50,15 @@ class Kernel:
     unit: str  # what one lane-result counts as
     per_op: int  # units of work per vector operation
     step: str
+    instructions: str  # for the report
 
 
-DOT = Kernel("int8_dot", "int8 products", 8, "(i32x4.add {acc} (i32x4.dot_i16x8_s {acc} {x}))")
-MUL_ADD = Kernel("f32_mul_add", "f32 multiply-adds", 4, "(f32x4.add {acc} (f32x4.mul {acc} {x}))")
-RELAXED_MADD = Kernel("f32_relaxed_madd", "f32 multiply-adds", 4, "(f32x4.relaxed_madd {acc} {x} {acc})")
+DOT = Kernel("int8_dot", "int8 products", 8, "(i32x4.add {acc} (i32x4.dot_i16x8_s {acc} {x}))",
+             "i32x4.dot_i16x8_s + i32x4.add")
+MUL_ADD = Kernel("f32_mul_add", "f32 multiply-adds", 4, "(f32x4.add {acc} (f32x4.mul {acc} {x}))",
+                 "f32x4.mul + f32x4.add")
+RELAXED_MADD = Kernel("f32_relaxed_madd", "f32 multiply-adds", 4, "(f32x4.relaxed_madd {acc} {x} {acc})",
+                      "f32x4.relaxed_madd")
 
 
 def _splat(bits: int) -> str:
@@ -205,7 +209,7 @@ def measure_floor(kernel: Kernel, accumulator_counts=(8, 12, 14), anchor_interva
              for n in accumulator_counts for k in anchor_intervals}
     (n, k) = max(rates, key=rates.get)
     return {"unit": kernel.unit, "per_second": rates[n, k], "accumulators": n, "stored_every": k,
-            "instructions": kernel.step.format(acc="acc", x="x"),
+            "instructions": kernel.instructions,
             "variants": {f"{n} chains, stored every {k}": r for (n, k), r in rates.items()}}
 
 
@@ -213,7 +217,7 @@ def measure_exp_floor(stream_counts=(4, 8, 12)) -> dict:
     rates = {n: time_module(exp_module_wat(n), OPS_PER_ITERATION // 4) * 4 for n in stream_counts}
     best = max(rates, key=rates.get)
     return {"unit": "exps", "per_second": rates[best], "streams": best,
-            "instructions": "porter's exp_x4 (Eigen's pexp, no FMA)",
+            "instructions": "porter's f32x4 exp (Eigen's pexp, no FMA)",
             "by_streams": {str(n): r for n, r in rates.items()}}
 
 
@@ -264,18 +268,22 @@ def best_floors(rounds: list[dict]) -> dict:
 
 
 def stage_roofline(work: dict, floors: dict, median_ms: float, min_ms: float) -> dict:
+    """One stage against its floor; a stage without counted work (other: LayerNorm, GELU,
+    quantisation, residual adds: elementwise work bound by memory) has no floor."""
     floor_ms = sum(1000 * count / floors[unit]["per_second"] for unit, count in work.items())
-    return {"work": work, "median_ms": median_ms, "min_ms": min_ms, "floor_ms": floor_ms,
-            "rate_per_second": {unit: 1000 * count / median_ms for unit, count in work.items() if count and median_ms},
-            "of_floor_median": floor_ms / median_ms if median_ms else None,
-            "of_floor_min": floor_ms / min_ms if min_ms else None}
+    counted = bool(work) and median_ms > 0 and min_ms > 0
+    return {"work": work, "median_ms": median_ms, "min_ms": min_ms, "floor_ms": floor_ms if work else None,
+            "rate_per_second": {unit: 1000 * count / median_ms for unit, count in work.items()} if counted else {},
+            "of_floor_median": floor_ms / median_ms if counted else None,
+            "of_floor_min": floor_ms / min_ms if counted else None}
 
 
 def case_roofline(ir: dict, live: int, stages: dict, floors: dict) -> dict:
     """stages: the module's own per-run stage times ({"matmul": [ms], ...})."""
-    return {stage: stage_roofline({u: n for u, n in work.items() if n}, floors,
+    work = {**stage_work(ir, live), "other": {}}
+    return {stage: stage_roofline({u: n for u, n in work[stage].items() if n}, floors,
                                   statistics.median(stages[stage]), min(stages[stage]))
-            for stage, work in stage_work(ir, live).items()}
+            for stage in ("matmul", "attention", "other")}
 
 
 def roofline_report(ir: dict, live_tokens: dict[str, int], stages: dict, floor_rounds: list[dict]) -> dict:
@@ -296,19 +304,26 @@ def _scaled(value: float) -> str:
     return f"{value:.3g} "
 
 
+def _floor_line(unit: str, floor: dict) -> str:
+    chains = floor.get("accumulators") or floor.get("streams")
+    return f"{UNIT_NAMES[unit]} {_scaled(floor['per_second'])}/s ({floor['instructions']}; {chains} chains)"
+
+
+def _stage_line(stage: str, r: dict) -> str:
+    work = " + ".join(f"{_scaled(n).rstrip()} {UNIT_NAMES[u]}" for u, n in r["work"].items()) or "(not counted)"
+    rate = " + ".join(f"{_scaled(v)}/s" for v in r["rate_per_second"].values()) or "-"
+    floor = f"{r['floor_ms']:9.2f}" if r["floor_ms"] is not None else f"{'-':>9s}"
+    share = (f"{100 * r['of_floor_median']:.0f}% / {100 * r['of_floor_min']:.0f}%"
+             if r["of_floor_median"] is not None else "-")
+    return f"    {stage:10s} {work:36s} {r['median_ms']:9.2f} {r['min_ms']:8.2f} {rate:>22s} {floor} {share:>13s}"
+
+
 def roofline_lines(roofline: dict) -> list[str]:
-    floors = roofline["floors"]
-    lines = [f"roofline: floors in wasm under wasmtime (microbenchmarks, best of {roofline['floor_rounds']} rounds): "
-             + "; ".join(f"{UNIT_NAMES[u]} {_scaled(f['per_second'])}/s ({f['instructions']})" for u, f in floors.items())]
-    lines.append(f"  {'case / stage':22s} {'work':30s} {'median ms':>9s} {'min ms':>8s} {'rate /s':>22s} "
-                 f"{'floor ms':>9s} {'% of floor (median, min)':>24s}")
+    lines = [f"roofline: floors in wasm under wasmtime (microbenchmarks, best of {roofline['floor_rounds']} rounds):"]
+    lines += [f"  {_floor_line(unit, floor)}" for unit, floor in roofline["floors"].items()]
+    lines.append(f"  {'stage':12s} {'work':36s} {'median ms':>9s} {'min ms':>8s} {'rate (median)':>22s} "
+                 f"{'floor ms':>9s} {'% of floor':>13s}")
     for case, stages in roofline["cases"].items():
-        lines.append(f"  {case}")
-        for stage, r in stages.items():
-            work = " + ".join(f"{_scaled(n)}{UNIT_NAMES[u]}" for u, n in r["work"].items())
-            rate = " + ".join(f"{_scaled(v)}/s" for v in r["rate_per_second"].values())
-            share = (f"{100 * r['of_floor_median']:.0f}%, {100 * r['of_floor_min']:.0f}%"
-                     if r["of_floor_median"] is not None else "n/a")
-            lines.append(f"    {stage:20s} {work:30s} {r['median_ms']:9.2f} {r['min_ms']:8.2f} {rate:>22s} "
-                         f"{r['floor_ms']:9.2f} {share:>24s}")
+        lines.append(f"  {case} (% of floor: at the median / at the min)")
+        lines += [_stage_line(stage, r) for stage, r in stages.items()]
     return lines

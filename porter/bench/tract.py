@@ -76,8 +76,15 @@ def ensure_tract_wasm(echo=print) -> Path:
     try:
         return copy_atomic(build_crate(crate, toolchain), built)
     except PorterError as e:
-        raise PorterError(f"the tract runner does not build with the {toolchain.route} toolchain: "
-                          f"{str(e).splitlines()[-1]}") from e
+        raise PorterError(f"the tract runner does not build with the {toolchain.route} toolchain "
+                          f"({rustc_version(toolchain.rustc).strip()}): {first_error(str(e))}") from e
+
+
+def first_error(cargo_output: str) -> str:
+    """The first line of cargo's output that names an error (the last says only how many)."""
+    lines = [line.strip() for line in cargo_output.splitlines()]
+    errors = [line for line in lines if "error" in line and not line.startswith("error: could not compile")]
+    return (errors or lines[-1:] or ["cargo failed"])[0][:300]
 
 
 @dataclass
