@@ -389,8 +389,9 @@ def warm_up(runners: list, cases: list, skipped: dict, echo=print) -> list:
         except PorterError as e:
             if runner.name == PORTER:
                 raise
-            skipped[getattr(runner, "peer", runner.name)] = f"failed on its first run: {e}"
-            echo(f"skipping {runner.name}: {skipped[getattr(runner, 'peer', runner.name)]}")
+            peer = getattr(runner, "peer", runner.name)
+            skipped[peer] = f"failed on its first run: {e}"
+            echo(f"skipping {peer}: {skipped[peer]}")
             continue
         getattr(runner, "load_ms", {}).clear()
         ready.append(runner)

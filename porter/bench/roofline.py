@@ -2,20 +2,22 @@
 the IR's shapes), the rate it reached, and the floor this CPU allows in wasm under wasmtime.
 
 The floors are measured, not assumed: porter writes tiny wasm modules whose inner loop is the
-kernels' instruction mix, unrolled over enough independent accumulators that neither latency
+kernels' arithmetic, unrolled over enough independent dependency chains that neither latency
 nor the loop limits them, and runs them exactly as the eval module runs (porter's wasmtime
 engine, epoch interruption on):
 
-- int8 products: `i32x4.dot_i16x8_s` of a loaded vector and a register, added into an i32x4
-  accumulator (the int8 GEMM's eight products per dot and one add);
-- float multiply-adds: `f32x4.mul` then `f32x4.add` (LiteRT's attention sums, no FMA), or one
-  `f32x4.relaxed_madd` (onnxruntime's fma chains, where the engine fuses it);
+- int8 products: `i32x4.dot_i16x8_s` then `i32x4.add` into the running sum (the int8 GEMM's
+  eight products per dot and one add);
+- float multiply-adds: `f32x4.mul` then `f32x4.add` (LiteRT's sums, no FMA), or one
+  `f32x4.relaxed_madd` (onnxruntime's fma chains, which wasmtime fuses on an FMA CPU);
 - exps: the f32x4 exp of porter's kernels (Eigen's pexp: clamp, floor, two-step range
-  reduction, degree-6 polynomial, two-product ldexp, masks), over independent vectors.
+  reduction, degree-6 polynomial, two-product ldexp, masks), bit for bit (a test checks it).
 
-Each floor is the best of several accumulator counts and repeated calls. A stage's floor time is
-its work divided by the floor rate (attention: its multiply-adds plus its exps); its share of the
-floor is that time over the stage's measured median.
+Only that arithmetic is in a floor: the kernels' loads, int8 widening, address arithmetic and
+stores are what a kernel spends above it. Each floor is the best over chain counts and store
+intervals of repeated calls, and bench keeps the best of its rounds (the quietest moment of a
+shared machine). A stage's floor time is its work over the floor rates (attention: its
+multiply-adds plus its exps); its share of the floor is that time over the stage's time.
 """
 
 from __future__ import annotations
