@@ -303,7 +303,7 @@ def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, pr
 @click.argument("target", type=click.Path(path_type=Path), required=False)
 @click.option("--onnx", "onnx_path", type=click.Path(path_type=Path),
               help="An ONNX export of the same network, for the onnxruntime peers.")
-@click.option("--peers", default=",".join(("litert-builtin", "litert-xnnpack", "ort", "ort-web")),
+@click.option("--peers", default=",".join(("litert-builtin", "litert-xnnpack", "ort", "ort-web", "tract")),
               show_default=True, help="Comma-separated peers to run beside porter.")
 @click.option("--rounds", type=int, default=5, show_default=True,
               help="Rounds; each runs every runner on every case, interleaved.")

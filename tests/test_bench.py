@@ -1,5 +1,6 @@
 """porter bench on the small TINY network: every runner really runs (porter's wasm under wasmtime,
-LiteRT both ways, onnxruntime, ONNX Runtime Web in Node) and the report's numbers hang together.
+LiteRT both ways, onnxruntime, ONNX Runtime Web in Node; tract in test_bench_tract.py, as its
+first build takes minutes) and the report's numbers hang together, the roofline's included.
 Speed itself is not asserted: the numbers are the bench's output, not a test's."""
 
 import json
@@ -8,12 +9,14 @@ import pytest
 
 from fixtures import assert_one_line_error, require, run_porter, spec
 from porter.bench.bench import PORTER, make_cases
+from porter.bench.roofline import stage_work
 from porter.codegen.encoder import build_forward_crate
 from porter.codegen.compile import compile_model
 
 TINY = spec.TINY.path("litert-dq8.tflite")
 TINY_ONNX = spec.TINY.path("dq8pc.onnx")
 RUNNERS = {PORTER, "LiteRT builtin", "LiteRT XNNPACK", "onnxruntime", "ONNX Runtime Web (Node)"}
+NOT_TRACT = "litert-builtin,litert-xnnpack,ort,ort-web"
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +36,8 @@ def test_cases_come_from_the_window():
 
 def test_bench_runs_every_peer_and_reports_ratios(compiled, tmp_path):
     json_path, png_path = tmp_path / "bench.json", tmp_path / "bench.png"
-    result = run_porter("bench", compiled, "--onnx", require(TINY_ONNX), "--rounds", "2", "--iterations", "1",
-                        "--json", json_path, "--png", png_path)
+    result = run_porter("bench", compiled, "--onnx", require(TINY_ONNX), "--peers", NOT_TRACT, "--rounds", "2",
+                        "--iterations", "1", "--json", json_path, "--png", png_path)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(json_path.read_text())
     assert report["format"] == "porter.bench/1" and report["skipped"] == {}
@@ -55,14 +58,38 @@ def test_bench_runs_every_peer_and_reports_ratios(compiled, tmp_path):
     assert 0 < startup["instantiate"]["min"] <= startup["instantiate"]["median"]
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "x porter" in result.stdout and "porter start-up: instantiate" in result.stdout
+    assert_roofline(report, json.loads((compiled / "ir.json").read_text()))
+    assert "roofline: floors in wasm under wasmtime" in result.stdout
+
+
+def assert_roofline(report: dict, ir: dict) -> None:
+    """Every stage's work is the IR's, its floor time that work at the floors' rates, its share
+    of the floor that time over the stage's median."""
+    roofline = report["roofline"]
+    assert roofline["floor_rounds"] == report["rounds"]
+    assert set(roofline["floors"]) == {"int8_products", "f32_multiply_adds", "exps"}
+    assert all(f["per_second"] > 0 for f in roofline["floors"].values())
+    for name, stages in roofline["cases"].items():
+        work = stage_work(ir, report["cases"][name]["live_tokens"])
+        assert list(stages) == ["matmul", "attention", "other"] and list(work) == ["matmul", "attention"]
+        for stage, r in stages.items():
+            assert r["median_ms"] == pytest.approx(report["cases"][name]["porter_stages_ms"][stage])
+            if stage == "other":  # elementwise, not counted: no floor
+                assert r["work"] == {} and r["floor_ms"] is None and r["of_floor_median"] is None
+                continue
+            assert r["work"] == {unit: n for unit, n in work[stage].items() if n}
+            floor_ms = sum(1000 * n / roofline["floors"][u]["per_second"] for u, n in r["work"].items())
+            assert r["floor_ms"] == pytest.approx(floor_ms)
+            assert r["of_floor_median"] == pytest.approx(floor_ms / r["median_ms"])
 
 
 def test_peers_without_an_onnx_file_are_skipped_with_the_reason(compiled, tmp_path):
-    result = run_porter("bench", compiled, "--peers", "ort", "--rounds", "1", "--iterations", "1",
+    result = run_porter("bench", compiled, "--peers", "ort,tract", "--rounds", "1", "--iterations", "1",
                         "--json", tmp_path / "b.json", "--png", tmp_path / "b.png")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "b.json").read_text())
-    assert report["skipped"] == {"ort": "give --onnx FILE, an ONNX export of the same network"}
+    reason = "give --onnx FILE, an ONNX export of the same network"
+    assert report["skipped"] == {"ort": reason, "tract": reason}
     assert set(report["cases"]["full window"]["runners"]) == {PORTER}
 
 

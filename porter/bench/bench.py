@@ -5,7 +5,11 @@ Runners (each one thread):
   forward time is measured inside wasm, and split into matmul / attention / other;
 - LiteRT native, builtin kernels and XNNPACK, on the .tflite the module was compiled from;
 - onnxruntime native (CPU execution provider) and ONNX Runtime Web's wasm SIMD build in Node,
-  on an ONNX export of the same network (`--onnx`).
+  on an ONNX export of the same network (`--onnx`);
+- tract (tract-onnx built to wasm32-wasip1 with simd128) under the same wasmtime engine as
+  porter, on that ONNX export: the engine a Spin component would embed instead. A fresh instance
+  per call parses and optimises the model (its start-up, reported on its own, as Spin pays it
+  per request), then times each forward pass.
 
 Encoder cases: a full window (every token live) and a short input (20 live tokens). Porter computes only
 the live rows where the model's padding is inert; the peers run the graph as exported (a fixed
@@ -16,6 +20,9 @@ all of them alike; each (runner, case) reports its min and median over all round
 of its median to porter's. Only the forward pass is timed for every runner (sessions and
 interpreters are created once, outside the timing); porter's start-up (instantiation, model load)
 is reported on its own.
+
+The roofline (roofline.py): each stage's work counted from the IR, the rate it reached, and the
+floor measured by microbenchmarks in wasm under wasmtime once per round (the best round kept).
 
 Decoders (a module from `porter compile` of a graph with a KV cache): the cases are a prompt
 pass of 8 tokens (ms per pass) and greedy decoding of 64 tokens (ms per token, and tokens per
@@ -38,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from porter import package_path
+from porter.bench.roofline import measure_floors, roofline_lines, roofline_report
 from porter.runtime import evalproto
 
 from porter.runtime import wasm
@@ -51,7 +59,7 @@ SHORT_TOKENS = 20
 ORT_WEB_VERSION = "1.30.0"
 PEER_SCRIPT = "bench/peers/ort_web.mjs"  # in porter's package data
 PORTER = "porter wasm"
-PEERS = ("litert-builtin", "litert-xnnpack", "ort", "ort-web")
+PEERS = ("litert-builtin", "litert-xnnpack", "ort", "ort-web", "tract")
 
 
 @dataclass(frozen=True)
@@ -319,6 +327,27 @@ class OrtWebRunner:
         self.process.wait(timeout=30)
 
 
+class TractRunner:
+    name, peer = "tract (wasmtime)", "tract"
+
+    def __init__(self, onnx_path: Path, echo):
+        import onnxruntime as ort
+
+        from porter.bench.tract import ensure_tract_wasm
+
+        self.module = ensure_tract_wasm(echo)
+        self.onnx = onnx_path.read_bytes()
+        self.inputs = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()
+        self.load_ms: dict[str, list[float]] = {}  # case -> parse + optimise, per instance
+
+    def run(self, case: Case, n: int) -> list[float]:
+        from porter.bench.tract import run_tract
+
+        reply = run_tract(self.module, self.onnx, list(onnx_feeds(self.inputs, case).values()), n, timeout_s=120.0 * n)
+        self.load_ms.setdefault(case.name, []).append(reply.load_ms)
+        return reply.run_ms
+
+
 def make_peers(peers: list[str], model: Path, ir: dict, onnx_path: Path | None, echo) -> tuple[list, dict]:
     """The peer runners that can run here, and why each of the others is skipped."""
     runners, skipped = [], {}
@@ -332,6 +361,8 @@ def make_peers(peers: list[str], model: Path, ir: dict, onnx_path: Path | None, 
                 raise PorterError("give --onnx FILE, an ONNX export of the same network")
             elif peer == "ort":
                 runners.append(OrtRunner(onnx_path))
+            elif peer == "tract":
+                runners.append(TractRunner(onnx_path, echo))
             else:
                 runners.append(OrtWebRunner(onnx_path))
         except (PorterError, ImportError) as e:
@@ -347,16 +378,35 @@ def _summary(values: list[float]) -> dict:
     return {"min": min(values), "median": statistics.median(values), "runs": len(values)}
 
 
-def run_rounds(runners: list, cases: list[Case], rounds: int, iterations: int, timings: Timings) -> None:
-    for runner in runners:  # warm-up: first-call costs (compilation, page faults) stay out
-        for case in cases:
-            runner.run(case, 1)
+def warm_up(runners: list, cases: list, skipped: dict, echo=print) -> list:
+    """One run of every runner on every case, so first-call costs (compilation, page faults)
+    stay out of the timing; a peer that fails here is skipped with the reason, porter is not."""
+    ready = []
+    for runner in runners:
+        try:
+            for case in cases:
+                runner.run(case, 1)
+        except PorterError as e:
+            if runner.name == PORTER:
+                raise
+            peer = getattr(runner, "peer", runner.name)
+            skipped[peer] = f"failed on its first run: {e}"
+            echo(f"skipping {peer}: {skipped[peer]}")
+            continue
+        getattr(runner, "load_ms", {}).clear()
+        ready.append(runner)
+    return ready
+
+
+def run_rounds(runners: list, cases: list[Case], rounds: int, iterations: int, timings: Timings,
+               after_round=lambda: None) -> None:
     for stages in timings.stages.values():
         stages.clear()
     for _ in range(rounds):
         for case in cases:
             for runner in runners:
                 timings.add(runner.name, case.name, runner.run(case, iterations))
+        after_round()
 
 
 def build_report(module, onnx_path: Path | None, cases: list[Case], runners: list, timings: Timings,
@@ -383,7 +433,9 @@ def build_report(module, onnx_path: Path | None, cases: list[Case], runners: lis
             "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count()},
             "rounds": rounds, "iterations_per_round": iterations, "threads": 1,
-            "cases": results, "porter_startup_ms": startup, "skipped": skipped}
+            "cases": results, "porter_startup_ms": startup, "skipped": skipped,
+            "peer_startup_ms": {runner.name: {case: _summary(ms) for case, ms in runner.load_ms.items()}
+                                for runner in runners if getattr(runner, "load_ms", None)}}
 
 
 def report_lines(report: dict) -> list[str]:
@@ -405,6 +457,11 @@ def report_lines(report: dict) -> list[str]:
     s = report["porter_startup_ms"]
     lines.append(f"porter start-up: instantiate {s['instantiate']['median']:.3f} ms median "
                  f"(min {s['instantiate']['min']:.3f}), model load {s['model_load']['median']:.4f} ms median")
+    for name, by_case in report.get("peer_startup_ms", {}).items():
+        lines.append(f"{name} start-up, per instance (model parse + optimise): " + ", ".join(
+            f"{case} {s['median']:.1f} ms median (min {s['min']:.1f})" for case, s in by_case.items()))
+    if report.get("roofline"):
+        lines += roofline_lines(report["roofline"])
     return lines
 
 
@@ -466,10 +523,17 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
         porter = PorterRunner(module.wasm, timings)
         peer_runners, skipped = make_peers(list(peers), module.model, ir, onnx_path, echo)
     runners = [porter, *peer_runners]
+    floor_rounds: list[dict] = []  # the roofline's floors, measured after every round (encoders)
+
+    def after_round() -> None:
+        if ir.get("kind") != "decoder":
+            floor_rounds.append(measure_floors(ir))
+
     echo(f"porter bench: {module.model.name}, {len(runners)} runners x {len(cases)} cases x "
          f"{rounds} rounds x {iterations} runs, interleaved")
     try:
-        run_rounds(runners, cases, rounds, iterations, timings)
+        runners = warm_up(runners, cases, skipped, echo)
+        run_rounds(runners, cases, rounds, iterations, timings, after_round)
     finally:
         for runner in peer_runners:
             getattr(runner, "close", lambda: None)()
@@ -477,6 +541,8 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
     startup = {"instantiate": _summary(instantiate_ms(module.wasm, max(10, rounds * iterations))),
                "model_load": _summary(model_load)}
     report = build_report(module, onnx_path, cases, runners, timings, startup, skipped, rounds, iterations)
+    if floor_rounds:
+        report["roofline"] = roofline_report(ir, {c.name: c.live for c in cases}, timings.stages, floor_rounds)
     for line in report_lines(report):
         echo(line)
     if service_dir is not None:
