@@ -240,7 +240,7 @@ def reference_with_args(wasm_runtime, wasm, op, data: np.ndarray, *args) -> np.n
 def test_scalar_float_linear_matches_numpy(checks_wasm, wasm_runtime):
     """The first rows of tensors of 1 to 64 rows (the live rows the forward pass computes)
     against litert.fully_connected on the whole tensor: every Eigen product, every GEBP block
-    and a depth in blocks."""
+    and a depth in blocks (the crate's, this machine's L1 data cache size: compiled with auto)."""
     rng = np.random.default_rng(13)
     for t in range(150):
         tensor_rows = int(rng.choice([1, 2, 3, 5, 8, 13, 33, 64]))
@@ -254,7 +254,7 @@ def test_scalar_float_linear_matches_numpy(checks_wasm, wasm_runtime):
         data = np.concatenate([x[:live].ravel(), w.ravel()] + ([bias] if bias is not None else []))
         ours = reference_with_args(wasm_runtime, checks_wasm, "linear-f32", data, live, tensor_rows, outs,
                                    int(bias is not None))
-        assert_same_floats(ours.reshape(live, outs), LF.fully_connected(x, w, bias)[:live])
+        assert_same_floats(ours.reshape(live, outs), LF.fully_connected(x, w, bias, LF.host_l1d_bytes())[:live])
 
 
 REDUCTIONS = {"sum": LF.reduce_sum, "mean": LF.reduce_mean, "max": LF.reduce_max}
