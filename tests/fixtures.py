@@ -111,10 +111,10 @@ def require(path: Path) -> Path:
 
 
 _PROGRAMS: dict = {}
-# The committed LiteRT goldens were made on a CPU with a 32 KiB L1 data cache, by which Eigen
-# blocks deep float products (porter.reference.litert): the fixtures' programs follow it
-# wherever the tests run.
-GOLDEN_L1D = 32 * 1024
+# The committed LiteRT goldens were made on the reference host, with a 32 KiB L1 data cache, by
+# which Eigen blocks deep float products (porter.reference.litert): the fixtures' programs
+# follow it wherever the tests run.
+from porter.reference.litert import EIGEN_L1_BYTES as GOLDEN_L1D  # noqa: E402
 
 
 def recovered(path: Path):

@@ -12,6 +12,7 @@
   would show here.
 """
 
+import json
 import sys
 
 import numpy as np
@@ -373,3 +374,17 @@ def test_the_l1_size_comes_from_sysfs_and_is_refused_where_it_means_nothing(tmp_
                           "--l1d 48K", "--ort-cpu")
     assert_one_line_error(run_porter("compile", require(spec.TINY.path("f32.tflite")), "-o", tmp_path / "o", "--l1d", "lots"),
                           "--l1d lots", "not a cache size")
+
+
+def test_run_against_a_golden_made_here_takes_its_cpus_blocking(tmp_path):
+    """A golden `porter golden` makes records the CPU (flags and L1 size); `porter run` of a
+    TFLite model against it reproduces it, taking the L1 size and no onnxruntime target."""
+    from fixtures import run_porter, spec
+
+    model = require(spec.TINY.path("f32.tflite"))
+    made = run_porter("golden", model, "--random", "2", "-o", tmp_path / "g")
+    assert made.returncode == 0, made.stderr
+    assert json.loads((tmp_path / "g.json").read_text())["cpu_l1d_bytes"] == HOST_L1D
+    result = run_porter("run", model, "--golden", tmp_path / "g.npz")
+    assert result.returncode == 0, result.stderr
+    assert "max |dlogit| 0," in result.stdout.splitlines()[-1]

@@ -14,6 +14,7 @@ from porter.check.golden import load_golden
 from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.reference import execute
+from porter.reference import litert as LF
 from porter.reference import ort_cpu
 from porter.reference.quant import EXACT_DOT, INT16_PAIRS_SATURATED
 
@@ -124,7 +125,8 @@ def test_inspect_prints_the_target():
     assert result.returncode == 0, result.stderr
     assert "arithmetic: onnxruntime's CPU kernels as on avx512vnni CPUs" in result.stdout
     litert = run_porter("inspect", "--ir", require(spec.TINY.path("litert-dq8.tflite")))
-    assert "arithmetic: LiteRT's builtin kernels (the same on every CPU)" in litert.stdout
+    l1d = LF.host_l1d_bytes() // 1024  # auto: this machine's
+    assert f"arithmetic: LiteRT's builtin kernels (float products blocked for a {l1d} KiB L1 data cache)" in litert.stdout
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -138,7 +140,8 @@ def test_an_unknown_or_unreproduced_target_is_one_line(args, fragments, tmp_path
 def test_a_target_for_a_litert_graph_is_one_line(tmp_path):
     result = run_porter("compile", require(spec.TINY.path("litert-dq8.tflite")), "-o", tmp_path / "x",
                         "--ort-cpu", "avx2")
-    assert_one_line_error(result, "--ort-cpu avx2", "LiteRT's builtin kernels, the same on every CPU")
+    assert_one_line_error(result, "--ort-cpu avx2", "LiteRT's builtin kernels, which pick no kernels by CPU",
+                          "--l1d")
 
 
 def test_porter_run_takes_the_goldens_cpu():

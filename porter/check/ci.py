@@ -29,12 +29,11 @@ from pathlib import Path
 
 from porter import __version__
 from porter.check import junit, markdown
-from porter.check.golden import npz_path, read_manifest, sha256_of
+from porter.check.golden import cpu_choices, npz_path, read_manifest, sha256_of
 from porter.check.make_golden import cpu_facts, make_golden
 from porter.check.references import ORT_MODE, default_mode
 from porter.check.verify import Thresholds, verify
 from porter.errors import PorterError
-from porter.reference import litert as LF
 from porter.reference import ort_cpu as ort_cpus
 from porter.fsutil import write_atomic
 
@@ -165,7 +164,8 @@ def check(model: Path, out_dir: Path, goldens: list[Path] = (), source: GoldenSo
     try:
         with steps.step("compile", f"{model} -> {compiled}"):
             # The absolute path goes into ir.json, so verify finds the model from anywhere.
-            ort_cpu, l1d = cpu_of_goldens(model, goldens)
+            ort_cpu, l1d = (cpu_choices(model, read_manifest(goldens[0]), npz_path(goldens[0]).name)
+                            if goldens else (ort_cpus.AUTO, ort_cpus.AUTO))  # a golden made here: this machine's
             facts["architecture"] = architecture(compile_model(model.resolve(), compiled, quant, ort_cpu, l1d=l1d))
         if source.given:
             with steps.step("golden", f"reference outputs from {source.describe()}"):
@@ -189,20 +189,6 @@ def check(model: Path, out_dir: Path, goldens: list[Path] = (), source: GoldenSo
         exit_code, error = e.exit_code, {"step": steps.done[-1].name, "message": message}
     report = _report(model, out_dir, list(goldens), source, thresholds, steps.done, facts, exit_code, error)
     return _write_outputs(out_dir, report)
-
-
-def cpu_of_goldens(model: Path, goldens: list[Path]) -> tuple[str, str]:
-    """(--ort-cpu, --l1d) for a model checked against given goldens: the CPU the first was made
-    on, since onnxruntime's arithmetic (its manifest's flags) and LiteRT's float blocking (its L1
-    data cache size) depend on it, and verify gates a module only by a golden of its own CPU's
-    kind; a golden made here is this machine's (auto)."""
-    if not goldens:
-        return ort_cpus.AUTO, ort_cpus.AUTO
-    manifest = read_manifest(goldens[0])
-    if model.suffix == ".tflite":
-        return ort_cpus.AUTO, str(LF.golden_l1d(manifest))
-    made_on = ort_cpus.golden_target(manifest, npz_path(goldens[0]).name)
-    return (made_on.name if made_on is not None else ort_cpus.AUTO), ort_cpus.AUTO
 
 
 def golden_name(model: Path, source: GoldenSource) -> str:

@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from porter.errors import PorterError
+from porter.frontends import model_format
+from porter.reference import litert as LF
+from porter.reference import ort_cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 
 ARRAYS = ("ids", "attention_mask", "live", "text_index", "logits")
@@ -100,9 +103,8 @@ def _read(path: str | Path) -> tuple[Path, dict, dict[str, np.ndarray]]:
     npz = npz_path(path)
     if not npz.is_file():
         raise PorterError(f"golden {path}: no such file")
-    manifest_path = npz.with_suffix(".json")
+    manifest = read_manifest(npz)
     try:
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
         with np.load(npz) as data:
             arrays = {k: data[k] for k in data.files}
     except (ValueError, OSError, zipfile.BadZipFile) as e:
@@ -117,6 +119,21 @@ def read_manifest(path: str | Path) -> dict:
         return json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     except (ValueError, OSError) as e:
         raise PorterError(f"golden {path}: its manifest {manifest_path.name} is not JSON ({e})") from None
+
+
+def cpu_choices(model: str | Path, manifest: dict, golden_name: str, ort_cpu: str = ort_cpus.AUTO,
+                l1d: str = ort_cpus.AUTO) -> tuple[str, str]:
+    """(--ort-cpu, --l1d) for running or checking `model` against a golden: each choice left at
+    auto becomes what the golden's CPU did — for an ONNX model onnxruntime's target (from the
+    manifest's CPU flags), for a TFLite one LiteRT's float blocking (its L1 data cache size) —
+    and an explicit one stays."""
+    found = model_format(model)
+    if ort_cpu == ort_cpus.AUTO and found == "onnx":
+        made_on = ort_cpus.golden_target(manifest, golden_name)
+        ort_cpu = made_on.name if made_on is not None else ort_cpus.AUTO
+    if l1d == ort_cpus.AUTO and found == "tflite":
+        l1d = str(LF.golden_l1d(manifest))
+    return ort_cpu, l1d
 
 
 def load_golden(path: str | Path) -> Golden:

@@ -17,9 +17,8 @@ from porter.reference import execute
 from porter.check.compare import Agreement, agreement
 from porter.codegen.compile import recover
 from porter.errors import PorterError
-from porter.check.golden import Golden, check_model_matches, load_golden
+from porter.check.golden import Golden, check_model_matches, cpu_choices, load_golden
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
-from porter.reference import litert as LF
 from porter.reference import ort_cpu as ort_cpus
 
 PAD_ID = 0
@@ -52,23 +51,6 @@ def executor_agreement(ir: EncoderProgram, golden: Golden, echo=None, windows=No
             echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
         total = total.merge(a)
     return total
-
-
-def golden_l1d_choice(choice: str, golden: Golden, model: Path) -> str:
-    """--l1d CHOICE for a run against this golden: auto becomes the golden's CPU's L1 data
-    cache size for a TFLite model, and stays auto otherwise."""
-    if choice != ort_cpus.AUTO or Path(model).suffix != ".tflite":
-        return choice
-    return str(LF.golden_l1d(golden.manifest))
-
-
-def golden_choice(choice: str, golden: Golden) -> str:
-    """--ort-cpu CHOICE for a run against this golden: auto becomes the golden's CPU's target
-    where its manifest records the CPU (ONNX goldens), and stays auto otherwise."""
-    if choice != ort_cpus.AUTO:
-        return choice
-    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
-    return choice if made_on is None else made_on.name
 
 
 def run_golden(ir: EncoderProgram, golden_path: Path, echo) -> Agreement:
@@ -186,7 +168,7 @@ def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
     """ort_cpu and l1d auto take the golden's CPU where a golden is given."""
     if golden_path is not None:
         golden = load_golden(golden_path)
-        ort_cpu, l1d = golden_choice(ort_cpu, golden), golden_l1d_choice(l1d, golden, model)
+        ort_cpu, l1d = cpu_choices(model, golden.manifest, golden.path.name, ort_cpu, l1d)
     ir = recover(model, ort_cpu, l1d)
     if ir.ort_cpu is not None:
         echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")

@@ -25,6 +25,7 @@ from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEM
                                POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, ROTATE_HALF, Activation,
                                Attention, DecoderIR, Instr, Linear, Norm)
 from porter.reference import ort_cpu as ort_cpus
+from porter.reference.litert import EIGEN_L1_BYTES
 from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 
@@ -199,6 +200,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
     return {
         "crate_name": crate_name(ir.source, crate_dir), "source_name": Path(ir.source).name,
         "ort_cpu": ir.ort_cpu, "ort_floats": ORT_FLOATS[ort_cpus.target(ir.ort_cpu).floats],
+        "eigen_l1d": EIGEN_L1_BYTES,  # for the shared LiteRT kernels, which a decoder never runs
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads, "kv_heads": ir.kv_heads,
         "head_dim": ir.head_dim, "ffn": ir.ffn, "projection_widths": widths, "widest": widest,
         "q_at": _at(first, "q"), "k_at": _at(first, "k"), "v_at": _at(first, "v"),

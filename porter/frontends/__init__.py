@@ -15,6 +15,20 @@ from porter.frontends.graph import Graph
 TFLITE_IDENTIFIER_AT = slice(4, 8)
 
 
+def model_format(path: str | Path) -> str | None:
+    """"tflite" or "onnx" as load_graph reads the file (its content's identifier, else its
+    suffix), or None for neither."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except OSError:
+        head = b""
+    if head[TFLITE_IDENTIFIER_AT] == b"TFL3" or path.suffix.lower() == ".tflite":
+        return "tflite"
+    return "onnx" if path.suffix.lower() == ".onnx" else None
+
+
 def load_graph(path: str | Path) -> Graph:
     """Reads a .tflite or .onnx model; raises PorterError for missing, unknown or invalid files."""
     path = Path(path)
@@ -22,13 +36,12 @@ def load_graph(path: str | Path) -> Graph:
         raise PorterError(f"{path}: no such file")
     if not path.is_file():
         raise PorterError(f"{path}: not a regular file")
-    with path.open("rb") as f:
-        head = f.read(8)
-    if head[TFLITE_IDENTIFIER_AT] == b"TFL3" or path.suffix.lower() == ".tflite":
+    found = model_format(path)
+    if found == "tflite":
         from porter.frontends.tflite import load_tflite
 
         return load_tflite(path)
-    if path.suffix.lower() == ".onnx":
+    if found == "onnx":
         from porter.frontends.onnx import load_onnx
 
         return load_onnx(path)

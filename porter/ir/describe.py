@@ -66,7 +66,8 @@ def format_ir(ir: EncoderProgram) -> str:
         "padding: " + ("inert, live rows computed (padded keys masked out)" if ir.padding_is_inert
                        else "every row computed"),
         "arithmetic: " + (f"onnxruntime's CPU kernels as on {ir.ort_cpu} CPUs" if ir.ort_cpu
-                          else "LiteRT's builtin kernels (the same on every CPU)"),
+                          else f"LiteRT's builtin kernels (float products blocked for a {ir.eigen_l1d // 1024} KiB "
+                               "L1 data cache)"),
     ]
     for step in ir.steps:
         ops = step.source_ops

@@ -346,13 +346,13 @@ def _eigen_l1d_of(g: Graph, choice: str | int) -> int | None:
 
 
 def _ort_cpu_of(g: Graph, choice: str) -> ort_cpus.OrtCpu | None:
-    """The onnxruntime target of an ONNX graph; none for LiteRT's kernels, which give the same
-    bits on every CPU (so naming one is a mistake)."""
+    """The onnxruntime target of an ONNX graph; none for LiteRT's kernels, which pick no kernels
+    by CPU (their one CPU-dependent choice is the L1 size, --l1d)."""
     if g.format == "onnx":
         return ort_cpus.resolve(choice)
     if choice != ort_cpus.AUTO:
-        raise PorterError(f"--ort-cpu {choice}: a {g.format} graph runs LiteRT's builtin kernels, "
-                          f"the same on every CPU; the target is for ONNX graphs (onnxruntime)")
+        raise PorterError(f"--ort-cpu {choice}: a {g.format} graph runs LiteRT's builtin kernels, which pick "
+                          f"no kernels by CPU (its float blocking is --l1d); the target is for ONNX graphs (onnxruntime)")
     return None
 
 
