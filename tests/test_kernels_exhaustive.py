@@ -442,6 +442,12 @@ ORT_MUTATIONS = {
     "exp-scalef normal range": ("src/kernels/ort_float/lanes.rs",
                                 "f32x4_ge(m, f32x4_splat(-126.0))", "f32x4_ge(m, f32x4_splat(-127.0))",
                                 ["ort-fn", "exp-scalef", 0xC2B00000 - 8, 16, 1]),
+    # The context cut at the masked keys whatever their products: a masked key's subnormal
+    # probability times a huge value row counts, and the cut must then not be taken.
+    "masked tail cut unchecked": ("src/kernels/ort_float/masked_tail.rs",
+                                  "term_exponent <= biased_exponent(bits).max(1) - 153",
+                                  "term_exponent <= biased_exponent(bits).max(1) + 153",
+                                  ["kernels", 11]),
 }
 
 

@@ -1,9 +1,9 @@
 """Which rows of each token buffer a program computes: the live-length execution.
 
 Where the graph masks padding out of attention (every attention block drops the mask input's
-padded keys with a value whose exp() underflows to exactly 0 in LiteRT's kernel) and every other
-step works row by row, rows past the last kept token cannot change a live row: they only ever add
-exact zeros. The program then computes, backwards from its output:
+padded keys with a value whose exp() underflows to exactly 0 in the reference's kernel) and every
+other step works row by row, rows past the last kept token cannot change a live row: they only
+ever add exact zeros. The program then computes, backwards from its output:
 
 - the output's rows: the live tokens (LIVE), or one row for a pooled output;
 - a row-wise step's input rows: the rows its output needs;
@@ -11,24 +11,38 @@ exact zeros. The program then computes, backwards from its output:
 - anything a step mixes across rows (a reduction or a slice over the tokens, an L2 normalisation
   whose rows span tokens): ALL rows.
 
-onnxruntime's arithmetic is never inert (MLAS's exp returns a tiny non-zero value for the mask
-value, and DynamicQuantizeLinear quantises the whole tensor at once): its programs compute ALL.
-`porter verify` runs every window both ways and fails on any bit of difference.
+onnxruntime's arithmetic is inert only for float programs on the CPUs whose softmax is MLAS's AVX2
+kernel: its exp clamps the masked score to -88.38 and builds 2^-127 from exponent bits, which is
+0. The AVX-512F kernel scales by vscalefps, a subnormal instead (its context leaves the padded
+keys out only where a run-time bound shows it exact: the crate's ort_float/masked_tail.rs), and
+DynamicQuantizeLinear quantises the whole tensor at once, padded rows included; those programs
+compute ALL. `porter verify` runs every window both ways and fails on any bit of difference.
 """
 
 from __future__ import annotations
 
-from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, EncoderProgram, L2NormalizeStep,
-                               MaskMode, ReduceStep, Reference, Rows, SliceStep)
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, ActivationQuant, Attention, ElementwiseStep, EncoderProgram,
+                               L2NormalizeStep, LinearStep, MaskMode, ReduceStep, Reference, Rows, SliceStep)
+from porter.reference import ort_cpu
 
 ORDER = [Rows.ONE, Rows.LIVE, Rows.KEYS, Rows.ALL]
-DROP_UNDERFLOWS = -1e4  # exp(x - max) of a score this far below is exactly 0 in LiteRT
+DROP_UNDERFLOWS = -1e4  # exp(x - max) of a score this far below is exactly 0 (LiteRT; MLAS's AVX2 kernel)
 
 
 def padding_is_inert(program: EncoderProgram) -> bool:
     attentions = program.attentions()
-    return (program.reference == Reference.LITERT_BUILTIN and bool(attentions)
-            and all(a.mask != MaskMode.NONE and a.drop_value <= DROP_UNDERFLOWS for a in attentions))
+    masks_underflow = bool(attentions) and all(a.mask != MaskMode.NONE and a.drop_value <= DROP_UNDERFLOWS
+                                               for a in attentions)
+    return masks_underflow and (program.reference == Reference.LITERT_BUILTIN or _ort_rows_independent(program))
+
+
+def _ort_rows_independent(program: EncoderProgram) -> bool:
+    """onnxruntime's arithmetic keeps padded rows out of live ones: exact zeros for masked keys
+    (the AVX2 softmax) and no tensor-wide activation quantisation."""
+    return (program.reference == Reference.ONNXRUNTIME_CPU and program.ort_cpu is not None
+            and ort_cpu.target(program.ort_cpu).floats == ort_cpu.AVX2_FLOATS
+            and not any(isinstance(s, LinearStep) and s.linear.activation_quant == ActivationQuant.ORT_DYNAMIC_UINT8
+                        for s in program.steps))
 
 
 def _widest(a: Rows, b: Rows) -> Rows:

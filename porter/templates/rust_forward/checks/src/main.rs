@@ -372,7 +372,52 @@ fn check_kernels(seed: u64) -> ! {
             });
         }
     }
+    for trial in 0..24 {
+        check_ort_attention(&mut tally, &mut rng, trial);
+    }
     tally.finish()
+}
+
+/// onnxruntime's attention with its context chains cut at a right-padded window's masked keys
+/// (ort_float/masked_tail.rs) against every chain over all keys, on both float families (AVX-512F
+/// gives masked keys subnormal probabilities): ordinary values, where the cut applies; value
+/// rows so large behind the padding that a masked key's product counts, and a value column
+/// zero over the live keys, where it must not.
+fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
+    let floats = if trial % 2 == 0 { ort_float::OrtFloats::Avx512 } else { ort_float::OrtFloats::Avx2 };
+    let (heads, d) = (1 + rng.below(3) as usize, [4, 8, 12, 16, 32][rng.below(5) as usize]);
+    let keys = 2 + rng.below(63) as usize;
+    let rows = [keys, 1 + rng.below(keys as u64) as usize][rng.below(2) as usize];
+    let live = 1 + rng.below(keys as u64 - 1) as usize;
+    let hidden = heads * d;
+    let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
+    let (q, k, mut v) = (rand(rng, keys * hidden), rand(rng, keys * hidden), rand(rng, keys * hidden));
+    let keep: Vec<bool> = (0..keys).map(|j| j < live && (j == 0 || rng.below(5) != 0)).collect();
+    if trial % 3 == 1 {
+        v[live * hidden..].iter_mut().for_each(|x| *x *= 1e37);
+    } else if trial % 3 == 2 {
+        let c = rng.below(hidden as u64) as usize;
+        (0..live).for_each(|j| v[j * hidden + c] = 0.0);
+    }
+    let (mut cut, mut full) = (vec![0.0; rows * hidden], vec![0.0; rows * hidden]);
+    let (mut scores, mut keys_t, mut scaled) = (vec![0.0; keys], vec![0.0; d * keys], vec![0.0; d]);
+    let p = ort_float::OrtAttention {
+        floats,
+        heads,
+        head_dim: d,
+        scale: 1.0 / (d as f32).sqrt(),
+        scale_on_query: trial % 4 == 1,
+        key_scale: 1.0,
+        mask_value: -3.402_823_5e38,
+        window: keys,
+    };
+    ort_float::attention(&p, &q, &k, &v, Some(&keep), rows, keys, &mut cut,
+                         ort_float::OrtAttentionScratch { scores: &mut scores, keys_t: &mut keys_t, scaled: &mut scaled });
+    ort_float::attention_all_keys(&p, &q, &k, &v, Some(&keep), rows, keys, &mut full,
+                                  ort_float::OrtAttentionScratch { scores: &mut scores, keys_t: &mut keys_t, scaled: &mut scaled });
+    tally.record(same_values(&cut, &full), || {
+        format!("ort attention {floats:?} h={heads} d={d} keys={keys} live={live} rows={rows} trial={trial}")
+    });
 }
 
 /// The float Linear on a random shape: a tensor of 1 to 70 rows (a one-row tensor, a single

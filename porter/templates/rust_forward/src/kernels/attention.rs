@@ -11,6 +11,7 @@ use core::arch::wasm32::*;
 use super::eigen::{eigen_sum, eigen_sum_scalar};
 use super::ort_float;
 use super::mathfn::{exp_in_place, exp_scalar};
+use crate::model::SEQ;
 use crate::tuning::ATTENTION_QUERY_ROWS;
 
 #[derive(Clone, Copy)]
@@ -164,8 +165,17 @@ pub fn attention_in_blocks<const Q: usize>(
     assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys && scratch.probs.len() >= Q * keys);
     if let Some(floats) = p.onnxruntime {
         let ort_scratch = ort_float::OrtAttentionScratch { scores: &mut scratch.probs, keys_t: &mut scratch.key_t, scaled: &mut scratch.query };
-        return ort_float::attention(floats, p.heads, p.head_dim, p.scale, p.scale_on_query, p.key_scale, p.mask_value,
-                                    q, k, v, keep, rows, keys, ctx, ort_scratch);
+        let ort = ort_float::OrtAttention {
+            floats,
+            heads: p.heads,
+            head_dim: p.head_dim,
+            scale: p.scale,
+            scale_on_query: p.scale_on_query,
+            key_scale: p.key_scale,
+            mask_value: p.mask_value,
+            window: SEQ,
+        };
+        return ort_float::attention(&ort, q, k, v, keep, rows, keys, ctx, ort_scratch);
     }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {

@@ -1,5 +1,6 @@
 //! One attention layer with onnxruntime's arithmetic.
 
+use super::masked_tail::{absorbs, magnitude_exponent, masked_suffix_start};
 use super::math::{softmax, OrtFloats};
 use super::sgemm::{m1_columns, sgemm_columns, stride_k};
 
@@ -14,63 +15,98 @@ pub struct OrtAttentionScratch<'a> {
     pub scaled: &'a mut [f32],
 }
 
+/// One attention layer's constants, as onnxruntime runs it.
+#[derive(Clone, Copy)]
+pub struct OrtAttention {
+    /// Which MLAS family's softmax.
+    pub floats: OrtFloats,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    /// The graph scales Q before the product (which then has no alpha).
+    pub scale_on_query: bool,
+    pub key_scale: f32,
+    /// Added to the score of every key the mask drops.
+    pub mask_value: f32,
+    /// The rows and keys of the reference's products (the whole window): they choose MLAS's
+    /// kernel and its blocks, also where the crate computes fewer (padding that is inert).
+    pub window: usize,
+}
+
 /// Attention with onnxruntime's arithmetic for the first `rows` query rows over `keys` keys:
 /// scores by FusedMatMul (SGEMM, alpha = the scale), softmax MLAS's (the `floats` family's),
-/// context by MatMul (SGEMM, or the M = 1 kernel for a single query row).
+/// context by MatMul (SGEMM, or the M = 1 kernel for a one-row window). The context leaves out
+/// a masked suffix of keys where that changes no bit (masked_tail.rs).
 #[allow(clippy::too_many_arguments)]
-pub fn attention(
-    floats: OrtFloats,
-    heads: usize,
-    head_dim: usize,
-    scale: f32,
-    scale_on_query: bool,
-    key_scale: f32,
-    mask_value: f32,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    keep: Option<&[bool]>,
-    rows: usize,
-    keys: usize,
-    ctx: &mut [f32],
-    scratch: OrtAttentionScratch,
-) {
-    let d = head_dim;
-    let hidden = heads * d;
+pub fn attention(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
+                 ctx: &mut [f32], scratch: OrtAttentionScratch) {
+    attention_from(p, q, k, v, keep, rows, keys, masked_suffix_start(keep, keys), ctx, scratch)
+}
+
+/// `attention` with every key in every context chain: the definition the kernel check holds the
+/// shortened chains to.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_all_keys(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize,
+                          keys: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
+    attention_from(p, q, k, v, keep, rows, keys, keys, ctx, scratch)
+}
+
+/// Attention whose context chains may stop at key `tail` (every key from it on masked).
+#[allow(clippy::too_many_arguments)]
+fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
+                  tail: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
+    let d = p.head_dim;
+    let (score_block, context_block) = (stride_k(p.window, d, false), stride_k(d, p.window, false));
+    let one_row_kernel = p.window == 1;
+    // one SGEMM block, so that the tail is the end of each chain; the M = 1 kernel's groups of
+    // four the cut would regroup
+    let tail = if !one_row_kernel && keys <= context_block && tail > 0 { tail } else { keys };
+    let hidden = p.heads * d;
     let OrtAttentionScratch { scores, keys_t, scaled } = scratch;
     let (scores, keys_t, scaled) = (&mut scores[..keys], &mut keys_t[..d * keys], &mut scaled[..d]);
-    for h in 0..heads {
+    for h in 0..p.heads {
         let v_head = &v[h * d..];
+        let tail_values = (tail < keys).then(|| magnitude_exponent((tail..keys).flat_map(|j| v_head[j * hidden..j * hidden + d].iter().copied()))).flatten();
         for key in 0..keys {
             for j in 0..d {
-                keys_t[j * keys + key] = k[key * hidden + h * d + j] * key_scale;
+                keys_t[j * keys + key] = k[key * hidden + h * d + j] * p.key_scale;
             }
         }
         for i in 0..rows {
             let mut query = &q[i * hidden + h * d..i * hidden + (h + 1) * d];
-            let mut alpha = scale;
-            if scale_on_query {
-                // the graph scales Q before the product, which then has no alpha
+            let mut alpha = p.scale;
+            if p.scale_on_query {
                 for (s, &qc) in scaled.iter_mut().zip(query) {
-                    *s = qc * scale;
+                    *s = qc * p.scale;
                 }
                 (query, alpha) = (&*scaled, 1.0);
             }
-            sgemm_columns(query, keys_t, keys, keys, stride_k(keys, d, false), alpha, scores);
+            sgemm_columns(query, keys_t, keys, keys, score_block, alpha, scores);
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {
-                        *s += mask_value;
+                        *s += p.mask_value;
                     }
                 }
             }
-            softmax(scores, floats);
+            softmax(scores, p.floats);
             let out = &mut ctx[i * hidden + h * d..i * hidden + (h + 1) * d];
-            if rows == 1 {
+            if one_row_kernel {
                 m1_columns(scores, v_head, hidden, d, out);
-            } else {
-                sgemm_columns(scores, v_head, hidden, d, stride_k(d, keys, false), 1.0, out);
+            } else if !live_keys_suffice(scores, v_head, hidden, tail, tail_values, context_block, out) {
+                sgemm_columns(scores, v_head, hidden, d, context_block, 1.0, out);
             }
         }
     }
+}
+
+/// out = the context over keys [0, tail) when that is provably the context over all of them
+/// (masked_tail.rs): whether it is.
+fn live_keys_suffice(probs: &[f32], v_head: &[f32], hidden: usize, tail: usize, tail_values: Option<i32>, block: usize,
+                     out: &mut [f32]) -> bool {
+    let (Some(values), Some(probabilities)) = (tail_values, magnitude_exponent(probs[tail..].iter().copied())) else {
+        return false;
+    };
+    sgemm_columns(&probs[..tail], v_head, hidden, out.len(), block, 1.0, out);
+    out.iter().all(|&sum| absorbs(sum, probabilities + values))
 }

@@ -15,15 +15,17 @@
 //!
 //! math: fma, MLAS's exp, erf, GELU and softmax (the scalar definitions); lanes: the same four
 //! lanes at a time with relaxed_madd; layer_norm; sgemm: the matrix products and the Gemm
-//! Linear; attention: the scores, softmax and context of one layer.
+//! Linear; attention: the scores, softmax and context of one layer; masked_tail: when the context
+//! may leave out a window's padded keys.
 
 mod attention;
 mod lanes;
 mod layer_norm;
+mod masked_tail;
 mod math;
 mod sgemm;
 
-pub use attention::{attention, OrtAttentionScratch};
+pub use attention::{attention, attention_all_keys, OrtAttention, OrtAttentionScratch};
 pub use lanes::fused_madd;
 pub use layer_norm::{layer_norm_row, skip_layer_norm_row};
 pub use math::{apply_in_place, apply_in_place_scalar, erf, fma, gelu_erf, gelu_erf_in_place, gelu_erf_mul,
