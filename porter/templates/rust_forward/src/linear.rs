@@ -39,7 +39,7 @@ impl Linear<'_> {
                 ort_quant::linear(&scratch.tensor, rows, weights, *saturating, out, &mut scratch.weight_sums);
             }
             Weights::Float(weights) => linear_f32_rows(x, rows, tensor_rows, weights, out, &mut scratch.transposed),
-            Weights::FloatOrt(weights) => ort_float::linear(x, rows, weights, out),
+            Weights::FloatOrt(weights) => ort_float::linear(x, rows, weights, out, &mut scratch.panel),
         }
     }
 
@@ -59,6 +59,7 @@ pub struct LinearScratch {
     tensor: TensorQuantized,
     weight_sums: Vec<i32>,
     transposed: Vec<f32>,
+    panel: Vec<f32>,
 }
 
 impl LinearScratch {
@@ -68,6 +69,7 @@ impl LinearScratch {
             tensor: TensorQuantized::new(),
             weight_sums: Vec::new(),
             transposed: vec![0.0; rows * widest],
+            panel: Vec::new(),
         }
     }
 }

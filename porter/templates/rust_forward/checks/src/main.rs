@@ -467,6 +467,19 @@ fn check_ort_products(tally: &mut Tally, rng: &mut Rng) {
             && same_f32(m1[c], ort_float::m1_dot(k, |j| x[j], |j| w[j * d + c]))
     });
     tally.record(ok, || format!("sgemm_columns / m1_columns k={k} d={d} block={block} alpha={alpha}"));
+
+    // the Gemm Linear: whole panels of outputs (rows in pairs and one alone), the rest row by row
+    let rows = 1 + rng.below(5) as usize;
+    let xs: Vec<f32> = (0..rows * k).map(|_| rng.unit() * [1e-3, 1.0, 300.0][rng.below(3) as usize]).collect();
+    let bias: Vec<f32> = (0..outs).map(|_| rng.unit() * 10.0).collect();
+    let fw = FloatWeights { w: &w[..outs * k], bias: (rng.below(2) == 0).then_some(&bias[..]), outs, k };
+    let mut linear = vec![0.0; rows * outs];
+    ort_float::linear(&xs, rows, &fw, &mut linear, &mut Vec::new());
+    let ok = (0..rows * outs).all(|i| {
+        let (r, o) = (i / outs, i % outs);
+        same_f32(linear[i], ort_float::sgemm_dot(k, ort_float::PACKED_STRIDE_K, |j| xs[r * k + j], |j| w[o * k + j], fw.bias.map(|b| b[o]), 1.0))
+    });
+    tally.record(ok, || format!("ort linear_f32 {rows}x{k}x{outs} bias={}", fw.bias.is_some()));
 }
 
 /// Scalar references for porter's tests: stdin u32 rows, u32 cols, f32 data[rows * cols].

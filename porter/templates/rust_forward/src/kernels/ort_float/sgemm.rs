@@ -282,11 +282,115 @@ pub fn m1_columns(p: &[f32], v: &[f32], ldv: usize, d: usize, out: &mut [f32]) {
     }
 }
 
-/// Gemm with the bias as C (MLAS SGEMM, its B prepacked).
-pub fn linear(x: &[f32], rows: usize, w: &FloatWeights, out: &mut [f32]) {
-    let k = w.k;
+/// Gemm with the bias as C (MLAS SGEMM, its B prepacked): the outputs in whole panels
+/// (panel_outputs) where the engine fuses relaxed_madd, the rest row by row (sgemm_outputs).
+/// `panel` is the caller's buffer for one panel's weights.
+pub fn linear(x: &[f32], rows: usize, w: &FloatWeights, out: &mut [f32], panel: &mut Vec<f32>) {
+    let (k, outs) = (w.k, w.outs);
+    let done = panel_outputs(x, rows, w, out, panel);
+    if done == outs {
+        return;
+    }
     for r in 0..rows {
-        let y = &mut out[r * w.outs..(r + 1) * w.outs];
-        sgemm_outputs(&x[r * k..(r + 1) * k], w.w, k, w.outs, PACKED_STRIDE_K, 1.0, w.bias, y);
+        let y = &mut out[r * outs + done..(r + 1) * outs];
+        sgemm_outputs(&x[r * k..(r + 1) * k], &w.w[done * k..], k, outs - done, PACKED_STRIDE_K, 1.0, w.bias.map(|b| &b[done..]), y);
+    }
+}
+
+/// Outputs per panel: four groups of four.
+#[cfg(feature = "fused-madd")]
+const PANEL: usize = 16;
+
+/// The Linear's outputs in panels of PANEL, every row of each: how many it computed. A panel's
+/// weights are first copied k-major (panel[i][j] = w[o0 + j][i]), once for all rows, so that one
+/// load gives four outputs' weights at one k; each output's chain is sgemm_dot's, in k order.
+#[cfg(feature = "fused-madd")]
+fn panel_outputs(x: &[f32], rows: usize, w: &FloatWeights, out: &mut [f32], panel: &mut Vec<f32>) -> usize {
+    if !fused_madd() {
+        return 0;
+    }
+    let (k, outs) = (w.k, w.outs);
+    assert!(x.len() >= rows * k && out.len() >= rows * outs && w.w.len() >= outs * k);
+    panel.resize(PANEL * k, 0.0);
+    let mut o0 = 0;
+    while o0 + PANEL <= outs {
+        for (i, at_k) in panel.chunks_exact_mut(PANEL).enumerate() {
+            for (j, value) in at_k.iter_mut().enumerate() {
+                *value = w.w[(o0 + j) * k + i];
+            }
+        }
+        let bias = w.bias.map(|b| &b[o0..o0 + PANEL]);
+        let mut r = 0;
+        // SAFETY (both): fused_madd() was probed above; the rows and outputs lie inside x and out (asserted).
+        while r + 2 <= rows {
+            unsafe { panel_rows::<2>(x.as_ptr().add(r * k), k, panel, bias, out.as_mut_ptr().add(r * outs + o0), outs) };
+            r += 2;
+        }
+        if r < rows {
+            unsafe { panel_rows::<1>(x.as_ptr().add(r * k), k, panel, bias, out.as_mut_ptr().add(r * outs + o0), outs) };
+        }
+        o0 += PANEL;
+    }
+    o0
+}
+
+#[cfg(not(feature = "fused-madd"))]
+fn panel_outputs(_: &[f32], _: usize, _: &FloatWeights, _: &mut [f32], _: &mut Vec<f32>) -> usize {
+    0
+}
+
+/// R rows (x, k apart) times one k-major panel, each output as sgemm_dot computes it with C =
+/// the bias and alpha 1, into out (rows `ld_out` apart). The chains go through memory once per
+/// four values of k, as `columns` explains.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn panel_rows<const R: usize>(x: *const f32, k: usize, panel: &[f32], bias: Option<&[f32]>, out: *mut f32, ld_out: usize) {
+    const G: usize = PANEL / 4;
+    let p = panel.as_ptr();
+    let bias = bias.map(|b| core::array::from_fn::<v128, G, _>(|g| v128_load(b.as_ptr().add(4 * g) as *const v128)));
+    let mut result: [Option<[v128; G]>; R] = [bias; R];
+    for start in (0..k).step_by(PACKED_STRIDE_K) {
+        let end = k.min(start + PACKED_STRIDE_K);
+        let mut chains = [[f32x4_splat(0.0); G]; R];
+        let sums = chains.as_mut_ptr() as *mut v128;
+        let mut i = start;
+        while i + 4 <= end {
+            let xv: [v128; R] = core::array::from_fn(|r| v128_load(x.add(r * k + i) as *const v128));
+            for r in 0..R {
+                let mut acc: [v128; G] = core::array::from_fn(|g| sums.add(r * G + g).read_volatile());
+                let xs = lane_splats(xv[r]);
+                for (u, &xu) in xs.iter().enumerate() {
+                    for (g, a) in acc.iter_mut().enumerate() {
+                        *a = f32x4_relaxed_madd(xu, v128_load(p.add((i + u) * PANEL + 4 * g) as *const v128), *a);
+                    }
+                }
+                for (g, &a) in acc.iter().enumerate() {
+                    sums.add(r * G + g).write_volatile(a);
+                }
+            }
+            i += 4;
+        }
+        for i in i..end {
+            for r in 0..R {
+                let xs = f32x4_splat(*x.add(r * k + i));
+                for g in 0..G {
+                    let chain = f32x4_relaxed_madd(xs, v128_load(p.add(i * PANEL + 4 * g) as *const v128), sums.add(r * G + g).read_volatile());
+                    sums.add(r * G + g).write_volatile(chain);
+                }
+            }
+        }
+        for (r, result) in result.iter_mut().enumerate() {
+            let chains: [v128; G] = core::array::from_fn(|g| sums.add(r * G + g).read_volatile());
+            let alpha = f32x4_splat(1.0);
+            *result = Some(match *result {
+                None => chains.map(|chain| f32x4_mul(chain, alpha)),
+                Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
+            });
+        }
+    }
+    for (r, result) in result.iter().enumerate() {
+        for (g, &v) in result.unwrap_or([f32x4_splat(0.0); G]).iter().enumerate() {
+            v128_store(out.add(r * ld_out + 4 * g) as *mut v128, v);
+        }
     }
 }
