@@ -444,6 +444,11 @@ ORT_MUTATIONS = {
                                 ["ort-fn", "exp-scalef", 0xC2B00000 - 8, 16, 1]),
     # The context cut at the masked keys whatever their products: a masked key's subnormal
     # probability times a huge value row counts, and the cut must then not be taken.
+    # The Gemm Linear's panel adding four values of k in reverse order: the same products, another
+    # rounding of each chain.
+    "panel chain order": ("src/kernels/ort_float/sgemm.rs",
+                          "for (u, &xu) in xs.iter().enumerate() {", "for (u, &xu) in xs.iter().enumerate().rev() {",
+                          ["kernels", 11]),
     "masked tail cut unchecked": ("src/kernels/ort_float/masked_tail.rs",
                                   "term_exponent <= biased_exponent(bits).max(1) - 153",
                                   "term_exponent <= biased_exponent(bits).max(1) + 153",

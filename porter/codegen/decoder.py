@@ -32,7 +32,8 @@ from porter.errors import PorterError
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
 KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
 SHARED_KERNELS = ("eigen.rs", "linear_f32.rs", "ort_float/mod.rs", "ort_float/math.rs", "ort_float/lanes.rs",
-                  "ort_float/layer_norm.rs", "ort_float/sgemm.rs", "ort_float/attention.rs")
+                  "ort_float/layer_norm.rs", "ort_float/sgemm.rs", "ort_float/attention.rs",
+                  "ort_float/masked_tail.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
