@@ -135,6 +135,18 @@ def test_onnxruntime_function_lanes_match_scalar_around_special_values(ort_check
             assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, start, 4096, 1)
 
 
+SUBNORMAL_PATTERNS = 1 << 24  # sign and 23-bit significand
+
+
+def test_softmax_scaling_of_subnormals_matches_the_multiply_on_sampled_patterns(ort_checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, ort_checks_wasm, "ort-scale", 1, SUBNORMAL_PATTERNS // 97, 97)
+
+
+@pytest.mark.slow
+def test_softmax_scaling_of_subnormals_matches_the_multiply_on_every_pattern(ort_checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, ort_checks_wasm, "ort-scale", 0, SUBNORMAL_PATTERNS, 1)
+
+
 @pytest.mark.parametrize("scheme", ["sym", "asym"])
 def test_quantisation_matches_scalar_on_random_rows(checks_wasm, wasm_runtime, scheme):
     assert_check_passes(wasm_runtime, checks_wasm, "quant-random", scheme, 7, 20_000)
@@ -449,6 +461,10 @@ ORT_MUTATIONS = {
     "panel chain order": ("src/kernels/ort_float/sgemm.rs",
                           "for (u, &xu) in xs.iter().enumerate() {", "for (u, &xu) in xs.iter().enumerate().rev() {",
                           ["kernels", 11]),
+    # softmax's exact subnormal product scaled by 2^-148 instead of 2^-149.
+    "subnormal scaling exponent": ("src/kernels/ort_float/math.rs",
+                                   "f64::from_bits((1023 - 149) << 52)", "f64::from_bits((1023 - 148) << 52)",
+                                   ["ort-scale", 1, 4096, 4099]),
     "masked tail cut unchecked": ("src/kernels/ort_float/masked_tail.rs",
                                   "term_exponent <= biased_exponent(bits).max(1) - 153",
                                   "term_exponent <= biased_exponent(bits).max(1) + 153",

@@ -9,6 +9,9 @@
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
 //!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F)
+//!   ort-scale START COUNT STEP       softmax's scaling of a subnormal (ort_float scaled_subnormal)
+//!                                     against f32.mul, for patterns START, START+STEP, ... of its 24
+//!                                     bits (sign, 23-bit significand), each by scales across the range
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
@@ -153,6 +156,21 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
     compare_in_place(&mut tally, name, patterns(start, count, step), |v| ort_float::apply_in_place(f, v),
                      |v| ort_float::apply_in_place_scalar(f, v));
     println!("fused={}", ort_float::fused_madd());
+    tally.finish()
+}
+
+/// Every subnormal pattern given (bit 23 of the pattern is the sign) times each scale: the exact
+/// integer-and-f64 product against the multiply instruction's.
+fn check_ort_scale(start: u64, count: u64, step: u64) -> ! {
+    const SCALES: [f32; 10] = [1.0, 0.5, 0.999_999_9, 1.0 / 3.0, 1.0 / 256.0, 0.037, 1.5, 3.0e5, -0.7, 1.175_494_4e-38];
+    let mut tally = Tally::new("ort-scale");
+    for pattern in (0..count).map(|i| (start + i * step) as u32 & 0x00ff_ffff) {
+        let a = f32::from_bits((pattern & 0x007f_ffff) | (pattern >> 23) << 31);
+        for scale in SCALES {
+            let (ours, reference) = (ort_float::scaled_subnormal(a, scale), a * scale);
+            tally.record(same_f32(ours, reference), || format!("{:#010x} * {scale:e}: {:#010x}, f32.mul {:#010x}", a.to_bits(), ours.to_bits(), reference.to_bits()));
+        }
+    }
     tally.finish()
 }
 
@@ -590,7 +608,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 
@@ -606,6 +624,7 @@ fn main() {
         Some("gelu") => check_gelu(number(1), number(2), number(3)),
         Some("litert-fn") => check_litert_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("ort-fn") => check_ort_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
+        Some("ort-scale") => check_ort_scale(number(1), number(2), number(3)),
         Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
         Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
         Some("kernels") => check_kernels(number(1)),

@@ -127,10 +127,62 @@ pub fn softmax(x: &mut [f32], floats: OrtFloats) {
         *v += neg;
     }
     apply_in_place(floats.exp(), x);
-    let inv = 1.0 / lane_sum(x, floats);
-    for v in x.iter_mut() {
-        *v *= inv;
+    scale_in_place(x, 1.0 / lane_sum(x, floats));
+}
+
+/// v *= scale for every value, bit for bit, without a subnormal operand reaching the multiplier.
+///
+/// AVX-512F's exp gives every masked key a subnormal probability (softmax's vscalefps), and x86
+/// finishes each multiply with a subnormal operand in a microcode assist: a padded window's
+/// softmax spent most of attention's time on them. Groups of four with none go to the vector
+/// multiply; a subnormal's product is formed exactly instead (scaled_subnormal), once per
+/// distinct value (a row's masked keys share one).
+pub fn scale_in_place(x: &mut [f32], scale: f32) {
+    if !x.iter().any(|v| is_subnormal(*v)) {
+        x.iter_mut().for_each(|v| *v *= scale);
+        return;
     }
+    let mut last: Option<(u32, f32)> = None;
+    for group in x.chunks_mut(4) {
+        if !group.iter().any(|v| is_subnormal(*v)) {
+            group.iter_mut().for_each(|v| *v *= scale);
+            continue;
+        }
+        for v in group {
+            if !is_subnormal(*v) {
+                *v *= scale;
+                continue;
+            }
+            let bits = v.to_bits();
+            *v = match last {
+                Some((seen, product)) if seen == bits => product,
+                _ => {
+                    let product = scaled_subnormal(*v, scale);
+                    last = Some((bits, product));
+                    product
+                }
+            };
+        }
+    }
+}
+
+fn is_subnormal(v: f32) -> bool {
+    let magnitude = v.to_bits() & 0x7fff_ffff;
+    magnitude != 0 && magnitude < 0x0080_0000
+}
+
+/// a * scale, rounded once as f32.mul rounds it, for a subnormal a, in integer and normal f64
+/// arithmetic: |a| = m * 2^-149, so the product is m * scale * 2^-149, exact in f64 (a 23-bit
+/// times a 24-bit significand; 2^-149 is a normal f64), then rounded once to f32.
+pub fn scaled_subnormal(a: f32, scale: f32) -> f32 {
+    if !scale.is_normal() {
+        return a * scale; // never for softmax (1 / a sum of at least 1)
+    }
+    let m = (a.to_bits() & 0x007f_ffff) as f64;
+    let magnitude = m * scale.abs() as f64 * f64::from_bits((1023 - 149) << 52);
+    // the sign by its bit: a multiply by -1 would take the assist this avoids
+    let sign = (a.to_bits() ^ scale.to_bits()) & 0x8000_0000;
+    f32::from_bits((magnitude as f32).to_bits() | sign)
 }
 
 // ---- erf and GELU ----------------------------------------------------------------------------
