@@ -19,6 +19,9 @@ it writes out/me5/tokenizer.json).
    torch.set_num_threads(2). The schedule runs on the larger of the fraction of planned steps
    done and the fraction of --max-minutes used (lr_factor), so a run the time budget stops
    early has still decayed its learning rate to zero.
+   With --init-tflite FILE the model starts from the trained weights of an exported int8
+   LiteRT file instead of the base's (warm_start.py reads them back; a lower peak learning
+   rate is then appropriate): the checkpoint of a run is not kept, the committed file is.
 4. Evaluates the float model on the held-out test set (entity-level strict BIOES P/R/F1 per
    category, token accuracy over live pieces) and writes out/<base>/model.pt and
    out/<base>/metrics.json (export.py --install copies the served base's file to metrics.json;
