@@ -3,7 +3,8 @@
 Every example is a text plus character spans `[start, end, label]` over the 20 categories of
 examples/redact/labels.json. Texts come from hand-written templates in 11 languages (the
 locale's own language, plus English for every locale), forms and lists, e-mail-like messages,
-and ~18 % texts without any PII (with distractors: dates, amounts, order and product
+identity numbers in context (templates.ID_WORDS / ID_FRAMES: the words around a number decide
+whether it is an SSN, a TAX_ID or a GOVERNMENT_ID), and ~25 % texts without any PII (with distractors: dates, amounts, order and product
 codes, times, percentages, versions).
 
 The template set is split in two, disjoint: `--split train` uses the templates whose index in
@@ -33,8 +34,8 @@ from pathlib import Path
 from faker import Faker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from templates import (EMAIL_SKELETONS, FIELD_LABELS, FORM_GROUPS, FORM_LAYOUTS, NOPII, NOUNS, PRODUCTS,  # noqa: E402
-                       ROOMS, T, TEAMS, WEEKDAYS)
+from templates import (EMAIL_SKELETONS, FIELD_LABELS, FORM_GROUPS, FORM_LAYOUTS, ID_FRAMES, ID_WORDS,  # noqa: E402
+                       NEGNUM_WORDS, NOPII, NOUNS, PRODUCTS, ROOMS, T, TEAMS, WEEKDAYS)
 
 CATEGORIES = [
     "SSN", "CREDIT_CARD", "EMAIL", "URL", "IP_ADDRESS", "GIVEN_NAME", "SURNAME", "PHONE",
@@ -112,13 +113,21 @@ def ssn(f, r, loc):
         return v
     if loc == "da_DK":
         return f"{r.randint(1, 28):02d}{r.randint(1, 12):02d}{r.randint(40, 99):02d}-{_digits(r, 4)}"
-    if loc == "de_DE" or loc == "de_AT":  # Sozialversicherungsnummer
+    if loc == "de_AT":  # österreichische SV-Nummer: 4 digits (3 + check) and the birth date DDMMYY
+        return f"{_digits(r, 4)} {r.randint(1, 28):02d}{r.randint(1, 12):02d}{_digits(r, 2)}" if r.random() < 0.6 else \
+            f"{_digits(r, 4)}{r.randint(1, 28):02d}{r.randint(1, 12):02d}{_digits(r, 2)}"
+    if loc == "nl_BE":  # rijksregisternummer / NISS: YY.MM.DD-XXX.CC
+        v = f.ssn()
+        return f"{v[:2]}.{v[2:4]}.{v[4:6]}-{v[6:9]}.{v[9:]}" if r.random() < 0.6 else v
+    if loc == "sv_SE" and r.random() < 0.3:
+        return f"{r.choice(['19', '20'])}{f.ssn()}"
+    if loc == "de_DE":  # Sozialversicherungsnummer
         return f"{_digits(r, 2)} {r.randint(1, 28):02d}{r.randint(1, 12):02d}{_digits(r, 2)} {_letters(r, 1)} {_digits(r, 3)}" \
             if r.random() < 0.5 else f"{_digits(r, 2)}{r.randint(1, 28):02d}{r.randint(1, 12):02d}{_digits(r, 2)}{_letters(r, 1)}{_digits(r, 3)}"
     if loc == "es_ES":  # NUSS
         return f"{_digits(r, 2)}/{_digits(r, 8)}/{_digits(r, 2)}" if r.random() < 0.6 else _digits(r, 12)
-    if loc == "it_IT":
-        return _digits(r, 11) if r.random() < 0.3 else f.ssn()
+    if loc == "it_IT":  # INPS / social-security numbers; the codice fiscale is a TAX_ID (gold conventions)
+        return _digits(r, 11) if r.random() < 0.5 else f"{_letters(r, 2)}{_digits(r, 8)}"
     if loc == "pt_PT":  # NISS
         return "1" + _digits(r, 10)
     try:
@@ -137,14 +146,35 @@ def tax_id(f, r, loc):
         return f.nif() if c < 0.6 else f.vat_id()
     if loc == "it_IT":
         return f.ssn() if c < 0.6 else f.vat_id()  # codice fiscale / partita IVA
-    if loc == "de_DE":
-        return _digits(r, 11) if c < 0.4 else (f"{_digits(r, 2)}/{_digits(r, 3)}/{_digits(r, 5)}" if c < 0.7 else f.vat_id())
-    if loc == "pl_PL":
-        return f"{_digits(r, 3)}-{_digits(r, 3)}-{_digits(r, 2)}-{_digits(r, 2)}" if c < 0.5 else f.vat_id()
+    if loc == "de_DE":  # Steuer-ID (11 digits, often grouped 2-3-3-3), Steuernummer, USt-IdNr.
+        if c < 0.25:
+            return _digits(r, 11)
+        if c < 0.45:
+            d = _digits(r, 11)
+            return f"{d[:2]} {d[2:5]} {d[5:8]} {d[8:]}"
+        return f"{_digits(r, 2)}/{_digits(r, 3)}/{_digits(r, 5)}" if c < 0.75 else f.vat_id()
+    if loc == "pl_PL":  # NIP
+        if c < 0.45:
+            return f"{_digits(r, 3)}-{_digits(r, 3)}-{_digits(r, 2)}-{_digits(r, 2)}"
+        return _digits(r, 10) if c < 0.75 else f.vat_id()
     if loc == "pt_PT":
         return r.choice("123") + _digits(r, 8) if c < 0.6 else f.vat_id()
-    if loc == "fr_FR":
-        return f"{r.choice('0123')}{_digits(r, 1)} {_digits(r, 2)} {_digits(r, 3)} {_digits(r, 3)} {_digits(r, 3)}" if c < 0.5 else f.vat_id()
+    if loc == "fr_FR":  # numéro fiscal (SPI, 13 digits) or a VAT number
+        if c < 0.4:
+            return f"{r.choice('0123')}{_digits(r, 1)} {_digits(r, 2)} {_digits(r, 3)} {_digits(r, 3)} {_digits(r, 3)}"
+        return r.choice("0123") + _digits(r, 12) if c < 0.7 else f"FR{_digits(r, 2)} {_digits(r, 9)}"
+    if loc == "de_AT":
+        return f"{_digits(r, 2)}-{_digits(r, 3)}/{_digits(r, 4)}" if c < 0.5 else f.vat_id()
+    if loc == "de_CH":
+        return f"756.{_digits(r, 4)}.{_digits(r, 4)}.{_digits(r, 2)}" if c < 0.2 else f"CHE-{_digits(r, 3)}.{_digits(r, 3)}.{_digits(r, 3)}"
+    if loc == "nl_NL":
+        return f"NL{_digits(r, 9)}B{_digits(r, 2)}"
+    if loc == "da_DK":
+        return _digits(r, 8) if c < 0.6 else f"DK{_digits(r, 8)}"
+    if loc == "sv_SE":
+        return f"SE{_digits(r, 10)}01"
+    if loc == "en_IE":
+        return f"IE{_digits(r, 7)}{_letters(r, 1)}"
     try:
         return f.vat_id()
     except AttributeError:
@@ -185,8 +215,9 @@ def routing_number(f, r, loc):
 
 def government_id(f, r, loc):
     c = r.random()
-    if loc == "pl_PL":
-        return f.identity_card_number() if c < 0.6 else f.pesel()
+    if loc == "pl_PL":  # dowód osobisty (the PESEL is an SSN: gold conventions)
+        v = f.identity_card_number()
+        return v if c < 0.7 else f"{v[:3]} {v[3:]}"
     if loc == "es_ES":  # DNI / NIE
         return f.nif() if c < 0.6 else f"{r.choice('XYZ')}{_digits(r, 7)}{_letters(r, 1)}"
     if loc in ("de_DE", "de_AT"):
@@ -200,18 +231,49 @@ def government_id(f, r, loc):
         return "".join(r.choice(string.ascii_uppercase + string.digits) for _ in range(9)) if c < 0.5 else _digits(r, 12)
     if loc == "pt_PT":
         return f"{_digits(r, 8)} {_digits(r, 1)} {_letters(r, 2)}{_digits(r, 1)}"
-    if loc == "sv_SE":
-        return f.ssn() if c < 0.3 else _digits(r, 8)
-    if loc == "fi_FI":
-        return f.ssn() if c < 0.3 else _digits(r, 9)
+    if loc == "sv_SE":  # ID-kort number (the personnummer is an SSN)
+        return _digits(r, 8)
+    if loc == "fi_FI":  # henkilökortti number (the henkilötunnus is an SSN)
+        return _digits(r, 9)
+    if loc == "da_DK":
+        return _digits(r, 9) if c < 0.6 else f"{_letters(r, 2)}{_digits(r, 7)}"
+    if loc == "en_GB" or loc == "en_IE":
+        return _letters(r, 2) + _digits(r, 7) if c < 0.5 else _digits(r, 9)
+    if loc == "de_CH":
+        return f"{_letters(r, 1)}{_digits(r, 7)}"
+    if loc == "nl_BE":  # Belgian eID card number 000-0000000-00
+        return f"{_digits(r, 3)}-{_digits(r, 7)}-{_digits(r, 2)}" if c < 0.6 else _digits(r, 12)
     if loc == "en_US":
         return f"{_letters(r, 1)}{_digits(r, 8)}" if c < 0.5 else f"{_digits(r, 3)}-{_digits(r, 3)}-{_digits(r, 3)}"
     return _letters(r, r.randint(1, 2)) + _digits(r, r.randint(6, 8))
 
 
+PASSPORT_FORMATS = {
+    "de_DE": lambda r: r.choice("CFGHJK") + "".join(r.choice("CFGHJKLMNPRTVWXYZ0123456789") for _ in range(8)),
+    "de_AT": lambda r: _letters(r, 1) + _digits(r, 7),
+    "de_CH": lambda r: _letters(r, 1) + _digits(r, 7),
+    "fr_FR": lambda r: _digits(r, 2) + _letters(r, 2) + _digits(r, 5),
+    "es_ES": lambda r: _letters(r, 3) + _digits(r, 6),
+    "it_IT": lambda r: _letters(r, 2) + _digits(r, 7),
+    "nl_NL": lambda r: _letters(r, 2) + "".join(r.choice("ABCDEFGHJKLMNPRSTUVWXYZ0123456789") for _ in range(6)) + _digits(r, 1),
+    "nl_BE": lambda r: _letters(r, 2) + _digits(r, 6),
+    "pt_PT": lambda r: _letters(r, 1) + _digits(r, 6),
+    "pl_PL": lambda r: _letters(r, 2) + _digits(r, 7),
+    "sv_SE": lambda r: _digits(r, 8),
+    "da_DK": lambda r: _digits(r, 9),
+    "fi_FI": lambda r: _letters(r, 2) + _digits(r, 7),
+    "en_GB": lambda r: _digits(r, 9),
+    "en_IE": lambda r: _letters(r, 2) + _digits(r, 7),
+    "en_US": lambda r: (_letters(r, 1) if r.random() < 0.4 else "") + _digits(r, 8 if r.random() < 0.4 else 9),
+}
+
+
 def passport(f, r, loc):
     c = r.random()
-    if c < 0.6:
+    if loc in PASSPORT_FORMATS and c < 0.75:
+        v = PASSPORT_FORMATS[loc](r)
+        return v if r.random() < 0.85 else f"{v[:2]} {v[2:]}"
+    if c < 0.85:
         try:
             return f.passport_number()
         except AttributeError:
@@ -238,7 +300,17 @@ def drivers_license(f, r, loc):
     if loc == "es_ES":
         return f.nif()
     if loc == "pl_PL":
-        return f"{_digits(r, 5)}/{_digits(r, 2)}/{_digits(r, 4)}"
+        return f"{_digits(r, 5)}/{_digits(r, 2)}/{_digits(r, 4)}" if c < 0.7 else _letters(r, 1) + _digits(r, 8)
+    if loc == "nl_NL" or loc == "nl_BE":
+        return _digits(r, 10)
+    if loc == "pt_PT":
+        return f"{_letters(r, 1)}-{_digits(r, 6)} {_digits(r, 1)}" if c < 0.6 else f"{_letters(r, 2)}-{_digits(r, 6)}"
+    if loc == "sv_SE" or loc == "da_DK":
+        return _digits(r, 8) if c < 0.6 else _digits(r, 10)
+    if loc == "fi_FI":
+        return _digits(r, 8)
+    if loc == "en_IE":
+        return f"{_digits(r, 3)}{_digits(r, 3)}{_digits(r, 3)}"
     return _letters(r, r.randint(0, 2)) + _digits(r, r.randint(7, 10))
 
 
@@ -313,6 +385,8 @@ def state(f, r, loc):
         return None
     if loc == "en_US" and r.random() < 0.5:
         return f.state_abbr()
+    if loc == "pl_PL" and r.random() < 0.6:  # "województwo mazowieckie"
+        return v.lower()
     return v
 
 
@@ -321,6 +395,95 @@ def street_name(f, r, loc):
     if loc.startswith("fr") and r.random() < 0.5:
         v = v[0].upper() + v[1:]
     return v
+
+
+# ----------------------------------------------------------------------------- Polish cases
+
+def _pl_a_dative(w):
+    low = w.lower()
+    if low.endswith("ka"):
+        return w[:-2] + "ce"
+    if low.endswith("ga"):
+        return w[:-2] + "dze"
+    if low.endswith(("ia", "ja", "la")):
+        return w[:-1] + "i"
+    if low.endswith("ra"):
+        return w[:-1] + "ze"
+    return w[:-1] + "ie"
+
+
+def _pl_male(w, case, surname):
+    """A rough declension of one word of a Polish man's name (genitive, dative, instrumental),
+    enough for the common patterns: -ski/-cki/-dzki, -y/-i, -a, -o, -ek, -eł, consonants. The
+    vocative is left in the nominative, as formal letters mostly write it."""
+    low = w.lower()
+    if case == "voc":
+        return w
+    if low.endswith(("ski", "cki", "dzki")):
+        return {"gen": w[:-1] + "iego", "dat": w[:-1] + "iemu", "ins": w[:-1] + "im"}[case]
+    if low.endswith("y"):  # Ignacy, Biały
+        return {"gen": w[:-1] + "ego", "dat": w[:-1] + "emu", "ins": w[:-1] + "ym"}[case]
+    if low.endswith("i"):  # Antoni
+        return {"gen": w + "ego", "dat": w + "emu", "ins": w + "m"}[case]
+    if low.endswith("a"):  # Kuba, Zaremba
+        gen = w[:-1] + ("i" if low[-2:-1] in ("k", "g", "l", "j", "i") else "y")
+        return {"gen": gen, "dat": _pl_a_dative(w), "ins": w[:-1] + "ą"}[case]
+    stem = w
+    if low.endswith("o"):  # Radzio, Józio
+        stem = w[:-1]
+    elif low.endswith("ek") and len(w) > 3:  # Marek -> Marka
+        stem = w[:-2] + w[-1]
+    elif low.endswith("eł"):  # Paweł -> Pawła
+        stem = w[:-2] + w[-1]
+    ins = "iem" if stem.lower().endswith(("k", "g")) else "em"
+    return {"gen": stem + "a", "dat": stem + "owi", "ins": stem + ins}[case]
+
+
+def _pl_female(w, case, surname):
+    low = w.lower()
+    if case == "voc":
+        return w
+    if surname and low.endswith(("ska", "cka", "dzka")):
+        return {"gen": w[:-1] + "iej", "dat": w[:-1] + "iej", "ins": w[:-1] + "ą"}[case]
+    if low.endswith("a"):
+        gen = w[:-1] + ("i" if low[-2:-1] in ("k", "g", "l", "j", "i") else "y")
+        if low.endswith(("ia", "ja")):
+            gen = w[:-1] + "i"
+        return {"gen": gen, "dat": _pl_a_dative(w), "ins": w[:-1] + "ą"}[case]
+    return w  # consonant-final women's surnames (Nowak) do not decline
+
+
+def pl_inflect(name, case, male, surname):
+    """Every word of a Polish given name or surname ("Anna Maria", "Nowak-Kowalska") in a case."""
+    fn = _pl_male if male else _pl_female
+    out = []
+    for word in re.split(r"([ -])", name):
+        out.append(word if word in (" ", "-", "") else fn(word, case, surname))
+    return "".join(out)
+
+
+def negnum(r, lang):
+    """An unlabelled number with what it is ("Kundennummer 4711 0815"): numbers shaped like phone
+    numbers or identity numbers that are neither (order, invoice, customer, case numbers)."""
+    word = r.choice(NEGNUM_WORDS.get(lang, NEGNUM_WORDS["en"]))
+    shape = r.random()
+    if shape < 0.2:
+        v = _digits(r, r.randint(6, 12))
+    elif shape < 0.4:
+        v = f"{_digits(r, r.randint(3, 5))} {_digits(r, r.randint(3, 7))}"
+    elif shape < 0.5:
+        v = f"{_digits(r, 2)} {_digits(r, 3)} {_digits(r, 3)}"
+    elif shape < 0.6:
+        v = f"{r.randint(2015, 2026)}/{_digits(r, r.randint(4, 6))}"
+    elif shape < 0.7:
+        v = f"{_digits(r, 3)}-{_digits(r, 3)}-{_digits(r, r.randint(3, 4))}"
+    elif shape < 0.8:
+        v = f"{_letters(r, r.randint(1, 3))}-{_digits(r, r.randint(5, 9))}"
+    elif shape < 0.9:
+        v = f"{_digits(r, 2)}.{_digits(r, 3)}.{_digits(r, 3)}"
+    else:
+        v = f"{_digits(r, 4)}-{_digits(r, 4)}-{_digits(r, 2)}"
+    return f"{word} {v}" if r.random() < 0.6 else f"{word}: {v}"
 
 
 # ----------------------------------------------------------------------------- entity sampler
@@ -423,7 +586,7 @@ def split_items(items, split):
 # ----------------------------------------------------------------------------- rendering
 
 PH = re.compile(r"\{([A-Z_]+)\}")
-DISTRACTORS = {"DATE", "AMOUNT", "ORDER", "TIME", "PCT", "CODE", "NUM", "ORG", "COUNTRY", "ROOM", "PRODUCT",
+DISTRACTORS = {"NEG", "DATE", "AMOUNT", "ORDER", "TIME", "PCT", "CODE", "NUM", "ORG", "COUNTRY", "ROOM", "PRODUCT",
                "VERSION", "QTY", "TICKET", "BADCARD", "BADIP", "BADIBAN", "WEEKDAY", "NOUN", "JOB", "TEAM"}
 
 
@@ -500,6 +663,8 @@ def hard_negative(f, r, name, lang):
 
 
 def distractor(f, r, name, lang="en"):
+    if name == "NEG":
+        return negnum(r, lang)
     if name == "DATE":
         d = f.date_between("-30y", "+2y")
         return r.choice([d.strftime("%d/%m/%Y"), d.strftime("%Y-%m-%d"), d.strftime("%d.%m.%Y"), d.strftime("%B %d, %Y"), d.strftime("%d %b %Y")])
@@ -565,6 +730,24 @@ def render(b: Builder, template, smp: Sampler, r, loc):
             if smp.value_or_none("STATE") is None:
                 fmts = [x for x in fmts if "{STATE}" not in x] or ["{BUILDING_NUMBER} {STREET_NAME}, {CITY}"]
             render(b, r.choice(fmts), smp, r, loc)
+        elif name in ("NAME_GEN", "NAME_DAT", "NAME_INS", "SURNAME_GEN", "SURNAME_VOC"):
+            # a Polish name in a case (pl_inflect); other locales get the plain name
+            case = name.split("_")[1].lower()
+            if not loc.startswith("pl"):
+                smp.new_person()
+                render(b, "{SURNAME}" if name.startswith("SURNAME") else r.choice(name_formats(loc)[:8]), smp, r, loc)
+            else:
+                f = smp.f
+                male = r.random() < 0.5
+                g = f.first_name_male() if male else f.first_name_female()
+                sn = f.last_name_male() if male else f.last_name_female()
+                smp.person = (g, sn)
+                if name.startswith("SURNAME"):
+                    b.add(_case(r, pl_inflect(sn, case, male, True)), "SURNAME")
+                else:
+                    b.add(_case(r, pl_inflect(g, case, male, False)), "GIVEN_NAME")
+                    b.add(" ")
+                    b.add(_case(r, pl_inflect(sn, case, male, True)), "SURNAME")
         elif name in ("MIDDLE_NAME", "SECOND_SURNAME"):  # another name of the same person
             value = smp.f.first_name() if name == "MIDDLE_NAME" else smp.f.last_name()
             b.add(_case(r, value), "GIVEN_NAME" if name == "MIDDLE_NAME" else "SURNAME")
@@ -594,6 +777,10 @@ Sampler.value_or_none = _value_or_none
 # Share of texts drawn from the no-PII templates (full of hard negatives); more sentences without
 # personal data appear inside longer texts.
 NOPII_SHARE = 0.22
+# Share of texts about identity numbers in context (Generator._idtext), and their categories.
+ID_SHARE = 0.15
+ID_CATS = ["SSN", "TAX_ID", "GOVERNMENT_ID", "PASSPORT", "DRIVERS_LICENSE", "PHONE"]
+ID_CAT_WEIGHTS = [3, 3, 3, 2, 2, 2]
 
 
 class Generator:
@@ -610,6 +797,7 @@ class Generator:
         self.nopii = {lang: split_items(ts, split) for lang, ts in NOPII.items()}
         self.layouts = split_items(FORM_LAYOUTS, split)
         self.skeletons = {lang: split_items(ts, split) for lang, ts in EMAIL_SKELETONS.items()}
+        self.idframes = {lang: split_items(ts, split) for lang, ts in ID_FRAMES.items()}
         self.locs = sorted(LOCALES)
         self.weights = [LOCALES[x] for x in self.locs]
 
@@ -635,6 +823,9 @@ class Generator:
         elif kind < NOPII_SHARE + 0.20 and lang in self.skeletons:
             kind = "email"
             self._email(b, smp, r, loc, lang)
+        elif kind < NOPII_SHARE + 0.20 + ID_SHARE:
+            kind = "idtext"
+            self._idtext(b, smp, r, loc, lang)
         else:
             kind = "sentence"
             n = r.choices([1, 2, 3], [0.6, 0.3, 0.1])[0]
@@ -661,6 +852,26 @@ class Generator:
             if have:
                 return r.choice(have)
         return r.choice(ts)
+
+    def _idtext(self, b, smp, r, loc, lang):
+        """1-3 identity numbers (or phones) of the locale, each in a frame with the words used for
+        it (templates.ID_WORDS), often next to unlabelled numbers ({NEG}) and names."""
+        native = loc.split("_")[0]
+        n = r.choices([1, 2, 3], [0.5, 0.35, 0.15])[0]
+        for i in range(n):
+            if i:
+                b.add(r.choice([" ", "\n", "; ", ", ", " | "]))
+            cat = r.choices(ID_CATS, ID_CAT_WEIGHTS)[0]
+            words = ID_WORDS[cat]
+            kw_lang = lang
+            if native != lang and r.random() < 0.3:
+                kw_lang = native
+            kw = r.choice(words.get(kw_lang, words["en"]))
+            frame = r.choice(self.idframes[lang])
+            if frame.startswith("{kw}") and r.random() < 0.7:
+                kw = kw[0].upper() + kw[1:]
+            smp.person = None
+            render(b, frame.replace("{kw}", kw).replace("{v}", "{" + cat + "}"), smp, r, loc)
 
     def _form(self, b, smp, r, loc, lang):
         layout, joiner = r.choice(self.layouts)

