@@ -135,21 +135,21 @@ pub fn softmax(x: &mut [f32], floats: OrtFloats) {
 /// AVX-512F's exp gives every masked key a subnormal probability (softmax's vscalefps), and x86
 /// finishes each multiply with a subnormal operand in a microcode assist: a padded window's
 /// softmax spent most of attention's time on them. Groups of four with none go to the vector
-/// multiply; a subnormal's product is formed exactly instead (scaled_subnormal), once per
-/// distinct value (a row's masked keys share one).
+/// multiply (f32::is_subnormal reads the bits only); a subnormal's product is formed exactly
+/// instead (scaled_subnormal), once per distinct value (a row's masked keys share one).
 pub fn scale_in_place(x: &mut [f32], scale: f32) {
-    if !x.iter().any(|v| is_subnormal(*v)) {
+    if !x.iter().any(|v| v.is_subnormal()) {
         x.iter_mut().for_each(|v| *v *= scale);
         return;
     }
     let mut last: Option<(u32, f32)> = None;
     for group in x.chunks_mut(4) {
-        if !group.iter().any(|v| is_subnormal(*v)) {
+        if !group.iter().any(|v| v.is_subnormal()) {
             group.iter_mut().for_each(|v| *v *= scale);
             continue;
         }
         for v in group {
-            if !is_subnormal(*v) {
+            if !v.is_subnormal() {
                 *v *= scale;
                 continue;
             }
@@ -164,11 +164,6 @@ pub fn scale_in_place(x: &mut [f32], scale: f32) {
             };
         }
     }
-}
-
-fn is_subnormal(v: f32) -> bool {
-    let magnitude = v.to_bits() & 0x7fff_ffff;
-    magnitude != 0 && magnitude < 0x0080_0000
 }
 
 /// a * scale, rounded once as f32.mul rounds it, for a subnormal a, in integer and normal f64

@@ -144,13 +144,21 @@ unsafe fn tile_outputs<const G: usize>(x: &[f32], w: &[f32], ldw: usize, block: 
                 *chain = f32x4_relaxed_madd(f32x4_splat(x[i]), f32x4(row(0), row(1), row(2), row(3)), *chain);
             }
         }
-        let alpha = f32x4_splat(alpha);
-        result = Some(match result {
-            None => chains.map(|chain| f32x4_mul(chain, alpha)),
-            Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
-        });
+        result = Some(add_block(result, chains, alpha));
     }
     result.unwrap_or([f32x4_splat(0.0); G])
+}
+
+/// One block's chains into the result as MLAS combines them (sgemm_dot): chain * alpha for the
+/// first block when there is no C, else fma(chain, alpha, c).
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+unsafe fn add_block<const G: usize>(result: Option<[v128; G]>, chains: [v128; G], alpha: f32) -> [v128; G] {
+    let alpha = f32x4_splat(alpha);
+    match result {
+        None => chains.map(|chain| f32x4_mul(chain, alpha)),
+        Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
+    }
 }
 
 /// Each lane of v in all four lanes (Cranelift turns a scalar load and splat into a load, a
@@ -242,11 +250,7 @@ unsafe fn columns<const G: usize>(p: &[f32], v: &[f32], ldv: usize, block: usize
             }
         }
         let chains: [v128; G] = core::array::from_fn(|g| sums.add(g).read_volatile());
-        let alpha = f32x4_splat(alpha);
-        result = Some(match result {
-            None => chains.map(|chain| f32x4_mul(chain, alpha)),
-            Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
-        });
+        result = Some(add_block(result, chains, alpha));
     }
     result.unwrap_or([f32x4_splat(0.0); G])
 }
@@ -381,11 +385,7 @@ unsafe fn panel_rows<const R: usize>(x: *const f32, k: usize, panel: &[f32], bia
         }
         for (r, result) in result.iter_mut().enumerate() {
             let chains: [v128; G] = core::array::from_fn(|g| sums.add(r * G + g).read_volatile());
-            let alpha = f32x4_splat(1.0);
-            *result = Some(match *result {
-                None => chains.map(|chain| f32x4_mul(chain, alpha)),
-                Some(c) => core::array::from_fn(|g| f32x4_relaxed_madd(chains[g], alpha, c[g])),
-            });
+            *result = Some(add_block(*result, chains, 1.0));
         }
     }
     for (r, result) in result.iter().enumerate() {
