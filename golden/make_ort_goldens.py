@@ -7,7 +7,7 @@ the default graph optimisation level (ORT_ENABLE_ALL, recorded in the manifest),
 reference runner (porter.check.references.OrtEncoder, which `porter golden` uses for a user's
 model).
 
-onnxruntime's kernels depend on the CPU (porter/reference/ort_cpu.py), so the manifest records
+onnxruntime's kernels depend on the CPU (porter/reference/ort/cpu.py), so the manifest records
 this machine's CPU model and the flags MLAS's dispatch reads. On a CPU that takes onnxruntime's
 AVX2 path (porter's target avx2) it writes golden/<fixture>.ort.npz and .json (see common.py),
 prints per fixture the max / mean |Δlogit| and argmax agreement against the torch float module

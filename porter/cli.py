@@ -12,7 +12,7 @@ from porter.errors import PorterError
 # porter.codegen.decoder.QUANT_MODES and porter.serve.redact.DEFAULT_REQUEST_BUDGET_MS, spelled
 # here so that --help imports nothing heavy
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
-# porter.reference.ort_cpu.choices(), likewise
+# porter.reference.ort.cpu.choices(), likewise
 ORT_CPU_CHOICES = "auto|avx2|avxvnni|avx512|avx512vnni"
 ORT_CPU_HELP = (f"ONNX graphs: the CPU whose onnxruntime arithmetic to reproduce ({ORT_CPU_CHOICES}); "
                 "auto: the golden's CPU where a golden that records one is given, else this machine's.")

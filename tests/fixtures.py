@@ -44,7 +44,7 @@ EXPORTERS = {
 }
 
 
-# onnxruntime's goldens come from two CPUs whose MLAS kernels differ (porter.reference.ort_cpu):
+# onnxruntime's goldens come from two CPUs whose MLAS kernels differ (porter.reference.ort.cpu):
 # golden/ holds those of an AVX2 CPU, golden/avx512vnni/ the same windows on an AVX-512 VNNI one.
 ORT_GOLDEN_TARGETS = ("avx2", "avx512vnni")
 TINYSTORIES_GOLDEN = REPO / "examples" / "tinystories" / "golden"
@@ -64,7 +64,7 @@ def tinystories_golden(target: str) -> Path:
 
 def host_ort_cpu() -> str:
     """The target of the CPU the tests run on: what live onnxruntime computes here."""
-    from porter.reference.ort_cpu import host_target
+    from porter.reference.ort.cpu import host_target
 
     return host_target().name
 
@@ -112,9 +112,9 @@ def require(path: Path) -> Path:
 
 _PROGRAMS: dict = {}
 # The committed LiteRT goldens were made on the reference host, with a 32 KiB L1 data cache, by
-# which Eigen blocks deep float products (porter.reference.litert): the fixtures' programs
+# which Eigen blocks deep float products (porter.reference.litert.floats): the fixtures' programs
 # follow it wherever the tests run.
-from porter.reference.litert import EIGEN_L1_BYTES as GOLDEN_L1D  # noqa: E402
+from porter.reference.litert.floats import EIGEN_L1_BYTES as GOLDEN_L1D  # noqa: E402
 
 
 def recovered(path: Path):

@@ -8,7 +8,7 @@ import wasmtime
 
 from fixtures import MINILM_DQ8PC_ONNX, MINILM_LITERT_DQ8, recovered, require, spec
 from porter.bench import roofline
-from porter.reference import litert
+from porter.reference.litert import floats as litert
 from porter.runtime import wasm
 
 TINY = spec.TINY.path("litert-dq8.tflite")

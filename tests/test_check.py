@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import porter
 from fixtures import (REPO, assert_one_line_error, host_ort_cpu, minilm_tokenizer_json, ort_golden, require,
                       run_porter, tinystories_golden)
-from porter.reference import ort_cpu
+from porter.reference.ort import cpu as ort_cpu
 from porter.check.decoder_reference import ort_greedy
 from porter.check.golden import load_decoder_golden, load_golden
 from porter.check.references import encoder_reference, ort_session, run_windows

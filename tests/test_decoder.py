@@ -4,7 +4,7 @@ The zoo's decoders (GPT-2, a plain GPT, a Llama) are tests/test_decoder_zoo.py.
 
 The committed goldens were made on an AVX2 CPU (golden/) and on an AVX-512 VNNI one
 (golden/avx512vnni/): what is compared with one is compiled for its target; what is compared
-with live onnxruntime, for this machine's CPU (porter.reference.ort_cpu)."""
+with live onnxruntime, for this machine's CPU (porter.reference.ort.cpu)."""
 
 import dataclasses
 import json

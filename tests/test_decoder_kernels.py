@@ -1,4 +1,4 @@
-"""onnxruntime's kernels that decoders add to porter/reference/ort.py, each run against
+"""onnxruntime's kernels that decoders add to porter/reference/ort/floats.py, each run against
 onnxruntime itself (one-node models, the CPU provider, one thread) on wide inputs, bit for bit:
 Sin and Cos (Eigen's psincos_float, and its exact reduction of large arguments), MLAS's logistic
 (Sigmoid and QuickGelu), FastGelu, Gelu and BiasGelu, and Pow with the exponents it
@@ -12,8 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fixtures import host_ort_cpu
 from porter.ir.encoder import Reference
-from porter.reference import ort as OF
-from porter.reference import ort_cpu
+from porter.reference.ort import floats as OF
+from porter.reference.ort import cpu as ort_cpu
 from porter.reference.ops import evaluate
 
 

@@ -15,8 +15,8 @@ from fixtures import REPO, assert_one_line_error, run_porter
 from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.recover.decoder import recover_decoder
-from porter.reference import ort as OF
-from porter.reference import ort_cpu
+from porter.reference.ort import floats as OF
+from porter.reference.ort import cpu as ort_cpu
 from porter.reference.execute_decoder import Session, activate, greedy
 from porter.runtime import decoder_proto
 from test_decoder_kernels import same_bits, wide_inputs

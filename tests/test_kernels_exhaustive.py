@@ -8,8 +8,8 @@
   its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
   emulation, in a crate built as ONNX crates are; sampled by default, erf and both exps over all
   2^32 with `-m slow`.
-- The scalar references against porter's numpy definitions (porter.reference.quant, porter.reference.litert,
-  porter.reference.ort). onnxruntime's scalar erf and exps, and LiteRT's tanh, logistic and EXP
+- The scalar references against porter's numpy definitions (porter.reference.quant, porter.reference.litert.floats,
+  porter.reference.ort.floats). onnxruntime's scalar erf and exps, and LiteRT's tanh, logistic and EXP
   (glibc's expf), are compared with numpy over every f32 bit pattern with `-m slow` (erf 26
   minutes, each exp 9 minutes on this machine; GELU adds only IEEE divisions and products to erf,
   the logistic's scalar tail only e / (1 + e) to expf). The float Linear, the reductions and
@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 
 from fixtures import require, spec
-from porter.reference import litert as LF
-from porter.reference import ort as OF
+from porter.reference.litert import floats as LF
+from porter.reference.ort import floats as OF
 from porter.reference import quant
-from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
+from porter.reference.ort.cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.codegen.encoder import build_forward_crate, render_forward_crate
 from porter.codegen.compile import recover
 
@@ -399,40 +399,40 @@ def test_scalar_quantisation_matches_numpy(checks_wasm, wasm_runtime, scheme):
 
 MUTATIONS = {
     # Round halves toward zero instead of away: 0.5 quantises to 0.
-    "rounding >= becomes >": ("src/kernels/quantize.rs",
+    "rounding >= becomes >": ("src/kernels/litert/quantize.rs",
                               "f32x4_ge(f32x4_abs(f32x4_sub(v, t)), f32x4_splat(0.5))",
                               "f32x4_gt(f32x4_abs(f32x4_sub(v, t)), f32x4_splat(0.5))",
                               ["quant", "sym", 0x3F000000 - 8, 16, 1]),
     # pmin with the bound first: a NaN value comes out as 127 instead of 0.
-    "pmin argument order": ("src/kernels/quantize.rs",
+    "pmin argument order": ("src/kernels/litert/quantize.rs",
                             "f32x4_pmax(f32x4_pmin(v, f32x4_splat(hi)), f32x4_splat(lo))",
                             "f32x4_pmax(f32x4_pmin(f32x4_splat(hi), v), f32x4_splat(lo))",
                             ["quant", "sym", 0x7FC00000, 64, 1]),
     # GELU skipping erfc's long path unless every lane needs it (instead of when none does).
-    "erfc long path skipped": ("src/kernels/mathfn.rs",
+    "erfc long path skipped": ("src/kernels/litert/mathfn.rs",
                                "if !v128_any_true(takes_large) {", "if !i32x4_all_true(takes_large) {",
                                ["gelu", 0, 100_000, SCATTER_STRIDE]),
     # tanh's clamp with its operands swapped: pmin(c, NaN) is c, so tanh(NaN) comes out as 1.
-    "tanh clamp operands swapped": ("src/kernels/activation.rs",
+    "tanh clamp operands swapped": ("src/kernels/litert/activation.rs",
                                     "f32x4_pmin(a, splat(TANH_CLAMP))", "f32x4_pmin(splat(TANH_CLAMP), a)",
                                     ["litert-fn", "tanh", 0x7FC00000, 64, 1]),
     # The logistic's range reduction rounding to nearest instead of down.
-    "logistic reduction rounds to nearest": ("src/kernels/activation.rs",
+    "logistic reduction rounds to nearest": ("src/kernels/litert/activation.rs",
                                              "f32x4_floor(madd(x, splat(LOG2E), splat(0.5)))",
                                              "f32x4_nearest(madd(x, splat(LOG2E), splat(0.5)))",
                                              ["litert-fn", "logistic", 0x3F000000, 4096, 1]),
     # GEBP's last-rows block combining its k mod 4 lanes as (c0 + c2) + (c1 + c3).
-    "float linear k mod 4 combine": ("src/kernels/linear_f32.rs",
+    "float linear k mod 4 combine": ("src/kernels/litert/linear_f32.rs",
                                      "f32x4_add(f32x4_add(acc[c][0], acc[c][1]), f32x4_add(acc[c][2], acc[c][3]))",
                                      "f32x4_add(f32x4_add(acc[c][0], acc[c][2]), f32x4_add(acc[c][1], acc[c][3]))",
                                      ["kernels", 11]),
     # A replacing mask (Keras' masked softmax) added to the dropped keys' scores in the SIMD kernel.
-    "attention mask adds instead of replacing": ("src/kernels/attention.rs",
+    "attention mask adds instead of replacing": ("src/kernels/litert/attention.rs",
                                                  "if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) }",
                                                  "f32x4_add(x, mask_value)",
                                                  ["kernels", 11]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
-    "ort dot saturation dropped": ("src/kernels/gemm.rs",
+    "ort dot saturation dropped": ("src/kernels/common/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
                                    ["kernels", 11]),
 }
@@ -441,31 +441,31 @@ MUTATIONS = {
 # The same for the relaxed_madd lanes of onnxruntime's functions, in an ONNX model's crate.
 ORT_MUTATIONS = {
     # erf's first polynomial in x * |x| instead of |x|^2: wrong for every negative x below the switch.
-    "erf square loses its sign": ("src/kernels/ort_float/lanes.rs",
+    "erf square loses its sign": ("src/kernels/ort/float/lanes.rs",
                                   "horner4(&ERF_SMALL, f32x4_mul(a, a))", "horner4(&ERF_SMALL, f32x4_mul(a, x))",
                                   ["ort-fn", "erf", 0xBF000000 - 8, 16, 1]),
     # exp's range reduction subtracting ln 2's two parts in the other order: off by an ulp here and there.
-    "exp reduction order": ("src/kernels/ort_float/lanes.rs",
+    "exp reduction order": ("src/kernels/ort/float/lanes.rs",
                             "fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x))",
                             "fma4(m, f32x4_splat(LN2_HI), fma4(m, f32x4_splat(LN2_LO), x))",
                             ["ort-fn", "exp", 0x40000000, 4096, 1]),
     # AVX-512F's exp taking its one-product path for m = -127 too: 2^-127 from exponent bits is 0,
     # not vscalefps's subnormal (x around -88, a masked key's clamped score).
-    "exp-scalef normal range": ("src/kernels/ort_float/lanes.rs",
+    "exp-scalef normal range": ("src/kernels/ort/float/lanes.rs",
                                 "f32x4_ge(m, f32x4_splat(-126.0))", "f32x4_ge(m, f32x4_splat(-127.0))",
                                 ["ort-fn", "exp-scalef", 0xC2B00000 - 8, 16, 1]),
     # The context cut at the masked keys whatever their products: a masked key's subnormal
     # probability times a huge value row counts, and the cut must then not be taken.
     # The Gemm Linear's panel adding four values of k in reverse order: the same products, another
     # rounding of each chain.
-    "panel chain order": ("src/kernels/ort_float/sgemm.rs",
+    "panel chain order": ("src/kernels/ort/float/sgemm.rs",
                           "for (u, &xu) in xs.iter().enumerate() {", "for (u, &xu) in xs.iter().enumerate().rev() {",
                           ["kernels", 11]),
     # softmax's exact subnormal product scaled by 2^-148 instead of 2^-149.
-    "subnormal scaling exponent": ("src/kernels/ort_float/math.rs",
+    "subnormal scaling exponent": ("src/kernels/ort/float/math.rs",
                                    "f64::from_bits((1023 - 149) << 52)", "f64::from_bits((1023 - 148) << 52)",
                                    ["ort-scale", 1, 4096, 4099]),
-    "masked tail cut unchecked": ("src/kernels/ort_float/masked_tail.rs",
+    "masked tail cut unchecked": ("src/kernels/ort/float/masked_tail.rs",
                                   "term_exponent <= biased_exponent(bits).max(1) - 153",
                                   "term_exponent <= biased_exponent(bits).max(1) + 153",
                                   ["kernels", 11]),

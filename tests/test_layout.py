@@ -116,3 +116,48 @@ def test_the_readme_layout_section_names_every_stage():
     assert packages <= named, f"the README's layout does not name {sorted(packages - named)}"
     missing = {n for n in named if not (PACKAGE / n).is_dir()}
     assert not missing, f"the README's layout names directories that do not exist: {sorted(missing)}"
+
+
+# Inside the two crowded stages, layers in data-flow order: a module may import from its own
+# layer or an earlier one. recover: what every recogniser shares, then canonicalisation, the
+# proof, the encoder's recognisers, the decoder's (which reuse the encoder's attention and
+# norms). reference: the quantisation formats, then each runtime's kernels (LiteRT's and
+# onnxruntime's never import each other), the op vocabulary, the executors.
+INNER_LAYERS = {
+    "recover": [{"engine", "probe", "rows", "schemes", "tokens"}, {"canonical"}, {"prove"},
+                {"encoder"}, {"decoder"}],
+    "reference": [{"quant", "q8_0"}, {"litert"}, {"ort"}, {"ops"}, {"execute", "execute_decoder"}],
+}
+INDEPENDENT = {"reference": [("litert", "ort")]}
+
+
+def layer_of(module: str) -> tuple[str, str] | None:
+    """(stage, first name below the stage) for modules inside recover/ or reference/."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in INNER_LAYERS:
+        return None
+    return parts[1], parts[2]
+
+
+def test_inner_layers_of_recover_and_reference():
+    known = modules()
+    for stage, layers in INNER_LAYERS.items():
+        listed = set().union(*layers)
+        present = {layer_of(m)[1] for m in known if layer_of(m) and layer_of(m)[0] == stage}
+        assert present == listed, f"porter/{stage}/: modules {sorted(present ^ listed)} are not in INNER_LAYERS"
+    backwards = []
+    for module, path in known.items():
+        here = layer_of(module)
+        if here is None:
+            continue
+        rank = {name: i for i, layer in enumerate(INNER_LAYERS[here[0]]) for name in layer}
+        pairs = INDEPENDENT.get(here[0], [])
+        for imported, names, line in porter_imports(path):
+            for target in [resolved(imported, n, known) for n in names] or [imported]:
+                there = layer_of(target)
+                if there is None or there[0] != here[0] or there[1] == here[1]:
+                    continue
+                independent = (here[1], there[1]) in pairs or (there[1], here[1]) in pairs
+                if rank[there[1]] > rank[here[1]] or independent:
+                    backwards.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert not backwards, "imports against the layers inside a stage:\n" + "\n".join(backwards)

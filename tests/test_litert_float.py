@@ -1,4 +1,4 @@
-"""porter.reference.litert against the runtime it emulates: ai-edge-litert's builtin kernels
+"""porter.reference.litert.floats against the runtime it emulates: ai-edge-litert's builtin kernels
 (BUILTIN_WITHOUT_DEFAULT_DELEGATES, one thread), bit for bit.
 
 - Single-op models (graphs/probes/single_op.py) probe one kernel at a time on shapes and values
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from fixtures import REPO, TFLITE_F32, TF_DQ8, fixture_id, require
-from porter.reference import litert as LF
+from porter.reference.litert import floats as LF
 
 sys.path.insert(0, str(REPO / "graphs" / "probes"))
 from single_op import Const, Input, S, fully_connected_model, interpreter, run_builtin, single_op_model  # noqa: E402

@@ -13,8 +13,8 @@ from fixtures import (ONNX_FIXTURES, ORT_GOLDEN_TARGETS, REPO, TFLITE_F32,
                       executor_windows, fixture_id, host_ort_cpu, ort_golden, require, run_porter, spec)
 from porter.reference import execute
 from porter.reference import quant
-from porter.reference import ort as OF
-from porter.reference import ort_cpu
+from porter.reference.ort import floats as OF
+from porter.reference.ort import cpu as ort_cpu
 from porter.check.compare import agreement
 from porter.errors import PorterError
 from porter.frontends import load_graph
@@ -162,7 +162,7 @@ def _one_op_model(op: str, inputs: list[str], shape: list[int], gamma, beta, **a
 
 @pytest.mark.parametrize("width", [8, 13, 15, 128, 384, 390])
 def test_layer_norm_kernels_match_onnxruntime(width):
-    """porter.reference.ort's LayerNormalization and SkipLayerNormalization against onnxruntime's
+    """porter.reference.ort.floats's LayerNormalization and SkipLayerNormalization against onnxruntime's
     own, element for element, on rows of very different scales and offsets (every lane and tail
     path of the AVX2 kernel; the orders the docstrings give differ in some rows otherwise)."""
     import onnxruntime as ort

@@ -1,4 +1,4 @@
-"""onnxruntime's CPU targets (porter.reference.ort_cpu): which target a CPU takes, as MLAS's
+"""onnxruntime's CPU targets (porter.reference.ort.cpu): which target a CPU takes, as MLAS's
 dispatch decides; how a target is chosen, recorded and refused on the command line; and the
 committed goldens of the two CPUs porter reproduces."""
 
@@ -14,8 +14,8 @@ from porter.check.golden import load_golden
 from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.reference import execute
-from porter.reference import litert as LF
-from porter.reference import ort_cpu
+from porter.reference.litert import floats as LF
+from porter.reference.ort import cpu as ort_cpu
 from porter.reference.quant import EXACT_DOT, INT16_PAIRS_SATURATED
 
 TINY_DQ8PC = spec.TINY.path("dq8pc.onnx")
@@ -108,7 +108,7 @@ def test_compile_records_the_target_in_ir_json_and_the_crate(target, floats, sat
     assert json.loads((out / "ir.json").read_text())["ort_cpu"] == target
     model_rs = (out / "src" / "model.rs").read_text()
     assert f"onnxruntime 1.32's CPU kernels as on {target} (" in model_rs
-    assert f"onnxruntime: Some(crate::kernels::ort_float::OrtFloats::{floats})" in model_rs
+    assert f"onnxruntime: Some(crate::kernels::ort::float::OrtFloats::{floats})" in model_rs
     assert f"saturating: {saturating}," in model_rs and f"saturating: {'true' if saturating == 'false' else 'false'}," not in model_rs
 
 

@@ -137,7 +137,7 @@ def test_golden_then_check_from_outside_the_checkout(venv, outside):
 
 def test_an_installation_without_a_template_refuses_to_compile(venv, outside, tmp_path):
     site = Path(run([venv / "python", "-c", "import porter; print(porter.TEMPLATES_DIR)"], **outside).stdout.strip())
-    kernel = site / "rust_forward" / "src" / "kernels" / "gemm.rs"
+    kernel = site / "rust_forward" / "src" / "kernels" / "common" / "gemm.rs"
     aside = tmp_path / "gemm.rs"
     shutil.move(kernel, aside)
     try:
@@ -147,7 +147,7 @@ def test_an_installation_without_a_template_refuses_to_compile(venv, outside, tm
         shutil.move(aside, kernel)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("porter: error: ")
-    assert "src/kernels/mod.rs declares module gemm, but neither src/kernels/gemm.rs" in result.stderr
+    assert "src/kernels/common/mod.rs declares module gemm, but neither src/kernels/common/gemm.rs" in result.stderr
     assert "reinstall porter" in result.stderr
     assert not (outside["cwd"] / "out").exists()
 

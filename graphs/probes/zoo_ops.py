@@ -2,7 +2,7 @@
 
 Each TFLite file runs once under LiteRT's builtin kernels (one thread) with every intermediate
 preserved, on a random window; for each op with an emulation below, the op's preserved inputs go
-through porter.reference.litert and the result is compared bit for bit with the op's preserved
+through porter.reference.litert.floats and the result is compared bit for bit with the op's preserved
 output. Prints one line per (file, op type, shape): mismatching values / values.
 
     python graphs/probes/zoo_ops.py FILE.tflite ...     (default: graphs/*.tflite and the zoo)
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from porter.frontends import load_graph
-from porter.reference import litert as LF
+from porter.reference.litert import floats as LF
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = Path("/work/zoo/graphs/zoo")

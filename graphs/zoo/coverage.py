@@ -74,7 +74,7 @@ def encoder_row(path: Path, ort_cpu: str = BASE_ORT_CPU) -> Row:
     from porter.frontends import load_graph
     from porter.recover.encoder import recover_encoder
     from porter.reference import execute
-    from porter.reference import litert as LF
+    from porter.reference.litert import floats as LF
 
     try:
         golden = load_golden(golden_path(path, ort_cpu))

@@ -2,7 +2,7 @@
 
     .venv/bin/python graphs/zoo/cpu_goldens.py [NAME ...]
 
-onnxruntime picks its kernels by CPUID (porter/reference/ort_cpu.py), so its logits depend on
+onnxruntime picks its kernels by CPUID (porter/reference/ort/cpu.py), so its logits depend on
 the CPU: golden/zoo/*.ort.npz were made on an AVX2 CPU. This script re-runs each of them here
 on the same windows or prompts (read from the committed golden, not drawn again) with the zoo's
 own runners (make_goldens.run_ort, make_goldens.decoder_greedy), and writes the result under
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ZOO.parent.parent))
 
 import make_goldens as mg  # noqa: E402
 import members as zm  # noqa: E402
-from porter.reference.ort_cpu import host_target  # noqa: E402
+from porter.reference.ort.cpu import host_target  # noqa: E402
 
 BASE_TARGET = "avx2"  # the CPU of golden/zoo/ itself
 

@@ -52,7 +52,7 @@ from porter.runtime import wasm
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
 from porter.check.modules import locate_module
-from porter.recover.decoder_io import fed_value
+from porter.recover.decoder.io import fed_value
 
 BENCH_FORMAT = "porter.bench/1"
 SHORT_TOKENS = 20

@@ -34,7 +34,7 @@ from porter.check.make_golden import cpu_facts, make_golden
 from porter.check.references import ORT_MODE, default_mode
 from porter.check.verify import Thresholds, verify
 from porter.errors import PorterError
-from porter.reference import ort_cpu as ort_cpus
+from porter.reference.ort import cpu as ort_cpus
 from porter.fsutil import write_atomic
 
 REPORT_FORMAT = "porter.check/1"

@@ -15,7 +15,7 @@ from porter.check.references import ort_session
 from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.ir.decoder import DecoderIR
-from porter.recover.decoder_io import fed_kind, fed_value
+from porter.recover.decoder.io import fed_kind, fed_value
 
 
 def _initializer_names(ir: DecoderIR) -> list[tuple[str, str, bool]]:
@@ -63,7 +63,7 @@ class CacheSignature:
     ids: str
     logits: str
     cache: tuple[tuple[str, str, tuple[int, ...]], ...]  # (past input, present output, empty shape)
-    fed: tuple[tuple[str, str], ...] = ()  # inputs porter feeds itself (porter.recover.decoder_io)
+    fed: tuple[tuple[str, str], ...] = ()  # inputs porter feeds itself (porter.recover.decoder.io)
 
 
 def cache_signature(session, model_name: str) -> CacheSignature:

@@ -28,8 +28,8 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends import model_format
-from porter.reference import litert as LF
-from porter.reference import ort_cpu as ort_cpus
+from porter.reference.litert import floats as LF
+from porter.reference.ort import cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 
 ARRAYS = ("ids", "attention_mask", "live", "text_index", "logits")

@@ -25,19 +25,19 @@ from porter import __version__
 from porter.check import references, windows as windowing
 from porter.check.golden import DECODER_FORMAT, ENCODER_FORMAT, npz_path, sha256_of, write_golden
 from porter.errors import PorterError
-from porter.reference import ort_cpu
-from porter.reference.litert import host_l1d_bytes
+from porter.reference.ort import cpu as ort_cpu
+from porter.reference.litert.floats import host_l1d_bytes
 
 DECODING = ("greedy argmax (the first largest logit), {steps} steps, KV cache: one prompt pass "
             "(past length 0) then one token per call; no stop token")
 
 
 def cpu_facts() -> dict:
-    """The CPU the golden is made on, as porter.reference.ort_cpu reads it back: its model name
+    """The CPU the golden is made on, as porter.reference.ort.cpu reads it back: its model name
     and the flags onnxruntime's kernel dispatch looks at (a golden of an ONNX model is only
     valid for CPUs that take the same kernels), the machine and the number of cores."""
     facts = {"cpu_machine": platform.machine(), "cpu_cores": os.cpu_count(),
-             "cpu_l1d_bytes": host_l1d_bytes()}  # LiteRT's float blocking (porter.reference.litert)
+             "cpu_l1d_bytes": host_l1d_bytes()}  # LiteRT's float blocking (porter.reference.litert.floats)
     try:
         cpu = ort_cpu.host_cpu()
     except PorterError:  # no x86 flags (an Arm machine): no onnxruntime target reproduces it

@@ -19,7 +19,7 @@ from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import Golden, check_model_matches, cpu_choices, load_golden
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
-from porter.reference import ort_cpu as ort_cpus
+from porter.reference.ort import cpu as ort_cpus
 
 PAD_ID = 0
 

@@ -37,8 +37,8 @@ from porter.check.golden import Golden, check_model_matches, load_golden
 from porter.check.modules import DECODER, Module, locate_module
 from porter.check.plot import write_plot
 from porter.errors import PorterError
-from porter.reference import litert as LF
-from porter.reference import ort_cpu as ort_cpus
+from porter.reference.litert import floats as LF
+from porter.reference.ort import cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 from porter.runtime import evalproto, wasm
 

@@ -13,7 +13,7 @@ from porter.codegen.decoder import render_decoder_crate
 from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.ir.encoder import EncoderProgram
-from porter.reference.ort_cpu import AUTO
+from porter.reference.ort.cpu import AUTO
 from porter.recover.encoder import recover_encoder
 
 
@@ -24,7 +24,7 @@ def recover(model_path: str | Path, ort_cpu: str = AUTO, l1d: str = AUTO) -> Enc
 def compile_model(model_path: str | Path, out_dir: str | Path, quant: str | None = None,
                   ort_cpu: str = AUTO, context: int | None = None, l1d: str = AUTO) -> EncoderProgram | DecoderIR:
     """ort_cpu: for ONNX graphs, the CPU whose onnxruntime arithmetic the crate reproduces
-    (porter.reference.ort_cpu; auto: this machine's). l1d: for TFLite graphs, the L1 data cache
+    (porter.reference.ort.cpu; auto: this machine's). l1d: for TFLite graphs, the L1 data cache
     size whose Eigen blocking LiteRT's float products follow (auto: this machine's). context: a
     decoder's longest prompt + generation (porter.recover.decoder)."""
     g = load_graph(model_path)

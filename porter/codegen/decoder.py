@@ -5,7 +5,7 @@ Linear weights and the token table, porter.reference.q8_0.quantized_arrays) beco
 values `<name>.q` and its per-block scales `<name>.scale`; for q8_0_int8 both are stored in
 tiles of ROW_TILE rows (`tile_q8_0_rows`), the layout the crate's integer kernel reads. The
 crate reuses the encoder crate's onnxruntime kernels (templates/rust_forward/src/kernels/
-ort_float/, Eigen's sums and the float weight view it needs), copied in beside the decoder's
+ort/float/, Eigen's sums and the float weight view it needs), copied in beside the decoder's
 own sources; every choice of arithmetic the IR made becomes a field of model.rs's Model.
 """
 
@@ -24,16 +24,16 @@ from porter.codegen.encoder import ORT_FLOATS, compiled_files, crate_name, f32_l
 from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NORM_ORT, NORM_ORT_SKIP,
                                POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, ROTATE_HALF, Activation,
                                Attention, DecoderIR, Instr, Linear, Norm)
-from porter.reference import ort_cpu as ort_cpus
-from porter.reference.litert import EIGEN_L1_BYTES
+from porter.reference.ort import cpu as ort_cpus
+from porter.reference.litert.floats import EIGEN_L1_BYTES
 from porter.reference.q8_0 import Q8_0_BLOCK, quantize_q8_0, quantized_arrays
 from porter.errors import PorterError
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
 KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
-SHARED_KERNELS = ("eigen.rs", "linear_f32.rs", "ort_float/mod.rs", "ort_float/math.rs", "ort_float/lanes.rs",
-                  "ort_float/layer_norm.rs", "ort_float/sgemm.rs", "ort_float/attention.rs",
-                  "ort_float/masked_tail.rs")
+SHARED_KERNELS = ("litert/eigen.rs", "litert/linear_f32.rs", "ort/float/mod.rs", "ort/float/math.rs", "ort/float/lanes.rs",
+                  "ort/float/layer_norm.rs", "ort/float/sgemm.rs", "ort/float/attention.rs",
+                  "ort/float/masked_tail.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")

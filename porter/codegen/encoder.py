@@ -32,9 +32,9 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwi
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
-from porter.reference import ort_cpu as ort_cpus
-from porter.reference.litert import EIGEN_L1_BYTES
-from porter.reference.ort_cpu import AVX2_FLOATS, AVX512_FLOATS
+from porter.reference.ort import cpu as ort_cpus
+from porter.reference.litert.floats import EIGEN_L1_BYTES
+from porter.reference.ort.cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -58,7 +58,7 @@ def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
     return f"{name}-{hashlib.sha256(str(Path(crate_dir).resolve()).encode()).hexdigest()[:8]}"
 
 
-# porter.reference.ort_cpu's float kernel families -> the crate's ort_float::OrtFloats
+# porter.reference.ort.cpu's float kernel families -> the crate's ort_float::OrtFloats
 ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
 
 
@@ -66,7 +66,7 @@ def _ort_floats(program: EncoderProgram) -> str:
     """AttentionParams.onnxruntime: the CPU's float kernels for onnxruntime's arithmetic."""
     if program.reference != Reference.ONNXRUNTIME_CPU:
         return "None"
-    return f"Some(crate::kernels::ort_float::OrtFloats::{ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]})"
+    return f"Some(crate::kernels::ort::float::OrtFloats::{ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]})"
 
 
 def arithmetic(program: EncoderProgram) -> str:
@@ -346,7 +346,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "padding_is_inert": program.padding_is_inert,
         "gemm_depths": gemm_depths(program),
         # relaxed_madd for onnxruntime's products (Cargo feature fused-madd); never beside
-        # LiteRT's kernels, whose standard SIMD code it would change (ort_float/)
+        # LiteRT's kernels, whose standard SIMD code it would change (kernels/ort/float/)
         "fused_madd": program.reference == Reference.ONNXRUNTIME_CPU,
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),

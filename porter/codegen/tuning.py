@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 # GEMM register tiles: (activation rows, output rows) per inner loop.
 GEMM_TILES = ((1, 4), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 1))
-# Attention query rows scored together (at most 8: templates/rust_forward/src/kernels/attention.rs
+# Attention query rows scored together (at most 8: templates/rust_forward/src/kernels/litert/attention.rs
 # each_row writes them out).
 QUERY_ROWS = (1, 2, 4, 8)
 

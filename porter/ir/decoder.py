@@ -158,8 +158,8 @@ class DecoderIR:
     head: Linear  # the LM head; tied: its weight is the token table "wte"
     tied: bool
     weight_format: str = "float32"  # or "q8_0"
-    ort_cpu: str | None = None  # the CPU whose onnxruntime arithmetic (porter.reference.ort_cpu)
-    # inputs the graph takes that porter computes itself (porter.recover.decoder_io): name ->
+    ort_cpu: str | None = None  # the CPU whose onnxruntime arithmetic (porter.reference.ort.cpu)
+    # inputs the graph takes that porter computes itself (porter.recover.decoder.io): name ->
     # "positions" (past .. past + seq - 1) or "mask" (ones over past + seq keys)
     fed_inputs: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict, repr=False)

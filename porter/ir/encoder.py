@@ -24,8 +24,8 @@ import numpy as np
 class Reference(str, enum.Enum):
     """Whose kernels the program's float arithmetic reproduces."""
 
-    LITERT_BUILTIN = "litert_builtin"  # TFLite's builtin kernels (porter.reference.litert)
-    ONNXRUNTIME_CPU = "onnxruntime_cpu"  # onnxruntime's CPU provider (porter.reference.ort)
+    LITERT_BUILTIN = "litert_builtin"  # TFLite's builtin kernels (porter.reference.litert.floats)
+    ONNXRUNTIME_CPU = "onnxruntime_cpu"  # onnxruntime's CPU provider (porter.reference.ort.floats)
 
 
 class WeightFormat(str, enum.Enum):
@@ -298,7 +298,7 @@ class ReduceStep(Step):
 @dataclass
 class L2NormalizeStep(Step):
     """LiteRT's L2_NORMALIZATION: each row of the input's last axis (seen with `shape`) divided
-    by its norm (porter.reference.litert.l2_normalization); the output has the input's shape."""
+    by its norm (porter.reference.litert.floats.l2_normalization); the output has the input's shape."""
 
     operand: Operand
 
@@ -343,10 +343,10 @@ class EncoderProgram:
     weights: dict = field(default_factory=dict, repr=False)
     # True where rows past the last kept key can be left uncomputed (porter.recover.rows).
     padding_is_inert: bool = False
-    # ONNXRUNTIME_CPU only: the CPU whose onnxruntime arithmetic it reproduces (porter.reference.ort_cpu)
+    # ONNXRUNTIME_CPU only: the CPU whose onnxruntime arithmetic it reproduces (porter.reference.ort.cpu)
     ort_cpu: str | None = None
     # LITERT_BUILTIN only: the L1 data cache size (bytes) whose Eigen blocking its float products
-    # follow (porter.reference.litert.gemm_depth_block)
+    # follow (porter.reference.litert.floats.gemm_depth_block)
     eigen_l1d: int | None = None
 
     def first_unwritten_read(self) -> tuple[Step, str] | None:

@@ -14,7 +14,7 @@ ever add exact zeros. The program then computes, backwards from its output:
 onnxruntime's arithmetic is inert only for float programs on the CPUs whose softmax is MLAS's AVX2
 kernel: its exp clamps the masked score to -88.38 and builds 2^-127 from exponent bits, which is
 0. The AVX-512F kernel scales by vscalefps, a subnormal instead (its context leaves the padded
-keys out only where a run-time bound shows it exact: the crate's ort_float/masked_tail.rs), and
+keys out only where a run-time bound shows it exact: the crate's ort/float/masked_tail.rs), and
 DynamicQuantizeLinear quantises the whole tensor at once, padded rows included; those programs
 compute ALL. `porter verify` runs every window both ways and fails on any bit of difference.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, ActivationQuant, Attention, ElementwiseStep, EncoderProgram,
                                L2NormalizeStep, LinearStep, MaskMode, ReduceStep, Reference, Rows, SliceStep)
-from porter.reference import ort_cpu
+from porter.reference.ort import cpu as ort_cpu
 
 ORDER = [Rows.ONE, Rows.LIVE, Rows.KEYS, Rows.ALL]
 DROP_UNDERFLOWS = -1e4  # exp(x - max) of a score this far below is exactly 0 (LiteRT; MLAS's AVX2 kernel)

@@ -3,10 +3,10 @@
 It is the definition the generated crate is checked against, and (through porter.recover.prove)
 what each recovered block is compared with when it is proven against the graph's own ops. Every
 step follows its reference runtime (program.reference): LiteRT's builtin kernels
-(porter.reference.litert, porter.reference.quant) or onnxruntime's CPU kernels
-(porter.reference.ort); elementwise and reduction steps use porter.reference.ops, the same
+(porter.reference.litert.floats, porter.reference.quant) or onnxruntime's CPU kernels
+(porter.reference.ort.floats); elementwise and reduction steps use porter.reference.ops, the same
 functions recovery folds constants with. onnxruntime's kernels are those of the CPU
-program.ort_cpu names (porter.reference.ort_cpu).
+program.ort_cpu names (porter.reference.ort.cpu).
 
 `run(program, ids, mask, trace=dict)` fills `trace` with every buffer the program writes (by
 buffer name), so a divergence can be located to the first step that differs.
@@ -20,10 +20,10 @@ from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
                                L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
                                TableKind)
-from porter.reference import litert as LF
-from porter.reference import ort as OF
+from porter.reference.litert import floats as LF
+from porter.reference.ort import floats as OF
 from porter.reference import ops
-from porter.reference import ort_cpu
+from porter.reference.ort import cpu as ort_cpu
 
 F32 = np.float32
 
@@ -166,7 +166,7 @@ def gelu(kind: Gelu, x: np.ndarray) -> np.ndarray:
 
 
 def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = None) -> np.ndarray:
-    """floats: onnxruntime's float kernel family (porter.reference.ort_cpu), for ONNXRUNTIME_CPU."""
+    """floats: onnxruntime's float kernel family (porter.reference.ort.cpu), for ONNXRUNTIME_CPU."""
     mask = np.asarray(mask).reshape(-1)
     seq = mask.shape[0]
     split = lambda t: np.asarray(t, F32).reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731

@@ -1,5 +1,5 @@
 """The numpy decoder executor: a DecoderIR run step by step with a KV cache, in onnxruntime's
-float arithmetic (porter.reference.ort) on the CPU the IR's ort_cpu names, the reference for the
+float arithmetic (porter.reference.ort.floats) on the CPU the IR's ort_cpu names, the reference for the
 generated decoder crate.
 
 Every variant of the IR runs the kernel onnxruntime runs for it: Gemm (the bias as C) or
@@ -24,8 +24,8 @@ from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEM
                                NORM_ORT_SKIP, POSITIONS_LEARNED, RMS_ORT, RMS_RECIPROCAL,
                                ROTATE_HALF, Activation, Attention, DecoderIR, Instr, Linear, MLP, Norm)
 from porter.ir.encoder import Reference
-from porter.reference import ort as OF
-from porter.reference import ort_cpu
+from porter.reference.ort import floats as OF
+from porter.reference.ort import cpu as ort_cpu
 from porter.reference.ops import evaluate, reduce_float
 from porter.reference.q8_0 import dequantize_q8_0, q8_0_int8_linear, quantize_q8_0
 
@@ -42,7 +42,7 @@ def run_program(program: list[Instr], x: np.ndarray) -> np.ndarray:
 
 
 def activate(act: Activation, x: np.ndarray, floats: str) -> np.ndarray:
-    """floats: the MLAS float kernels of the IR's CPU (porter.reference.ort_cpu)."""
+    """floats: the MLAS float kernels of the IR's CPU (porter.reference.ort.cpu)."""
     if act.kernel == ACT_GELU:
         return OF.gelu_fused(x)
     if act.kernel == ACT_FAST_GELU:

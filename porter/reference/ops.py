@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
-from porter.reference import litert as LF
-from porter.reference import ort as OF
+from porter.reference.litert import floats as LF
+from porter.reference.ort import floats as OF
 from porter.reference import quant
 
 F32 = np.float32
@@ -151,7 +151,7 @@ LITERT_REDUCE = {"sum": LF.reduce_sum, "mean": LF.reduce_mean, "max": LF.reduce_
 
 def reduce_float(kind: str, x: np.ndarray, axes: tuple[int, ...], ref: Reference) -> np.ndarray:
     """A float reduction with keepdims, in the reference's order. LiteRT: its optimized SUM, MEAN
-    and REDUCE_MAX (porter.reference.litert). onnxruntime: a sum over the last axis alone follows
+    and REDUCE_MAX (porter.reference.litert.floats). onnxruntime: a sum over the last axis alone follows
     Eigen's SSE packet order (ReduceSum / ReduceMean, measured identical where the rows are
     16-byte aligned); any other sum, and ReduceL2 (the square root of the sum of squares), adds
     the elements one by one in index order."""

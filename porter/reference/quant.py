@@ -29,7 +29,7 @@ turns MatMulInteger -> Cast -> Mul -> Add into, which compute the same thing):
      pair of inputs (k = 2i, 2i + 1) into an int16 with saturation; the VNNI kernels (vpdpbusds)
      sum exactly, and differ from it wherever a pair leaves [-32768, 32767]. Measured against
      onnxruntime 1.32's goldens from an AVX2 CPU (saturating) and an AVX512-VNNI one (exact);
-     Linear.integer_dot names the variant, the one of the IR's CPU (porter.reference.ort_cpu);
+     Linear.integer_dot names the variant, the one of the IR's CPU (porter.reference.ort.cpu);
   4. y = float(acc) * (s * w_scale[o]) + bias[o]: the scale product rounded to float32 first,
      then the product, then the sum, each rounded (the graph's Mul(Mul(s, w_scale)), Add order).
 """

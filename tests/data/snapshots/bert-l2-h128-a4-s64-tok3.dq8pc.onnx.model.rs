@@ -8,10 +8,10 @@
 // Each model builds only some of the step and weight kinds.
 #![allow(dead_code)]
 
-use crate::kernels::attention::AttentionParams;
-use crate::kernels::gemm::Int8Weights;
-use crate::kernels::linear_f32::FloatWeights;
-use crate::kernels::norm::{Form, LayerNormParams};
+use crate::kernels::litert::attention::AttentionParams;
+use crate::kernels::common::gemm::Int8Weights;
+use crate::kernels::litert::linear_f32::FloatWeights;
+use crate::kernels::litert::norm::{Form, LayerNormParams};
 use crate::program::*;
 
 pub const SEQ: usize = 64;
@@ -181,7 +181,7 @@ impl<'a> Model<'a> {
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
-                onnxruntime: Some(crate::kernels::ort_float::OrtFloats::Avx2) } });
+                onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2) } });
         // linear3
         steps.push(Step::Linear { x: 6, out: 5, x_rows: Rows::All, rows: Rows::All,
             tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
@@ -293,7 +293,7 @@ impl<'a> Model<'a> {
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
-                onnxruntime: Some(crate::kernels::ort_float::OrtFloats::Avx2) } });
+                onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2) } });
         // linear9
         steps.push(Step::Linear { x: 2, out: 6, x_rows: Rows::All, rows: Rows::All,
             tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {

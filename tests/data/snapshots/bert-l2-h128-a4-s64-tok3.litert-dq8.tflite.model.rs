@@ -8,10 +8,10 @@
 // Each model builds only some of the step and weight kinds.
 #![allow(dead_code)]
 
-use crate::kernels::attention::AttentionParams;
-use crate::kernels::gemm::Int8Weights;
-use crate::kernels::linear_f32::FloatWeights;
-use crate::kernels::norm::{Form, LayerNormParams};
+use crate::kernels::litert::attention::AttentionParams;
+use crate::kernels::common::gemm::Int8Weights;
+use crate::kernels::litert::linear_f32::FloatWeights;
+use crate::kernels::litert::norm::{Form, LayerNormParams};
 use crate::program::*;
 
 pub const SEQ: usize = 64;

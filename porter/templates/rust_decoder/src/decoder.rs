@@ -13,7 +13,7 @@
 use core::arch::wasm32::*;
 
 use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary, simplified_layer_norm_row};
-use crate::kernels::ort_float::{layer_norm_row, m1_columns, m1_dot, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
+use crate::kernels::ort::float::{layer_norm_row, m1_columns, m1_dot, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
 

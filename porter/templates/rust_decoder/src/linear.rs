@@ -1,11 +1,11 @@
 //! A decoder Linear: y = x . W^T + b with float32 or Q8_0 weights, as onnxruntime computes it
-//! on the (dequantised) float weights: MatMul then Add (porter/reference/ort.py `matmul_add`), or
+//! on the (dequantised) float weights: MatMul then Add (porter/reference/ort/floats.py `matmul_add`), or
 //! Gemm with the bias as C, every product fma'd into it (`linear`).
 //!
 //! Or, for Q8_0 weights with int8 dot products (`q8_0_int8`), as porter.decoder's
 //! q8_0_int8_linear computes it: each input row quantised to Q8_0, integer block dot products,
 //! float32 only to scale and add the block sums (see `dot_q8_0_int8`). These weights are stored
-//! in tiles of ROW_TILE rows (porter/decoder_codegen.py `tile_q8_0_rows`), so that one pointer
+//! in tiles of ROW_TILE rows (porter/codegen/decoder.py `tile_q8_0_rows`), so that one pointer
 //! with constant offsets reaches the same block of every row of a tile.
 //!
 //! Q8_0 weights are dequantised as they are read, float32(q * d) exactly as porter.decoder
@@ -13,7 +13,7 @@
 
 use core::arch::wasm32::*;
 
-use crate::kernels::ort_float::{lane_splats, sgemm_outputs, PACKED_STRIDE_K};
+use crate::kernels::ort::float::{lane_splats, sgemm_outputs, PACKED_STRIDE_K};
 
 pub const Q8_0_BLOCK: usize = 32;
 /// Q8_0Int8 weight rows per tile: tile t holds block b of its rows side by side, [tiles][blocks]
@@ -225,7 +225,7 @@ fn dot_q8_0_int8(xq: &[i16], xd: &[f32], rows: usize, q: &[i8], scale: &[f32], b
 /// acc_l += float(lane_l) * (d_w * d_x), the four rows' scales multiplied by d_x in one step.
 ///
 /// The accumulators are written to and read from memory (volatile) once per block, not carried
-/// in loop variables (why, at kernels/ort_float/sgemm.rs `columns`): every row's products are then
+/// in loop variables (why, at kernels/ort/float/sgemm.rs `columns`): every row's products are then
 /// formed right after its own sixteen weights' loads.
 ///
 /// SAFETY: w points at a tile (blocks * ROW_TILE * 32 values), d at its blocks * ROW_TILE scales,

@@ -11,12 +11,12 @@
 //! their scores are masked too) instead of being computed. `porter verify` checks the claim on
 //! every window it runs.
 
-use crate::kernels::attention::{attention, AttentionScratch};
-use crate::kernels::generic;
-use crate::kernels::mathfn::gelu_in_place;
-use crate::kernels::norm::{layer_norm, NormScratch};
-use crate::kernels::ort_float::gelu_erf_mul_in_place;
-use crate::kernels::reduce::{l2_normalization, reduce_litert};
+use crate::kernels::litert::attention::{attention, AttentionScratch};
+use crate::kernels::common::generic;
+use crate::kernels::litert::mathfn::gelu_in_place;
+use crate::kernels::litert::norm::{layer_norm, NormScratch};
+use crate::kernels::ort::float::gelu_erf_mul_in_place;
+use crate::kernels::litert::reduce::{l2_normalization, reduce_litert};
 use crate::linear::LinearScratch;
 use crate::model::*;
 use crate::profile::{Phase, Profile};

@@ -1,11 +1,11 @@
 //! Applying one Linear layer: hybrid int8 (quantise each row, then the integer GEMM),
 //! onnxruntime's dynamic uint8 (quantise the whole input, then its integer dot), or float.
 
-use crate::kernels::gemm::gemm;
-use crate::kernels::linear_f32::linear_f32_rows;
-use crate::kernels::ort_float;
-use crate::kernels::ort_quant::{self, TensorQuantized};
-use crate::kernels::quantize::QuantizedRows;
+use crate::kernels::common::gemm::gemm;
+use crate::kernels::litert::linear_f32::linear_f32_rows;
+use crate::kernels::ort::float as ort_float;
+use crate::kernels::ort::quant::{self as ort_quant, TensorQuantized};
+use crate::kernels::litert::quantize::QuantizedRows;
 use crate::program::{Linear, Weights};
 
 impl Linear<'_> {

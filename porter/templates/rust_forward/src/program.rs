@@ -5,10 +5,10 @@
 //! slot); a token buffer holds one row per window position, and a step on it computes only the
 //! rows its `Rows` says (see forward::rows_to_compute).
 
-use crate::kernels::attention::AttentionParams;
-use crate::kernels::gemm::Int8Weights;
-use crate::kernels::linear_f32::FloatWeights;
-use crate::kernels::norm::LayerNormParams;
+use crate::kernels::litert::attention::AttentionParams;
+use crate::kernels::common::gemm::Int8Weights;
+use crate::kernels::litert::linear_f32::FloatWeights;
+use crate::kernels::litert::norm::LayerNormParams;
 
 /// How many rows of a token buffer a step computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! onnxruntime's float kernels a decoder needs beyond the encoder's (porter/reference/ort.py
+//! onnxruntime's float kernels a decoder needs beyond the encoder's (porter/reference/ort/floats.py
 //! defines each; porter's tests run every one here against it on millions of inputs):
 //! MLAS's logistic and tanh, the fused FastGelu and Gelu kernels, RMSNorm's ops, rotary
 //! positions, and an activation spelled out op by op, run as a small program.
@@ -6,13 +6,13 @@
 //! wasm has no fma and Rust never contracts `a * b + c`, so each product and sum rounds where
 //! onnxruntime's rounds; MLAS's fused multiply-adds go through `ort_float::fma`.
 
-use super::eigen::eigen_mean;
-use super::ort_float::{erf, fma, gelu_erf_in_place, gelu_erf_mul_in_place};
+use super::litert::eigen::eigen_mean;
+use super::ort::float::{erf, fma, gelu_erf_in_place, gelu_erf_mul_in_place};
 
 // ---- MLAS's logistic (MlasLogisticKernelFma3: Sigmoid and QuickGelu on AVX2) ---------------
 
 const LOGISTIC_RANGE: f32 = 18.0;
-// the float32 bit patterns of porter/reference/ort.py's _LOGISTIC_P and _LOGISTIC_Q
+// the float32 bit patterns of porter/reference/ort/floats.py's _LOGISTIC_P and _LOGISTIC_Q
 const LOGISTIC_P: [u32; 5] = [0x2e403551, 0x33f84ecb, 0x387f413b, 0x3c0b7d58, 0x3e7e3f32];
 const LOGISTIC_Q: [u32; 6] = [0x2b2bc4f5, 0x31c5f27b, 0x36d317dd, 0x3adf153f, 0x3def3e18, 0x3f7e3f34];
 
@@ -167,7 +167,7 @@ pub enum Activation {
     GeluDiv,
     FastGelu,
     /// onnxruntime's QuickGelu (alpha 1): x * logistic(x), the logistic capped at 1 on AVX-512F
-    /// CPUs (porter/reference/ort.py quick_gelu)
+    /// CPUs (porter/reference/ort/floats.py quick_gelu)
     QuickGelu { capped: bool },
     Ops(&'static [Instr]),
 }
@@ -204,7 +204,7 @@ pub fn rms_norm_row(x: &[f32], gamma: Option<&[f32]>, eps: f32, reciprocal: bool
 /// SimplifiedLayerNormalization's kernel on one row (at least 16 values): the sum of squares in
 /// eight fma lanes over blocks of eight, reduced ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)); a
 /// tail of four or more adds four rounded squares in order, the last one to three are fma'd
-/// (LayerNormalization's variance, of x itself: kernels/ort_float/ keeps that one private);
+/// (LayerNormalization's variance, of x itself: kernels/ort/float/ keeps that one private);
 /// then 1 / sqrt(sum / n + eps), then (x * that) * gamma.
 pub fn simplified_layer_norm_row(x: &[f32], gamma: &[f32], eps: f32, out: &mut [f32]) {
     let n = x.len();

@@ -53,18 +53,18 @@ mod tiles;
 use std::io::{Read, Write};
 use std::process::exit;
 
-use kernels::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
-use kernels::eigen::{eigen_sum_from, eigen_sum_from_scalar};
-use kernels::gemm::{gemm, gemm_scalar, Int8Weights};
-use kernels::activation::{logistic_in_place, logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar,
+use kernels::litert::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
+use kernels::litert::eigen::{eigen_sum_from, eigen_sum_from_scalar};
+use kernels::common::gemm::{gemm, gemm_scalar, Int8Weights};
+use kernels::litert::activation::{logistic_in_place, logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar,
                           tanh_in_place, tanh_in_place_scalar, tanh_scalar};
-use kernels::libm::expf;
-use kernels::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
-use kernels::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
-use kernels::ort_float;
-use kernels::ort_quant::{self, TensorQuantized};
-use kernels::quantize::*;
-use kernels::reduce::{l2_normalization, reduce_litert};
+use kernels::litert::libm::expf;
+use kernels::litert::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
+use kernels::litert::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
+use kernels::ort::float as ort_float;
+use kernels::ort::quant::{self as ort_quant, TensorQuantized};
+use kernels::litert::quantize::*;
+use kernels::litert::reduce::{l2_normalization, reduce_litert};
 use model::GEMM_DEPTHS;
 
 const MAX_REPORTED: usize = 5;
@@ -397,7 +397,7 @@ fn check_kernels(seed: u64) -> ! {
 }
 
 /// onnxruntime's attention with its context chains cut at a right-padded window's masked keys
-/// (ort_float/masked_tail.rs) against every chain over all keys, on both float families (AVX-512F
+/// (ort/float/masked_tail.rs) against every chain over all keys, on both float families (AVX-512F
 /// gives masked keys subnormal probabilities): ordinary values, where the cut applies; value
 /// rows so large behind the padding that a masked key's product counts, and a value column
 /// zero over the live keys, where it must not.

@@ -1,0 +1,369 @@
+"""A decoder's attention by role: a softmax between Q.K^T and P.V over a KV cache.
+
+Anchored on the block's softmax, everything else is found by what it does:
+
+- the Q.K^T product, its scalar factor and its mask (porter.recover.encoder.attention.scores_before);
+- K and V each come out of a Concat of a cache input and the new keys / values whose result
+  is a graph output (the cache); before the product they may be repeated across query heads
+  (grouped-query attention);
+- Q, the new keys and the new values come out of Linear layers reading the block's norm, one
+  fused or three; every chain of views, transposes, slices and expands between is run on index
+  arrays (porter.recover.probe.index_map) and must move data exactly as splitting the Linear's
+  outputs into heads (and K into K^T, and kv head h // (heads / kv_heads) into query head h)
+  would; the context must merge back the same way;
+- rotary positions are x * cos + rotate(x) * sin with constant tables, rotate being any ops
+  that, run on numbered inputs, swap and negate halves (or pairs) of each head;
+- the mask is the constant the graph adds or selects with at a binding of the cache length and
+  token count; `check_causal` evaluates it at several and requires that it hides key j from
+  query i exactly when j > past + i.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from porter.errors import PorterError
+from porter.frontends.graph import Graph
+from porter.ir.decoder import MASK_ADD, MASK_REPLACE, ROTATE_HALF, ROTATE_INTERLEAVED
+from porter.ir.encoder import Reference
+from porter.recover.encoder import attention as encoder_attention
+from porter.recover import probe
+from porter.recover.decoder.io import MAIN_BINDING, PROBE_BINDINGS, Bindings
+
+# ops that only move data (a gather's indices are constant by then: a binding folds them)
+MOVEMENT = ("view", "permute", "slice", "expand", "tile", "gather")
+
+
+@dataclass
+class Projection:
+    """Where one of q / k / v comes from: a Linear's output and the columns it takes."""
+
+    linear: int  # canonical op
+    start: int  # first column of the Linear's output
+    ops: set[int] = field(default_factory=set)
+
+
+@dataclass
+class FoundRope:
+    style: str
+    cos: int  # constant tensors at the main binding
+    sin: int
+    ops: set[int]
+    layout: np.ndarray  # for each element of the rope's input, its flat index in the Linear's output
+    width: int  # the Linear's outputs per token
+    start: int  # the first of them this projection takes
+
+
+@dataclass
+class FoundAttention:
+    heads: int
+    kv_heads: int
+    head_dim: int
+    scale: float | None
+    mask: str
+    fill: float
+    mask_tensor: int
+    hides_when: bool  # the mask tensor's value that hides a key (select), or True (add: == fill)
+    q: Projection
+    k: Projection
+    v: Projection
+    o: int  # canonical linear op
+    past_key: int  # graph input tensors
+    past_value: int
+    present_key: int
+    present_value: int
+    ropes: list[FoundRope]
+    ops: set[int]
+
+
+def _back(g: Graph, t: int, region: set[int]) -> tuple[int, list[int]]:
+    """From t back through data movement inside the region: (the tensor it starts from, the
+    ops in data-flow order)."""
+    ops = []
+    while (op := g.producer(t)) is not None and op.index in region and op.type in MOVEMENT:
+        ops.append(op.index)
+        t = op.inputs[0]
+    return t, ops[::-1]
+
+
+def _forward(g: Graph, t: int, region: set[int]) -> tuple[int, list[int]]:
+    ops = []
+    while len(users := g.users(t)) == 1 and users[0].index in region and users[0].type in MOVEMENT \
+            and t not in g.outputs.values():
+        ops.append(users[0].index)
+        t = users[0].outputs[0]
+    return t, ops
+
+
+def _map(g: Graph, ops: list[int], source: int, end: int, where: str) -> np.ndarray:
+    if not ops:
+        return np.arange(int(np.prod(g.tensor(source).shape)), dtype=np.int64).reshape(g.tensor(source).shape)
+    got = probe.index_map(g, ops, source, end)
+    if got is None:
+        raise PorterError(f"{where}: porter cannot follow the data movement "
+                          + "; ".join(probe.describe_op(g, i) for i in ops[:3]))
+    return got
+
+
+def find(g: Graph, bindings: Bindings, region: set[int], normed: int, out: int, where: str) -> FoundAttention:
+    softmaxes = [i for i in region if g.ops[i].type == "softmax"]
+    if len(softmaxes) != 1:
+        raise PorterError(f"{where}: {len(softmaxes)} softmaxes, not one")
+    softmax = g.ops[softmaxes[0]]
+    scores = encoder_attention.scores_before(g, softmax.inputs[0], set(range(len(g.ops))) - region)
+    if scores is None or scores.product not in region:
+        raise PorterError(f"{where}: the input of {probe.describe_op(g, softmax.index)} is not Q.K^T "
+                          "(with at most a scalar factor and a mask)")
+    qk = g.ops[scores.product]
+    p_t, p_views = _forward(g, softmax.outputs[0], region)
+    guard = encoder_attention.nan_guard_after(g, p_t)  # torch's sdpa: where(isnan(p), 0, p)
+    if guard is not None:
+        p_t, guard_ops = guard
+        p_views = p_views + guard_ops
+    pv = [u for u in g.users(p_t) if u.type == "matmul" and u.inputs[0] == p_t and u.index in region]
+    if len(pv) != 1 or qk.options.get("adj_a") or qk.options.get("adj_b"):
+        raise PorterError(f"{where}: the softmax's probabilities are not multiplied by V")
+    pv = pv[0]
+    q_shape = g.tensor(qk.inputs[0]).shape
+    heads, seq, head_dim = int(np.prod(q_shape[:-2])), q_shape[-2], q_shape[-1]
+    ops = {softmax.index, qk.index, pv.index} | scores.ops | set(p_views)
+    k_side = _cached(g, qk.inputs[1], region, heads, head_dim, transposed=True, where=f"{where}, K")
+    v_side = _cached(g, pv.inputs[1], region, heads, head_dim, transposed=False, where=f"{where}, V")
+    kv_heads = k_side["kv_heads"]
+    if v_side["kv_heads"] != kv_heads:
+        raise PorterError(f"{where}: K has {kv_heads} heads and V {v_side['kv_heads']}")
+    ropes = []
+    q = _projection(g, qk.inputs[0], region, normed, heads, head_dim, ropes, f"{where}, Q")
+    k = _projection(g, k_side["new"], region, normed, kv_heads, head_dim, ropes, f"{where}, K")
+    v = _projection(g, v_side["new"], region, normed, kv_heads, head_dim, ropes, f"{where}, V")
+    if any(r.style != ropes[0].style for r in ropes) or len(ropes) not in (0, 2) or (ropes and len(
+            [p for p in (q, k) if any(r.ops & p.ops for r in ropes)]) != 2):
+        raise PorterError(f"{where}: rotary positions must turn Q and K alike, and nothing else")
+    o, merge_ops = _output(g, pv.outputs[0], out, region, heads, seq, head_dim, where)
+    mask, fill, mask_tensor, hides_when, mask_ops = _mask(g, scores, where)
+    ops |= k_side["ops"] | v_side["ops"] | q.ops | k.ops | v.ops | merge_ops | mask_ops | {o}
+    for r in ropes:
+        ops |= r.ops
+    scale = _scale(scores, where)
+    found = FoundAttention(heads, kv_heads, head_dim, scale, mask, fill, mask_tensor, hides_when, q, k, v, o,
+                           k_side["past"], v_side["past"], k_side["present"], v_side["present"], ropes, ops)
+    check_causal(bindings, found, where)
+    return found
+
+
+def _scale(scores, where: str) -> float | None:
+    if scores.divisor is not None:
+        raise PorterError(f"{where}: the scores are divided by {scores.divisor:g}; onnxruntime multiplies by "
+                          "the reciprocal once fused (a graph porter canonicalises as a product)")
+    return None if scores.scale is None else float(np.float32(scores.scale))
+
+
+def _cached(g: Graph, t: int, region: set[int], heads: int, head_dim: int, transposed: bool, where: str) -> dict:
+    """K or V as the product reads it: a cache Concat(past, new), a graph output, repeated
+    across query heads by data movement the index maps check."""
+    present, ops = _back(g, t, region)
+    concat = g.producer(present)
+    if concat is None or concat.type != "concat" or concat.index not in region or len(concat.inputs) != 2 \
+            or present not in g.outputs.values() or g.producer(concat.inputs[0]) is not None:
+        raise PorterError(f"{where}: does not come from a Concat of a cache input and the new values that "
+                          "is a graph output")
+    shape = g.tensor(present).shape
+    if len(shape) != 4 or shape[0] != 1 or shape[-1] != head_dim or int(concat.options["axis"]) % 4 != 2 \
+            or heads % shape[1]:
+        raise PorterError(f"{where}: the cache {g.tensor(present).describe()} is not [1, kv_heads, "
+                          f"past + seq, {head_dim}] extended along its third axis")
+    kv_heads, keys = shape[1], shape[2]
+    positions = np.arange(int(np.prod(shape))).reshape(shape)[0]
+    used = positions[np.arange(heads) // (heads // kv_heads)]  # [heads, keys, head_dim]
+    expected = used.transpose(0, 2, 1) if transposed else used
+    got = _map(g, ops, present, t, where)
+    if got.size != expected.size or not np.array_equal(got.reshape(-1), expected.reshape(-1)):
+        raise PorterError(f"{where}: the data movement from the cache {g.tensor(present).describe()} to "
+                          f"{g.tensor(t).describe()} is not {'K^T' if transposed else 'V'} of {heads} query "
+                          f"heads over {kv_heads} kv heads of {keys} positions")
+    return {"kv_heads": kv_heads, "new": concat.inputs[1], "past": concat.inputs[0], "present": present,
+            "ops": set(ops) | {concat.index}}
+
+
+def _projection(g: Graph, t: int, region: set[int], normed: int, heads: int, head_dim: int,
+                ropes: list, where: str) -> Projection:
+    """The Linear a head-split tensor [.., heads, seq, head_dim] comes from, through data movement
+    and at most one rotary embedding; checked to be a split of columns start.. into heads."""
+    source, after = _back(g, t, region)
+    rope = _rope(g, source, region, where) if g.producer(source) is not None and \
+        g.producer(source).type == "add" else None
+    before = []
+    if rope is not None:
+        source, before = _back(g, rope["input"], region)
+    linear = g.producer(source)
+    if linear is None or linear.type != "linear" or linear.index not in region or \
+            _through_views_to(g, linear.inputs[0], region) != normed:
+        made_by = f"{probe.describe_op(g, linear.index)}, which makes it," if linear is not None else "it"
+        raise PorterError(f"{where}: {g.tensor(source).describe()} is not a Linear of the block's norm ({made_by} "
+                          "is neither data movement nor rotary positions)")
+    width = g.tensor(source).shape[-1]
+    into_rope = _map(g, before, source, rope["input"], where) if rope is not None else None
+    rope_to_t = _map(g, after, rope["output"] if rope is not None else source, t, where)
+    got = (into_rope.reshape(-1)[rope_to_t.reshape(-1)] if rope is not None else rope_to_t.reshape(-1))
+    start = int(got[0] % width) if got.size else 0
+    seq = got.size // (heads * head_dim) if heads * head_dim else 0
+    expected = (np.arange(seq * width).reshape(seq, width)[:, start:start + heads * head_dim]
+                .reshape(seq, heads, head_dim).transpose(1, 0, 2))
+    if got.size != expected.size or not np.array_equal(got, expected.reshape(-1)):
+        raise PorterError(f"{where}: the data movement from {g.tensor(source).describe()} to "
+                          f"{g.tensor(t).describe()} is not a split into {heads} heads of {head_dim}")
+    ops = set(before) | set(after) | {linear.index}
+    if rope is not None:
+        ops |= rope["ops"]
+        ropes.append(FoundRope(rope["style"], rope["cos"], rope["sin"], rope["ops"], into_rope, width, start))
+    return Projection(linear.index, start, ops)
+
+
+def _through_views_to(g: Graph, t: int, region: set[int]) -> int:
+    while (op := g.producer(t)) is not None and op.type == "view" and op.index in region:
+        t = op.inputs[0]
+    return t
+
+
+def _rope(g: Graph, t: int, region: set[int], where: str) -> dict | None:
+    """x * cos + rotate(x) * sin ending at tensor t (an add), or None if it is not that."""
+    add = g.producer(t)
+    terms = [g.producer(i) for i in add.inputs]
+    if any(p is None or p.type != "mul" or p.index not in region for p in terms):
+        return None
+    for plain, turned in (terms, terms[::-1]):
+        x, cos = _operand_and_constant(g, plain)
+        y, sin = _operand_and_constant(g, turned)
+        if x is None or y is None or cos is None or sin is None:
+            continue
+        rotate_ops = probe.region(g, y, stop={x})
+        if not rotate_ops or not set(rotate_ops) <= region or probe.leaves(g, rotate_ops) != {x}:
+            continue
+        style = _rotation_style(g, rotate_ops, x, y)
+        if style is None:
+            raise PorterError(f"{where}: {probe.describe_op(g, add.index)} adds x * c + f(x) * s, but f "
+                              "does not rotate halves or pairs of each head (x1, x2) -> (-x2, x1)")
+        ops = set(rotate_ops) | {plain.index, turned.index, add.index}
+        return {"style": style, "cos": cos, "sin": sin, "ops": ops, "input": x, "output": t}
+    return None
+
+
+def _operand_and_constant(g: Graph, mul) -> tuple[int | None, int | None]:
+    a, b = mul.inputs
+    if g.const(b) is not None and g.const(a) is None:
+        return a, b
+    if g.const(a) is not None and g.const(b) is None:
+        return b, a
+    return None, None
+
+
+def _rotation_style(g: Graph, ops: list[int], x: int, y: int) -> str | None:
+    """Run the rotation on x = 1, 2, 3, ... (floats, exact): each output must be plus or minus one
+    input of the same head row, as rotate-half or rotate-pairs moves it."""
+    shape = g.tensor(x).shape
+    numbered = (np.arange(int(np.prod(shape))) + 1).astype(np.float32).reshape(shape)
+    try:
+        got = probe.run(g, ops, {x: numbered}, Reference.ONNXRUNTIME_CPU, keep={y})[y]
+    except Exception:  # noqa: BLE001 - anything but a clean signed permutation is "not a rotation"
+        return None
+    dim = shape[-1]
+    rows = numbered.reshape(-1, dim)
+    half = np.concatenate([-rows[:, dim // 2:], rows[:, :dim // 2]], axis=1)
+    pairs = np.stack([-rows[:, 1::2], rows[:, 0::2]], axis=-1).reshape(rows.shape)
+    got = np.asarray(got, np.float32).reshape(-1, dim) if np.size(got) == rows.size else None
+    for style, expected in ((ROTATE_HALF, half), (ROTATE_INTERLEAVED, pairs)):
+        if got is not None and dim % 2 == 0 and np.array_equal(got, expected):
+            return style
+    return None
+
+
+def _output(g: Graph, ctx: int, out: int, region: set[int], heads: int, seq: int, head_dim: int,
+            where: str) -> tuple[int, set[int]]:
+    """The context merged back into rows of heads * head_dim, then the output Linear."""
+    merged, ops = _forward(g, ctx, region)
+    users = [u for u in g.users(merged) if u.index in region]
+    if len(users) != 1 or users[0].type != "linear":
+        raise PorterError(f"{where}: the context {g.tensor(merged).describe()} does not feed one output Linear")
+    expected = np.arange(heads * seq * head_dim).reshape(heads, seq, head_dim).transpose(1, 0, 2)
+    got = _map(g, ops, ctx, merged, where)
+    if got.size != expected.size or not np.array_equal(got.reshape(-1), expected.reshape(-1)):
+        raise PorterError(f"{where}: the data movement after P.V ({g.tensor(merged).describe()}) is not a merge "
+                          f"of {heads} heads back into rows of {heads * head_dim}")
+    o = users[0]
+    if _through_views_to(g, out, region) != o.outputs[0]:
+        raise PorterError(f"{where}: the output Linear {probe.describe_op(g, o.index)} is not the block's output")
+    return o.index, set(ops) | {g.producer(t).index for t in _views_between(g, o.outputs[0], out)}
+
+
+def _views_between(g: Graph, start: int, end: int) -> list[int]:
+    made = []
+    while end != start:
+        made.append(end)
+        end = g.producer(end).inputs[0]
+    return made
+
+
+def _mask(g: Graph, scores, where: str):
+    """(mode, fill, the mask tensor, its hiding value, ops) of the scores' mask."""
+    if scores.bias is None and scores.select is None:
+        raise PorterError(f"{where}: the scores are not masked; a decoder's attention must hide later tokens")
+    if scores.select is not None:
+        cond, fill_t, scores_when_true = scores.select
+        fill = g.const(fill_t)
+        if g.const(cond) is None or fill is None or fill.size != 1:
+            raise PorterError(f"{where}: the mask's condition {g.tensor(cond).describe()} is not a constant "
+                              "once the lengths are known, or its fill is not one value")
+        return MASK_REPLACE, float(np.float32(fill.reshape(-1)[0])), cond, not scores_when_true, set()
+    values = g.const(scores.bias)
+    if values is None:
+        raise PorterError(f"{where}: the mask {g.tensor(scores.bias).describe()} added to the scores is not a "
+                          "constant once the lengths are known (it depends on an input)")
+    hidden = values[values != 0]
+    if hidden.size == 0 or np.unique(hidden).size != 1:
+        raise PorterError(f"{where}: the mask added to the scores is not 0 for visible keys and one value for "
+                          "hidden ones")
+    return MASK_ADD, float(np.float32(hidden[0])), scores.bias, True, set()
+
+
+def causal(past: int, seq: int) -> np.ndarray:
+    """hidden[i, j]: key j is hidden from query i (past + i): j > past + i."""
+    return np.arange(past + seq)[None, :] > (np.arange(seq)[:, None] + past)
+
+
+def check_causal(bindings: Bindings, found: FoundAttention, where: str) -> None:
+    """Evaluate the mask at several (past, seq): it must hide exactly the later keys, the same
+    way for every head."""
+    if not found.fill <= -1e4:
+        raise PorterError(f"{where}: hidden keys get {found.fill:g}; a causal mask hides them with a large "
+                          "negative number")
+    for past, seq in (MAIN_BINDING, *PROBE_BINDINGS):
+        value = bindings.constant(found.mask_tensor, past, seq, f"{where}: the mask")
+        try:
+            shaped = np.broadcast_to(value, (found.heads, seq, past + seq)) if value.ndim <= 3 else \
+                np.broadcast_to(value, (1, found.heads, seq, past + seq))[0]
+        except ValueError:
+            raise PorterError(f"{where}: the mask {list(value.shape)} does not cover {seq} queries and "
+                              f"{past + seq} keys") from None
+        hidden = (shaped == found.fill) if found.mask == MASK_ADD else (shaped.astype(bool) == found.hides_when)
+        if found.mask == MASK_ADD and not np.all(shaped[~hidden] == 0):
+            raise PorterError(f"{where}: the mask adds values other than 0 to visible keys")
+        expected = causal(past, seq)
+        if not np.all(hidden == expected[None]):
+            i, j = np.argwhere(hidden != expected[None])[0][1:]
+            raise PorterError(f"{where}: the mask {_made_by(bindings, found.mask_tensor)} is not causal: with {past} cached and {seq} new tokens it "
+                              f"{'hides' if hidden[:, i, j].any() else 'shows'} key {j} "
+                              f"{'from' if hidden[:, i, j].any() else 'to'} query {past + i}")
+
+
+_PASSING = ("Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Identity", "Transpose")
+
+
+def _made_by(bindings: Bindings, t: int) -> str:
+    """A file tensor with the file op that computes it (past casts and reshapes)."""
+    g = bindings.g
+    op = g.producer(t)
+    while op is not None and op.type in _PASSING and g.producer(op.inputs[0]) is not None:
+        op = g.producer(op.inputs[0])
+    return f"{g.tensor(t).describe()}" + (f" (computed by op {op.index} {op.type})" if op is not None else "")

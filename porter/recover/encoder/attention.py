@@ -1,0 +1,326 @@
+"""Self-attention recognised by role: a softmax between two products of activations.
+
+Every softmax over keys whose input comes from Q . K^T and whose output multiplies V is an
+attention block, however the exporter spelled the head split, the scaling and the mask:
+
+- the head split and merge are whatever data-movement ops lie between the Q / K / V buffers and
+  the products; they are run on index arrays and must move data exactly as splitting [seq,
+  heads * head_dim] into heads (and K^T) would (`porter.recover.probe.index_map`);
+- scalar factors on Q, on K, on the scores (or a divisor) are taken where the graph applies them;
+- the mask is *any* function of the mask input added to the scores (or selecting between the
+  scores and a fill value): it is evaluated on probe masks and must keep or drop each key the
+  same way for every query and head (`porter.recover.probe.probe_masks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from porter.errors import PorterError
+from porter.frontends.graph import Graph
+from porter.ir.encoder import Attention, MaskMode, Reference
+from porter.recover import probe
+from porter.reference.ops import Unsupported
+
+LAYOUT = ("view", "permute")
+
+
+@dataclass
+class Chain:
+    """A path from a buffer through data movement and scalar factors to a product's operand."""
+
+    source: int  # the buffer (its flat layout is [seq, heads * head_dim])
+    layout: list[int]  # layout op indices, in data-flow order
+    scalars: list[tuple[str, float]]  # ("mul" | "div", value), in data-flow order
+    ops: set[int] = field(default_factory=set)
+
+
+def _scalar_operand(g: Graph, op) -> tuple[int, float] | None:
+    """(the non-constant operand, the scalar) of a mul / div by a one-value constant."""
+    if len(op.inputs) != 2:
+        return None
+    a, b = op.inputs
+    for x, c, first in ((a, b, True), (b, a, False)):
+        value = g.const(c)
+        if value is not None and value.size == 1 and g.const(x) is None:
+            if op.type == "div" and not first:
+                return None  # c / x is not a scaling of x
+            return x, float(np.asarray(value, np.float32).reshape(-1)[0])
+    return None
+
+
+def _chain_back(g: Graph, t: int, claimed: set[int]) -> Chain:
+    layout, scalars, ops = [], [], set()
+    while (op := g.producer(t)) is not None and op.index not in claimed:
+        if op.type in LAYOUT and len(g.users(t)) == 1:
+            layout.append(op.index)
+            t = op.inputs[0]
+        elif op.type in ("mul", "div") and (s := _scalar_operand(g, op)) is not None and len(g.users(t)) == 1:
+            scalars.append((op.type, s[1]))
+            t = s[0]
+        else:
+            break
+        ops.add(op.index)
+    return Chain(t, list(reversed(layout)), list(reversed(scalars)), ops)
+
+
+def _head_split(seq: int, heads: int, head_dim: int, transposed: bool) -> np.ndarray:
+    split = np.arange(seq * heads * head_dim).reshape(seq, heads, head_dim).transpose(1, 0, 2)
+    return split.transpose(0, 2, 1) if transposed else split
+
+
+def _moves_like(g: Graph, chain: Chain, end: int, expected: np.ndarray) -> bool:
+    """Whether the chain's data movement takes the source's elements where `expected` says (its
+    scalar factors move nothing: the map is followed through them)."""
+    last = g.ops[chain.layout[-1]].outputs[0] if chain.layout else chain.source
+    got = probe.index_map(g, chain.layout, chain.source, last)
+    if got is not None and tuple(got.shape) != tuple(g.tensor(end).shape):
+        got = got.reshape(g.tensor(end).shape) if got.size == expected.size else None
+    return got is not None and got.size == expected.size and np.array_equal(got.reshape(-1), expected.reshape(-1))
+
+
+def _chain_forward(g: Graph, t: int, claimed: set[int]) -> tuple[int, list[int]]:
+    """From a product's output through single-reader data movement to the merged tensor."""
+    ops = []
+    while len(users := g.users(t)) == 1 and users[0].type in LAYOUT and users[0].index not in claimed \
+            and t not in g.outputs.values():
+        ops.append(users[0].index)
+        t = users[0].outputs[0]
+    return t, ops
+
+
+@dataclass
+class Scores:
+    """What happens between Q . K^T and the softmax."""
+
+    product: int  # the matmul op
+    scale: float | None = None
+    divisor: float | None = None
+    bias: int | None = None  # tensor added to the scores
+    select: tuple[int, int, bool] | None = None  # (condition tensor, fill tensor, scores when true)
+    ops: set[int] = field(default_factory=set)
+
+
+def _scores_side(g: Graph, operands: list[int], claimed: set[int]) -> tuple[int, int] | None:
+    """(scores operand, bias operand) of the add: the scores come from the Q.K^T product."""
+    for x, other in ((operands[0], operands[1]), (operands[1], operands[0])):
+        if _leads_to_product(g, x, claimed):
+            return x, other
+    return None
+
+
+def _leads_to_product(g: Graph, t: int, claimed: set[int]) -> bool:
+    while (op := g.producer(t)) is not None and op.index not in claimed:
+        if op.type == "matmul":
+            return True
+        if op.type == "view":
+            t = op.inputs[0]
+        elif op.type in ("mul", "div") and (s := _scalar_operand(g, op)) is not None:
+            t = s[0]
+        else:
+            return False
+    return False
+
+
+@dataclass
+class FoundAttention:
+    step: Attention
+    ops: set[int]
+    mask_tensor: int | None  # the bias / condition tensor the mask path computes
+
+
+def find(g: Graph, ref: Reference, seq: int, mask_input: int | None, claimed: set[int]) -> list[FoundAttention]:
+    """Every attention block of the graph, in graph order."""
+    found = []
+    for op in g.ops:
+        if op.type != "softmax" or op.index in claimed:
+            continue
+        block = _attention_at(g, ref, seq, mask_input, op, claimed)
+        if block is not None:
+            found.append(block)
+            claimed |= block.ops
+    return found
+
+
+def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAttention | None:
+    where = f"attention at {softmax.describe()}"
+    scores = _parse_scores(g, softmax.inputs[0], claimed)
+    if scores is None:
+        return None
+    qk = g.ops[scores.product]
+    # probabilities -> P . V
+    p_t = softmax.outputs[0]
+    view_ops = []
+    while len(users := g.users(p_t)) == 1 and users[0].type == "view":
+        view_ops.append(users[0].index)
+        p_t = users[0].outputs[0]
+    guard = _nan_guard(g, p_t)
+    if guard is not None:
+        p_t, guard_ops = guard
+        view_ops += guard_ops
+    pv_users = [u for u in g.users(p_t) if u.type == "matmul" and u.inputs[0] == p_t]
+    if len(pv_users) != 1 or qk.options.get("adj_a") or pv_users[0].options.get("adj_a") \
+            or pv_users[0].options.get("adj_b"):
+        return None
+    pv = pv_users[0]
+    q, k, v = (_chain_back(g, t, claimed) for t in (qk.inputs[0], qk.inputs[1], pv.inputs[1]))
+    a_shape = g.tensor(qk.inputs[0]).shape
+    head_dim = a_shape[-1]
+    hidden = int(np.prod(g.tensor(q.source).shape)) // seq if seq else 0
+    if head_dim <= 0 or hidden % head_dim or int(np.prod(a_shape)) != seq * hidden:
+        return None
+    heads = hidden // head_dim
+    k_transposed = not qk.options.get("adj_b")
+    checks = ((q, qk.inputs[0], _head_split(seq, heads, head_dim, False)),
+              (k, qk.inputs[1], _head_split(seq, heads, head_dim, k_transposed)),
+              (v, pv.inputs[1], _head_split(seq, heads, head_dim, False)))
+    for chain, end, expected in checks:
+        if not _moves_like(g, chain, end, expected):
+            raise PorterError(f"{where}: the data movement from {g.tensor(chain.source).describe()} "
+                              f"to {g.tensor(end).describe()} is not a split into {heads} heads of "
+                              f"{head_dim}")
+    merged, merge_ops = _chain_forward(g, pv.outputs[0], claimed)
+    context_positions = np.arange(seq * hidden).reshape(heads, seq, head_dim)
+    expected_merge = context_positions.transpose(1, 0, 2).reshape(-1)
+    got = probe.index_map(g, merge_ops, pv.outputs[0], merged)
+    if got is None or not np.array_equal(got.reshape(-1), expected_merge):
+        raise PorterError(f"{where}: the data movement after P.V ({g.tensor(merged).describe()}) is not "
+                          f"a merge of {heads} heads back into rows of {hidden}")
+    mask, keep, drop, mask_ops, mask_tensor = _mask(g, ref, seq, mask_input, scores, where)
+    q_scale = _one_scalar(q.scalars, where, "Q")
+    k_scale = _one_scalar(k.scalars, where, "K")
+    if v.scalars:
+        raise PorterError(f"{where}: V is scaled before P.V; porter's attention does not do that")
+    step = Attention("attention", [f"t{q.source}", f"t{k.source}", f"t{v.source}"],
+                     [f"t{merged}"], [], heads, head_dim, q_scale, k_scale, scores.scale,
+                     scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)))
+    ops = ({softmax.index, qk.index, pv.index} | scores.ops | q.ops | k.ops | v.ops | set(view_ops)
+           | set(merge_ops) | mask_ops)
+    return FoundAttention(step, ops, mask_tensor)
+
+
+def _nan_guard(g: Graph, p: int) -> tuple[int, list[int]] | None:
+    """where(isnan(p), 0, p) after the softmax (torch's sdpa): an identity here, since every
+    window porter runs keeps its first key, so no row of probabilities is all NaN."""
+    users = g.users(p)
+    isnan = [u for u in users if u.type == "isnan"]
+    where = [u for u in users if u.type == "where"]
+    if len(users) != 2 or len(isnan) != 1 or len(where) != 1:
+        return None
+    cond, fill, value = where[0].inputs
+    if cond != isnan[0].outputs[0] or value != p or g.const(fill) is None or np.any(g.const(fill) != 0):
+        return None
+    return where[0].outputs[0], [isnan[0].index, where[0].index]
+
+
+def _one_scalar(scalars: list[tuple[str, float]], where: str, operand: str) -> float | None:
+    if not scalars:
+        return None
+    if len(scalars) > 1 or scalars[0][0] != "mul":
+        raise PorterError(f"{where}: {operand} is scaled by {scalars}; porter's attention takes one "
+                          "multiplication per operand")
+    return scalars[0][1]
+
+
+def _parse_scores(g: Graph, t: int, claimed: set[int]) -> Scores | None:
+    """Walk back from the softmax input: views, at most one mask (an add or a where), at most one
+    scalar factor, then the Q.K^T product. In data-flow order the factor must come before the
+    mask (else it would scale the mask too)."""
+    s = Scores(-1)
+    accepts = {"mask", "factor"}  # what may still come, walking back
+    while (op := g.producer(t)) is not None and op.index not in claimed:
+        if op.type == "matmul":
+            s.product = op.index
+            return s
+        s.ops.add(op.index)
+        scalar = _scalar_operand(g, op) if op.type in ("mul", "div") else None
+        if op.type == "view":
+            t = op.inputs[0]
+        elif scalar is not None and "factor" in accepts:
+            s.scale, s.divisor = (scalar[1], None) if op.type == "mul" else (None, scalar[1])
+            t, accepts = scalar[0], set()
+        elif op.type == "add" and "mask" in accepts and (side := _scores_side(g, op.inputs, claimed)):
+            (t, s.bias), accepts = side, {"factor"}
+        elif op.type == "where" and "mask" in accepts:
+            cond, a, b = op.inputs
+            if _leads_to_product(g, a, claimed) and g.const(b) is not None:
+                t, s.select = a, (cond, b, True)
+            elif _leads_to_product(g, b, claimed) and g.const(a) is not None:
+                t, s.select = b, (cond, a, False)
+            else:
+                return None
+            accepts = {"factor"}
+        else:
+            return None
+    return None
+
+
+def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
+    """(mode, keep value, drop value, the mask path's ops, the tensor it computes)."""
+    if scores.bias is None and scores.select is None:
+        return MaskMode.NONE, 0.0, 0.0, set(), None
+    tensor = scores.bias if scores.bias is not None else scores.select[0]
+    const = g.const(tensor)
+    if const is not None:
+        if scores.bias is not None and np.all(const == 0):
+            return MaskMode.NONE, 0.0, 0.0, set(), tensor
+        raise PorterError(f"{where}: the scores get a constant {'bias' if scores.bias is not None else 'selection'} "
+                          f"{g.tensor(tensor).describe()} that drops keys (a causal or fixed mask); an "
+                          "encoder's mask must come from its mask input")
+    ops = probe.region(g, tensor)
+    sources = probe.leaves(g, ops)
+    if mask_input is None or sources != {mask_input}:
+        names = ", ".join(g.tensor(t).describe() for t in sorted(sources))
+        raise PorterError(f"{where}: the attention mask {g.tensor(tensor).describe()} is computed from "
+                          f"{names or 'nothing'}, not from the mask input alone")
+    keep_values, drop_values = set(), set()
+    mask_t = g.tensor(mask_input)
+    for m in probe.probe_masks(seq):
+        feed = m.reshape(mask_t.shape).astype(mask_t.dtype)
+        try:
+            value = probe.run(g, ops, {mask_input: feed}, ref, keep={tensor})[tensor]
+        except Unsupported as e:
+            raise PorterError(f"{where}: porter cannot evaluate the mask path ({e})") from None
+        rows = np.asarray(value).reshape(-1, value.shape[-1]) if np.ndim(value) else None
+        if rows is None or rows.shape[-1] != seq or not np.all(rows == rows[:1]):
+            raise PorterError(f"{where}: the mask {g.tensor(tensor).describe()} is not one row over the "
+                              f"{seq} keys shared by every query and head (a causal or per-query mask "
+                              "is not supported in an encoder)")
+        row = rows[0]
+        if scores.select is not None:
+            keep = row.astype(bool) == scores.select[2]
+            if not np.array_equal(keep, m != 0):
+                raise PorterError(f"{where}: the mask selects other keys than the mask input keeps")
+            continue
+        keep_values |= {float(v) for v in row[m != 0]}
+        drop_values |= {float(v) for v in row[m == 0]}
+    if scores.select is not None:
+        fill = float(np.asarray(g.const(scores.select[1]), np.float32).reshape(-1)[0])
+        _check_drop(fill, where)
+        return MaskMode.REPLACE, 0.0, fill, set(ops), tensor
+    if len(keep_values) != 1 or len(drop_values) > 1:
+        raise PorterError(f"{where}: kept keys get {sorted(keep_values)} and padded keys "
+                          f"{sorted(drop_values)}; expected one value each")
+    drop = drop_values.pop() if drop_values else float("-inf")
+    _check_drop(drop, where)
+    return MaskMode.ADD, keep_values.pop(), drop, set(ops), tensor
+
+
+def _check_drop(drop: float, where: str) -> None:
+    if not drop <= -1e4:
+        raise PorterError(f"{where}: padded keys get {drop:g}; a mask must drop them with a large "
+                          "negative number")
+
+
+def scores_before(g: Graph, t: int, claimed: set[int]) -> Scores | None:
+    """What lies between a Q.K^T product and the softmax reading tensor t (one scalar factor,
+    one mask), or None: the encoder's walk, for the decoder's attention (porter.recover.decoder.attention)."""
+    return _parse_scores(g, t, claimed)
+
+
+def nan_guard_after(g: Graph, p: int) -> tuple[int, list[int]] | None:
+    """(the guarded probabilities, its ops) when torch's sdpa NaN guard follows tensor p (see
+    _nan_guard), else None: for the decoder's attention (porter.recover.decoder.attention)."""
+    return _nan_guard(g, p)

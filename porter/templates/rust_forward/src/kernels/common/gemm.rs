@@ -1,0 +1,287 @@
+//! The int8 GEMM of a hybrid Linear: y[r][o] = bias[o] + acc * (w_scale[o] * s[r]), where
+//! acc = sum_k a[r][k] * w[o][k] over quantised activations a (i16, q - zp) and int8 weights.
+//!
+//! Integer sums are exact in any order, so the SIMD kernel blocks and reorders them freely: a
+//! tile of GEMM_TILE_ROWS activation rows x GEMM_TILE_OUTS weight rows (tuning.rs), 32 k per iteration, each loaded
+//! vector reused across the tile, i32x4_dot_i16x8 multiplying and pair-adding in one
+//! instruction. The only float step, the dequantisation, keeps the reference's order.
+//! onnxruntime's u8 x s8 dot (ort/quant.rs) runs through the same tiles, its int16 pair
+//! saturation included, with its own dequantisation.
+
+use core::arch::wasm32::*;
+
+use crate::model::GEMM_DEPTHS;
+use crate::tuning::{GEMM_TILE_OUTS, GEMM_TILE_ROWS};
+
+/// The weights of one int8 Linear, read in place from model.bin.
+#[derive(Clone, Copy)]
+pub struct Int8Weights<'a> {
+    pub w: &'a [i8], // [outs, k]
+    /// One scale per output row, or a single per-tensor scale.
+    pub scale: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+    pub outs: usize,
+    pub k: usize,
+}
+
+impl Int8Weights<'_> {
+    #[inline(always)]
+    pub fn scale_of(&self, o: usize) -> f32 {
+        if self.scale.len() == 1 {
+            self.scale[0]
+        } else {
+            self.scale[o]
+        }
+    }
+
+    #[inline(always)]
+    fn bias_of(&self, o: usize) -> f32 {
+        self.bias.map_or(0.0, |b| b[o])
+    }
+
+    /// The reference's float order: the two scales first, then acc times that, then the bias.
+    #[inline(always)]
+    fn dequantize(&self, acc: i32, o: usize, row_scale: f32) -> f32 {
+        self.bias_of(o) + acc as f32 * (self.scale_of(o) * row_scale)
+    }
+
+    /// TFLite's shortcut for an all-zero input: every output is the bias.
+    fn bias_only(&self, rows: usize, out: &mut [f32]) {
+        for r in 0..rows {
+            for o in 0..self.outs {
+                out[r * self.outs + o] = self.bias_of(o);
+            }
+        }
+    }
+}
+
+/// Scalar reference: one dot product per (row, output).
+pub fn gemm_scalar(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w: &Int8Weights, out: &mut [f32]) {
+    if all_zero {
+        return w.bias_only(rows, out);
+    }
+    let k = w.k;
+    for r in 0..rows {
+        for o in 0..w.outs {
+            let mut acc = 0i32;
+            for i in 0..k {
+                acc += a[r * k + i] as i32 * w.w[o * k + i] as i32;
+            }
+            out[r * w.outs + o] = w.dequantize(acc, o, row_scales[r]);
+        }
+    }
+}
+
+/// Register-tiled SIMD GEMM over the first `rows` rows of `a`, in the crate's tile (tuning.rs).
+pub fn gemm(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w: &Int8Weights, out: &mut [f32]) {
+    gemm_tiled::<GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, row_scales, rows, all_zero, w, out)
+}
+
+/// `gemm` in tiles of R activation rows x O outputs: the kernel-check module runs it for every
+/// candidate tile `porter build --tune` may choose (porter/codegen/tuning.py GEMM_TILES).
+#[inline(always)]
+pub fn gemm_tiled<const R: usize, const O: usize>(
+    a: &[i16],
+    row_scales: &[f32],
+    rows: usize,
+    all_zero: bool,
+    w: &Int8Weights,
+    out: &mut [f32],
+) {
+    if all_zero {
+        return w.bias_only(rows, out);
+    }
+    integer_gemm::<false, R, O>(a, rows, w, out, |acc, r, o| w.dequantize(acc, o, row_scales[r]));
+}
+
+/// out[r][o] = finish(sum_k a[r][k] * w[o][k], r, o) for the first `rows` rows of `a`, in
+/// register tiles of R rows x O outputs. With PAIRS_SATURATE the products are first added in adjacent pairs
+/// (k = 2i, 2i + 1) clamped to int16, as onnxruntime's AVX2 u8 x s8 kernel (vpmaddubsw) does;
+/// that path needs |a * w| < 2^15 (uint8 activations), so each product is exact in an i16 lane.
+#[inline(always)]
+pub fn integer_gemm<const PAIRS_SATURATE: bool, const R: usize, const O: usize>(
+    a: &[i16],
+    rows: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32 + Copy,
+) {
+    assert!(a.len() >= rows * w.k && out.len() >= rows * w.outs && w.w.len() == w.outs * w.k);
+    // The model's Linear depths as constants, so the tile's row strides become load offsets
+    // (with a runtime k each row needs an address register, more than Cranelift keeps across
+    // the loop header); 0 takes k at run time.
+    match w.k {
+        k if k == GEMM_DEPTHS[0] => row_blocks::<R, O, PAIRS_SATURATE, { GEMM_DEPTHS[0] }>(a, rows, w, out, finish),
+        k if k == GEMM_DEPTHS[1] => row_blocks::<R, O, PAIRS_SATURATE, { GEMM_DEPTHS[1] }>(a, rows, w, out, finish),
+        _ => row_blocks::<R, O, PAIRS_SATURATE, 0>(a, rows, w, out, finish),
+    }
+}
+
+/// Every output of the first `rows` rows, R rows at a time; K is w.k or 0.
+#[inline(always)]
+fn row_blocks<const R: usize, const O: usize, const S: bool, const K: usize>(
+    a: &[i16],
+    rows: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32 + Copy,
+) {
+    let mut r0 = 0;
+    while r0 + R <= rows {
+        row_block::<R, O, S, K>(a, r0, w, out, finish);
+        r0 += R;
+    }
+    while r0 < rows {
+        row_block::<1, O, S, K>(a, r0, w, out, finish);
+        r0 += 1;
+    }
+}
+
+/// All outputs of M activation rows starting at r0, O outputs at a time.
+#[inline(always)]
+fn row_block<const M: usize, const O: usize, const S: bool, const K: usize>(
+    a: &[i16],
+    r0: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32 + Copy,
+) {
+    let mut o0 = 0;
+    while o0 + O <= w.outs {
+        store_tile::<M, O, S, K>(a, r0, o0, w, out, finish);
+        o0 += O;
+    }
+    while o0 < w.outs {
+        store_tile::<M, 1, S, K>(a, r0, o0, w, out, finish);
+        o0 += 1;
+    }
+}
+
+#[inline(always)]
+fn store_tile<const M: usize, const N: usize, const S: bool, const K: usize>(
+    a: &[i16],
+    r0: usize,
+    o0: usize,
+    w: &Int8Weights,
+    out: &mut [f32],
+    finish: impl Fn(i32, usize, usize) -> f32,
+) {
+    let k = if K == 0 { w.k } else { K };
+    // SAFETY: integer_gemm asserted the slice lengths (and K == w.k); the tile lies inside rows x outs.
+    let acc = unsafe { tile_dots::<M, N, S>(a.as_ptr().add(r0 * k), w.w.as_ptr().add(o0 * k), k) };
+    for r in 0..M {
+        for c in 0..N {
+            out[(r0 + r) * w.outs + o0 + c] = finish(acc[r][c], r0 + r, o0 + c);
+        }
+    }
+}
+
+/// k values per step of the tiles: WIDE_K while that many are left, then one step of NARROW_K
+/// where at least that many are; the rest, fewer than NARROW_K, goes to tail_dot.
+const NARROW_K: usize = 16;
+const WIDE_K: usize = 2 * NARROW_K;
+
+/// Integer dot products of M activation rows with N weight rows (row stride k each).
+///
+/// The tile's sums go through memory (volatile reads and writes) once per step rather than
+/// being carried in loop variables: why, at ort/float/sgemm.rs `columns`.
+#[inline(always)]
+unsafe fn tile_dots<const M: usize, const N: usize, const S: bool>(a: *const i16, w: *const i8, k: usize) -> [[i32; N]; M] {
+    let mut acc = [[i32x4_splat(0); N]; M];
+    let sums = acc.as_mut_ptr() as *mut v128;
+    let (wide, full) = (k / WIDE_K * WIDE_K, k / NARROW_K * NARROW_K);
+    let mut i = 0;
+    while i < wide {
+        step::<M, N, S, { WIDE_K / 8 }>(a.add(i), w.add(i), k, sums);
+        i += WIDE_K;
+    }
+    if i < full {
+        step::<M, N, S, { NARROW_K / 8 }>(a.add(i), w.add(i), k, sums);
+    }
+    let mut dots = [[0i32; N]; M];
+    for r in 0..M {
+        for c in 0..N {
+            let v = sums.add(r * N + c).read_volatile();
+            dots[r][c] = i32x4_extract_lane::<0>(v)
+                + i32x4_extract_lane::<1>(v)
+                + i32x4_extract_lane::<2>(v)
+                + i32x4_extract_lane::<3>(v)
+                + tail_dot::<S>(a.add(r * k), w.add(c * k), full, k);
+        }
+    }
+    dots
+}
+
+/// sums[r][c] += the products of 8 * H values (H even) of row r (a + r * k) and column c
+/// (w + c * k). The rows' activations are loaded once and each column's weights once.
+///
+/// With S each pair (k = 2i, 2i + 1) is saturated to int16 first: even and odd values are split
+/// into their own vectors, so one i16x8.add_sat_s forms eight saturated pair sums (vpmaddubsw's
+/// arithmetic), each product exact in an i16 lane (|a * w| <= 255 * 128).
+#[inline(always)]
+unsafe fn step<const M: usize, const N: usize, const S: bool, const H: usize>(a: *const i16, w: *const i8, k: usize, sums: *mut v128) {
+    let mut rows = [[i32x4_splat(0); H]; M];
+    for r in 0..M {
+        let row = a.add(r * k);
+        for h in (0..H).step_by(2) {
+            let (lo, hi) = (v128_load(row.add(8 * h) as *const v128), v128_load(row.add(8 * h + 8) as *const v128));
+            [rows[r][h], rows[r][h + 1]] = if S { split_even_odd(lo, hi) } else { [lo, hi] };
+        }
+    }
+    let ones = i16x8_splat(1);
+    for c in 0..N {
+        let column = w.add(c * k);
+        let mut weights = [i32x4_splat(0); H];
+        for h in (0..H).step_by(2) {
+            [weights[h], weights[h + 1]] = if S {
+                // i16 lane j of sixteen weights holds w[2j] in its low byte and w[2j + 1] in its high one
+                let w16 = v128_load(column.add(8 * h) as *const v128);
+                [i16x8_shr(i16x8_shl(w16, 8), 8), i16x8_shr(w16, 8)]
+            } else {
+                [i16x8_load_extend_i8x8(column.add(8 * h)), i16x8_load_extend_i8x8(column.add(8 * h + 8))]
+            };
+        }
+        for r in 0..M {
+            let mut products = i32x4_splat(0);
+            for h in (0..H).step_by(2) {
+                let sixteen = if S {
+                    let pairs = i16x8_add_sat(i16x8_mul(rows[r][h], weights[h]), i16x8_mul(rows[r][h + 1], weights[h + 1]));
+                    i32x4_dot_i16x8(pairs, ones)
+                } else {
+                    i32x4_add(i32x4_dot_i16x8(rows[r][h], weights[h]), i32x4_dot_i16x8(rows[r][h + 1], weights[h + 1]))
+                };
+                products = i32x4_add(products, sixteen);
+            }
+            let sum = sums.add(r * N + c);
+            sum.write_volatile(i32x4_add(sum.read_volatile(), products));
+        }
+    }
+}
+
+/// Sixteen i16 values as [even-index values, odd-index values].
+#[inline(always)]
+fn split_even_odd(lo: v128, hi: v128) -> [v128; 2] {
+    [
+        i8x16_shuffle::<0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29>(lo, hi),
+        i8x16_shuffle::<2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31>(lo, hi),
+    ]
+}
+
+/// sum over t in from..k of a[t] * w[t], pairs (from is even) saturated to int16 when S.
+#[inline(always)]
+unsafe fn tail_dot<const S: bool>(a: *const i16, w: *const i8, from: usize, k: usize) -> i32 {
+    // SAFETY: the caller's rows hold k values each.
+    let (a, w) = unsafe { (core::slice::from_raw_parts(a.add(from), k - from), core::slice::from_raw_parts(w.add(from), k - from)) };
+    pair_dot_scalar(a, w, S)
+}
+
+/// sum over k of a[k] * w[k], one pair (k = 2i, 2i + 1) at a time, each pair clamped to int16
+/// when `saturate` (onnxruntime's vpmaddubsw): the scalar reference of the tiles' dots.
+pub fn pair_dot_scalar(a: &[i16], w: &[i8], saturate: bool) -> i32 {
+    let mut sum = 0i32;
+    for (ap, wp) in a.chunks(2).zip(w.chunks(2)) {
+        let pair: i32 = ap.iter().zip(wp).map(|(&x, &y)| x as i32 * y as i32).sum();
+        sum += if saturate { pair.clamp(i16::MIN as i32, i16::MAX as i32) } else { pair };
+    }
+    sum
+}

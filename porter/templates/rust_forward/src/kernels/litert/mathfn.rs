@@ -1,0 +1,279 @@
+//! exp, erfc and the exact GELU as LiteRT's builtin kernels compute them (Eigen's pexp_float
+//! and generic_fast_erfc, compiled without FMA), after porter/reference/litert/floats.py. SOFTMAX's exp
+//! is this one; the EXP op is libm's expf (libm.rs).
+//!
+//! Both functions are branch-free in Eigen: every lane computes every path and a comparison
+//! selects. So the f32x4 versions are the scalar ones lane for lane and need no per-lane
+//! fallback. Constants are written as bit patterns, so no decimal literal can round twice.
+
+use core::arch::wasm32::*;
+
+const EXP_HI: f32 = f32::from_bits(0x42b1722d); // 88.723
+const EXP_LO: f32 = f32::from_bits(0xc2d00000); // -104: exp is 0 below
+pub(super) const LOG2E: f32 = f32::from_bits(0x3fb8aa3b);
+pub(super) const LN2_HI: f32 = f32::from_bits(0xbf318000); // -0.693359375
+pub(super) const LN2_LO: f32 = f32::from_bits(0x395e8083); // 2.12194440e-4
+const EXP_P2: f32 = f32::from_bits(0x3efffffc);
+const EXP_P3: f32 = f32::from_bits(0x3e2aaa47);
+const EXP_P4: f32 = f32::from_bits(0x3d2aadcc);
+const EXP_P5: f32 = f32::from_bits(0x3c091de6);
+const EXP_P6: f32 = f32::from_bits(0x3ab42872);
+
+const ERFC_CLAMP: f32 = 11.0;
+const ERFC_ALPHA: [u32; 6] = [0x3a1345ea, 0xbba10415, 0x3cdac9b8, 0xbde703be, 0x3ec09330, 0xbf906eba];
+const ERFC_GAMMA: [u32; 4] = [0x3dd10fee, 0x3edbc0fa, 0x3ea5c7e8, 0x3d5d11b8];
+const ERFC_DELTA: [u32; 5] = [0x3c8d5364, 0x3ec861dd, 0x3f800000, 0x3f1f29db, 0x3dc3eae4];
+const NEG_SQRT_HALF: f32 = f32::from_bits(0xbf3504f3);
+
+// ---- scalar references ----------------------------------------------------------------------
+
+/// min and max as wasm's f32x4_min/max and numpy's minimum/maximum: a NaN operand wins.
+fn min_nan(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+fn max_nan(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+/// 2^e for e in [-126, 127], built from its exponent bits.
+fn pow2(e: i32) -> f32 {
+    f32::from_bits(((e + 127) as u32) << 23)
+}
+
+/// Moves a very negative exponent into the normal range for the first of ldexp's two products.
+const LDEXP_SHIFT: i32 = 100;
+
+/// y * 2^e rounded once, like ldexpf, for the e that exp produces ([-150, 128]): the first
+/// product stays normal and is exact, the second does the one rounding (or overflows).
+fn ldexp_scalar(y: f32, e: i32) -> f32 {
+    let (first, second) = ldexp_split(e);
+    y * pow2(first) * pow2(second)
+}
+
+fn ldexp_split(e: i32) -> (i32, i32) {
+    if e < -126 {
+        (e + LDEXP_SHIFT, -LDEXP_SHIFT)
+    } else if e > 127 {
+        (127, e - 127)
+    } else {
+        (e, 0)
+    }
+}
+
+pub fn exp_scalar(x_in: f32) -> f32 {
+    if x_in < EXP_LO {
+        return 0.0;
+    }
+    let x = min_nan(x_in, EXP_HI);
+    let m = (x * LOG2E + 0.5).floor();
+    let r = m * LN2_HI + x;
+    let r = m * LN2_LO + r;
+    let r2 = r * r;
+    let p_even = r2 * EXP_P6 + EXP_P4;
+    let p_odd = r2 * EXP_P5 + EXP_P3;
+    let p_even = r2 * p_even + EXP_P2;
+    let p_low = r + 1.0;
+    let y = r * p_odd + p_even;
+    let y = r2 * y + p_low;
+    // A NaN input has m = NaN; `as i32` makes that 0 and max_nan returns the NaN.
+    max_nan(ldexp_scalar(y, m as i32), x_in)
+}
+
+pub(super) fn horner_scalar(x: f32, coefficients: &[u32]) -> f32 {
+    let mut acc = f32::from_bits(coefficients[0]);
+    for &c in &coefficients[1..] {
+        acc = acc * x + f32::from_bits(c);
+    }
+    acc
+}
+
+pub fn erfc_scalar(x_in: f32) -> f32 {
+    let x = min_nan(max_nan(x_in, -ERFC_CLAMP), ERFC_CLAMP);
+    let x2 = x * x;
+    let small = x * horner_scalar(x2, &ERFC_ALPHA) + 1.0;
+    // The rounding error of x * x, exactly: a double holds the product of two floats exactly.
+    let x2_lo = ((x as f64) * (x as f64) - (x2 as f64)) as f32;
+    let exp_hi = exp_scalar(-x2);
+    let z = exp_hi - exp_hi * x2_lo;
+    let q2 = 1.0 / x2;
+    let num = horner_scalar(q2, &ERFC_GAMMA);
+    let den = x * horner_scalar(q2, &ERFC_DELTA);
+    let r = num / den;
+    let two = if x < 0.0 { 2.0 } else { 0.0 };
+    let large = z * r + two;
+    if x2 > 1.0 {
+        large
+    } else {
+        small
+    }
+}
+
+/// Exact GELU: 0.5 * x * erfc(-x / sqrt(2)), in LiteRT's operation order.
+pub fn gelu_scalar(x: f32) -> f32 {
+    (0.5 * x) * erfc_scalar(x * NEG_SQRT_HALF)
+}
+
+pub fn gelu_in_place_scalar(values: &mut [f32]) {
+    for v in values {
+        *v = gelu_scalar(*v);
+    }
+}
+
+// ---- f32x4 versions --------------------------------------------------------------------------
+
+#[inline(always)]
+pub(super) fn splat(v: f32) -> v128 {
+    f32x4_splat(v)
+}
+
+#[inline(always)]
+pub(super) fn madd(a: v128, b: v128, c: v128) -> v128 {
+    f32x4_add(f32x4_mul(a, b), c)
+}
+
+#[inline(always)]
+fn pow2_x4(e: v128) -> v128 {
+    i32x4_shl(i32x4_add(e, i32x4_splat(127)), 23)
+}
+
+#[inline(always)]
+fn ldexp_x4(y: v128, e: v128) -> v128 {
+    let below = i32x4_lt(e, i32x4_splat(-126));
+    let above = i32x4_gt(e, i32x4_splat(127));
+    let first = v128_bitselect(
+        i32x4_add(e, i32x4_splat(LDEXP_SHIFT)),
+        v128_bitselect(i32x4_splat(127), e, above),
+        below,
+    );
+    let second = v128_bitselect(
+        i32x4_splat(-LDEXP_SHIFT),
+        v128_bitselect(i32x4_sub(e, i32x4_splat(127)), i32x4_splat(0), above),
+        below,
+    );
+    f32x4_mul(f32x4_mul(y, pow2_x4(first)), pow2_x4(second))
+}
+
+#[inline(always)]
+pub fn exp_x4(x_in: v128) -> v128 {
+    // f32x4_min/max propagate NaN, as the scalar min_nan/max_nan do.
+    let x = f32x4_min(x_in, splat(EXP_HI));
+    let m = f32x4_floor(madd(x, splat(LOG2E), splat(0.5)));
+    let r = madd(m, splat(LN2_HI), x);
+    let r = madd(m, splat(LN2_LO), r);
+    let r2 = f32x4_mul(r, r);
+    let p_even = madd(r2, splat(EXP_P6), splat(EXP_P4));
+    let p_odd = madd(r2, splat(EXP_P5), splat(EXP_P3));
+    let p_even = madd(r2, p_even, splat(EXP_P2));
+    let p_low = f32x4_add(r, splat(1.0));
+    let y = madd(r, p_odd, p_even);
+    let y = madd(r2, y, p_low);
+    // trunc_sat turns a NaN m into 0, like the scalar `as i32`.
+    let out = f32x4_max(ldexp_x4(y, i32x4_trunc_sat_f32x4(m)), x_in);
+    v128_andnot(out, f32x4_lt(x_in, splat(EXP_LO)))
+}
+
+#[inline(always)]
+pub(super) fn horner_x4(x: v128, coefficients: &[u32]) -> v128 {
+    let mut acc = splat(f32::from_bits(coefficients[0]));
+    for &c in &coefficients[1..] {
+        acc = madd(acc, x, splat(f32::from_bits(c)));
+    }
+    acc
+}
+
+/// x * x - round(x * x) per lane, through two f64x2 halves (see erfc_scalar).
+#[inline(always)]
+fn square_error_x4(x: v128, x2: v128) -> v128 {
+    let low = |v: v128| f64x2_promote_low_f32x4(v);
+    let high = |v: v128| f64x2_promote_low_f32x4(i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    let err_low = f64x2_sub(f64x2_mul(low(x), low(x)), low(x2));
+    let err_high = f64x2_sub(f64x2_mul(high(x), high(x)), high(x2));
+    i32x4_shuffle::<0, 1, 4, 5>(f32x4_demote_f64x2_zero(err_low), f32x4_demote_f64x2_zero(err_high))
+}
+
+#[inline(always)]
+pub fn erfc_x4(x_in: v128) -> v128 {
+    let x = f32x4_min(f32x4_max(x_in, splat(-ERFC_CLAMP)), splat(ERFC_CLAMP));
+    let x2 = f32x4_mul(x, x);
+    let small = madd(x, horner_x4(x2, &ERFC_ALPHA), splat(1.0));
+    let takes_large = f32x4_gt(x2, splat(1.0));
+    // Each lane's result is the path it selects, so when no lane selects the long path (as for
+    // most of a GELU's inputs, |h| < sqrt 2) computing it would change nothing.
+    if !v128_any_true(takes_large) {
+        return small;
+    }
+    let x2_lo = square_error_x4(x, x2);
+    let exp_hi = exp_x4(f32x4_neg(x2));
+    let z = f32x4_sub(exp_hi, f32x4_mul(exp_hi, x2_lo));
+    let q2 = f32x4_div(splat(1.0), x2);
+    let num = horner_x4(q2, &ERFC_GAMMA);
+    let den = f32x4_mul(x, horner_x4(q2, &ERFC_DELTA));
+    let r = f32x4_div(num, den);
+    let two = v128_and(f32x4_lt(x, splat(0.0)), splat(2.0));
+    let large = madd(z, r, two);
+    v128_bitselect(large, small, takes_large)
+}
+
+#[inline(always)]
+pub fn gelu_x4(x: v128) -> v128 {
+    f32x4_mul(f32x4_mul(splat(0.5), x), erfc_x4(f32x4_mul(x, splat(NEG_SQRT_HALF))))
+}
+
+/// f over whole vectors of values[..end] (end a multiple of 4), two per iteration: half
+/// the loop back-edges (and epoch checks).
+#[inline(always)]
+pub fn map_vectors(values: &mut [f32], end: usize, f: impl Fn(v128) -> v128) {
+    assert!(end % 4 == 0 && end <= values.len());
+    let p = values.as_mut_ptr();
+    let mut i = 0;
+    // SAFETY: every access is below `end` <= len.
+    unsafe {
+        while i + 8 <= end {
+            let a = v128_load(p.add(i) as *const v128);
+            let b = v128_load(p.add(i + 4) as *const v128);
+            v128_store(p.add(i) as *mut v128, f(a));
+            v128_store(p.add(i + 4) as *mut v128, f(b));
+            i += 8;
+        }
+        if i < end {
+            v128_store(p.add(i) as *mut v128, f(v128_load(p.add(i) as *const v128)));
+        }
+    }
+}
+
+/// GELU over a buffer, four lanes at a time; the tail that does not fill a vector is scalar.
+pub fn gelu_in_place(values: &mut [f32]) {
+    let full = values.len() / 4 * 4;
+    map_vectors(values, full, gelu_x4);
+    gelu_in_place_scalar(&mut values[full..]);
+}
+
+/// exp over a buffer in place (softmax), vector then scalar tail.
+pub fn exp_in_place(values: &mut [f32]) {
+    let full = values.len() / 4 * 4;
+    let p = values.as_mut_ptr();
+    let mut i = 0;
+    // SAFETY: every access is below `full` <= len.
+    unsafe {
+        while i < full {
+            v128_store(p.add(i) as *mut v128, exp_x4(v128_load(p.add(i) as *const v128)));
+            i += 4;
+        }
+    }
+    for v in &mut values[full..] {
+        *v = exp_scalar(*v);
+    }
+}

@@ -1,0 +1,268 @@
+//! The scalar definitions: fma, MLAS's exp (softmax's two scalings), erf and GELU, softmax.
+
+use super::lanes::fused_in_place;
+
+/// fmaf, correctly rounded (porter/reference/ort/floats.py `_fma`): the float64 product is exact, the
+/// float64 sum is rounded to odd (nudged off an even last bit when inexact, its error found by
+/// TwoSum), so that the one rounding to float32 is the hardware fma's.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    let (p, c) = (a as f64 * b as f64, c as f64);
+    let s = p + c;
+    let back = s - p;
+    let error = (p - (s - back)) + (c - back);
+    let bits = s.to_bits();
+    if error != 0.0 && bits & 1 == 0 && s.is_finite() {
+        let away_from_zero = (error > 0.0) == (s > 0.0);
+        return f64::from_bits(if away_from_zero { bits + 1 } else { bits - 1 }) as f32;
+    }
+    s as f32
+}
+
+// ---- constants (bit patterns of porter/reference/ort/floats.py's float32 values) -----------------------
+
+pub(super) const SUMEXP_LOW: f32 = f32::from_bits(0xc2b0c0a5); // -88.376...: exp's input clamp
+pub(super) const LOG2E: f32 = f32::from_bits(0x3fb8aa3b);
+pub(super) const LN2_HI: f32 = f32::from_bits(0xbf317200);
+pub(super) const LN2_LO: f32 = f32::from_bits(0xb5bfbe8e);
+pub(super) const ROUNDING_MAGIC: f32 = f32::from_bits(0x4b400000); // 1.5 * 2^23
+pub(super) const SUMEXP_POLY: [u32; 6] = [0x3ab4a000, 0x3c092f6e, 0x3d2aadad, 0x3e2aaa28, 0x3efffffb, 0x3f800000];
+pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000); // 0.921875
+pub(super) const ERF_SMALL: [u32; 6] = [0xba1d0d41, 0x3ba39fa4, 0xbcdb45e9, 0x3de70d23, 0xbec09370, 0x3e0375d3];
+pub(super) const ERF_BIG: [u32; 7] = [0x37911480, 0xb9c8e966, 0x3b7e899b, 0xbcc6b180, 0x3ddaae58, 0x3f228550, 0x3e03ce86];
+pub(super) const EXP_POLY: [u32; 7] = [0x3ab54c6d, 0x3c093965, 0x3d2aad10, 0x3e2aaa17, 0x3efffffb, 0x3f800000, 0x3f800000];
+pub(super) const SQRT2: f32 = f32::from_bits(0x3fb504f3);
+pub(super) const SQRT1_2: f32 = f32::from_bits(0x3f3504f3);
+/// The largest power of two the exponentials are scaled by in f64 (beyond it the f32 result is
+/// 0 or infinite either way, and 2^n stays exact in f64).
+pub(super) const SCALE_LIMIT: i32 = 300;
+
+#[inline(always)]
+pub(super) fn c(bits: u32) -> f32 {
+    f32::from_bits(bits)
+}
+
+// ---- softmax ---------------------------------------------------------------------------------
+
+/// Which of MLAS's float kernel families a crate reproduces (porter/reference/ort/cpu.py): on
+/// these graphs they differ in softmax alone.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OrtFloats {
+    /// MlasComputeSumExpF32KernelFma3: 2^m built from m's bits, an 8-lane sum.
+    Avx2,
+    /// MlasComputeSumExpF32KernelAvx512F: 2^m applied by vscalefps, a 16-lane sum.
+    Avx512,
+}
+
+impl OrtFloats {
+    /// Softmax's exp on this family's kernel.
+    pub fn exp(self) -> Elementwise {
+        match self {
+            OrtFloats::Avx2 => Elementwise::Exp,
+            OrtFloats::Avx512 => Elementwise::ExpScalef,
+        }
+    }
+}
+
+/// exp(x) = p * 2^m for MLAS's exp: (p, m, biased), m an integer in f32 and in biased's low
+/// mantissa bits. Range reduction by 2^m, a degree-6 polynomial, every step an fma.
+#[inline(always)]
+fn exp_parts(x: f32) -> (f32, f32, f32) {
+    let x = if x < SUMEXP_LOW { SUMEXP_LOW } else { x };
+    let biased = fma(x, LOG2E, ROUNDING_MAGIC);
+    let m = biased - ROUNDING_MAGIC;
+    let r = fma(m, LN2_LO, fma(m, LN2_HI, x));
+    let mut p = c(SUMEXP_POLY[0]);
+    for &k in &SUMEXP_POLY[1..] {
+        p = fma(p, r, c(k));
+    }
+    (fma(p, r, c(SUMEXP_POLY[5])), m, biased)
+}
+
+/// MLAS's exp for softmax, as its AVX2 kernel scales it: 2^m is the integer in biased's low
+/// mantissa bits moved into the exponent field (0 from m = -127 down).
+pub fn sum_exp(x: f32) -> f32 {
+    let (p, _, biased) = exp_parts(x);
+    p * f32::from_bits(((biased.to_bits() as i32) << 23).wrapping_add(0x3F80_0000) as u32)
+}
+
+/// The same exp as its AVX-512F kernel scales it: vscalefps, p * 2^m rounded once (a subnormal
+/// from m = -127 down). Exact in f64 for |m| up to SCALE_LIMIT, past which f32 saturates anyway.
+pub fn sum_exp_scalef(x: f32) -> f32 {
+    let (p, m, _) = exp_parts(x);
+    (p as f64 * 2f64.powi((m as i32).clamp(-SCALE_LIMIT, SCALE_LIMIT))) as f32
+}
+
+/// The sum of a row of exponentials as the family's kernel adds them: one accumulator of its
+/// width over the row, the tail added into its first lanes (MLAS loads it masked); AVX-512F then
+/// adds the upper eight lanes onto the lower eight; the eight are added in adjacent pairs.
+fn lane_sum(e: &[f32], floats: OrtFloats) -> f32 {
+    let acc = match floats {
+        OrtFloats::Avx2 => running_sums::<8>(e),
+        OrtFloats::Avx512 => {
+            let wide = running_sums::<16>(e);
+            core::array::from_fn(|i| wide[i + 8] + wide[i])
+        }
+    };
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+/// N running sums, value i of the row into sum i % N.
+#[inline(always)]
+fn running_sums<const N: usize>(e: &[f32]) -> [f32; N] {
+    let mut acc = [0.0f32; N];
+    for block in e.chunks(N) {
+        for (a, &v) in acc.iter_mut().zip(block) {
+            *a += v;
+        }
+    }
+    acc
+}
+
+/// e = exp(x - max), then e * (1 / sum e), in place, with the family's exp and sum.
+pub fn softmax(x: &mut [f32], floats: OrtFloats) {
+    let max = x.iter().copied().fold(x[0], |m, v| if v > m { v } else { m });
+    let neg = -max;
+    for v in x.iter_mut() {
+        *v += neg;
+    }
+    apply_in_place(floats.exp(), x);
+    scale_in_place(x, 1.0 / lane_sum(x, floats));
+}
+
+/// v *= scale for every value, bit for bit, without a subnormal operand reaching the multiplier.
+///
+/// AVX-512F's exp gives every masked key a subnormal probability (softmax's vscalefps), and x86
+/// finishes each multiply with a subnormal operand in a microcode assist: a padded window's
+/// softmax spent most of attention's time on them. Groups of four with none go to the vector
+/// multiply (f32::is_subnormal reads the bits only); a subnormal's product is formed exactly
+/// instead (scaled_subnormal), once per distinct value (a row's masked keys share one).
+pub fn scale_in_place(x: &mut [f32], scale: f32) {
+    if !x.iter().any(|v| v.is_subnormal()) {
+        x.iter_mut().for_each(|v| *v *= scale);
+        return;
+    }
+    let mut last: Option<(u32, f32)> = None;
+    for group in x.chunks_mut(4) {
+        if !group.iter().any(|v| v.is_subnormal()) {
+            group.iter_mut().for_each(|v| *v *= scale);
+            continue;
+        }
+        for v in group {
+            if !v.is_subnormal() {
+                *v *= scale;
+                continue;
+            }
+            let bits = v.to_bits();
+            *v = match last {
+                Some((seen, product)) if seen == bits => product,
+                _ => {
+                    let product = scaled_subnormal(*v, scale);
+                    last = Some((bits, product));
+                    product
+                }
+            };
+        }
+    }
+}
+
+/// a * scale, rounded once as f32.mul rounds it, for a subnormal a, in integer and normal f64
+/// arithmetic: |a| = m * 2^-149, so the product is m * scale * 2^-149, exact in f64 (a 23-bit
+/// times a 24-bit significand; 2^-149 is a normal f64), then rounded once to f32.
+pub fn scaled_subnormal(a: f32, scale: f32) -> f32 {
+    if !scale.is_normal() {
+        return a * scale; // never for softmax (1 / a sum of at least 1)
+    }
+    let m = (a.to_bits() & 0x007f_ffff) as f64;
+    let magnitude = m * scale.abs() as f64 * f64::from_bits((1023 - 149) << 52);
+    // the sign by its bit: a multiply by -1 would take the assist this avoids
+    let sign = (a.to_bits() ^ scale.to_bits()) & 0x8000_0000;
+    f32::from_bits((magnitude as f32).to_bits() | sign)
+}
+
+// ---- erf and GELU ----------------------------------------------------------------------------
+
+/// MLAS's erf (its FMA3 kernel: no clamp of |x|): an odd polynomial up to 0.921875, then
+/// 1 - exp(-poly(|x|)) with its own exp polynomial.
+pub fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let square = a * a;
+    let mut small = c(ERF_SMALL[0]);
+    for &k in &ERF_SMALL[1..] {
+        small = fma(small, square, c(k));
+    }
+    small = fma(small, a, a);
+    let mut big = c(ERF_BIG[0]);
+    for &k in &ERF_BIG[1..] {
+        big = fma(big, a, c(k));
+    }
+    let t = -fma(big, a, a);
+    let t = if t < SUMEXP_LOW { SUMEXP_LOW } else { t };
+    let n = fma(LOG2E, t, ROUNDING_MAGIC) - ROUNDING_MAGIC;
+    let f = fma(n, LN2_LO, fma(n, LN2_HI, t));
+    let mut e = c(EXP_POLY[0]);
+    for &k in &EXP_POLY[1..] {
+        e = fma(e, f, c(k));
+    }
+    // ldexp(e, n): exact in f64, one rounding to f32 (also for a subnormal result).
+    let scaled = (e as f64 * 2f64.powi(n as i32)) as f32;
+    let big = 1.0 - scaled;
+    let v = if a > ERF_SPLIT { big } else { small };
+    v.copysign(x)
+}
+
+/// h * (0.5 * (erf(h / sqrt 2) + 1)) in the graph's order.
+pub fn gelu_erf(h: f32) -> f32 {
+    h * ((erf(h / SQRT2) + 1.0) * 0.5)
+}
+
+/// The same with erf(h * (1 / sqrt 2)): onnxruntime's Gelu kernel.
+pub fn gelu_erf_mul(h: f32) -> f32 {
+    h * ((erf(h * SQRT1_2) + 1.0) * 0.5)
+}
+
+pub fn gelu_erf_in_place(values: &mut [f32]) {
+    apply_in_place(Elementwise::Gelu, values);
+}
+
+pub fn gelu_erf_mul_in_place(values: &mut [f32]) {
+    apply_in_place(Elementwise::GeluMul, values);
+}
+
+/// The one-input functions above, applied over a slice.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Elementwise {
+    Erf,
+    Gelu,
+    GeluMul,
+    /// softmax's exp, AVX2 kernel
+    Exp,
+    /// softmax's exp, AVX-512F kernel
+    ExpScalef,
+}
+
+impl Elementwise {
+    pub fn scalar(self) -> fn(f32) -> f32 {
+        match self {
+            Elementwise::Erf => erf,
+            Elementwise::Gelu => gelu_erf,
+            Elementwise::GeluMul => gelu_erf_mul,
+            Elementwise::Exp => sum_exp,
+            Elementwise::ExpScalef => sum_exp_scalef,
+        }
+    }
+}
+
+/// f over every value: four lanes at a time with relaxed_madd where the engine fuses it
+/// (fused_in_place), the rest one at a time through the scalar emulation. Same bits either way.
+pub fn apply_in_place(f: Elementwise, values: &mut [f32]) {
+    let done = fused_in_place(f, values);
+    apply_in_place_scalar(f, &mut values[done..]);
+}
+
+pub fn apply_in_place_scalar(f: Elementwise, values: &mut [f32]) {
+    let f = f.scalar();
+    for v in values {
+        *v = f(*v);
+    }
+}
