@@ -1,5 +1,5 @@
 """The package layout: stages import only from stages before them, no module imports another's
-private names, there are no import cycles, and the README's layout section names every stage."""
+private names, there are no import cycles, and docs/layout.md's layout section names every stage."""
 
 import ast
 import re
@@ -108,14 +108,14 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-def test_the_readme_layout_section_names_every_stage():
-    readme = (REPO / "README.md").read_text()
+def test_the_layout_page_names_every_stage():
+    readme = (REPO / "docs" / "layout.md").read_text()
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`porter/([a-z_]+)/`", section))
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
-    assert packages <= named, f"the README's layout does not name {sorted(packages - named)}"
+    assert packages <= named, f"docs/layout.md does not name {sorted(packages - named)}"
     missing = {n for n in named if not (PACKAGE / n).is_dir()}
-    assert not missing, f"the README's layout names directories that do not exist: {sorted(missing)}"
+    assert not missing, f"docs/layout.md names directories that do not exist: {sorted(missing)}"
 
 
 # Inside the two crowded stages, layers in data-flow order: a module may import from its own
