@@ -1,6 +1,6 @@
 """The zoo's decoders (graphs/zoo: transformers' GPT2LMHeadModel through torch.onnx dynamo, a
 plain PyTorch GPT through the TorchScript exporter, a Llama-style decoder with RoPE, SwiGLU and
-grouped-query attention, a GPT-NeoX and a Phi through dynamo) recovered by role, against their
+grouped-query attention, a GPT-NeoX, a Phi and a GPT-J through dynamo) recovered by role, against their
 onnxruntime goldens: the numpy executor for every member, the wasm module for the Llama and the
 GPT-NeoX here and for the others under -m slow; what each recovery decided; refusals of graphs
 that do not fit."""
@@ -26,7 +26,7 @@ ZOO = REPO / "graphs" / "zoo"
 GOLDEN = REPO / "golden" / "zoo"
 # member file -> the context compile is given (None: the learned position table's rows)
 MEMBERS = {"gpt2-lm.dynamo-f32.onnx": None, "plain-gpt-lm.ts-f32.onnx": None, "llama-lm.dynamo-f32.onnx": 64,
-           "neox-lm.dynamo-f32.onnx": 64, "phi-lm.dynamo-f32.onnx": 64}
+           "neox-lm.dynamo-f32.onnx": 64, "phi-lm.dynamo-f32.onnx": 64, "gptj-lm.dynamo-f32.onnx": 64}
 WASM_DEFAULT = "llama-lm.dynamo-f32.onnx"  # the family furthest from tinystories
 WASM_PARALLEL = "neox-lm.dynamo-f32.onnx"  # partial rotary, parallel residual, qkv laid out per head
 
@@ -41,7 +41,8 @@ def golden(name: str, ort_cpu: str = "avx2"):
 _RECOVERED: dict = {}
 GOLDEN_CPU = "avx2"  # the zoo's first decoder goldens were made on an AVX2 CPU (their manifests' cpu_flags)
 # members whose goldens were first made on another CPU (golden/zoo/<target>/ only)
-FIRST_GOLDEN_CPU = {"neox-lm.dynamo-f32.onnx": "avx512vnni", "phi-lm.dynamo-f32.onnx": "avx512vnni"}
+FIRST_GOLDEN_CPU = {name: "avx512vnni" for name in ("neox-lm.dynamo-f32.onnx", "phi-lm.dynamo-f32.onnx",
+                                                    "gptj-lm.dynamo-f32.onnx")}
 
 
 def golden_cpu(name: str) -> str:
@@ -131,6 +132,13 @@ def test_phi_one_shared_norm_half_rotary_and_an_lm_head_with_a_bias():
     assert (a.rotary.dims, len(a.projections), ir.head.bias) == (8, 3, "add")
     assert (m.activation.kind, m.activation.kernel) == ("gelu_tanh", "ort_fast_gelu")
     assert ir.final_norm.form == "ort_skip" and not ir.final_norm.skip_bias
+
+
+def test_gptj_partial_rotary_on_interleaved_pairs():
+    ir = recovered("gptj-lm.dynamo-f32.onnx")
+    a, m = ir.layers[0].attention, ir.layers[0].mlp
+    assert (a.rotary.style, a.rotary.dims, len(a.projections)) == ("interleaved", 8, 3)
+    assert ir.layers[0].parallel and m.norm.name == a.norm.name and ir.head.bias != "none"
 
 
 def _without_the_final_norm(graph) -> None:

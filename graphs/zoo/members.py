@@ -128,7 +128,7 @@ class Encoder:
 @dataclass(frozen=True)
 class Decoder:
     name: str
-    family: str  # gpt2 | plain-gpt | llama | gpt-neox | phi
+    family: str  # gpt2 | plain-gpt | llama | gpt-neox | phi | gptj
     layers: int
     hidden: int
     heads: int
@@ -233,6 +233,11 @@ DECODERS = [
             note="transformers PhiForCausalLM: partial rotary (partial_rotary_factor 0.5), parallel "
                  "residual with one LayerNorm, q/k/v and dense with biases, gelu_new MLP, final "
                  "LayerNorm, lm_head with a bias"),
+    Decoder("gptj-lm", "gptj", 2, 64, 4, 4, 256, 256, 64, seed=76, tied_head=False,
+            flavour="dynamo-f32.onnx",
+            note="transformers GPTJForCausalLM: partial rotary on interleaved pairs (rotary_dim 8 of "
+                 "16), parallel residual with one LayerNorm, q/k/v without biases, gelu_new MLP, "
+                 "lm_head with a bias"),
 ]
 
 MEMBERS: list[Encoder | Decoder] = [*ENCODERS, *DECODERS]

@@ -368,6 +368,11 @@ def build_decoder(d: zm.Decoder) -> nn.Module:
                           partial_rotary_factor=0.5, hidden_act="gelu_new",
                           tie_word_embeddings=False, attn_implementation="eager")
         model = T.PhiForCausalLM(cfg)
+    elif d.family == "gptj":
+        cfg = T.GPTJConfig(vocab_size=d.vocab, n_positions=d.n_ctx, n_embd=d.hidden, n_layer=d.layers,
+                           n_head=d.heads, n_inner=d.ffn, rotary_dim=8, activation_function="gelu_new",
+                           tie_word_embeddings=False, attn_implementation="eager")
+        model = T.GPTJForCausalLM(cfg)
     else:
         raise ValueError(d.family)
     randomise(model, d.seed)
