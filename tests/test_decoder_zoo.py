@@ -1,8 +1,9 @@
 """The zoo's decoders (graphs/zoo: transformers' GPT2LMHeadModel through torch.onnx dynamo, a
 plain PyTorch GPT through the TorchScript exporter, a Llama-style decoder with RoPE, SwiGLU and
-grouped-query attention through dynamo) recovered by role, against their onnxruntime goldens:
-the numpy executor for every member, the wasm module for the Llama here and for the others
-under -m slow; what each recovery decided; refusals of graphs that do not fit."""
+grouped-query attention, a GPT-NeoX, a Phi and a GPT-J through dynamo) recovered by role, against their
+onnxruntime goldens: the numpy executor for every member, the wasm module for the Llama and the
+GPT-NeoX here and for the others under -m slow; what each recovery decided; refusals of graphs
+that do not fit."""
 
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from test_decoder_kernels import same_bits, wide_inputs
 ZOO = REPO / "graphs" / "zoo"
 GOLDEN = REPO / "golden" / "zoo"
 # member file -> the context compile is given (None: the learned position table's rows)
-MEMBERS = {"gpt2-lm.dynamo-f32.onnx": None, "plain-gpt-lm.ts-f32.onnx": None, "llama-lm.dynamo-f32.onnx": 64}
+MEMBERS = {"gpt2-lm.dynamo-f32.onnx": None, "plain-gpt-lm.ts-f32.onnx": None, "llama-lm.dynamo-f32.onnx": 64,
+           "neox-lm.dynamo-f32.onnx": 64, "phi-lm.dynamo-f32.onnx": 64, "gptj-lm.dynamo-f32.onnx": 64}
 WASM_DEFAULT = "llama-lm.dynamo-f32.onnx"  # the family furthest from tinystories
+WASM_PARALLEL = "neox-lm.dynamo-f32.onnx"  # partial rotary, parallel residual, qkv laid out per head
 
 
 def golden(name: str, ort_cpu: str = "avx2"):
@@ -36,11 +39,19 @@ def golden(name: str, ort_cpu: str = "avx2"):
 
 
 _RECOVERED: dict = {}
-GOLDEN_CPU = "avx2"  # the zoo's decoder goldens were made on an AVX2 CPU (their manifests' cpu_flags)
+GOLDEN_CPU = "avx2"  # the zoo's first decoder goldens were made on an AVX2 CPU (their manifests' cpu_flags)
+# members whose goldens were first made on another CPU (golden/zoo/<target>/ only)
+FIRST_GOLDEN_CPU = {name: "avx512vnni" for name in ("neox-lm.dynamo-f32.onnx", "phi-lm.dynamo-f32.onnx",
+                                                    "gptj-lm.dynamo-f32.onnx")}
 
 
-def recovered(name: str, ort_cpu: str = GOLDEN_CPU):
+def golden_cpu(name: str) -> str:
+    return FIRST_GOLDEN_CPU.get(name, GOLDEN_CPU)
+
+
+def recovered(name: str, ort_cpu: str | None = None):
     """The IR for the goldens' CPU, or (auto) for live onnxruntime on this machine."""
+    ort_cpu = ort_cpu or golden_cpu(name)
     if (name, ort_cpu) not in _RECOVERED:
         _RECOVERED[name, ort_cpu] = recover_decoder(load_graph(ZOO / name), str(ZOO / name), ort_cpu,
                                                     context=MEMBERS[name])
@@ -50,7 +61,7 @@ def recovered(name: str, ort_cpu: str = GOLDEN_CPU):
 @pytest.mark.parametrize("name", MEMBERS)
 def test_the_executor_reproduces_the_golden_bit_for_bit(name):
     ir = recovered(name)
-    data, prompts = golden(name)
+    data, prompts = golden(name, golden_cpu(name))
     for i, prompt in enumerate(prompts):
         ids, prompt_logits, step_logits = greedy(ir, prompt, len(data[f"p{i}_generated_ids"]))
         assert ids == data[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
@@ -98,6 +109,58 @@ def test_llama_rms_norm_rotary_positions_swiglu_and_grouped_query_attention():
     assert (a.mask, a.fill) == ("add", float(np.finfo(np.float32).min))
     assert ir.weights["rope.cos"].shape == (64, 16) and not ir.tied
     assert {lin.bias for lin in a.linears() + m.linears()} == {"none"}
+
+
+def test_gpt_neox_partial_rotary_a_parallel_residual_and_qkv_laid_out_per_head():
+    """Pythia's layout: query_key_value's outputs interleaved per head (q, k, v of head 0, then
+    head 1, ...), rotary on the first 4 of 16 values of a head, attention and MLP both reading
+    the layer's input through their own LayerNorms, summed before the residual."""
+    ir = recovered("neox-lm.dynamo-f32.onnx")
+    a, m = ir.layers[0].attention, ir.layers[0].mlp
+    assert [ly.parallel for ly in ir.layers] == [True, True] and m.norm.name != a.norm.name
+    assert (a.rotary.style, a.rotary.dims, ir.head_dim) == ("half", 4, 16)
+    assert ir.weights["rope.cos"].shape == (64, 4)
+    assert [p.out_features for p in a.projections] == [3 * 64]
+    assert (m.activation.kind, ir.head.bias, ir.final_norm.form) == ("gelu_erf", "none", "ort_skip")
+
+
+def test_phi_one_shared_norm_half_rotary_and_an_lm_head_with_a_bias():
+    ir = recovered("phi-lm.dynamo-f32.onnx")
+    a, m = ir.layers[0].attention, ir.layers[0].mlp
+    assert ir.layers[0].parallel and m.norm.name == a.norm.name
+    assert ir.array_order().count(f"{a.norm.name}.gamma") == 1
+    assert (a.rotary.dims, len(a.projections), ir.head.bias) == (8, 3, "add")
+    assert (m.activation.kind, m.activation.kernel) == ("gelu_tanh", "ort_fast_gelu")
+    assert ir.final_norm.form == "ort_skip" and not ir.final_norm.skip_bias
+
+
+def test_gptj_partial_rotary_on_interleaved_pairs():
+    ir = recovered("gptj-lm.dynamo-f32.onnx")
+    a, m = ir.layers[0].attention, ir.layers[0].mlp
+    assert (a.rotary.style, a.rotary.dims, len(a.projections)) == ("interleaved", 8, 3)
+    assert ir.layers[0].parallel and m.norm.name == a.norm.name and ir.head.bias != "none"
+
+
+def _without_the_final_norm(graph) -> None:
+    """The LM head reads the residual stream itself: the last LayerNormalization's readers read
+    its input instead."""
+    final = [n for n in graph.node if n.op_type == "LayerNormalization"][-1]
+    for node in graph.node:
+        node.input[:] = [final.input[0] if i == final.output[0] else i for i in node.input]
+    graph.node.remove(final)
+
+
+def test_a_decoder_without_a_final_norm_matches_onnxruntime(tmp_path):
+    from porter.check.decoder_reference import ort_greedy
+
+    path = _edited("neox-lm.dynamo-f32.onnx", tmp_path, _without_the_final_norm)
+    ir = recover_decoder(load_graph(path), str(path), "auto", context=64)
+    assert ir.final_norm.kind == "none" and "final_norm.gamma" not in ir.array_order()
+    _, prompts = golden("neox-lm.dynamo-f32.onnx", "avx512vnni")
+    for i, (ids, prompt_logits, step_logits) in enumerate(ort_greedy(path, prompts, 12)):
+        ours = greedy(ir, prompts[i], 12)
+        assert ours[0] == ids, f"prompt {i}"
+        assert np.array_equal(ours[1], prompt_logits) and np.array_equal(ours[2], step_logits)
 
 
 def test_a_rotary_graph_needs_a_context(tmp_path):
@@ -196,7 +259,8 @@ def test_a_known_op_where_no_block_has_it_is_refused_by_name(tmp_path):
 # ---- wasm -----------------------------------------------------------------------------------
 
 
-def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str = GOLDEN_CPU) -> Path:
+def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str | None = None) -> Path:
+    ort_cpu = ort_cpu or golden_cpu(name)
     out = tmp_path_factory.mktemp("zoo-decoder") / f"{name}-{quant}"
     args = ["compile", ZOO / name, "-o", out, "--quant", quant, "--ort-cpu", ort_cpu]
     if MEMBERS[name] is not None:
@@ -208,8 +272,8 @@ def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str = 
     return next(out.glob("*.wasm"))
 
 
-def _module_matches_golden(module: Path, name: str, ort_cpu: str = GOLDEN_CPU) -> None:
-    data, prompts = golden(name, ort_cpu)
+def _module_matches_golden(module: Path, name: str, ort_cpu: str | None = None) -> None:
+    data, prompts = golden(name, ort_cpu or golden_cpu(name))
     results, _ = decoder_proto.generate(module, prompts, len(data["p0_generated_ids"]), with_logits=True)
     for i, r in enumerate(results):
         assert r.generated == data[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
@@ -224,6 +288,10 @@ def llama_module(toolchain, tmp_path_factory):
 
 def test_the_llama_module_reproduces_its_golden_bit_for_bit(llama_module):
     _module_matches_golden(llama_module, WASM_DEFAULT)
+
+
+def test_the_gpt_neox_module_reproduces_its_golden_bit_for_bit(toolchain, tmp_path_factory):
+    _module_matches_golden(_module(WASM_PARALLEL, tmp_path_factory), WASM_PARALLEL)
 
 
 def kernel(module: Path, which: int, values: np.ndarray) -> np.ndarray:
@@ -293,7 +361,7 @@ def test_a_changed_kernel_constant_fails_the_checks(toolchain, tmp_path_factory)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in MEMBERS if n != WASM_DEFAULT])
+@pytest.mark.parametrize("name", [n for n in MEMBERS if n not in (WASM_DEFAULT, WASM_PARALLEL)])
 def test_the_other_zoo_modules_reproduce_their_goldens_bit_for_bit(name, toolchain, tmp_path_factory):
     module = _module(name, tmp_path_factory)
     _module_matches_golden(module, name)
@@ -304,7 +372,7 @@ def test_the_other_zoo_modules_reproduce_their_goldens_bit_for_bit(name, toolcha
 @pytest.mark.parametrize("name", MEMBERS)
 def test_q8_0_int8_zoo_modules_are_bit_identical_to_the_executor(name, toolchain, tmp_path_factory):
     ir = recovered(name)
-    _, prompts = golden(name)
+    _, prompts = golden(name, golden_cpu(name))
     results, _ = decoder_proto.generate(_module(name, tmp_path_factory, "q8_0_int8"), prompts, 24, with_logits=True)
     for i, r in enumerate(results):
         ids, prompt_logits, step_logits = greedy(ir, prompts[i], 24, int8_dot=True)
@@ -319,7 +387,7 @@ def test_q8_0_zoo_modules_generate_what_onnxruntime_does_with_the_same_weights(n
     from porter.reference.q8_0 import with_q8_0_weights
 
     ir = recovered(name, "auto")  # live onnxruntime on this machine's CPU
-    _, prompts = golden(name)
+    _, prompts = golden(name, golden_cpu(name))
     reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), prompts, 24)
     results, _ = decoder_proto.generate(_module(name, tmp_path_factory, "q8_0", "auto"), prompts, 24, with_logits=True)
     for i, (r, (ids, prompt_logits, step_logits)) in enumerate(zip(results, reference)):

@@ -128,7 +128,7 @@ class Encoder:
 @dataclass(frozen=True)
 class Decoder:
     name: str
-    family: str  # gpt2 | plain-gpt | llama
+    family: str  # gpt2 | plain-gpt | llama | gpt-neox | phi | gptj
     layers: int
     hidden: int
     heads: int
@@ -223,6 +223,21 @@ DECODERS = [
     Decoder("llama-lm", "llama", 2, 64, 4, 2, 128, 256, 64, seed=73, tied_head=False,
             flavour="dynamo-f32.onnx",
             note="transformers LlamaForCausalLM: RMSNorm, rotary, SwiGLU, 4 heads / 2 kv heads"),
+    Decoder("neox-lm", "gpt-neox", 2, 64, 4, 4, 256, 256, 64, seed=74, tied_head=False,
+            flavour="dynamo-f32.onnx",
+            note="transformers GPTNeoXForCausalLM (Pythia's layout): fused query_key_value laid out "
+                 "per head, partial rotary (rotary_pct 0.25: 4 of 16 dims, rotate-half), parallel "
+                 "residual with two LayerNorms, untied embed_out without bias"),
+    Decoder("phi-lm", "phi", 2, 64, 4, 4, 256, 256, 64, seed=75, tied_head=False,
+            flavour="dynamo-f32.onnx",
+            note="transformers PhiForCausalLM: partial rotary (partial_rotary_factor 0.5), parallel "
+                 "residual with one LayerNorm, q/k/v and dense with biases, gelu_new MLP, final "
+                 "LayerNorm, lm_head with a bias"),
+    Decoder("gptj-lm", "gptj", 2, 64, 4, 4, 256, 256, 64, seed=76, tied_head=False,
+            flavour="dynamo-f32.onnx",
+            note="transformers GPTJForCausalLM: partial rotary on interleaved pairs (rotary_dim 8 of "
+                 "16), parallel residual with one LayerNorm, q/k/v without biases, gelu_new MLP, "
+                 "lm_head with a bias"),
 ]
 
 MEMBERS: list[Encoder | Decoder] = [*ENCODERS, *DECODERS]

@@ -352,6 +352,27 @@ def build_decoder(d: zm.Decoder) -> nn.Module:
                             rms_norm_eps=1e-6, tie_word_embeddings=False,
                             attn_implementation="eager")
         model = T.LlamaForCausalLM(cfg)
+    elif d.family == "gpt-neox":
+        cfg = T.GPTNeoXConfig(vocab_size=d.vocab, hidden_size=d.hidden, intermediate_size=d.ffn,
+                              num_hidden_layers=d.layers, num_attention_heads=d.heads,
+                              max_position_embeddings=d.n_ctx, hidden_act="gelu",
+                              rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                               "partial_rotary_factor": 0.25},
+                              use_parallel_residual=True, tie_word_embeddings=False,
+                              attn_implementation="eager")
+        model = T.GPTNeoXForCausalLM(cfg)
+    elif d.family == "phi":
+        cfg = T.PhiConfig(vocab_size=d.vocab, hidden_size=d.hidden, intermediate_size=d.ffn,
+                          num_hidden_layers=d.layers, num_attention_heads=d.heads,
+                          num_key_value_heads=d.kv_heads, max_position_embeddings=d.n_ctx,
+                          partial_rotary_factor=0.5, hidden_act="gelu_new",
+                          tie_word_embeddings=False, attn_implementation="eager")
+        model = T.PhiForCausalLM(cfg)
+    elif d.family == "gptj":
+        cfg = T.GPTJConfig(vocab_size=d.vocab, n_positions=d.n_ctx, n_embd=d.hidden, n_layer=d.layers,
+                           n_head=d.heads, n_inner=d.ffn, rotary_dim=8, activation_function="gelu_new",
+                           tie_word_embeddings=False, attn_implementation="eager")
+        model = T.GPTJForCausalLM(cfg)
     else:
         raise ValueError(d.family)
     randomise(model, d.seed)

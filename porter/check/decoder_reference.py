@@ -18,18 +18,18 @@ from porter.ir.decoder import DecoderIR
 from porter.recover.decoder.io import fed_kind, fed_value
 
 
-def _initializer_names(ir: DecoderIR) -> list[tuple[str, str, bool]]:
-    """(IR array, ONNX initializer name, transposed) for every quantised array: MatMul weights
-    and Gemm's without transB are [in, out] there."""
+def _initializer_names(ir: DecoderIR) -> list[tuple[str, str, bool, list | None]]:
+    """(IR array, ONNX initializer name, transposed, the file's order of its outputs) for every
+    quantised array: MatMul weights and Gemm's without transB are [in, out] there."""
     g = load_graph(ir.source)
-    names = [(ir.weight_of(lin), *_weight_initializer(g, ir, lin)) for lin in ir.linears()]
+    names = [(ir.weight_of(lin), *_weight_initializer(g, ir, lin), lin.file_outputs) for lin in ir.linears()]
     head = g.ops[ir.head.source_op]
     if ir.tied and g.tensor(head.inputs[1]).is_const:  # a tied head with its own copy of the table
-        names.append(("wte", *_weight_initializer(g, ir, ir.head)))
+        names.append(("wte", *_weight_initializer(g, ir, ir.head), None))
     # The token table: the constant a Gather reads rows of, shaped [vocab, hidden].
     gather = next(op for op in g.ops if op.type == "Gather" and g.tensor(op.inputs[0]).is_const
                   and g.tensor(op.inputs[0]).shape == tuple(ir.weights["wte"].shape))
-    return names + [("wte", g.tensor(gather.inputs[0]).name, False)]
+    return names + [("wte", g.tensor(gather.inputs[0]).name, False, None)]
 
 
 def _weight_initializer(g, ir: DecoderIR, lin) -> tuple[str, bool]:
@@ -47,10 +47,12 @@ def model_with_weights(ir: DecoderIR, weights: dict) -> bytes:
 
     model = onnx.load(ir.source)
     by_name = {init.name: init for init in model.graph.initializer}
-    for array, name, transposed in _initializer_names(ir):
+    for array, name, transposed, file_outputs in _initializer_names(ir):
         if name not in by_name:
             raise PorterError(f"{ir.source}: no initializer {name} for {array}")
         value = np.asarray(weights[array], np.float32)
+        if file_outputs is not None:  # back into the file's order of outputs
+            value = value[np.argsort(file_outputs)]
         by_name[name].CopyFrom(numpy_helper.from_array(value.T.copy() if transposed else value, name))
     return model.SerializeToString()
 

@@ -21,7 +21,7 @@ from porter import TEMPLATES_DIR, package_path
 from porter.codegen import pack
 from porter.codegen.render import render_crate
 from porter.codegen.encoder import ORT_FLOATS, compiled_files, crate_name, f32_literal
-from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NORM_ORT, NORM_ORT_SKIP,
+from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, LAYER_NORM, MASK_ADD, NO_NORM, NORM_ORT, NORM_ORT_SKIP,
                                POSITIONS_ROTARY, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, ROTATE_HALF, Activation,
                                Attention, DecoderIR, Instr, Linear, Norm)
 from porter.reference.ort import cpu as ort_cpus
@@ -106,7 +106,7 @@ def _linear(entries: dict, lin: Linear, weight: str | None = None) -> dict:
 
 _NORM_KINDS = {(LAYER_NORM, NORM_ORT): "LayerNorm", (LAYER_NORM, NORM_ORT_SKIP): "LayerNormSkip",
                (RMS_NORM, RMS_RECIPROCAL): "RmsReciprocal", (RMS_NORM, RMS_DIVIDE): "RmsDivide",
-               (RMS_NORM, RMS_ORT): "RmsSimplified"}
+               (RMS_NORM, RMS_ORT): "RmsSimplified", (NO_NORM, NO_NORM): "Identity"}
 
 
 def _norm(entries: dict, norm: Norm) -> dict:
@@ -194,6 +194,7 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
             "mlp": {"norm": _norm(entries, m.norm), "gate": _linear(entries, m.gate) if m.gate else None,
                     "up": _linear(entries, m.up), "down": _linear(entries, m.down),
                     "activation": _activation(m.activation, programs, ort_cpus.target(ir.ort_cpu).floats)},
+            "parallel": ly.parallel, "mlp_norm_shared": m.norm.name == a.norm.name,
         })
     widths = [p.out_features for p in first.projections]
     widest = max([ir.hidden, ir.ffn, *widths])
@@ -203,7 +204,8 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
         "ort_cpu": ir.ort_cpu, "ort_floats": ORT_FLOATS[ort_cpus.target(ir.ort_cpu).floats],
         "eigen_l1d": EIGEN_L1_BYTES,  # for the shared LiteRT kernels, which a decoder never runs
         "n_ctx": ir.n_ctx, "vocab": ir.vocab, "hidden": ir.hidden, "heads": ir.heads, "kv_heads": ir.kv_heads,
-        "head_dim": ir.head_dim, "ffn": ir.ffn, "projection_widths": widths, "widest": widest,
+        "head_dim": ir.head_dim, "ffn": ir.ffn, "any_parallel": any(ly.parallel for ly in ir.layers),
+        "rotary_dims": first.rotary.dims if first.rotary is not None else ir.head_dim, "projection_widths": widths, "widest": widest,
         "q_at": _at(first, "q"), "k_at": _at(first, "k"), "v_at": _at(first, "v"),
         "weight_format": quant, "int8_dot": quant == "q8_0_int8", "row_tile": ROW_TILE,
         "model_bytes": manifest["total_size"], "align": manifest["align"], "array_count": len(entries),

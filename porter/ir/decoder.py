@@ -3,7 +3,10 @@
     x = embed(ids) (+ learned positions)
     per layer:  x = x + attention(norm1(x), cache)      (rotary positions inside, if any)
                 x = x + mlp(norm2(x))                   (plain: down(act(up)); gated: down(act(gate) * up))
-    logits = head(final_norm(x))                        (the head tied to the token table, or not)
+      or, parallel (GPT-NeoX, GPT-J, Phi):
+                x = (attention(norm1(x), cache) + mlp(norm2(x))) + x    (norm2 may be norm1)
+    logits = head(final_norm(x))                        (the head tied to the token table, or not;
+                                                         the final norm may be none)
 
 Every variant says which arithmetic it is: the norm's kind and onnxruntime kernel, the
 activation as onnxruntime's fused kernel or as the graph's own elementwise ops in order, the
@@ -19,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 # C starts as the bias and every product is fma'd into it); or added after the product.
 BIAS_NONE, BIAS_GEMM, BIAS_ADD = "none", "gemm", "add"
 
-# Norm kinds and their onnxruntime arithmetic
-LAYER_NORM, RMS_NORM = "layer_norm", "rms_norm"
+# Norm kinds and their onnxruntime arithmetic; NO_NORM: the LM head reads the stream as it is
+LAYER_NORM, RMS_NORM, NO_NORM = "layer_norm", "rms_norm", "none"
 NORM_ORT = "ort"  # LayerNormalization's kernel
 NORM_ORT_SKIP = "ort_skip"  # SkipLayerNormalization: the residual sum before it, fused in
 RMS_RECIPROCAL = "reciprocal"  # x * (1 / sqrt(mean(x^2) + eps)), op by op
@@ -49,6 +52,9 @@ class Linear:
     out_features: int
     bias: str = BIAS_NONE
     source_op: int = -1  # the file's MatMul / Gemm, for messages and reference models
+    # the file's output of each of ours, where recovery reordered them (a fused projection laid
+    # out per head becomes q | k | v); None: the file's order
+    file_outputs: list | None = None
 
     def arrays(self) -> list[str]:
         return [f"{self.name}.weight"] + ([f"{self.name}.bias"] if self.bias != BIAS_NONE else [])
@@ -91,10 +97,13 @@ class Activation:
 
 @dataclass
 class Rotary:
-    """q, k -> q * cos + rotate(q) * sin, the tables [n_ctx, head_dim] in weights["rope.cos" /
-    "rope.sin"] (computed in onnxruntime's arithmetic: the graph's own table ops, folded)."""
+    """The first `dims` values of each q and k head, r -> r * cos + rotate(r) * sin, the rest
+    passed through (partial rotary: GPT-NeoX's rotary_pct, Phi's partial_rotary_factor); the
+    tables [n_ctx, dims] in weights["rope.cos" / "rope.sin"] (computed in onnxruntime's
+    arithmetic: the graph's own table ops, folded)."""
 
     style: str  # ROTATE_HALF: (x1, x2) -> (-x2, x1); ROTATE_INTERLEAVED: pairs (a, b) -> (-b, a)
+    dims: int  # rotated values per head, at most head_dim
 
 
 @dataclass
@@ -142,6 +151,10 @@ class MLP:
 class DecoderLayer:
     attention: Attention
     mlp: MLP
+    # parallel residual: the MLP reads the layer's input (through its own norm, or through the
+    # attention's: then mlp.norm is attention.norm, with its name) and x + (attention + mlp)
+    # closes the layer
+    parallel: bool = False
 
 
 @dataclass
@@ -192,7 +205,8 @@ class DecoderIR:
         for ly in self.layers:
             a, m = ly.attention, ly.mlp
             names += a.norm.arrays() + [n for lin in a.linears() for n in lin.arrays()]
-            names += m.norm.arrays() + [n for lin in m.linears() for n in lin.arrays()]
+            names += [] if m.norm.name == a.norm.name else m.norm.arrays()
+            names += [n for lin in m.linears() for n in lin.arrays()]
         names += self.final_norm.arrays()
         names += [] if self.tied else [f"{self.head.name}.weight"]
         return names + ([f"{self.head.name}.bias"] if self.head.bias != BIAS_NONE else [])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from porter.errors import PorterError
-from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD,
+from porter.ir.decoder import (ACT_FAST_GELU, ACT_GELU, ACT_QUICK_GELU, BIAS_GEMM, BIAS_NONE, LAYER_NORM, MASK_ADD, NO_NORM,
                                NORM_ORT_SKIP, POSITIONS_LEARNED, RMS_ORT, RMS_RECIPROCAL,
                                ROTATE_HALF, Activation, Attention, DecoderIR, Instr, Linear, MLP, Norm)
 from porter.ir.encoder import Reference
@@ -99,6 +99,8 @@ class Session:
 
     def norm(self, norm: Norm, x: np.ndarray) -> np.ndarray:
         w = self.ir.weights
+        if norm.kind == NO_NORM:
+            return x
         if norm.kind == LAYER_NORM:
             return OF.layer_norm(x, w[f"{norm.name}.gamma"], w[f"{norm.name}.beta"], norm.eps)
         if norm.form == RMS_ORT:
@@ -135,9 +137,12 @@ class Session:
         return self.linear(att.o, context.transpose(1, 0, 2).reshape(seq, att.heads * hd))
 
     def _rotary(self, att: Attention, x: np.ndarray, past: int) -> np.ndarray:
-        w, rows = self.ir.weights, slice(past, past + x.shape[1])
-        turned = (rotate(x, att.rotary.style) * w["rope.sin"][rows]).astype(F32)
-        return ((x * w["rope.cos"][rows]).astype(F32) + turned).astype(F32)
+        """The first rotary.dims values of each head turned, the rest as they are."""
+        w, rows, dims = self.ir.weights, slice(past, past + x.shape[1]), att.rotary.dims
+        r = x[..., :dims]
+        turned = (rotate(r, att.rotary.style) * w["rope.sin"][rows]).astype(F32)
+        r = ((r * w["rope.cos"][rows]).astype(F32) + turned).astype(F32)
+        return np.concatenate([r, x[..., dims:]], axis=-1)
 
     def mlp(self, mlp: MLP, n: np.ndarray, with_bias: bool = True) -> np.ndarray:
         hidden = activate(mlp.activation, self.linear(mlp.gate or mlp.up, n), self.floats)
@@ -164,10 +169,14 @@ class Session:
         x = trace["embedding"] = self.embed(ids, past)
         fused = ir.final_norm.form == NORM_ORT_SKIP
         for i, ly in enumerate(ir.layers):
-            x = (x + self.attention(i, ly.attention, self.norm(ly.attention.norm, x), past)).astype(F32)
-            trace[f"layer{i}.attention"] = x
             last = i + 1 == len(ir.layers)
-            y = self.mlp(ly.mlp, self.norm(ly.mlp.norm, x), with_bias=not (last and ir.final_norm.skip_bias))
+            attended = self.attention(i, ly.attention, self.norm(ly.attention.norm, x), past)
+            if ly.parallel:  # y, the sum of both branches, closes the layer as the MLP's output would
+                trace[f"layer{i}.attention"] = attended
+                y = (attended + self.mlp(ly.mlp, self.norm(ly.mlp.norm, x))).astype(F32)
+            else:
+                x = trace[f"layer{i}.attention"] = (x + attended).astype(F32)
+                y = self.mlp(ly.mlp, self.norm(ly.mlp.norm, x), with_bias=not (last and ir.final_norm.skip_bias))
             if last and fused:
                 normed = self._skip_norm(x, y, ly.mlp)
                 trace[f"layer{i}.mlp"] = self._skip_sum(x, y, ly.mlp)

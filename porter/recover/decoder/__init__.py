@@ -75,18 +75,23 @@ class _Arrays:
         self.weights[name] = np.ascontiguousarray(np.asarray(value, np.float32))
 
 
-def _linear(c, arrays: _Arrays, op_index: int, name: str) -> Linear:
+def _linear(c, arrays: _Arrays, op_index: int, name: str, rows: np.ndarray | None = None) -> Linear:
+    """rows: the order the IR takes the Linear's outputs in (each output's own product is the
+    same wherever it sits, so reordering them is exact)."""
     op = c.graph.ops[op_index]
     o = op.options
     if o["weights"] != WeightFormat.FLOAT32 or o["activation_quant"] != ActivationQuant.FLOAT:
         raise PorterError(f"{c.describe(op_index)}: a quantised Linear; porter's decoders take float32 "
                           "weights (and quantise them itself with --quant)")
-    weight = np.asarray(o["weight"], np.float32)
+    order = slice(None) if rows is None else rows
+    weight = np.asarray(o["weight"], np.float32)[order]
     source_op = next((i for i in c.origin[op_index] if c.source.ops[i].type in ("MatMul", "Gemm")), -1)
-    lin = Linear(name, int(weight.shape[1]), int(weight.shape[0]), decoder_ort.bias_mode(c, op), source_op)
+    reordered = rows is not None and not np.array_equal(rows, np.arange(len(rows)))
+    lin = Linear(name, int(weight.shape[1]), int(weight.shape[0]), decoder_ort.bias_mode(c, op), source_op,
+                 [int(r) for r in rows] if reordered else None)
     arrays.add(f"{name}.weight", weight)
     if o.get("bias") is not None:
-        arrays.add(f"{name}.bias", np.asarray(o["bias"], np.float32).reshape(-1))
+        arrays.add(f"{name}.bias", np.asarray(o["bias"], np.float32).reshape(-1)[order])
     return lin
 
 
@@ -110,8 +115,9 @@ def _assemble(c, bindings: Bindings, roles: Roles, w: Walk, source: str, context
         layer = i // 2
         attention = _attention(c, arrays, att_block, layer, names)
         mlp = _mlp(c, arrays, mlp_block, layer)
-        layers.append(DecoderLayer(attention, mlp))
-        tensors[f"layer{layer}.attention"] = g.ops[w.residuals[i]].outputs[0]
+        parallel = layer in w.attended
+        layers.append(DecoderLayer(attention, mlp, parallel))
+        tensors[f"layer{layer}.attention"] = w.attended[layer] if parallel else g.ops[w.residuals[i]].outputs[0]
         tensors[f"layer{layer}.mlp"] = g.ops[w.residuals[i + 1]].outputs[0]
     _same_shapes(layers)
     final = _norm(w.final_norm, arrays)
@@ -136,16 +142,22 @@ def _attention(c, arrays: _Arrays, block: AttentionBlock, layer: int, names: dic
     prefix = f"layer{layer}.attn"
     norm = _norm(block.norm, arrays)
     linears = sorted({f.q.linear, f.k.linear, f.v.linear})
+    columns = [p.columns.reshape(-1) for p in (f.q, f.k, f.v)]
     if len(linears) == 1:
-        projections = [_linear(c, arrays, linears[0], f"{prefix}.qkv")]
-        widths = (f.heads * f.head_dim, f.kv_heads * f.head_dim)
-        if (f.q.start, f.k.start, f.v.start) != (0, widths[0], widths[0] + widths[1]):
-            raise PorterError(f"layer {layer} attention: the fused projection's outputs are not q, then k, then v")
+        rows = np.concatenate(columns)
+        width = c.graph.tensor(c.graph.ops[linears[0]].outputs[0]).shape[-1]
+        if sorted(rows.tolist()) != list(range(width)):
+            raise PorterError(f"layer {layer} attention: q, k and v do not take each of the fused projection's "
+                              f"{width} outputs once")
+        projections = [_linear(c, arrays, linears[0], f"{prefix}.qkv", rows)]
     elif len(linears) == 3:
-        projections = [_linear(c, arrays, p.linear, f"{prefix}.{n}") for n, p in zip("qkv", (f.q, f.k, f.v))]
-        if (f.q.start, f.k.start, f.v.start) != (0, 0, 0) or any(
-                lin.out_features != h * f.head_dim for lin, h in zip(projections, (f.heads, f.kv_heads, f.kv_heads))):
-            raise PorterError(f"layer {layer} attention: each projection must make exactly its heads")
+        projections = []
+        for n, p, rows in zip("qkv", (f.q, f.k, f.v), columns):
+            width = c.graph.tensor(c.graph.ops[p.linear].outputs[0]).shape[-1]
+            if sorted(rows.tolist()) != list(range(width)):
+                raise PorterError(f"layer {layer} attention: {n} does not take each of its projection's "
+                                  f"{width} outputs once")
+            projections.append(_linear(c, arrays, p.linear, f"{prefix}.{n}", rows))
     else:
         raise PorterError(f"layer {layer} attention: q, k and v come from two Linears; porter takes one or three")
     o = _linear(c, arrays, f.o, f"{prefix}.o")
@@ -155,7 +167,8 @@ def _attention(c, arrays: _Arrays, block: AttentionBlock, layer: int, names: dic
 
 
 def _rotary(f) -> Rotary | None:
-    return Rotary(f.ropes[0].style) if f.ropes else None
+    """The rotated prefix of each head: the rope's input is that many values of a head."""
+    return Rotary(f.ropes[0].style, int(f.ropes[0].layout.shape[-1])) if f.ropes else None
 
 
 def _mlp(c, arrays: _Arrays, block, layer: int) -> MLP:
@@ -188,6 +201,8 @@ def _skip_fusion(c, final: Norm, w: Walk, last_mlp: MLP, arrays: _Arrays) -> Non
     if not decoder_ort.skip_layer_norm_fuses(c, add, shapes):
         return
     final.form = NORM_ORT_SKIP
+    if len(w.blocks) // 2 - 1 in w.attended:
+        return  # a parallel layer's residual Add reads the sum of its branches, not the down projection's Add
     down = g.ops[w.blocks[-1].down]
     bias_adds = [c.source.ops[i] for i in c.origin[down.index] if c.source.ops[i].type == "Add"]
     if last_mlp.down.bias == BIAS_ADD and len(bias_adds) == 1 and \
@@ -253,12 +268,15 @@ def _table(bindings: Bindings, t: int, past: int, seq: int, head_dim: int, which
 
 
 def _check_layout(g: Graph, rope, t: int, full: np.ndarray, which: str) -> None:
-    """At the main binding the table, broadcast over the rotation's input, gives each element the
-    row of its token and the column of its place in the head."""
+    """The rope turns the first values of each head, in place (partial rotary: a prefix), and at
+    the main binding the table, broadcast over the rotation's input, gives each element the row
+    of its token and the column of its place in the head."""
     past, seq = MAIN_BINDING
     x_shape = rope.layout.shape
+    if not np.array_equal(rope.in_head, np.broadcast_to(np.arange(x_shape[-1]), x_shape)):
+        raise PorterError("the rotary positions turn values of a head other than its first "
+                          f"{x_shape[-1]}, in place")
     value = np.broadcast_to(np.asarray(g.const(t), np.float32), x_shape)
     token = rope.layout // rope.width
-    column = (rope.layout % rope.width - rope.start) % x_shape[-1]
-    if not np.array_equal(value, full[past + token, column]):
+    if not np.array_equal(value, full[past + token, rope.in_head]):
         raise PorterError(f"the rotary {which} table is not applied by token and place in the head")

@@ -41,7 +41,7 @@ class Projection:
     """Where one of q / k / v comes from: a Linear's output and the columns it takes."""
 
     linear: int  # canonical op
-    start: int  # first column of the Linear's output
+    columns: np.ndarray  # [heads, head_dim]: the Linear's output column of each head's value
     ops: set[int] = field(default_factory=set)
 
 
@@ -53,7 +53,7 @@ class FoundRope:
     ops: set[int]
     layout: np.ndarray  # for each element of the rope's input, its flat index in the Linear's output
     width: int  # the Linear's outputs per token
-    start: int  # the first of them this projection takes
+    in_head: np.ndarray  # for each element of the rope's input, its place in its head
 
 
 @dataclass
@@ -189,36 +189,63 @@ def _cached(g: Graph, t: int, region: set[int], heads: int, head_dim: int, trans
 
 def _projection(g: Graph, t: int, region: set[int], normed: int, heads: int, head_dim: int,
                 ropes: list, where: str) -> Projection:
-    """The Linear a head-split tensor [.., heads, seq, head_dim] comes from, through data movement
-    and at most one rotary embedding; checked to be a split of columns start.. into heads."""
-    source, after = _back(g, t, region)
-    rope = _rope(g, source, region, where) if g.producer(source) is not None and \
-        g.producer(source).type == "add" else None
-    before = []
+    """The Linear a head-split tensor [.., heads, seq, head_dim] comes from, and which of its
+    output columns make each head's values (q|k|v blocks, or laid out per head as GPT-NeoX's
+    fused query_key_value is): traced back through data movement, rotary positions, and a
+    Concat of a rotated and a passed-through part of each head (partial rotary)."""
+    traced = _trace(g, t, region, normed, where)
+    linear = g.ops[traced.linear]
+    width = g.tensor(linear.outputs[0]).shape[-1]
+    got = traced.indices.reshape(-1, heads, traced.indices.shape[-2], head_dim)
+    seq = got.shape[2]
+    token, column = got // width, got % width
+    if got.shape[0] != 1 or not np.array_equal(token, np.broadcast_to(np.arange(seq)[None, None, :, None], got.shape)) \
+            or not np.all(column == column[:, :, :1, :]) or np.unique(column[0, :, 0]).size != heads * head_dim:
+        raise PorterError(f"{where}: the data movement from {g.tensor(linear.outputs[0]).describe()} to "
+                          f"{g.tensor(t).describe()} is not a split of each token's outputs into {heads} heads "
+                          f"of {head_dim}")
+    columns = column[0, :, 0, :]
+    in_head = np.full(width, -1, np.int64)
+    in_head[columns.reshape(-1)] = np.tile(np.arange(head_dim), heads)
+    for rope in traced.ropes:
+        ropes.append(FoundRope(rope["style"], rope["cos"], rope["sin"], rope["ops"], rope["layout"], width,
+                               in_head[rope["layout"] % width]))
+    return Projection(traced.linear, columns, traced.ops)
+
+
+@dataclass
+class _Traced:
+    linear: int
+    indices: np.ndarray  # for each element of the traced tensor, its flat index in the Linear's output
+    ropes: list
+    ops: set[int]
+
+
+def _trace(g: Graph, t: int, region: set[int], normed: int, where: str, rotated: bool = False) -> _Traced:
+    source, moves = _back(g, t, region)
+    op = g.producer(source)
+    rope = _rope(g, source, region, where) if not rotated and op is not None and op.type == "add" else None
     if rope is not None:
-        source, before = _back(g, rope["input"], region)
-    linear = g.producer(source)
-    if linear is None or linear.type != "linear" or linear.index not in region or \
-            _through_views_to(g, linear.inputs[0], region) != normed:
-        made_by = f"{probe.describe_op(g, linear.index)}, which makes it," if linear is not None else "it"
+        inner = _trace(g, rope["input"], region, normed, where, rotated=True)
+        found = _Traced(inner.linear, inner.indices, [{**rope, "layout": inner.indices}], inner.ops | rope["ops"])
+    elif op is not None and op.type == "concat" and op.index in region and \
+            int(op.options["axis"]) % len(g.tensor(source).shape) == len(g.tensor(source).shape) - 1:
+        parts = [_trace(g, i, region, normed, where, rotated) for i in op.inputs]
+        if len({p.linear for p in parts}) != 1 or any(p.ropes for p in parts[1:]):
+            raise PorterError(f"{where}: {probe.describe_op(g, op.index)} joins parts of one head that do not come "
+                              "from one Linear as a rotated first part and parts passed through")
+        found = _Traced(parts[0].linear, np.concatenate([p.indices for p in parts], axis=-1),
+                        parts[0].ropes, set().union(*(p.ops for p in parts)) | {op.index})
+    elif op is not None and op.type == "linear" and op.index in region and \
+            _through_views_to(g, op.inputs[0], region) == normed:
+        shape = g.tensor(source).shape
+        found = _Traced(op.index, np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape), [], {op.index})
+    else:
+        made_by = f"{probe.describe_op(g, op.index)}, which makes it," if op is not None else "it"
         raise PorterError(f"{where}: {g.tensor(source).describe()} is not a Linear of the block's norm ({made_by} "
                           "is neither data movement nor rotary positions)")
-    width = g.tensor(source).shape[-1]
-    into_rope = _map(g, before, source, rope["input"], where) if rope is not None else None
-    rope_to_t = _map(g, after, rope["output"] if rope is not None else source, t, where)
-    got = (into_rope.reshape(-1)[rope_to_t.reshape(-1)] if rope is not None else rope_to_t.reshape(-1))
-    start = int(got[0] % width) if got.size else 0
-    seq = got.size // (heads * head_dim) if heads * head_dim else 0
-    expected = (np.arange(seq * width).reshape(seq, width)[:, start:start + heads * head_dim]
-                .reshape(seq, heads, head_dim).transpose(1, 0, 2))
-    if got.size != expected.size or not np.array_equal(got, expected.reshape(-1)):
-        raise PorterError(f"{where}: the data movement from {g.tensor(source).describe()} to "
-                          f"{g.tensor(t).describe()} is not a split into {heads} heads of {head_dim}")
-    ops = set(before) | set(after) | {linear.index}
-    if rope is not None:
-        ops |= rope["ops"]
-        ropes.append(FoundRope(rope["style"], rope["cos"], rope["sin"], rope["ops"], into_rope, width, start))
-    return Projection(linear.index, start, ops)
+    moved = _map(g, moves, source, t, where)
+    return _Traced(found.linear, found.indices.reshape(-1)[moved], found.ropes, found.ops | set(moves))
 
 
 def _through_views_to(g: Graph, t: int, region: set[int]) -> int:

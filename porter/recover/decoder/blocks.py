@@ -5,8 +5,10 @@ value computed from it) closes a block, and the block is every op between the st
 Add's other operand (`probe.region`). A block holding a softmax is attention
 (porter.recover.decoder.attention), any other an MLP; each starts with a norm that reads the
 stream (porter.recover.decoder.norm). When the stream has no residual Add left, what computes
-the logits from it is the final norm and the LM head. Every op of a block must be explained by
-its recogniser; the first one left over is named.
+the logits from it is the final norm and the LM head. A parallel layer (GPT-NeoX, GPT-J, Phi)
+is a residual Add of the stream and a sum of two branches that both read it, one attention,
+one MLP, each through its own norm or through one they share. Every op of a block must be
+explained by its recogniser; the first one left over is named.
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ class AttentionBlock:
 class Walk:
     embedding: Embedding
     blocks: list  # AttentionBlock, MLPBlock alternating
-    residuals: list[int]  # each block's residual Add (canonical op)
+    # each block's residual Add (canonical op); a parallel layer's attention: the Add of the
+    # two branches
+    residuals: list[int]
+    attended: dict[int, int]  # parallel layer -> its attention branch's output tensor
     final_norm: decoder_norm.FoundNorm
     head: int  # canonical linear op
     ops: set[int] = field(default_factory=set)
@@ -122,39 +127,81 @@ def walk(c: Canonical, bindings: Bindings, roles: Roles) -> Walk:
     g = c.graph
     emb = embedding(g, g.inputs[roles.ids])
     claimed = set(emb.ops)
-    stream, blocks, residuals = emb.out, [], []
+    stream, blocks, residuals, attended = emb.out, [], [], {}
     while (found := _residual_add(g, stream)) is not None:
         add, value = found
-        region = set(probe.region(g, value, stop={stream}))
-        index = len(blocks)
-        layer, part = index // 2, ("attention" if index % 2 == 0 else "MLP")
-        where = f"layer {layer} {part}"
-        if region & claimed:
-            raise PorterError(f"{where}: shares ops with an earlier block")
-        _known_ops(c, region, where)
-        is_attention = any(g.ops[i].type == "softmax" for i in region)
-        if is_attention != (part == "attention"):
-            raise PorterError(f"{where}: the block closed by {file_op(c, add.index)} is "
-                              f"{'attention' if is_attention else 'an MLP'}; porter compiles layers of "
-                              "attention then MLP")
-        norm = decoder_norm.find(g, stream, region, f"layer{layer}.{'attn' if is_attention else 'mlp'}.norm", where)
-        if is_attention:
-            att = decoder_attention.find(g, bindings, region, norm.out, value, where)
-            block, ops = AttentionBlock(norm, att), att.ops | norm.ops
+        layer = len(blocks) // 2
+        branches = _branches(g, stream, value)
+        if branches is not None:
+            sum_op, attention_value, mlp_value = branches
+            att_region = set(probe.region(g, attention_value, stop={stream}))
+            mlp_region = set(probe.region(g, mlp_value, stop={stream}))
+            att, _ = _block(c, bindings, stream, att_region, attention_value, sum_op, layer, True, claimed)
+            shared = att_region & mlp_region
+            if shared and shared != att.norm.ops:
+                raise PorterError(f"layer {layer}: its attention and MLP branches share ops other than a norm")
+            norm = att.norm if shared else None
+            mlp_block, _ = _block(c, bindings, stream, mlp_region, mlp_value, sum_op, layer, False, claimed, norm)
+            blocks += [att, mlp_block]
+            residuals += [sum_op, add.index]
+            attended[layer] = attention_value
+            claimed |= att_region | mlp_region | {sum_op, add.index}
         else:
-            block = mlp(g, region, norm, value, where)
-            ops = block.ops | norm.ops
-        _explained(c, region, ops, where)
-        blocks.append(block)
-        residuals.append(add.index)
-        claimed |= region | {add.index}
+            region = set(probe.region(g, value, stop={stream}))
+            is_attention = len(blocks) % 2 == 0
+            block, _ = _block(c, bindings, stream, region, value, add.index, layer, is_attention, claimed)
+            blocks.append(block)
+            residuals.append(add.index)
+            claimed |= region | {add.index}
         stream = add.outputs[0]
     if not blocks or len(blocks) % 2:
         raise PorterError("porter compiles decoders of whole layers (attention then MLP); "
                           f"this graph has {len(blocks)} blocks")
     final_norm, head, final_ops = _final(c, stream, g.outputs[roles.logits], claimed)
     claimed |= final_ops
-    return Walk(emb, blocks, residuals, final_norm, head, claimed)
+    return Walk(emb, blocks, residuals, attended, final_norm, head, claimed)
+
+
+def _branches(g: Graph, stream: int, value: int):
+    """(the Add, its attention operand, its MLP operand) when the value added to the stream is
+    the sum of two branches that each read the stream, one holding a softmax; else None."""
+    add = g.producer(value)
+    if add is None or add.type != "add" or len(add.inputs) != 2 or any(g.const(t) is not None for t in add.inputs):
+        return None
+    regions = [probe.region(g, t, stop={stream}) for t in add.inputs]
+    if not all(stream in probe.leaves(g, r) for r in regions):
+        return None
+    softmax = [any(g.ops[i].type == "softmax" for i in r) for r in regions]
+    if softmax.count(True) != 1:
+        return None
+    first = softmax.index(True)
+    return add.index, add.inputs[first], add.inputs[1 - first]
+
+
+def _block(c: Canonical, bindings: Bindings, stream: int, region: set[int], value: int, closing: int,
+           layer: int, attention: bool, claimed: set[int], norm=None):
+    """The attention or MLP block computing `value` from the stream (norm: the one it shares
+    with the layer's attention)."""
+    g = c.graph
+    where = f"layer {layer} {'attention' if attention else 'MLP'}"
+    if region & claimed:
+        raise PorterError(f"{where}: shares ops with an earlier block")
+    _known_ops(c, region, where)
+    is_attention = any(g.ops[i].type == "softmax" for i in region)
+    if is_attention != attention:
+        raise PorterError(f"{where}: the block closed by {file_op(c, closing)} is "
+                          f"{'attention' if is_attention else 'an MLP'}; porter compiles layers of "
+                          "attention then MLP")
+    if norm is None:
+        norm = decoder_norm.find(g, stream, region, f"layer{layer}.{'attn' if attention else 'mlp'}.norm", where)
+    if attention:
+        att = decoder_attention.find(g, bindings, region, norm.out, value, where)
+        block, ops = AttentionBlock(norm, att), att.ops | norm.ops
+    else:
+        block = mlp(g, region, norm, value, where)
+        ops = block.ops | norm.ops
+    _explained(c, region, ops, where)
+    return block, ops
 
 
 def mlp(g: Graph, region: set[int], norm: decoder_norm.FoundNorm, out: int, where: str) -> MLPBlock:
@@ -195,7 +242,10 @@ def _final(c: Canonical, stream: int, logits: int, claimed: set[int]):
     if region & claimed:
         raise PorterError(f"{where}: the logits are not computed from the last block's output")
     _known_ops(c, region, where)
-    norm = decoder_norm.find(g, stream, region, "final_norm", where)
+    reads_stream = (head_in := g.producer(through_views(g, logits)[0])) is not None and \
+        head_in.type == "linear" and through_views(g, head_in.inputs[0])[0] == stream
+    norm = decoder_norm.no_norm(stream, "final_norm", g.tensor(stream).shape[-1]) if reads_stream else \
+        decoder_norm.find(g, stream, region, "final_norm", where)
     head_out, views = through_views(g, logits)
     head = g.producer(head_out)
     if head is None or head.type != "linear" or through_views(g, head.inputs[0])[0] != norm.out:

@@ -18,7 +18,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.decoder import LAYER_NORM, NORM_ORT, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, Norm
+from porter.ir.decoder import LAYER_NORM, NO_NORM, NORM_ORT, RMS_DIVIDE, RMS_NORM, RMS_ORT, RMS_RECIPROCAL, Norm
 from porter.ir.encoder import Reference
 from porter.recover import probe
 from porter.recover.encoder import norms
@@ -66,6 +66,11 @@ class FoundNorm:
     ops: set[int]
     arrays: dict
     out: int  # the normalised tensor
+
+
+def no_norm(x: int, name: str, width: int) -> FoundNorm:
+    """Where the LM head reads the stream itself: a norm that passes it through."""
+    return FoundNorm(Norm(name, NO_NORM, NO_NORM, 0.0, int(width), False, False), set(), {}, x)
 
 
 def find(g: Graph, x: int, candidates: set[int], name: str, where: str) -> FoundNorm:

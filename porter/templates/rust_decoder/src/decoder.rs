@@ -4,6 +4,7 @@
 //!     x = embed(ids) (+ learned positions)
 //!     per layer: x += o(attention(norm1(x)))      q, k (rotated), v from one Linear or three
 //!                x += down(act(gate(norm2(x))) * up(norm2(x)))   (or down(act(up(.))))
+//!     or, parallel: x += o(attention(norm1(x))) + mlp(norm2(x))  (the branches summed first)
 //!     logits = head(final_norm(x))
 //!
 //! The cache holds every layer's keys and values for the whole context, [LAYERS][KV_HEADS]
@@ -12,7 +13,7 @@
 
 use core::arch::wasm32::*;
 
-use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary, simplified_layer_norm_row};
+use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary, simplified_layer_norm_row, Rotate};
 use crate::kernels::ort::float::{layer_norm_row, m1_columns, m1_dot, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
@@ -43,6 +44,7 @@ pub struct Scratch {
     query: Vec<f32>,
     context: Vec<f32>,
     block: Vec<f32>,
+    attended: Vec<f32>,
     hidden: Vec<f32>,
     up: Vec<f32>,
     scores: Vec<f32>,
@@ -59,6 +61,7 @@ impl Scratch {
             query: vec![0.0; HEAD_DIM],
             context: vec![0.0; rows * HEADS * HEAD_DIM],
             block: vec![0.0; rows * HIDDEN],
+            attended: vec![0.0; if PARALLEL { rows * HIDDEN } else { 0 }],
             hidden: vec![0.0; rows * FFN],
             up: vec![0.0; rows * FFN],
             scores: vec![0.0; N_CTX],
@@ -81,6 +84,7 @@ fn norm(n: &Norm, x: &[f32], rows: usize, out: &mut [f32], squares: &mut [f32]) 
                 rms_norm_row(&x[span.clone()], n.gamma, n.eps, n.kind == NormKind::RmsReciprocal, squares, &mut out[span])
             }
             NormKind::RmsSimplified => simplified_layer_norm_row(&x[span.clone()], n.gamma.unwrap(), n.eps, &mut out[span]),
+            NormKind::Identity => out[span.clone()].copy_from_slice(&x[span]),
         }
     }
 }
@@ -111,10 +115,7 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
             let slot = Cache::at(layer, h, past + r);
             let k = part(s, K_AT, r, h);
             match (a.rotary, model.rope) {
-                (Some(style), Some((cos, sin))) => {
-                    let table = (past + r) * HEAD_DIM..(past + r + 1) * HEAD_DIM;
-                    rotary(k, &cos[table.clone()], &sin[table], style, &mut cache.keys[slot..slot + HEAD_DIM]);
-                }
+                (Some(style), Some((cos, sin))) => turn(k, cos, sin, past + r, style, &mut cache.keys[slot..slot + HEAD_DIM]),
                 _ => cache.keys[slot..slot + HEAD_DIM].copy_from_slice(k),
             }
             let v = part(s, V_AT, r, h);
@@ -129,10 +130,7 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
             let kv = h / (HEADS / KV_HEADS);
             let mut q = core::mem::take(&mut s.query);
             match (a.rotary, model.rope) {
-                (Some(style), Some((cos, sin))) => {
-                    let table = (past + r) * HEAD_DIM..(past + r + 1) * HEAD_DIM;
-                    rotary(part(s, Q_AT, r, h), &cos[table.clone()], &sin[table], style, &mut q);
-                }
+                (Some(style), Some((cos, sin))) => turn(part(s, Q_AT, r, h), cos, sin, past + r, style, &mut q),
                 _ => q.copy_from_slice(part(s, Q_AT, r, h)),
             }
             let head_keys = &cache.keys[Cache::at(layer, kv, 0)..];
@@ -168,7 +166,13 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
         }
     }
     a.o.apply(&s.context, rows, &mut s.block, &mut s.linear);
-    add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
+}
+
+/// One head of q or k at `position`: its first ROTARY_DIMS values rotated, the rest copied.
+fn turn(x: &[f32], cos: &[f32], sin: &[f32], position: usize, style: Rotate, out: &mut [f32]) {
+    let table = position * ROTARY_DIMS..(position + 1) * ROTARY_DIMS;
+    rotary(&x[..ROTARY_DIMS], &cos[table.clone()], &sin[table], style, &mut out[..ROTARY_DIMS]);
+    out[ROTARY_DIMS..].copy_from_slice(&x[ROTARY_DIMS..]);
 }
 
 /// The MLP of `rows` tokens into s.block (without the down projection's bias when the final
@@ -229,10 +233,21 @@ pub fn step(model: &Model, cache: &mut Cache, ids: &[u32], wanted: usize, s: &mu
             None => x.copy_from_slice(token),
         }
     }
+    let n = rows * HIDDEN;
     for (index, layer) in model.layers.iter().enumerate() {
         attention(model, index, cache, rows, s);
         let last = index + 1 == LAYERS;
-        mlp(&layer.mlp, rows, s, !(last && model.final_norm.skip_bias));
+        if layer.parallel {
+            // both branches read the layer's input; their sum is what closes the layer
+            s.attended[..n].copy_from_slice(&s.block[..n]);
+            mlp(&layer.mlp, rows, s, true);
+            for (b, &a) in s.block[..n].iter_mut().zip(&s.attended[..n]) {
+                *b = a + *b;
+            }
+        } else {
+            add_in_place(&mut s.x[..n], &s.block[..n]);
+            mlp(&layer.mlp, rows, s, !(last && model.final_norm.skip_bias));
+        }
         if !last {
             add_in_place(&mut s.x[..rows * HIDDEN], &s.block[..rows * HIDDEN]);
         }
