@@ -69,7 +69,7 @@ MINILM_WORD_ROWS_FROM = 1996
 @dataclass(frozen=True)
 class Encoder:
     name: str
-    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm
+    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet
     # tok: ...ForTokenClassification; seq: ...ForSequenceClassification; bare: BertModel
     # (last_hidden_state); st-mean: mean pooling over the mask + L2 normalisation
     # (sentence-transformers Pooling('mean') + Normalize); st-cls: sentence-transformers
@@ -98,7 +98,7 @@ class Encoder:
 
     @property
     def ids(self) -> tuple[int, int, int, int]:
-        return ROBERTA_IDS if self.family in ("roberta", "xlm-roberta") else BERT_IDS
+        return ROBERTA_IDS if self.family in ("roberta", "xlm-roberta", "mpnet") else BERT_IDS
 
     @property
     def pad_id(self) -> int:
@@ -194,6 +194,11 @@ ENCODERS = [
     Encoder("electra-seq", "electra", "seq", "default", "sdpa", False, True,
             2, 64, 4, 128, 320, 32, 2,
             C, seed=52, embedding_size=32),
+    # --- MPNet: T5-style relative position bias (log buckets of j - i, a learned value per
+    # head) added to every layer's scores; position-only, so it folds to a constant.
+    Encoder("mpnet-tok", "mpnet", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 64, 5,
+            ("litert-f32.tflite", "litert-dq8.tflite"), seed=81),
     # --- Sentence embeddings: the real MiniLM as sentence-transformers runs it, and two BERTs.
     # The real MiniLM keeps only its int8 files: at hidden 384 one float file is 3.2 MiB (the
     # attention weights alone 2.4), the pair 6.3 MiB, a quarter of the zoo's budget; graphs/ already

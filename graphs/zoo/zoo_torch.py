@@ -100,6 +100,13 @@ def _config(m: zm.Encoder):
                                intermediate_size=m.ffn, max_position_embeddings=m.seq,
                                type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=m.pad_id,
                                **common)
+    if m.family == "mpnet":
+        # Positions from padding_idx + 1 as RoBERTa's; a learned bias per head and log-bucketed
+        # relative position added to every layer's scores (computed once, from positions only).
+        return T.MPNetConfig(hidden_size=m.hidden, num_hidden_layers=m.layers, num_attention_heads=m.heads,
+                             intermediate_size=m.ffn, max_position_embeddings=m.seq + 2,
+                             relative_attention_num_buckets=32, layer_norm_eps=1e-5, pad_token_id=1,
+                             bos_token_id=0, eos_token_id=2, **common)
     raise ValueError(m.family)
 
 
@@ -114,6 +121,8 @@ HF_CLASSES = {
     ("xlm-roberta", "seq"): "XLMRobertaForSequenceClassification",
     ("electra", "tok"): "ElectraForTokenClassification",
     ("electra", "seq"): "ElectraForSequenceClassification",
+    ("mpnet", "tok"): "MPNetForTokenClassification",
+    ("mpnet", "seq"): "MPNetForSequenceClassification",
 }
 
 

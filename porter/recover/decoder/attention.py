@@ -116,6 +116,7 @@ def find(g: Graph, bindings: Bindings, region: set[int], normed: int, out: int, 
     if scores is None or scores.product not in region:
         raise PorterError(f"{where}: the input of {probe.describe_op(g, softmax.index)} is not Q.K^T "
                           "(with at most a scalar factor and a mask)")
+    encoder_attention.refuse_terms(g, scores, where)
     qk = g.ops[scores.product]
     p_t, p_views = _forward(g, softmax.outputs[0], region)
     guard = encoder_attention.nan_guard_after(g, p_t)  # torch's sdpa: where(isnan(p), 0, p)

@@ -91,6 +91,10 @@ def _chain_forward(g: Graph, t: int, claimed: set[int]) -> tuple[int, list[int]]
     return t, ops
 
 
+# a mask drops a key with a value at most this (its exp underflows against any live score)
+DROP_BELOW = -1e4
+
+
 @dataclass
 class Scores:
     """What happens between Q . K^T and the softmax."""
@@ -100,6 +104,8 @@ class Scores:
     divisor: float | None = None
     bias: int | None = None  # tensor added to the scores
     select: tuple[int, int, bool] | None = None  # (condition tensor, fill tensor, scores when true)
+    # tensors added to the scaled scores besides the mask (a relative-position bias, ALiBi ...)
+    terms: list[int] = field(default_factory=list)
     ops: set[int] = field(default_factory=set)
 
 
@@ -119,6 +125,8 @@ def _leads_to_product(g: Graph, t: int, claimed: set[int]) -> bool:
             t = op.inputs[0]
         elif op.type in ("mul", "div") and (s := _scalar_operand(g, op)) is not None:
             t = s[0]
+        elif op.type == "add" and len(op.inputs) == 2:  # another term added to the scores
+            return any(_leads_to_product(g, x, claimed) for x in op.inputs)
         else:
             return False
     return False
@@ -188,6 +196,7 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     if got is None or not np.array_equal(got.reshape(-1), expected_merge):
         raise PorterError(f"{where}: the data movement after P.V ({g.tensor(merged).describe()}) is not "
                           f"a merge of {heads} heads back into rows of {hidden}")
+    refuse_terms(g, scores, where)
     mask, keep, drop, mask_ops, mask_tensor = _mask(g, ref, seq, mask_input, scores, where)
     q_scale = _one_scalar(q.scalars, where, "Q")
     k_scale = _one_scalar(k.scalars, where, "K")
@@ -225,11 +234,11 @@ def _one_scalar(scalars: list[tuple[str, float]], where: str, operand: str) -> f
 
 
 def _parse_scores(g: Graph, t: int, claimed: set[int]) -> Scores | None:
-    """Walk back from the softmax input: views, at most one mask (an add or a where), at most one
-    scalar factor, then the Q.K^T product. In data-flow order the factor must come before the
-    mask (else it would scale the mask too)."""
+    """Walk back from the softmax input: views, at most one mask (an add or a where), any other
+    terms added, at most one scalar factor, then the Q.K^T product. In data-flow order the factor
+    must come before the mask and the terms (else it would scale them too)."""
     s = Scores(-1)
-    accepts = {"mask", "factor"}  # what may still come, walking back
+    accepts = {"mask", "term", "factor"}  # what may still come, walking back
     while (op := g.producer(t)) is not None and op.index not in claimed:
         if op.type == "matmul":
             s.product = op.index
@@ -242,7 +251,10 @@ def _parse_scores(g: Graph, t: int, claimed: set[int]) -> Scores | None:
             s.scale, s.divisor = (scalar[1], None) if op.type == "mul" else (None, scalar[1])
             t, accepts = scalar[0], set()
         elif op.type == "add" and "mask" in accepts and (side := _scores_side(g, op.inputs, claimed)):
-            (t, s.bias), accepts = side, {"factor"}
+            (t, s.bias), accepts = side, {"term", "factor"}
+        elif op.type == "add" and "term" in accepts and (side := _scores_side(g, op.inputs, claimed)):
+            t = side[0]
+            s.terms.append(side[1])
         elif op.type == "where" and "mask" in accepts:
             cond, a, b = op.inputs
             if _leads_to_product(g, a, claimed) and g.const(b) is not None:
@@ -251,10 +263,28 @@ def _parse_scores(g: Graph, t: int, claimed: set[int]) -> Scores | None:
                 t, s.select = b, (cond, a, False)
             else:
                 return None
-            accepts = {"factor"}
+            accepts = {"term", "factor"}
         else:
             return None
     return None
+
+
+def refuse_terms(g: Graph, scores: Scores, where: str) -> None:
+    """Scores with terms added besides the mask are refused naming the term and what it depends
+    on: porter's attention is a product, one factor and a mask."""
+    if not scores.terms:
+        return
+    term = scores.terms[0]
+    ops = probe.region(g, term)
+    if g.const(term) is not None or not probe.leaves(g, ops):
+        unfolded = next((probe.describe_op(g, i) for i in ops), None)
+        kind = "a function of positions only: a relative-position bias" + \
+            (f", which porter could not fold at {unfolded}" if unfolded else "")
+    else:
+        kind = "computed from " + ", ".join(g.tensor(x).describe() for x in sorted(probe.leaves(g, ops)))
+    raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
+                      f"({kind}); porter's attention takes Q.K^T, one scalar factor and a mask, and "
+                      "does not reproduce additive score terms yet")
 
 
 def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
@@ -266,6 +296,8 @@ def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
     if const is not None:
         if scores.bias is not None and np.all(const == 0):
             return MaskMode.NONE, 0.0, 0.0, set(), tensor
+        if scores.bias is not None and not np.any(const <= DROP_BELOW):  # drops no key: a score term
+            refuse_terms(g, Scores(scores.product, terms=[tensor]), where)
         raise PorterError(f"{where}: the scores get a constant {'bias' if scores.bias is not None else 'selection'} "
                           f"{g.tensor(tensor).describe()} that drops keys (a causal or fixed mask); an "
                           "encoder's mask must come from its mask input")
@@ -309,7 +341,7 @@ def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
 
 
 def _check_drop(drop: float, where: str) -> None:
-    if not drop <= -1e4:
+    if not drop <= DROP_BELOW:
         raise PorterError(f"{where}: padded keys get {drop:g}; a mask must drop them with a large "
                           "negative number")
 
