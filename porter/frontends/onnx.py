@@ -318,6 +318,9 @@ class _GraphBuilder:
             "file_size": self.path.stat().st_size,
             # weight tensor -> {"scale": tensor, "zero_point": tensor | None} behind its Quantization
             "quantization_tensors": self.quantization_tensors,
+            # graph input -> its dimensions' symbolic names (dim_param), None where fixed or unnamed
+            "dim_params": {v.name: [d.dim_param or None for d in v.type.tensor_type.shape.dim]
+                           for v in g.input if v.name in real_inputs},
         }
         inputs = {name: self.index[name] for name in real_inputs}
         return Graph("onnx", str(self.path), self.tensors, ops, inputs, outputs, metadata)

@@ -26,7 +26,8 @@ from porter.ir.decoder import BIAS_ADD, BIAS_GEMM, BIAS_NONE
 from porter.recover.canonical import Canonical
 from porter.recover.engine import Const, Match, Op, Var, match
 
-# symbolic dimensions ONNX shape inference makes up carry no name onnxruntime would share
+# symbolic dimensions ONNX shape inference makes up (unk__N) carry no name onnxruntime would
+# share, unless the file itself declares them (quantize_dynamic writes its inferred shapes)
 _GENERATED_DIM = "unk__"
 
 
@@ -145,20 +146,31 @@ def skip_layer_norm_fuses(c: Canonical, add_op, shapes: dict) -> bool:
 def _same_dim(a, b) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b and a > 0
-    return isinstance(a, str) and a == b and not a.startswith(_GENERATED_DIM)
+    return isinstance(a, str) and a == b
 
 
 def value_shapes(path: str) -> dict:
     """Value name -> dims (ints, symbolic names, or None where unknown) for every value ONNX
     shape inference can tell (declared shapes first; run in a child process, as the frontend
     does)."""
+    import onnx
+
     from porter.frontends.onnx_shapes import inferred_values
+
+    g = onnx.load_model(str(path), load_external_data=False).graph
+    declared = {d.dim_param for v in [*g.value_info, *g.input, *g.output]
+                for d in v.type.tensor_type.shape.dim if d.dim_param}
+
+    def dim(d):
+        if d.HasField("dim_value"):
+            return d.dim_value
+        made_up = d.dim_param.startswith(_GENERATED_DIM) and d.dim_param not in declared
+        return None if made_up else (d.dim_param or None)
 
     shapes = {}
     for value in inferred_values(path):
         tensor_type = value.type.tensor_type
         if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
             continue
-        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                              for d in tensor_type.shape.dim]
+        shapes[value.name] = [dim(d) for d in tensor_type.shape.dim]
     return shapes

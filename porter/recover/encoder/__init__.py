@@ -25,6 +25,7 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFo
                                Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
 from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
+from porter.recover.decoder import ort as decoder_ort
 from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
@@ -63,13 +64,16 @@ def _onnx_fused_gelu():
 ONNX_FUSED_GELU = AnyOf(_onnx_fused_gelu())
 
 
-def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort_cpus.AUTO) -> EncoderProgram:
+def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort_cpus.AUTO,
+                    window: int | None = None) -> EncoderProgram:
     """ort_cpu: for an ONNX graph, the CPU whose onnxruntime arithmetic the program reproduces
     (a porter.reference.ort.cpu target, or auto: this machine's). l1d: for a TFLite graph, the
     L1 data cache size whose Eigen blocking its float products follow (bytes, a size such as
-    "48K", or auto: this machine's)."""
+    "48K", or auto: this machine's). window: the tokens a window holds, for a graph whose
+    sequence dimension is symbolic (porter.recover.canonical.window; None: its position
+    table's size)."""
     eigen_l1d = _eigen_l1d_of(g, l1d)
-    c = canonicalise(g, _ort_cpu_of(g, ort_cpu))
+    c = canonicalise(g, _ort_cpu_of(g, ort_cpu), window)
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
@@ -85,7 +89,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     for found in attention.find(cg, c.reference, seq, inputs.mask, claimed):
         blocks.append(Block(found.step, found.ops))
         attention_ops |= found.ops
-    for found in norms.find(cg, c.reference, claimed):
+    for found in norms.find(cg, c.reference, claimed, _skip_fusion_rule(c)):
         arrays = {}
         if found.gamma is not None:
             arrays["gamma"] = found.gamma
@@ -110,6 +114,16 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     # blocking the program then follows changes its float sums' order, not what it computes
     program.eigen_l1d = eigen_l1d
     return program
+
+
+def _skip_fusion_rule(c: Canonical):
+    """onnxruntime fuses a residual Add into SkipLayerNormalization only where the shapes it sees
+    in the file (declared or inferred, symbolic names kept) are equal: with dynamic axes, an
+    Add of a [batch, seq, d] and a [1, seq, d] term stays an Add."""
+    if c.reference != Reference.ONNXRUNTIME_CPU:
+        return None
+    shapes = decoder_ort.value_shapes(c.source.path)
+    return lambda add: decoder_ort.skip_layer_norm_fuses(c, add, shapes)
 
 
 def _require_dataflow(program: EncoderProgram, c: Canonical) -> None:
