@@ -26,6 +26,7 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFo
 from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
 from porter.recover.decoder import ort as decoder_ort
+from porter.recover.encoder.skip_bias import fuse_skip_biases
 from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
@@ -77,6 +78,17 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
+    if c.reference == Reference.ONNXRUNTIME_CPU:
+        ort_shapes = decoder_ort.value_shapes(c.source.path)
+        biased: dict[int, int] = {}  # filled by fuse_skip_biases, after it has used skip_fuses
+
+        def skip_fuses(add) -> bool:  # of a biased sum, the residual sum's shapes decide
+            residual = cg.producer(biased[add.outputs[0]]) if add.outputs[0] in biased else add
+            return decoder_ort.skip_layer_norm_fuses(c, residual, ort_shapes)
+
+        biased.update(fuse_skip_biases(c, skip_fuses, ort_shapes))
+    else:
+        skip_fuses = None
     inputs = embeddings.find_inputs(cg, c.reference)
     seq = cg.tensor(inputs.ids).shape[-1]
     claimed: set[int] = set()
@@ -89,7 +101,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     for found in attention.find(cg, c.reference, seq, inputs.mask, claimed):
         blocks.append(Block(found.step, found.ops))
         attention_ops |= found.ops
-    for found in norms.find(cg, c.reference, claimed, _skip_fusion_rule(c)):
+    for found in norms.find(cg, c.reference, claimed, skip_fuses):
         arrays = {}
         if found.gamma is not None:
             arrays["gamma"] = found.gamma
@@ -114,16 +126,6 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     # blocking the program then follows changes its float sums' order, not what it computes
     program.eigen_l1d = eigen_l1d
     return program
-
-
-def _skip_fusion_rule(c: Canonical):
-    """onnxruntime fuses a residual Add into SkipLayerNormalization only where the shapes it sees
-    in the file (declared or inferred, symbolic names kept) are equal: with dynamic axes, an
-    Add of a [batch, seq, d] and a [1, seq, d] term stays an Add."""
-    if c.reference != Reference.ONNXRUNTIME_CPU:
-        return None
-    shapes = decoder_ort.value_shapes(c.source.path)
-    return lambda add: decoder_ort.skip_layer_norm_fuses(c, add, shapes)
 
 
 def _require_dataflow(program: EncoderProgram, c: Canonical) -> None:
