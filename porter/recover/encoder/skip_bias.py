@@ -5,9 +5,9 @@ SkipLayerNormFusion (core/optimizer/skip_layer_norm_fusion.cc, Formats 1 and 2) 
 LayerNormalization(Add1(Add2(product, C), residual)), with C a constant of one dimension the
 width of the product's rows, into one kernel that computes (product + residual) + C before it
 normalises: another order than the graph's (product + C) + residual. It only meets such an Add2
-when MatMulAddFusion left it alone, which it does for a MatMul whose input is neither of rank 2
-nor of a fully known shape (dynamic axes), and for every product that is not a MatMul (the
-quantize_dynamic chain). This module rewrites the canonical graph where that happens: the
+after a float MatMul that MatMulAddFusion left alone: one whose input is neither of rank 2 nor of
+a fully known shape (dynamic axes). quantize_dynamic's chain (MatMulInteger -> Cast -> Mul -> Add)
+loses its bias Add to MatMulIntegerToFloatFusion first. This module rewrites the canonical graph where that happens: the
 Linear loses its bias, and an `add` of the bias follows the residual sum, as the kernel does.
 Fusion conditions on the shapes are decided on the shapes onnxruntime sees (`shapes`: the
 file's, declared or inferred, porter.recover.decoder.ort.value_shapes).
@@ -68,7 +68,9 @@ def _bias_add(c: Canonical, linear: Op, shapes: dict):
     if bias is None or bias.ndim != 1 or bias.size != out_features:
         return None
     product = src.producer(add2.inputs[0])
-    if product is not None and product.type == "MatMul" and _matmul_add_fuses(src, product, shapes):
+    # The quantize_dynamic chain's bias Add is MatMulIntegerToFloatFusion's (DynamicQuantizeMatMul
+    # with a bias) before SkipLayerNormFusion runs; a MatMul's is Gemm's where MatMulAddFusion fires.
+    if product is None or product.type != "MatMul" or _matmul_add_fuses(src, product, shapes):
         return None
     return add2
 
