@@ -78,17 +78,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
-    if c.reference == Reference.ONNXRUNTIME_CPU:
-        ort_shapes = decoder_ort.value_shapes(c.source.path)
-        biased: dict[int, int] = {}  # filled by fuse_skip_biases, after it has used skip_fuses
-
-        def skip_fuses(add) -> bool:  # of a biased sum, the residual sum's shapes decide
-            residual = cg.producer(biased[add.outputs[0]]) if add.outputs[0] in biased else add
-            return decoder_ort.skip_layer_norm_fuses(c, residual, ort_shapes)
-
-        biased.update(fuse_skip_biases(c, skip_fuses, ort_shapes))
-    else:
-        skip_fuses = None
+    skip_fuses = _ort_skip_fusion(g, c)
     inputs = embeddings.find_inputs(cg, c.reference)
     seq = cg.tensor(inputs.ids).shape[-1]
     claimed: set[int] = set()
@@ -126,6 +116,27 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     # blocking the program then follows changes its float sums' order, not what it computes
     program.eigen_l1d = eigen_l1d
     return program
+
+
+def _ort_skip_fusion(g: Graph, c: Canonical):
+    """Whether onnxruntime fuses a residual Add into SkipLayerNormalization, as a function of the
+    canonical add (None: wherever porter's own shapes are equal). onnxruntime folds the shape
+    arithmetic of a graph whose inputs have fixed shapes before it fuses, so it knows every
+    shape there; with dynamic axes it sees the file's shapes, symbolic dimensions and all, and
+    its fusion conditions are decided on those (after the Linear biases it moves into the norm:
+    skip_bias.py)."""
+    dynamic = any(d < 0 for t in g.inputs.values() for d in g.tensor(t).shape)
+    if c.reference != Reference.ONNXRUNTIME_CPU or not dynamic:
+        return None
+    ort_shapes = decoder_ort.value_shapes(c.source.path)
+    biased: dict[int, int] = {}  # filled by fuse_skip_biases, after it has used skip_fuses
+
+    def skip_fuses(add) -> bool:  # of a biased sum, the residual sum's shapes decide
+        residual = c.graph.producer(biased[add.outputs[0]]) if add.outputs[0] in biased else add
+        return decoder_ort.skip_layer_norm_fuses(c, residual, ort_shapes)
+
+    biased.update(fuse_skip_biases(c, skip_fuses, ort_shapes))
+    return skip_fuses
 
 
 def _require_dataflow(program: EncoderProgram, c: Canonical) -> None:
