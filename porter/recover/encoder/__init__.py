@@ -25,9 +25,8 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFo
                                Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
 from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
-from porter.recover.decoder import ort as decoder_ort
 from porter.recover.encoder.skip_bias import fuse_skip_biases
-from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
+from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices, ort_shapes
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
 from porter.recover.prove import prove
@@ -128,14 +127,14 @@ def _ort_skip_fusion(g: Graph, c: Canonical):
     dynamic = any(d < 0 for t in g.inputs.values() for d in g.tensor(t).shape)
     if c.reference != Reference.ONNXRUNTIME_CPU or not dynamic:
         return None
-    ort_shapes = decoder_ort.value_shapes(c.source.path)
+    seen = ort_shapes.value_shapes(c.source.path)
     biased: dict[int, int] = {}  # filled by fuse_skip_biases, after it has used skip_fuses
 
     def skip_fuses(add) -> bool:  # of a biased sum, the residual sum's shapes decide
         residual = c.graph.producer(biased[add.outputs[0]]) if add.outputs[0] in biased else add
-        return decoder_ort.skip_layer_norm_fuses(c, residual, ort_shapes)
+        return ort_shapes.skip_layer_norm_fuses(c, residual, seen)
 
-    biased.update(fuse_skip_biases(c, skip_fuses, ort_shapes))
+    biased.update(fuse_skip_biases(c, skip_fuses, seen))
     return skip_fuses
 
 

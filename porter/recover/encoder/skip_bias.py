@@ -10,7 +10,7 @@ a fully known shape (dynamic axes). quantize_dynamic's chain (MatMulInteger -> C
 loses its bias Add to MatMulIntegerToFloatFusion first. This module rewrites the canonical graph where that happens: the
 Linear loses its bias, and an `add` of the bias follows the residual sum, as the kernel does.
 Fusion conditions on the shapes are decided on the shapes onnxruntime sees (`shapes`: the
-file's, declared or inferred, porter.recover.decoder.ort.value_shapes).
+file's, declared or inferred, porter.recover.canonical.ort_shapes.value_shapes).
 """
 
 from __future__ import annotations
