@@ -111,3 +111,11 @@ def test_an_unknown_shape_from_a_contrib_op_is_refused_at_the_contrib_op():
     message = str(refused.value).split(f"{path}: ", 1)[1]
     assert message.split("(")[0].endswith("com.microsoft.Attention"), message
     assert "ONNX shape inference does not know this com.microsoft op" in message
+
+
+def test_a_golden_gives_its_window():
+    """RoBERTa's dynamic-axes file has no window of its own; `porter run --golden` binds the golden's."""
+    result = run_porter("run", ZOO / "roberta-tok.ts-dyn-f32.onnx", "--golden",
+                        REPO / "golden" / "zoo" / "roberta-tok.ts-dyn-f32.onnx.ort.npz")
+    assert result.returncode == 0, result.stderr
+    assert "labels 168/168 (100.00%), max |dlogit| 0," in result.stdout
