@@ -119,3 +119,12 @@ def test_a_golden_gives_its_window():
                         REPO / "golden" / "zoo" / "roberta-tok.ts-dyn-f32.onnx.ort.npz")
     assert result.returncode == 0, result.stderr
     assert "labels 168/168 (100.00%), max |dlogit| 0," in result.stdout
+
+
+def test_porter_golden_of_a_dynamic_graph_runs_the_position_tables_window(tmp_path):
+    model = ZOO / "distilbert-seq.ts-dyn-f32.onnx"
+    made = run_porter("golden", model, "--random", "2", "-o", tmp_path / "g")
+    assert made.returncode == 0, made.stderr
+    ran = run_porter("run", model, "--golden", tmp_path / "g.npz")
+    assert ran.returncode == 0, ran.stderr
+    assert "labels 2/2 (100.00%), max |dlogit| 0," in ran.stdout
