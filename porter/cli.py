@@ -151,14 +151,17 @@ def inspect(model, as_json, show_ir, ort_cpu, l1d):
 @click.option("--context", type=click.IntRange(min=1),
               help="Decoders: the longest prompt + generation the module serves (needed when the graph "
                    "computes its positions for any length; at most a learned position table's rows).")
+@click.option("--window", type=click.IntRange(min=1),
+              help="Encoders whose graph leaves the sequence length symbolic (dynamic axes): the tokens "
+                   "per window to compile for (default: the position table's rows); the batch is 1.")
 @ort_cpu_option
-def compile_cmd(model, out_dir, quant, context, ort_cpu, l1d):
+def compile_cmd(model, out_dir, quant, context, window, ort_cpu, l1d):
     """Recover the IR from MODEL (an encoder, or a decoder with a KV cache); write the Rust crate,
     model.bin, layout.json and ir.json."""
     from porter.codegen.compile import compile_model
     from porter.ir.decoder import DecoderIR
 
-    ir = compile_model(model, out_dir, quant, ort_cpu, context, l1d)
+    ir = compile_model(model, out_dir, quant, ort_cpu, context, l1d, window)
     target = f", onnxruntime on {ir.ort_cpu} CPUs" if ir.ort_cpu else ""
     if getattr(ir, "eigen_l1d", None) and any(lin.weights.value == "float32" for lin in ir.linears()):
         target = f", float products blocked for a {ir.eigen_l1d // 1024} KiB L1"

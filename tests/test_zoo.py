@@ -21,7 +21,8 @@ ENCODERS = [p for p in coverage.model_files() if not coverage.is_decoder(p)]
 # projection, CLS pooling.
 WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "st-bert-mean.litert-dq8.tflite",
                "bert-seq.keras-dq8.tflite", "electra-tok.dq8pc.onnx", "xlmr-seq.dq8pt.onnx",
-               "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx"]
+               "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx",
+               "bert-tok.dyn-dq8pc.onnx"]  # dynamic axes: the window from the position table
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ def encoder_row(path: Path, ort_cpu: str = BASE_ORT_CPU) -> Row:
         golden = load_golden(golden_path(path, ort_cpu))
         cpu = ({"ort_cpu": ort_cpu} if path.suffix == ".onnx"
                else {"l1d": LF.golden_l1d(golden.manifest)})  # the golden's CPU's float blocking
-        program = recover_encoder(load_graph(path), **cpu)
+        program = recover_encoder(load_graph(path), **cpu, window=golden.ids.shape[1])  # dynamic axes: the golden's
     except PorterError as e:
         return Row(path.name, "refused", str(e).splitlines()[0])
     _check_architecture(path, program)

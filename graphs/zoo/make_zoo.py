@@ -303,6 +303,44 @@ def export_onnx_f32(m: zm.Encoder, module, out: Path, dynamo: bool) -> dict:
                 versions=versions("onnx", "onnxscript", "onnxruntime", *TORCH_PACKAGES))
 
 
+def dynamic_axes_of(m: zm.Encoder) -> tuple[list[str], dict]:
+    """The input names and optimum's dynamic axes: batch and sequence on every input, and on the
+    output (a pooled output has no sequence axis)."""
+    names = list(m.input_roles) if m.named_inputs else [f"input_{i}" for i in range(len(m.input_roles))]
+    axes = {n: {0: "batch_size", 1: "sequence_length"} for n in names}
+    axes[m.output_name] = {0: "batch_size"} | ({1: "sequence_length"} if m.output_kind == "tokens" else {})
+    return names, axes
+
+
+def export_onnx_dynamic(m: zm.Encoder, module, out: Path, dynamo: bool) -> dict:
+    """float32 ONNX with symbolic batch and sequence, int64 inputs (issue 30.1).
+
+    torch.export specialises a size-1 dimension, so the dynamo export traces a batch of two."""
+    import torch
+    import zoo_torch as zt
+
+    args = zt.sample_inputs(m, torch.int64)
+    names, axes = dynamic_axes_of(m)
+    t0 = time.perf_counter()
+    if dynamo:
+        batch = torch.export.Dim("batch_size", min=1, max=64)
+        seq = torch.export.Dim("sequence_length", min=2, max=m.seq)
+        shapes = tuple({0: batch, 1: seq} for _ in args)
+        args = tuple(a.repeat(2, 1) for a in args)
+        atomic(out, lambda p: torch_onnx(module, args, p, True, names, [m.output_name],
+                                         dynamic_shapes=shapes), suffix=".onnx")
+        how = (f"torch.onnx.export(dynamo=True, opset_version={DYNAMO_OPSET}, dynamic_shapes="
+               f"{{0: Dim('batch_size', 1, 64), 1: Dim('sequence_length', 2, {m.seq})}} per input)")
+    else:
+        atomic(out, lambda p: torch_onnx(module, args, p, False, names, [m.output_name],
+                                         dynamic_axes=axes), suffix=".onnx")
+        how = (f"torch.onnx.export(dynamo=False, opset_version={TS_OPSET}, do_constant_folding=True, "
+               f"dynamic_axes={axes})")
+    return dict(exporter=how.split("(")[0] + f"(dynamo={dynamo})", recipe="float32, int64 inputs, " + how,
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxscript", "onnxruntime", *TORCH_PACKAGES))
+
+
 def export_ort_dq8(m: zm.Encoder, module, out: Path, src: Path, per_channel: bool) -> dict:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -315,7 +353,7 @@ def export_ort_dq8(m: zm.Encoder, module, out: Path, src: Path, per_channel: boo
         _onnx_finish(p)
 
     atomic(out, write, suffix=".onnx")
-    return dict(exporter="torch.onnx.export(dynamo=True) + onnxruntime quantize_dynamic",
+    return dict(exporter=f"{SOURCE_EXPORTER[src.name.split('.', 1)[1]]} + onnxruntime quantize_dynamic",
                 recipe=f"quantize_dynamic(weight_type=QuantType.QInt8, per_channel={per_channel})",
                 source=src.name, source_sha256=fixture_info.sha256(src),
                 export_seconds=round(time.perf_counter() - t0, 2),
@@ -337,13 +375,19 @@ ENCODER_EXPORTERS = {
     "dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
     "tf-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False),
     "keras-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=True),
+    "ts-dyn-f32.onnx": lambda m, mod, out, src: export_onnx_dynamic(m, mod, out, dynamo=False),
+    "dynamo-dyn-f32.onnx": lambda m, mod, out, src: export_onnx_dynamic(m, mod, out, dynamo=True),
+    "dyn-dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
 }
 # The quantised flavours read a float file of the same member.
 SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
-          "dq8pt.onnx": "dynamo-f32.onnx"}
+          "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx"}
+SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
+                   "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, dynamic_axes)"}
 # Sources first.
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
-         "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite"]
+         "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
+         "dynamo-dyn-f32.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:

@@ -46,7 +46,15 @@ FLAVOURS = {
     "ts-f32.onnx": "torch.onnx.export(dynamo=False, opset_version=17) (TorchScript exporter)",
     "dq8pt.onnx": "the dynamo-f32 file through onnxruntime quantize_dynamic(QInt8, per_channel=False)",
     "dq8pc.onnx": "the dynamo-f32 file through onnxruntime quantize_dynamic(QInt8, per_channel=True)",
+    # Dynamic axes, as Hugging Face / optimum exports and most ONNX files on the hub are: batch and
+    # sequence symbolic, int64 inputs (issue 30.1).
+    "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, opset_version=17, dynamic_axes={batch_size, "
+                       "sequence_length} on every input and the output), int64 inputs",
+    "dyn-dq8pc.onnx": "the ts-dyn-f32 file through onnxruntime quantize_dynamic(QInt8, per_channel=True)",
+    "dynamo-dyn-f32.onnx": "torch.onnx.export(dynamo=True, opset_version=18, dynamic_shapes="
+                           "{0: batch, 1: sequence} on every input), int64 inputs",
 }
+DYNAMIC_FLAVOURS = ("ts-dyn-f32.onnx", "dyn-dq8pc.onnx", "dynamo-dyn-f32.onnx")
 CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
 
 # Token-id conventions of the families: (pad, cls-like first id, sep-like last id, first
@@ -159,7 +167,7 @@ ENCODERS = [
     # --- BERT: the three heads transformers gives it, and both TF routes.
     Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
             2, 64, 4, 256, 320, 64, 5,
-            C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite"), seed=11,
+            C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite") + DYNAMIC_FLAVOURS, seed=11,
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,
@@ -173,11 +181,11 @@ ENCODERS = [
             C + ("dq8pt.onnx",), seed=21),
     Encoder("distilbert-seq", "distilbert", "seq", "random", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 2,
-            C + ("ts-f32.onnx",), seed=22, xnnpack=("litert-dq8.tflite",)),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS, seed=22, xnnpack=("litert-dq8.tflite",)),
     # --- RoBERTa / XLM-R: position ids from the ids (padding_idx 1), the RoBERTa classification head.
     Encoder("roberta-tok", "roberta", "tok", "random", "sdpa", True, False,
             2, 64, 4, 128, 320, 64, 7,
-            C + ("ts-f32.onnx",), seed=31),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS, seed=31),
     Encoder("roberta-seq", "roberta", "seq", "default", "eager", False, False,
             2, 64, 4, 128, 320, 32, 4,
             C + ("dq8pt.onnx",), seed=32),
@@ -207,8 +215,8 @@ ENCODERS = [
     # float_sources_only) keeps them.
     Encoder("minilm-mean", "minilm", "st-mean", "minilm", "sdpa", True, False,
             1, 384, 12, MINILM_FFN, 256, 32, 0,
-            ("litert-dq8.tflite", "dq8pc.onnx"), seed=61, xnnpack=("litert-dq8.tflite",),
-            float_sources_only=("litert-f32.tflite", "dynamo-f32.onnx")),
+            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx"), seed=61, xnnpack=("litert-dq8.tflite",),
+            float_sources_only=("litert-f32.tflite", "dynamo-f32.onnx", "ts-dyn-f32.onnx")),
     Encoder("st-bert-mean", "bert", "st-mean", "default", "eager", True, False,
             2, 64, 4, 128, 256, 32, 0,
             C + ("tf-dq8.tflite",), seed=62),
@@ -289,7 +297,8 @@ def check() -> None:
 
 SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
          "tf-dq8.tflite": "tf-dq8", "keras-dq8.tflite": "keras-dq8", "dynamo-f32.onnx": "dynamo-f32",
-         "ts-f32.onnx": "ts-f32", "dq8pt.onnx": "dq8pt", "dq8pc.onnx": "dq8pc"}
+         "ts-f32.onnx": "ts-f32", "dq8pt.onnx": "dq8pt", "dq8pc.onnx": "dq8pc",
+         "ts-dyn-f32.onnx": "ts-dyn-f32", "dyn-dq8pc.onnx": "dyn-dq8pc", "dynamo-dyn-f32.onnx": "dynamo-dyn-f32"}
 
 
 def table() -> str:

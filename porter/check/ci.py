@@ -29,7 +29,7 @@ from pathlib import Path
 
 from porter import __version__
 from porter.check import junit, markdown
-from porter.check.golden import cpu_choices, npz_path, read_manifest, sha256_of
+from porter.check.golden import cpu_choices, golden_window, npz_path, read_manifest, sha256_of
 from porter.check.make_golden import cpu_facts, make_golden
 from porter.check.references import ORT_MODE, default_mode
 from porter.check.verify import Thresholds, verify
@@ -166,7 +166,9 @@ def check(model: Path, out_dir: Path, goldens: list[Path] = (), source: GoldenSo
             # The absolute path goes into ir.json, so verify finds the model from anywhere.
             ort_cpu, l1d = (cpu_choices(model, read_manifest(goldens[0]), npz_path(goldens[0]).name)
                             if goldens else (ort_cpus.AUTO, ort_cpus.AUTO))  # a golden made here: this machine's
-            facts["architecture"] = architecture(compile_model(model.resolve(), compiled, quant, ort_cpu, l1d=l1d))
+            window = golden_window(goldens[0]) if goldens else None
+            facts["architecture"] = architecture(compile_model(model.resolve(), compiled, quant, ort_cpu, l1d=l1d,
+                                                               window=window))
         if source.given:
             with steps.step("golden", f"reference outputs from {source.describe()}"):
                 goldens = [make_golden(model, made_golden, texts=source.texts,

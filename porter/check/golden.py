@@ -136,6 +136,14 @@ def cpu_choices(model: str | Path, manifest: dict, golden_name: str, ort_cpu: st
     return ort_cpu, l1d
 
 
+def golden_window(path: str | Path) -> int | None:
+    """The tokens per window of an encoder golden (what a graph with a symbolic sequence length
+    is compiled for when this golden is given); None for a decoder golden."""
+    if read_manifest(path).get("format") == DECODER_FORMAT:
+        return None
+    return int(load_golden(path).ids.shape[1])
+
+
 def load_golden(path: str | Path) -> Golden:
     npz, manifest, arrays = _read(path)
     missing = [k for k in ARRAYS if k not in arrays]

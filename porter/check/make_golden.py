@@ -71,6 +71,9 @@ def make_encoder_golden(model: Path, graph, out: Path, *, texts: Path | None = N
     echo = echo or (lambda line: None)
     reference = references.encoder_reference(model, graph, mode)
     signature = reference.signature
+    if signature.seq == references.DYNAMIC_WINDOW:
+        raise PorterError(f"{model}: input '{signature.ids}' has a dynamic length and the graph reads no "
+                          "position table whose size would bound it: porter golden cannot choose a window")
     if texts is not None:
         text_list = windowing.read_texts(_require_file(texts, "texts"))
         windows, rule = windowing.text_windows(text_list, _require_file(tokenizer, "tokenizer"),

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from porter.errors import PorterError
+from porter.recover.canonical.window import position_table_rows
 
 NUM_THREADS = 1
 # mode -> (what the manifest says, the OpResolverType member)
@@ -75,6 +76,9 @@ def require_mode(model: Path, mode: str) -> None:
 # --- the signature ------------------------------------------------------------------------------
 
 
+DYNAMIC_WINDOW = -1  # a signature's seq, or a reference's rows, set by the windows it is run on
+
+
 def encoder_signature(graph) -> EncoderSignature:
     """Roles of a porter.frontends Graph's inputs (see the module docstring)."""
     tables = {name: _lookup_rows(graph, t) for name, t in graph.inputs.items()}
@@ -95,9 +99,8 @@ def encoder_signature(graph) -> EncoderSignature:
                               "one of them, the attention mask")
         others = masks
     seq = graph.tensor(graph.inputs[ids]).shape[-1]
-    if seq <= 0:
-        raise PorterError(f"{graph.path}: input '{ids}' has a dynamic length; porter compiles fixed "
-                          "windows, so export the model with a fixed sequence length")
+    if seq <= 0:  # dynamic axes: the position table's rows, else the length of each window run
+        seq = position_table_rows(graph) or DYNAMIC_WINDOW
     return EncoderSignature(ids, others[0] if others else None,
                             tuple(name for name in looked_up if name != ids), seq, looked_up[ids])
 
@@ -147,6 +150,8 @@ def _output_name(names: list[str], model: Path) -> str:
 def _window_rows(shape, seq: int, name: str, model: Path) -> int:
     """Logit rows per window: seq for a token head [1, seq, width], 1 for a pooled one [1, width]."""
     dims = list(shape)
+    if len(dims) == 3 and not (isinstance(dims[1], int) and dims[1] > 0):
+        return DYNAMIC_WINDOW  # symbolic: as many rows as the window run has tokens
     if len(dims) == 3 and dims[1] == seq:
         return seq
     if len(dims) == 2:
@@ -279,5 +284,5 @@ def run_windows(reference, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarra
         started = time.perf_counter()
         out = reference.run(window_ids, window_mask)
         seconds.append(time.perf_counter() - started)
-        logits.append(out.reshape(reference.rows, -1))
+        logits.append(out.reshape(len(window_ids) if reference.rows == DYNAMIC_WINDOW else reference.rows, -1))
     return np.stack(logits), seconds

@@ -17,7 +17,7 @@ from porter.reference import execute
 from porter.check.compare import Agreement, agreement
 from porter.codegen.compile import recover
 from porter.errors import PorterError
-from porter.check.golden import Golden, check_model_matches, cpu_choices, load_golden
+from porter.check.golden import Golden, check_model_matches, cpu_choices, golden_window, load_golden
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
 from porter.reference.ort import cpu as ort_cpus
 
@@ -166,10 +166,12 @@ def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
                 dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO,
                 l1d: str = ort_cpus.AUTO) -> None:
     """ort_cpu and l1d auto take the golden's CPU where a golden is given."""
+    window = None
     if golden_path is not None:
         golden = load_golden(golden_path)
         ort_cpu, l1d = cpu_choices(model, golden.manifest, golden.path.name, ort_cpu, l1d)
-    ir = recover(model, ort_cpu, l1d)
+        window = golden_window(golden_path)
+    ir = recover(model, ort_cpu, l1d, window)
     if ir.ort_cpu is not None:
         echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")
     if golden_path is not None:

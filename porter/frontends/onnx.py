@@ -177,10 +177,8 @@ def _check_opsets(path: Path, model: onnx.ModelProto) -> dict[str, int]:
         raise _fail(path, "the model imports no default-domain (ai.onnx) opset")
     if not MIN_DEFAULT_OPSET <= default <= latest:
         raise _fail(path, f"unsupported ai.onnx opset {default} (porter reads opsets {MIN_DEFAULT_OPSET} to {latest})")
-    local_functions = {f.domain for f in model.functions}
-    for domain, version in opsets.items():
-        if domain and domain not in KNOWN_DOMAINS and domain not in local_functions:
-            raise _fail(path, f"unsupported opset domain '{domain}' version {version}")
+    # A declared domain no node uses is ignored (onnxruntime's optimizer declares ai.onnx.ml and
+    # others it never uses); a used one porter does not read is refused at its op (check_node).
     return opsets
 
 
@@ -278,6 +276,7 @@ class _GraphBuilder:
         self.tensors: list[Tensor] = []
         self.index: dict[str, int] = {}
         self.quantization_tensors: dict[int, dict] = {}
+        self.local_function_domains = {f.domain for f in model.functions}
 
     def fail(self, message: str) -> PorterError:
         return _fail(self.path, message)
@@ -318,6 +317,9 @@ class _GraphBuilder:
             "file_size": self.path.stat().st_size,
             # weight tensor -> {"scale": tensor, "zero_point": tensor | None} behind its Quantization
             "quantization_tensors": self.quantization_tensors,
+            # graph input -> its dimensions' symbolic names (dim_param), None where fixed or unnamed
+            "dim_params": {v.name: [d.dim_param or None for d in v.type.tensor_type.shape.dim]
+                           for v in g.input if v.name in real_inputs},
         }
         inputs = {name: self.index[name] for name in real_inputs}
         return Graph("onnx", str(self.path), self.tensors, ops, inputs, outputs, metadata)
@@ -434,6 +436,9 @@ class _GraphBuilder:
         where = f"node {k} '{node.name}' ({node.op_type})"
         if domain not in self.opsets:
             raise self.fail(f"{where} uses domain '{domain}', which the model does not import")
+        if domain and domain not in KNOWN_DOMAINS and domain not in self.local_function_domains:
+            raise self.fail(f"{where} is an op of domain '{domain}' (opset {self.opsets[domain]}), which porter "
+                            f"does not read (it reads ai.onnx and {', '.join(KNOWN_DOMAINS)})")
         schema = _schema(node.op_type, domain, self.opsets[domain])
         names = set()
         for attr in node.attribute:

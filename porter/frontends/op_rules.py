@@ -68,12 +68,33 @@ class Rule:
 
 
 def check_op_rules(g: Graph, rules: dict[str, Rule]) -> None:
-    """Raises PorterError for the first op that does not meet its type's rule."""
+    """Raises PorterError for the first op that does not meet its type's rule. A rank missing
+    because an op of another domain (onnxruntime's contrib ops) computed the value, whose
+    shapes ONNX shape inference does not know, is refused at that op."""
     for op in g.ops:
         rule = rules.get(op.type)
         problem = rule.problem(op, g) if rule is not None else None
         if problem:
+            cause = _shapeless_producer(g, [op.inputs[p] for p in rule.ranks if p < len(op.inputs)])
+            if cause is not None:
+                raise PorterError(f"{g.path}: {cause.describe()}: ONNX shape inference does not know this "
+                                  f"{cause.type.rsplit('.', 1)[0]} op, so the shapes of what it computes are "
+                                  f"unknown ({op.describe()} needs one)")
             raise PorterError(f"{g.path}: {op.describe()}: {problem}")
+
+
+def _shapeless_producer(g: Graph, tensors: list[int]) -> Op | None:
+    """The nearest op of a non-default domain behind tensors whose shape is unknown."""
+    todo, seen = [t for t in tensors if t >= 0 and rank_of(g, t) is None], set()
+    while todo:
+        op = g.producer(todo.pop(0))
+        if op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        if "." in op.type:  # ONNX ops of other domains are named domain.op_type
+            return op
+        todo += [t for t in op.inputs if t >= 0 and rank_of(g, t) is None]
+    return None
 
 
 def rank_of(g: Graph, t: int) -> int | None:

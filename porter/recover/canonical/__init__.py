@@ -27,7 +27,7 @@ views.py (view shapes and merges); this module is the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
@@ -36,6 +36,7 @@ from porter.recover.canonical.builder import Builder, Pass
 from porter.recover.canonical.fold import GATHERS, gathers_as_slices, settle, simplify
 from porter.recover.canonical.onnx import translate_onnx
 from porter.recover.canonical.tflite import translate_tflite
+from porter.recover.canonical.window import bind as bind_window
 from porter.reference.ort import cpu as ort_cpus
 from porter.reference.ort.cpu import OrtCpu
 
@@ -58,20 +59,6 @@ class Canonical:
         """The file's ops behind a canonical op, as errors name them."""
         g = self.source
         return "; ".join(f"op {i} {g.ops[i].type}" for i in self.origin[canonical_op])
-
-
-def _static_inputs(b: Builder, g: Graph) -> None:
-    """porter runs one window at a time: an input's dynamic leading (batch) dimension is 1. Any
-    other dynamic dimension has no value porter could choose."""
-    for name, t in g.inputs.items():
-        shape = list(b.tensor(t).shape)
-        if shape and shape[0] < 0:
-            shape[0] = 1
-        if any(d < 0 for d in shape):
-            raise PorterError(f"input '{name}' ({b.tensor(t).describe()}) has a dynamic dimension "
-                              "besides the batch; porter compiles a fixed window (export with a "
-                              "static sequence length)")
-        b.tensors[t] = replace(b.tensor(t), shape=tuple(shape))
 
 
 def _topological(ops: list[Op]) -> list[Op]:
@@ -102,16 +89,18 @@ def _topological(ops: list[Op]) -> list[Op]:
     return order
 
 
-def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None) -> Canonical:
+def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = None) -> Canonical:
     """ort_cpu: for an ONNX graph, the CPU whose onnxruntime kernels the canonical ops follow
-    (the u8 x s8 dot of its quantised layers, its softmax); None takes this machine's."""
+    (the u8 x s8 dot of its quantised layers, its softmax); None takes this machine's. window:
+    the length the inputs' dynamic dimensions are bound to (window.py: batch 1; None: the
+    position table's size)."""
     reference = {"tflite": Reference.LITERT_BUILTIN, "onnx": Reference.ONNXRUNTIME_CPU}.get(g.format)
     if reference is None:
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
     if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
         ort_cpu = ort_cpus.host_target()
+    g = bind_window(g, window)
     b = Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
-    _static_inputs(b, g)
     translate = translate_tflite if g.format == "tflite" else translate_onnx
     explained: dict[int, str] = {}
     folded = []

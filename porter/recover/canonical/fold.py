@@ -46,6 +46,9 @@ def _infer_shape(b: Builder, op: Op) -> None:
     declare any shape: recovery must not trust one its op does not produce), and fills in shapes
     the format left dynamic (views got theirs from their targets already), evaluating the op on
     zeros where no shape rule knows it."""
+    if op.type == "dynamic_quantize":  # the quantised tensor, its scale and its zero point
+        _fill_shapes(b, op, [b.tensor(op.inputs[0]).shape, (), ()])
+        return
     out = b.tensor(op.outputs[0]) if len(op.outputs) == 1 else None
     if out is None or any(d < 0 for t in op.inputs if t >= 0 for d in b.tensor(t).shape):
         return
@@ -69,6 +72,27 @@ def _infer_shape(b: Builder, op: Op) -> None:
     b.tensors[out.index] = replace(out, shape=shape)
 
 
+def _fill_shapes(b: Builder, op: Op, shapes) -> None:
+    """Gives a multi-output op's outputs the shapes it computes, where they are still unknown."""
+    for t, shape in zip(op.outputs, shapes):
+        out = b.tensor(t)
+        if any(d < 0 for d in out.shape) and all(d >= 0 for d in shape):
+            b.tensors[t] = replace(out, shape=tuple(shape))
+
+
+def _matmul_shape(a: tuple, w: tuple, where: str) -> tuple[int, ...] | None:
+    """A matrix product's shape (both operands of rank 2 or more, leading dimensions broadcast)."""
+    if len(a) < 2 or len(w) < 2:
+        return None
+    if a[-1] != w[-2]:
+        raise PorterError(f"{where}: a product of {list(a)} and {list(w)} over unequal depths")
+    try:
+        batch = np.broadcast_shapes(a[:-2], w[:-2])
+    except ValueError:
+        raise PorterError(f"{where}: operand shapes {list(a)} and {list(w)} do not broadcast") from None
+    return tuple(batch) + (a[-2], w[-1])
+
+
 def _computed_shape(b: Builder, op: Op) -> tuple[int, ...] | None:
     """The output shape of the ops whose shape follows from their inputs' by a rule; None for the
     others. Inputs that do not fit the op (operands that do not broadcast, a view that changes
@@ -80,6 +104,8 @@ def _computed_shape(b: Builder, op: Op) -> tuple[int, ...] | None:
             return tuple(np.broadcast_shapes(*shapes))
         except ValueError:
             raise PorterError(f"{where}: operand shapes {[list(s) for s in shapes]} do not broadcast") from None
+    if op.type == "matmul_integer":
+        return _matmul_shape(shapes[0], shapes[1], where)
     if op.type == "linear":
         weight = op.options["weight"].shape
         if not shapes[0] or shapes[0][-1] != weight[-1]:

@@ -26,6 +26,7 @@ from porter.ir.decoder import (BIAS_ADD, BIAS_NONE, LAYER_NORM, NORM_ORT_SKIP, P
                                Rotary)
 from porter.ir.encoder import ActivationQuant, WeightFormat
 from porter.recover import probe
+from porter.recover.canonical import ort_shapes
 from porter.recover.decoder import ort as decoder_ort
 from porter.recover.decoder.blocks import AttentionBlock, Walk, file_op, position_table, walk
 from porter.recover.decoder.io import MAIN_BINDING, PROBE_BINDINGS, Bindings, Roles, find_roles, is_decoder_graph
@@ -197,8 +198,8 @@ def _skip_fusion(c, final: Norm, w: Walk, last_mlp: MLP, arrays: _Arrays) -> Non
     add = g.ops[w.residuals[-1]]
     if final.kind != LAYER_NORM or [u.index for u in g.users(add.outputs[0])] != [g.producer(w.final_norm.out).index]:
         return
-    shapes = decoder_ort.value_shapes(c.source.path)
-    if not decoder_ort.skip_layer_norm_fuses(c, add, shapes):
+    shapes = ort_shapes.value_shapes(c.source.path)
+    if not ort_shapes.skip_layer_norm_fuses(c, add, shapes):
         return
     final.form = NORM_ORT_SKIP
     if len(w.blocks) // 2 - 1 in w.attended:

@@ -11,7 +11,8 @@ written below as patterns over canonical ops that read like the subgraphs they n
 - FastGeluFusion: 0.5x (1 + tanh(0.7978845834732056 (x + 0.044715 x^3))) in two spellings -> FastGelu.
 - MatMulAddFusion: MatMul of a rank-2 input + Add -> Gemm (the bias becomes C).
 - SkipLayerNormFusion: Add -> LayerNormalization, the sum read by nothing else, both operands
-  of rank 3 with equal static or equally named symbolic dimensions -> SkipLayerNormalization.
+  of rank 3 with equal static or equally named symbolic dimensions -> SkipLayerNormalization
+  (porter.recover.canonical.ort_shapes, which the encoder shares).
 - QuickGeluFusion: x * sigmoid(x) -> QuickGelu (alpha 1), whose kernel on AVX-512F CPUs caps the
   logistic at 1 where Sigmoid's does not (porter.reference.ort.floats.quick_gelu). Its alpha form,
   x * sigmoid(x * alpha), computes what the ops do on every CPU, so it needs no rule.
@@ -26,8 +27,6 @@ from porter.ir.decoder import BIAS_ADD, BIAS_GEMM, BIAS_NONE
 from porter.recover.canonical import Canonical
 from porter.recover.engine import Const, Match, Op, Var, match
 
-# symbolic dimensions ONNX shape inference makes up carry no name onnxruntime would share
-_GENERATED_DIM = "unk__"
 
 
 def _value(expected: float, exact: float | None = None):
@@ -124,41 +123,3 @@ def bias_mode(c: Canonical, linear_op) -> str:
     if matmuls and len(c.source.tensor(matmuls[0].inputs[0]).shape) == 2:
         return BIAS_GEMM
     return BIAS_ADD
-
-
-def skip_layer_norm_fuses(c: Canonical, add_op, shapes: dict) -> bool:
-    """SkipLayerNormFusion's conditions on the residual Add before a LayerNormalization (the
-    caller has checked that the sum is read by the norm alone). `shapes`: value name -> dims
-    (int or symbolic name) as onnxruntime sees them (declared, or inferred from the inputs)."""
-    file_adds = [c.source.ops[i] for i in c.origin[add_op.index] if c.source.ops[i].type == "Add"]
-    if len(file_adds) != 1:
-        return False
-    add = file_adds[0]
-    if any(t in c.source.outputs.values() for t in add.outputs):
-        return False
-    dims = [shapes.get(c.source.tensor(t).name) for t in add.inputs]
-    if any(d is None or len(d) != 3 for d in dims):
-        return False
-    return all(_same_dim(a, b) for a, b in zip(*dims))
-
-
-def _same_dim(a, b) -> bool:
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b and a > 0
-    return isinstance(a, str) and a == b and not a.startswith(_GENERATED_DIM)
-
-
-def value_shapes(path: str) -> dict:
-    """Value name -> dims (ints, symbolic names, or None where unknown) for every value ONNX
-    shape inference can tell (declared shapes first; run in a child process, as the frontend
-    does)."""
-    from porter.frontends.onnx_shapes import inferred_values
-
-    shapes = {}
-    for value in inferred_values(path):
-        tensor_type = value.type.tensor_type
-        if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
-            continue
-        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                              for d in tensor_type.shape.dim]
-    return shapes

@@ -25,7 +25,8 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFo
                                Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
 from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
-from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices
+from porter.recover.encoder.skip_bias import fuse_skip_biases
+from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices, ort_shapes
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
 from porter.recover.prove import prove
@@ -63,16 +64,20 @@ def _onnx_fused_gelu():
 ONNX_FUSED_GELU = AnyOf(_onnx_fused_gelu())
 
 
-def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort_cpus.AUTO) -> EncoderProgram:
+def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort_cpus.AUTO,
+                    window: int | None = None) -> EncoderProgram:
     """ort_cpu: for an ONNX graph, the CPU whose onnxruntime arithmetic the program reproduces
     (a porter.reference.ort.cpu target, or auto: this machine's). l1d: for a TFLite graph, the
     L1 data cache size whose Eigen blocking its float products follow (bytes, a size such as
-    "48K", or auto: this machine's)."""
+    "48K", or auto: this machine's). window: the tokens a window holds, for a graph whose
+    sequence dimension is symbolic (porter.recover.canonical.window; None: its position
+    table's size)."""
     eigen_l1d = _eigen_l1d_of(g, l1d)
-    c = canonicalise(g, _ort_cpu_of(g, ort_cpu))
+    c = canonicalise(g, _ort_cpu_of(g, ort_cpu), window)
     cg = c.graph
     if len(cg.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(cg.outputs)}")
+    skip_fuses = _ort_skip_fusion(g, c)
     inputs = embeddings.find_inputs(cg, c.reference)
     seq = cg.tensor(inputs.ids).shape[-1]
     claimed: set[int] = set()
@@ -85,7 +90,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     for found in attention.find(cg, c.reference, seq, inputs.mask, claimed):
         blocks.append(Block(found.step, found.ops))
         attention_ops |= found.ops
-    for found in norms.find(cg, c.reference, claimed):
+    for found in norms.find(cg, c.reference, claimed, skip_fuses):
         arrays = {}
         if found.gamma is not None:
             arrays["gamma"] = found.gamma
@@ -110,6 +115,27 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     # blocking the program then follows changes its float sums' order, not what it computes
     program.eigen_l1d = eigen_l1d
     return program
+
+
+def _ort_skip_fusion(g: Graph, c: Canonical):
+    """Whether onnxruntime fuses a residual Add into SkipLayerNormalization, as a function of the
+    canonical add (None: wherever porter's own shapes are equal). onnxruntime folds the shape
+    arithmetic of a graph whose inputs have fixed shapes before it fuses, so it knows every
+    shape there; with dynamic axes it sees the file's shapes, symbolic dimensions and all, and
+    its fusion conditions are decided on those (after the Linear biases it moves into the norm:
+    skip_bias.py)."""
+    dynamic = any(d < 0 for t in g.inputs.values() for d in g.tensor(t).shape)
+    if c.reference != Reference.ONNXRUNTIME_CPU or not dynamic:
+        return None
+    seen = ort_shapes.value_shapes(c.source.path)
+    biased: dict[int, int] = {}  # filled by fuse_skip_biases, after it has used skip_fuses
+
+    def skip_fuses(add) -> bool:  # of a biased sum, the residual sum's shapes decide
+        residual = c.graph.producer(biased[add.outputs[0]]) if add.outputs[0] in biased else add
+        return ort_shapes.skip_layer_norm_fuses(c, residual, seen)
+
+    biased.update(fuse_skip_biases(c, skip_fuses, seen))
+    return skip_fuses
 
 
 def _require_dataflow(program: EncoderProgram, c: Canonical) -> None:

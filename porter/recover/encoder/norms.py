@@ -102,7 +102,9 @@ class FoundNorm:
     beta: np.ndarray | None
 
 
-def find(g: Graph, ref: Reference, claimed: set[int]) -> list[FoundNorm]:
+def find(g: Graph, ref: Reference, claimed: set[int], skip_fuses=None) -> list[FoundNorm]:
+    """skip_fuses(add op) -> whether onnxruntime's SkipLayerNormFusion takes that residual Add
+    by its conditions on the shapes it sees (None: always, as with a fixed window)."""
     found = []
     patterns = ONNX_FORMS if ref == Reference.ONNXRUNTIME_CPU else FORMS
     for op in g.ops:
@@ -112,7 +114,7 @@ def find(g: Graph, ref: Reference, claimed: set[int]) -> list[FoundNorm]:
             m = match(pattern, g, op.outputs[0])
             if m is None or m.consumed & claimed:
                 continue
-            norm = _found(g, ref, form, m)
+            norm = _found(g, ref, form, m, skip_fuses)
             if norm is not None:
                 found.append(norm)
                 claimed |= norm.ops
@@ -120,7 +122,7 @@ def find(g: Graph, ref: Reference, claimed: set[int]) -> list[FoundNorm]:
     return found
 
 
-def _found(g: Graph, ref: Reference, form: NormForm, m: Match) -> FoundNorm | None:
+def _found(g: Graph, ref: Reference, form: NormForm, m: Match, skip_fuses=None) -> FoundNorm | None:
     x = m["x"]
     width = g.tensor(x).shape[-1]
     ops = set(m.consumed)
@@ -141,7 +143,7 @@ def _found(g: Graph, ref: Reference, form: NormForm, m: Match) -> FoundNorm | No
         outputs = [f"t{out}", f"t{normalised}"] if out != normalised else [f"t{out}"]
     else:
         outputs = [f"t{m['out']}"]
-    if ref == Reference.ONNXRUNTIME_CPU and _is_skip(g, x, ops):
+    if ref == Reference.ONNXRUNTIME_CPU and _is_skip(g, x, ops) and (skip_fuses is None or skip_fuses(g.producer(x))):
         form = NormForm.ONNX_SKIP
     step = LayerNorm("layer_norm", [f"t{x}"], outputs, [], form, eps, width,
                      gamma is not None, beta is not None)
