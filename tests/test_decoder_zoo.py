@@ -39,19 +39,13 @@ def golden(name: str, ort_cpu: str = "avx2"):
 
 
 _RECOVERED: dict = {}
-GOLDEN_CPU = "avx2"  # the zoo's first decoder goldens were made on an AVX2 CPU (their manifests' cpu_flags)
-# members whose goldens were first made on another CPU (golden/zoo/<target>/ only)
-FIRST_GOLDEN_CPU = {name: "avx512vnni" for name in ("neox-lm.dynamo-f32.onnx", "phi-lm.dynamo-f32.onnx",
-                                                    "gptj-lm.dynamo-f32.onnx")}
+# golden/zoo/'s decoder goldens are an AVX2 CPU's (their manifests' cpu_flags; the newer ones an
+# AVX-512 CPU's with AVX-512 hidden from onnxruntime: graphs/zoo/avx2_cpu)
+GOLDEN_CPU = "avx2"
 
 
-def golden_cpu(name: str) -> str:
-    return FIRST_GOLDEN_CPU.get(name, GOLDEN_CPU)
-
-
-def recovered(name: str, ort_cpu: str | None = None):
+def recovered(name: str, ort_cpu: str = GOLDEN_CPU):
     """The IR for the goldens' CPU, or (auto) for live onnxruntime on this machine."""
-    ort_cpu = ort_cpu or golden_cpu(name)
     if (name, ort_cpu) not in _RECOVERED:
         _RECOVERED[name, ort_cpu] = recover_decoder(load_graph(ZOO / name), str(ZOO / name), ort_cpu,
                                                     context=MEMBERS[name])
@@ -61,7 +55,7 @@ def recovered(name: str, ort_cpu: str | None = None):
 @pytest.mark.parametrize("name", MEMBERS)
 def test_the_executor_reproduces_the_golden_bit_for_bit(name):
     ir = recovered(name)
-    data, prompts = golden(name, golden_cpu(name))
+    data, prompts = golden(name)
     for i, prompt in enumerate(prompts):
         ids, prompt_logits, step_logits = greedy(ir, prompt, len(data[f"p{i}_generated_ids"]))
         assert ids == data[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
@@ -156,7 +150,7 @@ def test_a_decoder_without_a_final_norm_matches_onnxruntime(tmp_path):
     path = _edited("neox-lm.dynamo-f32.onnx", tmp_path, _without_the_final_norm)
     ir = recover_decoder(load_graph(path), str(path), "auto", context=64)
     assert ir.final_norm.kind == "none" and "final_norm.gamma" not in ir.array_order()
-    _, prompts = golden("neox-lm.dynamo-f32.onnx", "avx512vnni")
+    _, prompts = golden("neox-lm.dynamo-f32.onnx")
     for i, (ids, prompt_logits, step_logits) in enumerate(ort_greedy(path, prompts, 12)):
         ours = greedy(ir, prompts[i], 12)
         assert ours[0] == ids, f"prompt {i}"
@@ -259,8 +253,7 @@ def test_a_known_op_where_no_block_has_it_is_refused_by_name(tmp_path):
 # ---- wasm -----------------------------------------------------------------------------------
 
 
-def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str | None = None) -> Path:
-    ort_cpu = ort_cpu or golden_cpu(name)
+def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str = GOLDEN_CPU) -> Path:
     out = tmp_path_factory.mktemp("zoo-decoder") / f"{name}-{quant}"
     args = ["compile", ZOO / name, "-o", out, "--quant", quant, "--ort-cpu", ort_cpu]
     if MEMBERS[name] is not None:
@@ -272,8 +265,8 @@ def _module(name: str, tmp_path_factory, quant: str = "float32", ort_cpu: str | 
     return next(out.glob("*.wasm"))
 
 
-def _module_matches_golden(module: Path, name: str, ort_cpu: str | None = None) -> None:
-    data, prompts = golden(name, ort_cpu or golden_cpu(name))
+def _module_matches_golden(module: Path, name: str, ort_cpu: str = GOLDEN_CPU) -> None:
+    data, prompts = golden(name, ort_cpu)
     results, _ = decoder_proto.generate(module, prompts, len(data["p0_generated_ids"]), with_logits=True)
     for i, r in enumerate(results):
         assert r.generated == data[f"p{i}_generated_ids"].tolist(), f"prompt {i}"
@@ -372,7 +365,7 @@ def test_the_other_zoo_modules_reproduce_their_goldens_bit_for_bit(name, toolcha
 @pytest.mark.parametrize("name", MEMBERS)
 def test_q8_0_int8_zoo_modules_are_bit_identical_to_the_executor(name, toolchain, tmp_path_factory):
     ir = recovered(name)
-    _, prompts = golden(name, golden_cpu(name))
+    _, prompts = golden(name)
     results, _ = decoder_proto.generate(_module(name, tmp_path_factory, "q8_0_int8"), prompts, 24, with_logits=True)
     for i, r in enumerate(results):
         ids, prompt_logits, step_logits = greedy(ir, prompts[i], 24, int8_dot=True)
@@ -387,7 +380,7 @@ def test_q8_0_zoo_modules_generate_what_onnxruntime_does_with_the_same_weights(n
     from porter.reference.q8_0 import with_q8_0_weights
 
     ir = recovered(name, "auto")  # live onnxruntime on this machine's CPU
-    _, prompts = golden(name, golden_cpu(name))
+    _, prompts = golden(name)
     reference = ort_greedy(model_with_weights(ir, with_q8_0_weights(ir).weights), prompts, 24)
     results, _ = decoder_proto.generate(_module(name, tmp_path_factory, "q8_0", "auto"), prompts, 24, with_logits=True)
     for i, (r, (ids, prompt_logits, step_logits)) in enumerate(zip(results, reference)):
