@@ -149,6 +149,18 @@ def golden_l1d(manifest: dict) -> int:
     return value if isinstance(value, int) and value > 0 else EIGEN_L1_BYTES
 
 
+# The smallest L1 data cache porter expects a LiteRT golden's CPU to have (x86 since Core 2 and
+# Zen, Arm's Cortex-A and Neoverse cores): a float layer whose depth fits one block at this size
+# is one block on every CPU, so its sums do not depend on the CPU.
+SMALLEST_L1D_BYTES = 32 * 1024
+
+
+def depth_depends_on_l1d(depth: int) -> bool:
+    """Whether Eigen could sum a float product this deep in other blocks on another CPU (the
+    product's other sizes matter only below 48, where everything is one block)."""
+    return gemm_depth_block(depth, depth, depth, SMALLEST_L1D_BYTES) != depth
+
+
 def blocks_differ(depth: int, outs: int, rows: int, l1d_a: int, l1d_b: int) -> bool:
     """Whether a float product of this shape is summed in other depth blocks under the two sizes."""
     return gemm_depth_block(depth, outs, rows, l1d_a) != gemm_depth_block(depth, outs, rows, l1d_b)
