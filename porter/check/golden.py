@@ -161,7 +161,7 @@ def golden_ort_target(manifest: dict, golden_name: str) -> ort_cpus.OrtCpu:
     """onnxruntime's path on the CPU an ONNX model's golden was made on, from its cpu_flags."""
     flags = manifest.get(FLAGS_KEY)
     record = (f"record the flags line of that machine's /proc/cpuinfo as \"{FLAGS_KEY}\" (a list) in "
-              f"{Path(golden_name).with_suffix('.json').name}, or choose --ort-cpu {'|'.join(ort_cpus.TARGETS)}")
+              f"its manifest, or choose --ort-cpu {'|'.join(ort_cpus.TARGETS)}")
     if not isinstance(flags, list) or not flags:
         raise PorterError(f"golden {golden_name} records no {FLAGS_KEY}: onnxruntime picks its kernels by "
                           f"the CPU's flags (AVX2, FMA, AVX-512, VNNI), so porter cannot tell which arithmetic "
@@ -180,7 +180,7 @@ def ort_path_of(model: str | Path, manifest: dict) -> str | None:
     if model_format(model) != "onnx":
         return None
     try:
-        return golden_ort_target(manifest, "").name
+        return golden_ort_target(manifest, "golden").name
     except PorterError:
         return None
 
@@ -197,8 +197,8 @@ def _golden_l1d(model, manifest: dict, golden_name: str, float_linears) -> int:
     k, n = depends[0]
     raise PorterError(f"golden {golden_name} records no {L1D_KEY}: LiteRT sums the float layer of depth {k} "
                       f"({n} outputs) in depth blocks that follow the L1 data cache size of the CPU it ran on; "
-                      f"record that size in bytes as \"{L1D_KEY}\" in {Path(golden_name).with_suffix('.json').name} "
-                      f"(getconf LEVEL1_DCACHE_SIZE on that machine), or give --l1d SIZE")
+                      f"record that size in bytes as \"{L1D_KEY}\" in its manifest (getconf LEVEL1_DCACHE_SIZE "
+                      f"on that machine), or give --l1d SIZE")
 
 
 def _float_linears(model) -> list[tuple[int, int]]:
