@@ -128,7 +128,7 @@ FLAGS_KEY, L1D_KEY = "cpu_flags", "cpu_l1d_bytes"  # what a manifest records of 
 
 
 def cpu_choices(model: str | Path, manifest: dict, golden_name: str, ort_cpu: str = ort_cpus.AUTO,
-                l1d: str = ort_cpus.AUTO, float_linears=None) -> tuple[str, str]:
+                l1d: str = ort_cpus.AUTO, float_linears=None, model_kind: str | None = None) -> tuple[str, str]:
     """(--ort-cpu, --l1d) for running or checking `model` against a golden: each choice left at
     auto becomes what the golden's CPU did, read from only what the model's reference computes
     differently by CPU, and an explicit one stays. The one place that decides what a golden's
@@ -140,8 +140,11 @@ def cpu_choices(model: str | Path, manifest: dict, golden_name: str, ort_cpu: st
       cpu_flags, partial or absent, do not matter); only Eigen's float products deeper than its
       L1 depth block follow the CPU's L1 data cache size, so cpu_l1d_bytes is needed only where
       the model has such a layer (float_linears: its float Linears' (depth, outputs); read from
-      the graph when not given)."""
-    found = model_format(model)
+      the graph when not given).
+
+    model_kind: "onnx" or "tflite" where the caller knows it (a built module), else read from
+    the model file."""
+    found = model_kind or model_format(model)
     if ort_cpu == ort_cpus.AUTO and found == "onnx":
         ort_cpu = golden_ort_target(manifest, golden_name).name
     if l1d == ort_cpus.AUTO and found == "tflite":
@@ -174,11 +177,9 @@ def golden_ort_target(manifest: dict, golden_name: str) -> ort_cpus.OrtCpu:
     return ort_cpus.golden_target(manifest, golden_name)
 
 
-def ort_path_of(model: str | Path, manifest: dict) -> str | None:
-    """For reports: the onnxruntime path an ONNX model's golden was made on (None for a TFLite
-    model, whose reference picks no kernels by CPU, or where the golden does not say)."""
-    if model_format(model) != "onnx":
-        return None
+def ort_path_of(manifest: dict) -> str | None:
+    """For reports on an ONNX model: the onnxruntime path its golden was made on (None where the
+    golden does not say)."""
     try:
         return golden_ort_target(manifest, "golden").name
     except PorterError:

@@ -126,7 +126,7 @@ def check_same_cpu(module: Module, golden: Golden) -> None:
     made on a CPU that takes other kernels (their logits differ by design)."""
     if module.ort_cpu is None:
         return  # LiteRT's kernels: the golden's flags do not matter
-    made_on = ort_cpus.target(cpu_choices(module.model, golden.manifest, golden.path.name)[0])
+    made_on = ort_cpus.target(cpu_choices(module.model, golden.manifest, golden.path.name, model_kind="onnx")[0])
     if made_on.name == module.ort_cpu:
         return
     raise PorterError(f"golden {golden.path.name} was made where onnxruntime takes its {made_on.name} "
@@ -141,7 +141,7 @@ def check_same_blocking(module: Module, golden: Golden) -> None:
     if module.eigen_l1d is None:
         return
     made_with = int(cpu_choices(module.model, golden.manifest, golden.path.name,
-                                float_linears=module.float_linears)[1])
+                                float_linears=module.float_linears, model_kind="tflite")[1])
     differ = [(k, n) for k, n in module.float_linears
               if LF.blocks_differ(k, n, module.seq, made_with, module.eigen_l1d)]
     if not differ:
@@ -363,7 +363,7 @@ def golden_report(run: GoldenRun, module: Module) -> dict:
                           **a.as_dict(), "matmul_ms": r.matmul_ms, "attention_ms": r.attention_ms,
                           "other_ms": r.other_ms, "forward_ms": r.forward_ms})
     return {"name": run.name, "path": str(golden.path), "reference": golden.label,
-            "ort_cpu": ort_path_of(module.model, golden.manifest), "gated": run.gated,
+            "ort_cpu": ort_path_of(golden.manifest) if module.ort_cpu else None, "gated": run.gated,
             "windows": golden.windows, "overall": run.overall.as_dict(),
             "logits_compared": int(run.abs_diffs.size),
             "logits_identical": int((run.abs_diffs == 0).sum()),
@@ -400,7 +400,7 @@ def _timing_line(t: dict) -> str:
 
 def _echo_run(run: GoldenRun, module: Module, echo) -> None:
     role = "gated" if run.gated else "informative, not gated"
-    made_on = ort_path_of(module.model, run.golden.manifest)
+    made_on = ort_path_of(run.golden.manifest) if module.ort_cpu else None
     cpu = f", CPU path {made_on}" if made_on else ""
     echo(f"golden {run.name} ({run.golden.label}{cpu}; {run.golden.windows} windows; {role}):")
     for w, a in enumerate(run.windows):

@@ -8,8 +8,8 @@ tokens; each window is prefix + chunk + suffix, right-padded with the padding id
 on those live tokens. An empty text has no chunk, so no window. `text_windows` is that rule in
 Python, so a golden made from a user's texts holds the very windows the service will run.
 
-A text with a tab is a sentence pair, `text_a<TAB>text_b` (what a cross-encoder, an NLI or a QA
-model reads): the tokenizer encodes the pair with its own post-processor, special tokens and
+A line `text_a<TAB>text_b` of a texts file (or a [text_a, text_b] item of a JSON list) is a
+sentence pair (what a cross-encoder, an NLI or a QA model reads): the tokenizer encodes the pair with its own post-processor, special tokens and
 segment ids included (BERT: [CLS] a [SEP] b [SEP], token type 1 on b and its [SEP]), truncated
 longest-first to the window, as transformers' `tokenizer(a, b, truncation=True)` does; one
 window per pair.
@@ -131,24 +131,29 @@ def require_vocabulary_fits(rule: WindowRule, model_vocab: int) -> None:
 # --- texts -> windows ---------------------------------------------------------------------------
 
 
-def read_texts(path: Path) -> list[str]:
-    """A JSON list of strings (or {"texts": [...]}, golden/texts.json's form), else one text per
-    line."""
+def read_texts(path: Path) -> list[str | tuple[str, str]]:
+    """A JSON list of strings or [text_a, text_b] pairs (or {"texts": [...]}, golden/texts.json's
+    form), else one text per line, `text_a<TAB>text_b` a pair."""
     try:
         raw = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PorterError(f"cannot read texts {path}: {e}") from None
     if raw.lstrip()[:1] not in ("[", "{"):
-        return raw.splitlines()
+        return [tuple(line.split(PAIR_SEPARATOR, 1)) if PAIR_SEPARATOR in line else line
+                for line in raw.splitlines()]
     try:
         texts = json.loads(raw)
     except ValueError as e:
         raise PorterError(f"{path}: starts like JSON but is not ({e})") from None
     if isinstance(texts, dict):
         texts = texts.get("texts")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise PorterError(f"{path}: expected a JSON list of strings (or {{\"texts\": [...]}})")
-    return texts
+    def pair(t) -> bool:
+        return isinstance(t, list) and len(t) == 2 and all(isinstance(s, str) for s in t)
+
+    if not isinstance(texts, list) or not all(isinstance(t, str) or pair(t) for t in texts):
+        raise PorterError(f"{path}: expected a JSON list of strings or [text_a, text_b] pairs "
+                          f"(or {{\"texts\": [...]}})")
+    return [tuple(t) if pair(t) else t for t in texts]
 
 
 def text_ids(tokenizer, rule: WindowRule, text: str, model_vocab: int) -> list[int]:
@@ -188,17 +193,17 @@ def chunk_windows(token_lists: list[list[int]], rule: WindowRule, seq: int,
                    np.asarray(text_index, np.int32))
 
 
-def text_windows(texts: list[str], tokenizer_json: Path, seq: int, model_vocab: int,
+def text_windows(texts: list[str | tuple[str, str]], tokenizer_json: Path, seq: int, model_vocab: int,
                  pad_id: int | None = None) -> tuple[Windows, WindowRule]:
-    """Single texts windowed as the service windows them; pairs (a tab in the text) one window
-    each, encoded by the tokenizer's post-processor; in the texts' order."""
+    """Single texts windowed as the service windows them; pairs one window each, encoded by the
+    tokenizer's post-processor; in the texts' order."""
     tokenizer, padding, spec = read_tokenizer(tokenizer_json)
     rule = _rule(tokenizer_json, tokenizer, padding, spec, pad_id)
     rule.chunk(seq)
     require_vocabulary_fits(rule, model_vocab)
     parts = []
     for t, text in enumerate(texts):
-        if PAIR_SEPARATOR in text:
+        if isinstance(text, tuple):
             parts.append(pair_window(tokenizer, rule, text, seq, model_vocab, t))
         else:
             singles = chunk_windows([text_ids(tokenizer, rule, text, model_vocab)], rule, seq, allow_empty=True)
@@ -211,10 +216,11 @@ def text_windows(texts: list[str], tokenizer_json: Path, seq: int, model_vocab: 
     return windows, rule
 
 
-def pair_window(tokenizer, rule: WindowRule, text: str, seq: int, model_vocab: int, index: int) -> Windows:
-    """One window of the pair `text_a<TAB>text_b`: the tokenizer's pair encoding (its special
+def pair_window(tokenizer, rule: WindowRule, pair: tuple[str, str], seq: int, model_vocab: int,
+                index: int) -> Windows:
+    """One window of the pair (text_a, text_b): the tokenizer's pair encoding (its special
     tokens and type ids), truncated longest-first to seq tokens, padded."""
-    first, second = text.split(PAIR_SEPARATOR, 1)
+    first, second = pair
     tokenizer.enable_truncation(seq, strategy="longest_first")
     try:
         encoding = tokenizer.encode(first, second)

@@ -143,8 +143,10 @@ def host_l1d_bytes(caches: str = SYSFS_CPU0_CACHES) -> int:
 
 
 def golden_l1d(manifest: dict) -> int:
-    """The L1 data cache size of the CPU a golden was made on: `porter golden` records it as
-    cpu_l1d_bytes; goldens without it were made on the 32 KiB reference host."""
+    """The L1 data cache size of the CPU a golden was made on, as `porter golden` records it
+    (cpu_l1d_bytes), else the reference host's 32 KiB, which blocks every layer that does not
+    depend on the size as any other would (porter.check.golden.cpu_choices refuses a golden
+    without the size where a layer does)."""
     value = manifest.get("cpu_l1d_bytes", EIGEN_L1_BYTES)
     return value if isinstance(value, int) and value > 0 else EIGEN_L1_BYTES
 
