@@ -21,6 +21,9 @@ from porter.reference import execute
 ZOO = REPO / "graphs" / "zoo"
 PAIRS = REPO / "golden" / "zoo" / "pairs"
 PAIR_GOLDENS = sorted(PAIRS.glob("*.npz"))
+# a cross-encoder reranker's shape (graphs/cross/make_cross.py): BertForSequenceClassification,
+# one logit, type_vocab_size 2, named token_type_ids; its onnxruntime goldens are an AVX-512 VNNI CPU's
+CROSS_GOLDENS = sorted((REPO / "golden" / "cross").glob("*.npz"))
 # each format and exporter once in the default suite; every pair golden under -m slow
 DEFAULT = ["bert-tok.litert-f32.tflite.builtin.npz", "bert-tok.dq8pc.onnx.ort.npz",
            "bert-tok.keras-dq8.tflite.builtin.npz", "electra-seq.litert-dq8.tflite.builtin.npz",
@@ -61,6 +64,14 @@ def test_a_pair_golden_is_reproduced_by_the_executor(name):
 @pytest.mark.parametrize("path", [p for p in PAIR_GOLDENS if p.name not in DEFAULT], ids=lambda p: p.name)
 def test_every_pair_golden_is_reproduced_by_the_executor(path):
     check_pair_golden(path)
+
+
+@pytest.mark.parametrize("path", CROSS_GOLDENS, ids=lambda p: p.name)
+def test_the_cross_encoder_is_reproduced_by_the_executor(path):
+    check_pair_golden(path)
+    program, _ = program_for(path)
+    assert (program.types_input, program.type_vocab, program.width, program.output_tokens) == \
+        ("token_type_ids", 2, 1, False)
 
 
 def test_the_token_type_input_is_found_by_role_not_by_name():

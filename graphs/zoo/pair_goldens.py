@@ -35,8 +35,8 @@ sys.path.insert(0, str(ZOO.parent.parent))
 import fixture_info  # noqa: E402
 import make_goldens as mg  # noqa: E402
 import members as zm  # noqa: E402
-from porter.reference.litert import host_l1d_bytes  # noqa: E402
-from porter.reference.ort_cpu import host_target  # noqa: E402
+from porter.reference.litert.floats import host_l1d_bytes  # noqa: E402
+from porter.reference.ort.cpu import host_target  # noqa: E402
 
 PAIR_DIR = zm.GOLDEN_DIR / "pairs"
 MIN_PAIR_TOKENS = 4
@@ -87,19 +87,19 @@ def run(m: zm.Encoder, flavour: str, mode: str, w: dict):
     return mg.as_golden_logits(m, out), io, runtime
 
 
-def pair_golden(m: zm.Encoder, flavour: str, w: dict, torch_logits: np.ndarray) -> dict:
+def pair_golden(m: zm.Encoder, flavour: str, w: dict, torch_logits: np.ndarray, directory: Path = PAIR_DIR) -> dict:
     mode = "ort" if flavour.endswith(".onnx") else "builtin"
     logits, io, runtime = run(m, flavour, mode, w)
     zeros = {**w, "token_type_ids": np.zeros_like(w["token_type_ids"])}
     type_zero, _, _ = run(m, flavour, mode, zeros)
     moved = mg.versus(m, w, logits, type_zero)
     path = m.path(flavour)
-    stem = PAIR_DIR / f"{path.name}.{mode}"
+    stem = directory / f"{path.name}.{mode}"
     mg.write_npz(stem.with_name(stem.name + ".npz"), mg.encoder_arrays(m, w, logits))
     vs = mg.versus(m, w, logits, torch_logits)
     mg.write_json(stem.with_name(stem.name + ".json"), {
         "golden": stem.name + ".npz",
-        "model_file": f"graphs/zoo/{path.name}",
+        "model_file": str(path.relative_to(zm.REPO)),
         "model_sha256": fixture_info.sha256(path),
         "flavour": flavour,
         "mode": mode,
