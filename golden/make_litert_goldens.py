@@ -29,6 +29,7 @@ import fixture_info  # noqa: E402
 import tokenize_windows  # noqa: E402
 from porter.check.references import LITERT_MODES, LiteRTEncoder, encoder_signature, run_windows  # noqa: E402
 from porter.frontends import load_graph  # noqa: E402
+from porter.reference.litert.floats import host_l1d_bytes  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +45,8 @@ def main() -> None:
         for mode in LITERT_MODES:
             reference = LiteRTEncoder(fixture, mode, signature)
             logits, seconds = run_windows(reference, w.ids, w.attention_mask)
-            common.save_golden(fixture, mode, w, logits, reference.facts())
+            common.save_golden(fixture, mode, w, logits, reference.facts(),
+                               machine={"cpu_l1d_bytes": host_l1d_bytes()})  # LiteRT's float blocking
             print(f"{fixture.name} [{mode}]: {len(w.ids)} windows, "
                   f"{1000 * float(np.median(seconds)):.2f} ms per window")
     common.update_summary({p.name for p in todo})

@@ -108,10 +108,11 @@ def test_inputs_are_found_by_role_and_a_pooled_head_gives_one_row_per_window(tmp
     roles = golden.manifest["inputs_by_role"]
     assert (roles["token_ids"], roles["attention_mask"], roles["token_type_ids"]) == ("b", "a", ["c"])
     assert golden.manifest["vocab"] == 50 and (golden.ids < 50).all()
+    assert golden.manifest["type_vocab"] == 2 and golden.token_type_ids[0].tolist() == [0] * 8 + [1] * 8
     session = ort_session(model)
     for w in range(3):
         feeds = {"a": golden.attention_mask[w:w + 1].astype(np.int64), "b": golden.ids[w:w + 1].astype(np.int64),
-                 "c": np.zeros((1, 16), np.int64)}
+                 "c": golden.token_type_ids[w:w + 1].astype(np.int64)}
         assert np.array_equal(session.run(None, feeds)[0], golden.logits[w])
 
 

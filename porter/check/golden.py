@@ -2,8 +2,9 @@
 golden/make_*_goldens.py, read by `porter run`, `porter verify` and `porter check`.
 
 An encoder golden is `<name>.npz` (ids, attention_mask [N, seq], live [N], text_index [N],
-logits [N, seq, labels], or [N, 1, width] for a pooled head) with `<name>.json` beside it
-saying which model file, runtime and kernels made it.
+logits [N, seq, labels], or [N, 1, width] for a pooled head; token_type_ids [N, seq] where the
+model has a token-type input and a window has a segment B) with `<name>.json` beside it saying
+which model file, runtime and kernels made it.
 
 A decoder golden (manifest "format": "porter.decoder-golden/1", the layout of
 examples/tinystories/golden) holds per prompt i `p{i}_prompt_ids` int64 [T],
@@ -33,6 +34,7 @@ from porter.reference.ort import cpu as ort_cpus
 from porter.fsutil import reproducible_npz, write_atomic
 
 ARRAYS = ("ids", "attention_mask", "live", "text_index", "logits")
+TYPES = "token_type_ids"  # optional: the windows' token types (zeros without it)
 ENCODER_FORMAT = "porter.golden/1"
 DECODER_FORMAT = "porter.decoder-golden/1"
 DECODER_KEYS = ("prompt_ids", "prompt_logits", "step_logits", "generated_ids")
@@ -47,6 +49,7 @@ class Golden:
     live: np.ndarray
     text_index: np.ndarray
     logits: np.ndarray
+    token_type_ids: np.ndarray  # [N, seq]: zeros where the golden has none
 
     @property
     def windows(self) -> int:
@@ -121,18 +124,31 @@ def read_manifest(path: str | Path) -> dict:
         raise PorterError(f"golden {path}: its manifest {manifest_path.name} is not JSON ({e})") from None
 
 
+FLAGS_KEY, L1D_KEY = "cpu_flags", "cpu_l1d_bytes"  # what a manifest records of its CPU
+
+
 def cpu_choices(model: str | Path, manifest: dict, golden_name: str, ort_cpu: str = ort_cpus.AUTO,
-                l1d: str = ort_cpus.AUTO) -> tuple[str, str]:
+                l1d: str = ort_cpus.AUTO, float_linears=None, model_kind: str | None = None) -> tuple[str, str]:
     """(--ort-cpu, --l1d) for running or checking `model` against a golden: each choice left at
-    auto becomes what the golden's CPU did — for an ONNX model onnxruntime's target (from the
-    manifest's CPU flags), for a TFLite one LiteRT's float blocking (its L1 data cache size) —
-    and an explicit one stays."""
-    found = model_format(model)
+    auto becomes what the golden's CPU did, read from only what the model's reference computes
+    differently by CPU, and an explicit one stays. The one place that decides what a golden's
+    CPU record means:
+
+    - an ONNX model runs onnxruntime, whose kernels MLAS picks by the CPU's flags: the manifest
+      must list them (cpu_flags, AVX2 and FMA among them), else the golden is refused;
+    - a TFLite model runs LiteRT's builtin kernels, which pick nothing by flags (a golden's
+      cpu_flags, partial or absent, do not matter); only Eigen's float products deeper than its
+      L1 depth block follow the CPU's L1 data cache size, so cpu_l1d_bytes is needed only where
+      the model has such a layer (float_linears: its float Linears' (depth, outputs); read from
+      the graph when not given).
+
+    model_kind: "onnx" or "tflite" where the caller knows it (a built module), else read from
+    the model file."""
+    found = model_kind or model_format(model)
     if ort_cpu == ort_cpus.AUTO and found == "onnx":
-        made_on = ort_cpus.golden_target(manifest, golden_name)
-        ort_cpu = made_on.name if made_on is not None else ort_cpus.AUTO
+        ort_cpu = golden_ort_target(manifest, golden_name).name
     if l1d == ort_cpus.AUTO and found == "tflite":
-        l1d = str(LF.golden_l1d(manifest))
+        l1d = str(_golden_l1d(model, manifest, golden_name, float_linears))
     return ort_cpu, l1d
 
 
@@ -144,18 +160,71 @@ def golden_window(path: str | Path) -> int | None:
     return int(load_golden(path).ids.shape[1])
 
 
+def golden_ort_target(manifest: dict, golden_name: str) -> ort_cpus.OrtCpu:
+    """onnxruntime's path on the CPU an ONNX model's golden was made on, from its cpu_flags."""
+    flags = manifest.get(FLAGS_KEY)
+    record = (f"record the flags line of that machine's /proc/cpuinfo as \"{FLAGS_KEY}\" (a list) in "
+              f"its manifest, or choose --ort-cpu {'|'.join(ort_cpus.TARGETS)}")
+    if not isinstance(flags, list) or not flags:
+        raise PorterError(f"golden {golden_name} records no {FLAGS_KEY}: onnxruntime picks its kernels by "
+                          f"the CPU's flags (AVX2, FMA, AVX-512, VNNI), so porter cannot tell which arithmetic "
+                          f"made it; {record}")
+    missing = [f for f in ort_cpus.REQUIRED_FLAGS if f not in flags]
+    if missing:
+        raise PorterError(f"golden {golden_name}: its {FLAGS_KEY} have no {' or '.join(missing)}: either the "
+                          f"list is partial or the CPU lacks them, where onnxruntime's arithmetic is not "
+                          f"reproduced; {record}")
+    return ort_cpus.golden_target(manifest, golden_name)
+
+
+def ort_path_of(manifest: dict) -> str | None:
+    """For reports on an ONNX model: the onnxruntime path its golden was made on (None where the
+    golden does not say)."""
+    try:
+        return golden_ort_target(manifest, "golden").name
+    except PorterError:
+        return None
+
+
+def _golden_l1d(model, manifest: dict, golden_name: str, float_linears) -> int:
+    """The L1 data cache size LiteRT blocked the golden's float products for."""
+    value = manifest.get(L1D_KEY)
+    if isinstance(value, int) and value > 0:
+        return value
+    depends = [(k, n) for k, n in (float_linears if float_linears is not None else _float_linears(model))
+               if LF.depth_depends_on_l1d(k)]
+    if not depends:
+        return LF.EIGEN_L1_BYTES  # every float product is one depth block on any CPU
+    k, n = depends[0]
+    raise PorterError(f"golden {golden_name} records no {L1D_KEY}: LiteRT sums the float layer of depth {k} "
+                      f"({n} outputs) in depth blocks that follow the L1 data cache size of the CPU it ran on; "
+                      f"record that size in bytes as \"{L1D_KEY}\" in its manifest (getconf LEVEL1_DCACHE_SIZE "
+                      f"on that machine), or give --l1d SIZE")
+
+
+def _float_linears(model) -> list[tuple[int, int]]:
+    """(depth, outputs) of a TFLite graph's float FULLY_CONNECTED layers (the products Eigen blocks)."""
+    from porter.frontends import load_graph
+
+    g = load_graph(model)
+    weights = [g.tensor(op.inputs[1]) for op in g.ops if op.type == "FULLY_CONNECTED" and len(op.inputs) > 1]
+    return [(w.shape[-1], w.shape[0]) for w in weights if w.is_const and w.dtype == "float32" and len(w.shape) == 2]
+
+
 def load_golden(path: str | Path) -> Golden:
     npz, manifest, arrays = _read(path)
     missing = [k for k in ARRAYS if k not in arrays]
     if missing:
         kind = " (a decoder golden)" if "p0_prompt_ids" in arrays else ""
         raise PorterError(f"golden {npz}: not an encoder golden{kind}: no {', '.join(missing)}")
+    types = arrays.get(TYPES, np.zeros_like(arrays["ids"]))
     arrays = {k: arrays[k] for k in ARRAYS}
     n, seq = arrays["ids"].shape
     logits = arrays["logits"]
-    if logits.ndim != 3 or logits.shape[0] != n or logits.shape[1] not in (seq, 1) or arrays["live"].shape != (n,):
+    if logits.ndim != 3 or logits.shape[0] != n or logits.shape[1] not in (seq, 1) or arrays["live"].shape != (n,) \
+            or types.shape != (n, seq):
         raise PorterError(f"golden {npz}: arrays disagree in shape")
-    return Golden(npz, manifest, **arrays)
+    return Golden(npz, manifest, **arrays, token_type_ids=types)
 
 
 def load_decoder_golden(path: str | Path) -> DecoderGolden:
@@ -176,6 +245,18 @@ def load_decoder_golden(path: str | Path) -> DecoderGolden:
                 or golden.step_logits[i].shape[0] != steps:
             raise PorterError(f"golden {npz}: prompt {i}'s arrays disagree in shape")
     return golden
+
+
+def check_token_types(golden: Golden, type_vocab: int, model_name: str) -> None:
+    """A golden's token types must be ones the model reads: a model without a token-type input
+    (type_vocab 1) computes every window as segment A, whatever the golden says."""
+    types = golden.token_type_ids
+    if types.size and (types.min() < 0 or types.max() >= type_vocab):
+        w = int(np.argwhere((types < 0) | (types >= type_vocab))[0][0])
+        what = ("has no token-type input" if type_vocab == 1
+                else f"has a token-type table of {type_vocab} rows")
+        raise PorterError(f"golden {golden.path.name}: window {w} has token type {int(types[w].max())}, but "
+                          f"{model_name} {what}")
 
 
 def check_model_matches(golden: Golden | DecoderGolden, model: str | Path) -> None:

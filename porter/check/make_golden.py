@@ -1,8 +1,9 @@
 """`porter golden`: reference outputs of a user's own model, written as a porter golden.
 
 Encoders: the windows come from the user's texts, tokenized and windowed exactly as the
-redaction service does it (porter.check.windows), or from seeded random ids when there is no
-tokenizer; each window runs through the reference runtime (porter.check.references: LiteRT
+redaction service does it (porter.check.windows; a `text_a<TAB>text_b` line is a sentence pair,
+encoded by the tokenizer's post-processor with its segment ids), or from seeded random ids when
+there is no tokenizer (with a segment B where the model reads token types); each window runs through the reference runtime (porter.check.references: LiteRT
 builtin or XNNPACK for .tflite, onnxruntime for .onnx, one thread). Decoders: each prompt is
 decoded greedily for a given number of steps with the KV cache, in onnxruntime
 (porter.check.decoder_reference), and the prompt pass's and every step's logits are kept.
@@ -81,34 +82,59 @@ def make_encoder_golden(model: Path, graph, out: Path, *, texts: Path | None = N
         source = {"windowing": _text_windowing(rule, signature.seq), **_file_facts("texts", texts),
                   "texts": len(text_list), **_file_facts("tokenizer", tokenizer)}
     else:
-        windows = windowing.random_windows(random, signature.seq, signature.vocab, seed)
+        segment_b = signature.type_vocab > 1
+        windows = windowing.random_windows(random, signature.seq, signature.vocab, seed, segment_b)
+        rule = ("uniform ids in [low, vocab), live lengths stepping down evenly from a full window, "
+                "padding id 0, mask 1 on live")
+        if segment_b:
+            rule += (f"; token type 1 from (live + 1) // 2 to the last live token of each window of "
+                     f"{windowing.MIN_PAIR_TOKENS} or more live tokens")
         source = {"windowing": {"source": "random", "seed": seed, "pad_id": windowing.RANDOM_PAD_ID,
-                                "rule": "uniform ids in [low, vocab), live lengths stepping down "
-                                        "evenly from a full window, padding id 0, mask 1 on live"}}
+                                "rule": rule}}
+    _require_readable_types(windows, signature, Path(model).name)
     echo(f"running {len(windows.ids)} windows of {signature.seq} tokens through "
          f"{Path(model).name} ({reference.mode})")
-    logits, seconds = references.run_windows(reference, windows.ids, windows.attention_mask)
+    logits, seconds = references.run_windows(reference, windows.ids, windows.attention_mask,
+                                             windows.token_type_ids)
     echo(f"{1000 * float(np.median(seconds)):.2f} ms per window (median)")
     arrays = {"ids": windows.ids, "attention_mask": windows.attention_mask, "live": windows.live,
               "text_index": windows.text_index, "logits": logits}
+    if signature.token_types:
+        arrays["token_type_ids"] = windows.token_type_ids
     out = npz_path(out)
     manifest = {**_common_manifest(model, out, reference.mode, ENCODER_FORMAT), **reference.facts(),
                 **cpu_facts(),
-                # token-type inputs are fed zeros
+                # token-type inputs are fed the windows' token_type_ids
                 "inputs_by_role": {"token_ids": signature.ids, "attention_mask": signature.mask,
                                    "token_type_ids": list(signature.token_types)},
-                "seq": signature.seq, "vocab": signature.vocab, "labels": int(logits.shape[2]),
+                "seq": signature.seq, "vocab": signature.vocab, "type_vocab": signature.type_vocab,
+                "labels": int(logits.shape[2]),
                 "pooled": reference.rows == 1, **source,
                 "windows": int(len(windows.ids)), "live_tokens": int(windows.live.sum()),
                 "arrays": {k: [str(v.dtype), list(v.shape)] for k, v in arrays.items()}}
     return write_golden(out, arrays, manifest)
 
 
+def _require_readable_types(windows: windowing.Windows, signature, model_name: str) -> None:
+    """Every token type a window has must be one the model reads: a pair's segment B is type 1,
+    which a model without a token-type input (or with a one-row type table) cannot take."""
+    bad = np.argwhere(windows.token_type_ids >= signature.type_vocab)
+    if bad.size:
+        text = int(windows.text_index[bad[0][0]])
+        what = ("has no token-type input" if not signature.token_types
+                else f"has a token-type table of {signature.type_vocab} rows")
+        raise PorterError(f"text {text}: the tokenizer gives its segment B token type "
+                          f"{int(windows.token_type_ids[tuple(bad[0])])}, but {model_name} {what}")
+
+
 def _text_windowing(rule: windowing.WindowRule, seq: int) -> dict:
     return {"source": "texts", "rule": "the redaction service's: the tokenizer's encoding without "
                                        "its special tokens, ids past the model's vocabulary -> unk, "
                                        "cut into chunks; window = prefix + chunk + suffix, padded; "
-                                       "mask 1 on live; an empty text has no window",
+                                       "mask 1 on live; an empty text has no window; a text_a<TAB>text_b "
+                                       "pair is the tokenizer's pair encoding (its post-processor's "
+                                       "special tokens and token type ids), truncated longest-first "
+                                       "to the window, one window",
             "prefix_ids": rule.prefix_ids, "suffix_ids": rule.suffix_ids, "pad_id": rule.pad_id,
             "unk_id": rule.unk_id, "chunk": rule.chunk(seq)}
 

@@ -30,6 +30,7 @@ class Module:
     ort_cpu: str | None = None  # ONNX graphs: the CPU whose onnxruntime arithmetic it reproduces
     eigen_l1d: int | None = None  # TFLite graphs: the L1 size whose Eigen blocking its float products follow
     float_linears: tuple = ()  # (depth, outputs) of its float32 Linear layers
+    type_vocab: int = 1  # an encoder's token-type table rows (1: the graph has no token-type input)
 
     def facts(self) -> dict:
         """What a report says about the module."""
@@ -60,7 +61,7 @@ def locate_module(target: Path, model: Path | None = None) -> Module:
         raise PorterError(f"--model {model}: no such file")
     model = Path(model) if model is not None else _resolve_source(Path(source), compiled_dir)
     return Module(wasm_path, compiled_dir, kind, seq, labels, model, sha256_of(model), ir.get("ort_cpu"),
-                  ir.get("eigen_l1d"), _float_linears(ir))
+                  ir.get("eigen_l1d"), _float_linears(ir), int(ir.get("type_vocab", 1)))
 
 
 def _float_linears(ir: dict) -> tuple:

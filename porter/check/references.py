@@ -9,8 +9,9 @@
 
 An encoder's inputs are found from its signature by role, not by name alone: the token ids are
 the integer input that indexes the largest constant table (the word embeddings' gather, through
-any Reshape / Cast in between), token-type inputs index a smaller one and are fed zeros, and the
-attention mask is the remaining integer input. Its output is the only one, or the one named
+any Reshape / Cast in between), token-type inputs index a smaller one and are fed the windows'
+token types (zeros for windows without a segment B), and the attention mask is the remaining
+integer input. Its output is the only one, or the one named
 "logits"; an output without a sequence axis (a pooled / sequence-classification head) gives one
 row per window.
 
@@ -61,6 +62,7 @@ class EncoderSignature:
     token_types: tuple[str, ...]
     seq: int
     vocab: int  # rows of the word-embedding table: ids past it are not the model's
+    type_vocab: int = 1  # rows of the token-type table (1: no token-type input)
 
 
 def default_mode(model: Path) -> str:
@@ -101,8 +103,9 @@ def encoder_signature(graph) -> EncoderSignature:
     seq = graph.tensor(graph.inputs[ids]).shape[-1]
     if seq <= 0:  # dynamic axes: the position table's rows, else the length of each window run
         seq = position_table_rows(graph) or DYNAMIC_WINDOW
-    return EncoderSignature(ids, others[0] if others else None,
-                            tuple(name for name in looked_up if name != ids), seq, looked_up[ids])
+    types = tuple(name for name in looked_up if name != ids)
+    return EncoderSignature(ids, others[0] if others else None, types, seq, looked_up[ids],
+                            min((looked_up[name] for name in types), default=1))
 
 
 def _lookup_rows(graph, tensor: int) -> int:
@@ -160,12 +163,13 @@ def _window_rows(shape, seq: int, name: str, model: Path) -> int:
                       "or [1, labels]")
 
 
-def _feeds(signature: EncoderSignature, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+def _feeds(signature: EncoderSignature, ids: np.ndarray, mask: np.ndarray,
+           types: np.ndarray | None = None) -> dict[str, np.ndarray]:
     feeds = {signature.ids: ids[None]}
     if signature.mask is not None:
         feeds[signature.mask] = mask[None]
     for name in signature.token_types:
-        feeds[name] = np.zeros_like(ids)[None]
+        feeds[name] = (np.zeros_like(ids) if types is None else types)[None]
     return feeds
 
 
@@ -195,9 +199,9 @@ class LiteRTEncoder:
         self.outputs = {self.output: outputs[self.output]}
         self.rows = _window_rows(outputs[self.output]["shape"], signature.seq, self.output, model)
 
-    def run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
         feeds = {name: value.astype(self.inputs[name]["dtype"])
-                 for name, value in _feeds(self.signature, ids, mask).items()}
+                 for name, value in _feeds(self.signature, ids, mask, types).items()}
         return np.asarray(self.runner(**feeds)[self.output], np.float32)[0]
 
     def facts(self) -> dict:
@@ -253,9 +257,9 @@ class OrtEncoder:
         self.outputs = {self.output: outputs[self.output]}
         self.rows = _window_rows(outputs[self.output].shape, signature.seq, self.output, model)
 
-    def run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
         feeds = {name: value.astype(ORT_DTYPES[self.inputs[name].type])
-                 for name, value in _feeds(self.signature, ids, mask).items()}
+                 for name, value in _feeds(self.signature, ids, mask, types).items()}
         (out,) = self.session.run([self.output], feeds)
         return np.asarray(out, np.float32)[0]
 
@@ -277,12 +281,14 @@ def encoder_reference(model: Path, graph, mode: str | None = None) -> LiteRTEnco
     return OrtEncoder(model, signature)
 
 
-def run_windows(reference, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, list[float]]:
+def run_windows(reference, ids: np.ndarray, mask: np.ndarray,
+                types: np.ndarray | None = None) -> tuple[np.ndarray, list[float]]:
     """Every window, one call each: logits [N, rows, width] float32 and seconds per call."""
     logits, seconds = [], []
-    for window_ids, window_mask in zip(ids, mask):
+    types = np.zeros_like(ids) if types is None else types
+    for window_ids, window_mask, window_types in zip(ids, mask, types):
         started = time.perf_counter()
-        out = reference.run(window_ids, window_mask)
+        out = reference.run(window_ids, window_mask, window_types)
         seconds.append(time.perf_counter() - started)
         logits.append(out.reshape(len(window_ids) if reference.rows == DYNAMIC_WINDOW else reference.rows, -1))
     return np.stack(logits), seconds

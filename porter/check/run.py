@@ -17,7 +17,8 @@ from porter.reference import execute
 from porter.check.compare import Agreement, agreement
 from porter.codegen.compile import recover
 from porter.errors import PorterError
-from porter.check.golden import Golden, check_model_matches, cpu_choices, golden_window, load_golden
+from porter.check.golden import (Golden, check_model_matches, check_token_types, cpu_choices, golden_window,
+                                 load_golden)
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
 from porter.reference.ort import cpu as ort_cpus
 
@@ -45,7 +46,7 @@ def executor_agreement(ir: EncoderProgram, golden: Golden, echo=None, windows=No
     `echo` gets one line per window."""
     total = Agreement(0, 0, 0.0, 0.0)
     for w in range(golden.windows) if windows is None else windows:
-        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w])
+        ours = execute.run(ir, golden.ids[w], golden.attention_mask[w], types=golden.token_type_ids[w])
         a = agreement(ours, golden.logits[w], golden.output_rows(w))
         if echo is not None:
             echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
@@ -59,21 +60,22 @@ def run_golden(ir: EncoderProgram, golden_path: Path, echo) -> Agreement:
         raise PorterError(f"golden {golden.path.name} has windows of {golden.ids.shape[1]} "
                           f"tokens; the model's window is {ir.seq}")
     check_model_matches(golden, ir.source)
+    check_token_types(golden, ir.type_vocab, Path(ir.source).name)
     total = executor_agreement(ir, golden, echo)
     echo(f"overall vs {golden.label} ({golden.windows} windows): {total.line()}")
     return total
 
 
-def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo) -> str | None:
+def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo, types=None) -> str | None:
     """The first step (in program order) whose output differs from the reference's tensor."""
     trace: dict = {}
-    execute.run(ir, ids, mask, trace)
+    execute.run(ir, ids, mask, trace, types)
     wanted = {}
     for step in ir.steps:
         for buffer in step.outputs:
             if buffer != INPUT_MASK and buffer.startswith("t"):
                 wanted[buffer] = int(buffer[1:])
-    reference = _reference_tensors(ir, ids, mask, sorted(set(wanted.values())))
+    reference = _reference_tensors(ir, ids, mask, types, sorted(set(wanted.values())))
     checked = 0
     for step in ir.steps:
         for buffer in step.outputs:
@@ -94,7 +96,7 @@ def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo) -> str |
     return None
 
 
-def _reference_tensors(ir: EncoderProgram, ids, mask, tensors: list[int]) -> dict[int, np.ndarray]:
+def _reference_tensors(ir: EncoderProgram, ids, mask, types, tensors: list[int]) -> dict[int, np.ndarray]:
     """The reference runtime's values of graph tensors on one window."""
     from porter.frontends import load_graph
 
@@ -102,6 +104,8 @@ def _reference_tensors(ir: EncoderProgram, ids, mask, tensors: list[int]) -> dic
     feeds = {ir.ids_input: ids[None]}
     if ir.mask_input:
         feeds[ir.mask_input] = mask[None]
+    if ir.types_input:
+        feeds[ir.types_input] = (np.zeros_like(ids) if types is None else np.asarray(types))[None]
     tensors = [t for t in tensors if t < len(g.tensors)]
     if ir.format == "tflite":
         return _litert_tensors(ir, g, feeds, tensors)
@@ -179,9 +183,10 @@ def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
         if dump is None and not do_locate:
             return
         golden = load_golden(golden_path)
-        ids, mask = golden.ids[0], golden.attention_mask[0]
+        ids, mask, types = golden.ids[0], golden.attention_mask[0], golden.token_type_ids[0]
     elif ids_text is not None:
         ids, mask, live = window_from_ids(ir, ids_text)
+        types = None
         logits = execute.run(ir, ids, mask)
         for i in range(live):
             row = " ".join(f"{v:8.4f}" for v in logits[i])
@@ -190,8 +195,8 @@ def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
         raise PorterError("give --golden FILE or --ids 101,2023,102")
     if dump is not None:
         trace: dict = {}
-        execute.run(ir, ids, mask, trace)
+        execute.run(ir, ids, mask, trace, types)
         np.savez(dump, **trace)
         echo(f"wrote {len(trace)} intermediates to {dump}")
     if do_locate:
-        locate(ir, ids, mask, echo)
+        locate(ir, ids, mask, echo, types)

@@ -33,7 +33,8 @@ import numpy as np
 
 from porter.check import verify_decoder
 from porter.check.compare import Agreement, agreement
-from porter.check.golden import Golden, check_model_matches, load_golden
+from porter.check.golden import (Golden, check_model_matches, check_token_types, cpu_choices, load_golden,
+                                 ort_path_of)
 from porter.check.modules import DECODER, Module, locate_module
 from porter.check.plot import write_plot
 from porter.errors import PorterError
@@ -116,14 +117,17 @@ def load_matching_golden(module: Module, path: Path, gated: bool = True) -> Gold
         raise PorterError(f"golden {golden.path.name} has {labels} values per output row; the module "
                           f"has {module.labels}")
     check_model_matches(golden, module.model)
+    check_token_types(golden, module.type_vocab, module.model.name)
     return golden
 
 
 def check_same_cpu(module: Module, golden: Golden) -> None:
     """A module that reproduces one CPU's onnxruntime arithmetic cannot be gated by a golden
     made on a CPU that takes other kernels (their logits differ by design)."""
-    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
-    if module.ort_cpu is None or made_on is None or made_on.name == module.ort_cpu:
+    if module.ort_cpu is None:
+        return  # LiteRT's kernels: the golden's flags do not matter
+    made_on = ort_cpus.target(cpu_choices(module.model, golden.manifest, golden.path.name, model_kind="onnx")[0])
+    if made_on.name == module.ort_cpu:
         return
     raise PorterError(f"golden {golden.path.name} was made where onnxruntime takes its {made_on.name} "
                       f"path ({golden.manifest.get('cpu_model', 'unknown')} CPU), but "
@@ -136,7 +140,8 @@ def check_same_blocking(module: Module, golden: Golden) -> None:
     gated by a golden made where LiteRT blocks one of them otherwise (CPUs with 32 and 48 KiB L1s)."""
     if module.eigen_l1d is None:
         return
-    made_with = LF.golden_l1d(golden.manifest)
+    made_with = int(cpu_choices(module.model, golden.manifest, golden.path.name,
+                                float_linears=module.float_linears, model_kind="tflite")[1])
     differ = [(k, n) for k, n in module.float_linears
               if LF.blocks_differ(k, n, module.seq, made_with, module.eigen_l1d)]
     if not differ:
@@ -152,14 +157,14 @@ def check_same_blocking(module: Module, golden: Golden) -> None:
 
 def _windows_key(golden: Golden) -> bytes:
     digest = hashlib.sha256()
-    for array in (golden.ids, golden.attention_mask, golden.live):
+    for array in (golden.ids, golden.attention_mask, golden.live, golden.token_type_ids):
         digest.update(np.ascontiguousarray(array, dtype="<i4").tobytes())
     return digest.digest()
 
 
 def run_module(module: Module, golden: Golden, timeout_per_window_s: float,
                extent: int = evalproto.LIVE_ROWS) -> tuple[list[evalproto.WindowResult], float]:
-    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live, extent)
+    request = evalproto.encode_request(golden.ids, golden.attention_mask, golden.live, extent, golden.token_type_ids)
     timeout_s = timeout_per_window_s * max(1, golden.windows)
     try:
         done = wasm.run_command(module.wasm, stdin=request, timeout_s=timeout_s)
@@ -350,16 +355,15 @@ def live_rows_report(check: LiveRowsCheck) -> dict:
 # --- report and plot ------------------------------------------------------------------------
 
 
-def golden_report(run: GoldenRun) -> dict:
+def golden_report(run: GoldenRun, module: Module) -> dict:
     golden = run.golden
     sequences = []
     for w, (a, r) in enumerate(zip(run.windows, run.results)):
         sequences.append({"window": w, "text_index": int(golden.text_index[w]), "live": int(golden.live[w]),
                           **a.as_dict(), "matmul_ms": r.matmul_ms, "attention_ms": r.attention_ms,
                           "other_ms": r.other_ms, "forward_ms": r.forward_ms})
-    made_on = ort_cpus.golden_target(golden.manifest, golden.path.name)
     return {"name": run.name, "path": str(golden.path), "reference": golden.label,
-            "ort_cpu": made_on.name if made_on else None, "gated": run.gated,
+            "ort_cpu": ort_path_of(golden.manifest) if module.ort_cpu else None, "gated": run.gated,
             "windows": golden.windows, "overall": run.overall.as_dict(),
             "logits_compared": int(run.abs_diffs.size),
             "logits_identical": int((run.abs_diffs == 0).sum()),
@@ -380,7 +384,7 @@ def build_report(module: Module, thresholds: Thresholds, runs: list[GoldenRun],
                          "max_abs": baseline.max_abs, "first_difference": baseline.first_difference}
     return {"format": REPORT_FORMAT, "kind": module.kind, **module.facts(),
             "thresholds": _thresholds_report(thresholds),
-            "goldens": [golden_report(run) for run in runs], "timing": timing(runs),
+            "goldens": [golden_report(run, module) for run in runs], "timing": timing(runs),
             "baseline": baseline_part, "live_rows": live_rows_report(live_rows), "plot": str(plot),
             "passed": not failures, "failures": failures}
 
@@ -394,10 +398,10 @@ def _timing_line(t: dict) -> str:
             f"other {t['other_ms']['mean']:.2f} ms mean); model load {t['model_load_ms']['mean']:.3f} ms")
 
 
-def _echo_run(run: GoldenRun, echo) -> None:
+def _echo_run(run: GoldenRun, module: Module, echo) -> None:
     role = "gated" if run.gated else "informative, not gated"
-    made_on = ort_cpus.golden_target(run.golden.manifest, run.golden.path.name)
-    cpu = f", CPU path {made_on.name}" if made_on else ""
+    made_on = ort_path_of(run.golden.manifest) if module.ort_cpu else None
+    cpu = f", CPU path {made_on}" if made_on else ""
     echo(f"golden {run.name} ({run.golden.label}{cpu}; {run.golden.windows} windows; {role}):")
     for w, a in enumerate(run.windows):
         echo(f"  window {w:3d} (text {int(run.golden.text_index[w])}): {a.line()}")
@@ -488,7 +492,7 @@ def _verify_encoder(module: Module, requested: list[tuple[Path, bool]], baseline
         if run.gated:
             run.failures = threshold_failures(run, thresholds)
             failures += run.failures
-        _echo_run(run, echo)
+        _echo_run(run, module, echo)
     gated_runs = [run for run in runs if run.gated]
     check = None
     if baseline is not None:

@@ -8,8 +8,15 @@ tokens; each window is prefix + chunk + suffix, right-padded with the padding id
 on those live tokens. An empty text has no chunk, so no window. `text_windows` is that rule in
 Python, so a golden made from a user's texts holds the very windows the service will run.
 
+A line `text_a<TAB>text_b` of a texts file (or a [text_a, text_b] item of a JSON list) is a
+sentence pair (what a cross-encoder, an NLI or a QA model reads): the tokenizer encodes the pair with its own post-processor, special tokens and
+segment ids included (BERT: [CLS] a [SEP] b [SEP], token type 1 on b and its [SEP]), truncated
+longest-first to the window, as transformers' `tokenizer(a, b, truncation=True)` does; one
+window per pair.
+
 Texts without a tokenizer cannot be windowed; `random_windows` makes seeded id windows of
-varied live lengths instead (a full window first).
+varied live lengths instead (a full window first), with a segment B (token type 1 on the second
+half of each window of 4 or more live tokens) when the model reads token types.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from porter.errors import PorterError
 
 PAD_TOKEN_NAMES = ("[PAD]", "<pad>")
 RANDOM_PAD_ID = 0
+PAIR_SEPARATOR = "\t"
+MIN_PAIR_TOKENS = 4  # random windows shorter than this stay one segment
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,11 @@ class Windows:
     attention_mask: np.ndarray  # int32 [N, seq]
     live: np.ndarray  # int32 [N]: live tokens, special tokens included
     text_index: np.ndarray  # int32 [N]: which text (or random draw) each window comes from
+    token_type_ids: np.ndarray | None = None  # int32 [N, seq]; None: every token in segment A
+
+    def __post_init__(self):
+        if self.token_type_ids is None:
+            self.token_type_ids = np.zeros_like(self.ids)
 
 
 # --- the tokenizer ------------------------------------------------------------------------------
@@ -117,24 +131,29 @@ def require_vocabulary_fits(rule: WindowRule, model_vocab: int) -> None:
 # --- texts -> windows ---------------------------------------------------------------------------
 
 
-def read_texts(path: Path) -> list[str]:
-    """A JSON list of strings (or {"texts": [...]}, golden/texts.json's form), else one text per
-    line."""
+def read_texts(path: Path) -> list[str | tuple[str, str]]:
+    """A JSON list of strings or [text_a, text_b] pairs (or {"texts": [...]}, golden/texts.json's
+    form), else one text per line, `text_a<TAB>text_b` a pair."""
     try:
         raw = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise PorterError(f"cannot read texts {path}: {e}") from None
     if raw.lstrip()[:1] not in ("[", "{"):
-        return raw.splitlines()
+        return [tuple(line.split(PAIR_SEPARATOR, 1)) if PAIR_SEPARATOR in line else line
+                for line in raw.splitlines()]
     try:
         texts = json.loads(raw)
     except ValueError as e:
         raise PorterError(f"{path}: starts like JSON but is not ({e})") from None
     if isinstance(texts, dict):
         texts = texts.get("texts")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise PorterError(f"{path}: expected a JSON list of strings (or {{\"texts\": [...]}})")
-    return texts
+    def pair(t) -> bool:
+        return isinstance(t, list) and len(t) == 2 and all(isinstance(s, str) for s in t)
+
+    if not isinstance(texts, list) or not all(isinstance(t, str) or pair(t) for t in texts):
+        raise PorterError(f"{path}: expected a JSON list of strings or [text_a, text_b] pairs "
+                          f"(or {{\"texts\": [...]}})")
+    return [tuple(t) if pair(t) else t for t in texts]
 
 
 def text_ids(tokenizer, rule: WindowRule, text: str, model_vocab: int) -> list[int]:
@@ -151,7 +170,7 @@ def text_ids(tokenizer, rule: WindowRule, text: str, model_vocab: int) -> list[i
 
 
 def chunk_windows(token_lists: list[list[int]], rule: WindowRule, seq: int,
-                  empty_text_window: bool = False) -> Windows:
+                  empty_text_window: bool = False, allow_empty: bool = False) -> Windows:
     """Each text's ids cut into windows (the service's rule). empty_text_window gives an empty
     text one window of special tokens only, as the repository's own goldens were made before
     the service existed (golden/tokenize_windows.py)."""
@@ -164,26 +183,65 @@ def chunk_windows(token_lists: list[list[int]], rule: WindowRule, seq: int,
             rows.append(row + [rule.pad_id] * (seq - len(row)))
             live.append(len(row))
             text_index.append(t)
-    if not rows:
+    if not rows and not allow_empty:
         raise PorterError("the texts give no window: every text is empty")
+    if not rows:
+        return Windows(np.zeros((0, seq), np.int32), np.zeros((0, seq), np.int32), np.zeros(0, np.int32),
+                       np.zeros(0, np.int32))
     live_array = np.asarray(live, np.int32)
     return Windows(np.asarray(rows, np.int32), _mask(live_array, seq), live_array,
                    np.asarray(text_index, np.int32))
 
 
-def text_windows(texts: list[str], tokenizer_json: Path, seq: int, model_vocab: int,
+def text_windows(texts: list[str | tuple[str, str]], tokenizer_json: Path, seq: int, model_vocab: int,
                  pad_id: int | None = None) -> tuple[Windows, WindowRule]:
+    """Single texts windowed as the service windows them; pairs one window each, encoded by the
+    tokenizer's post-processor; in the texts' order."""
     tokenizer, padding, spec = read_tokenizer(tokenizer_json)
     rule = _rule(tokenizer_json, tokenizer, padding, spec, pad_id)
     rule.chunk(seq)
     require_vocabulary_fits(rule, model_vocab)
-    return chunk_windows([text_ids(tokenizer, rule, t, model_vocab) for t in texts], rule, seq), rule
+    parts = []
+    for t, text in enumerate(texts):
+        if isinstance(text, tuple):
+            parts.append(pair_window(tokenizer, rule, text, seq, model_vocab, t))
+        else:
+            singles = chunk_windows([text_ids(tokenizer, rule, text, model_vocab)], rule, seq, allow_empty=True)
+            parts.append(Windows(singles.ids, singles.attention_mask, singles.live,
+                                 np.full(len(singles.ids), t, np.int32)))
+    windows = Windows(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                        ("ids", "attention_mask", "live", "text_index", "token_type_ids")))
+    if not len(windows.ids):
+        raise PorterError("the texts give no window: every text is empty")
+    return windows, rule
 
 
-def random_windows(count: int, seq: int, vocab: int, seed: int = 0) -> Windows:
+def pair_window(tokenizer, rule: WindowRule, pair: tuple[str, str], seq: int, model_vocab: int,
+                index: int) -> Windows:
+    """One window of the pair (text_a, text_b): the tokenizer's pair encoding (its special
+    tokens and type ids), truncated longest-first to seq tokens, padded."""
+    first, second = pair
+    tokenizer.enable_truncation(seq, strategy="longest_first")
+    try:
+        encoding = tokenizer.encode(first, second)
+    except Exception as e:  # tokenizers: a pair longer than seq even with both texts cut
+        raise PorterError(f"text {index}: the pair cannot be encoded in {seq} tokens ({e})") from None
+    finally:
+        tokenizer.no_truncation()
+    ids = [i if i < model_vocab else rule.unk_id for i in encoding.ids]
+    live = len(ids)
+    pad = seq - live
+    row = np.asarray([ids + [rule.pad_id] * pad], np.int32)
+    types = np.asarray([list(encoding.type_ids) + [0] * pad], np.int32)
+    live_array = np.asarray([live], np.int32)
+    return Windows(row, _mask(live_array, seq), live_array, np.asarray([index], np.int32), types)
+
+
+def random_windows(count: int, seq: int, vocab: int, seed: int = 0, segment_b: bool = False) -> Windows:
     """`count` windows of uniformly drawn ids; live lengths step down evenly from a full window
     (seq, then ..., seq/count), padded with id 0. Ids avoid the low ids where vocabularies keep
-    their special tokens when the vocabulary is large enough to."""
+    their special tokens when the vocabulary is large enough to. segment_b: token type 1 from
+    (live + 1) // 2 to the last live token of each window of MIN_PAIR_TOKENS or more."""
     if count < 1:
         raise PorterError(f"--random {count}: give at least one window")
     rng = np.random.default_rng(seed)
@@ -192,7 +250,12 @@ def random_windows(count: int, seq: int, vocab: int, seed: int = 0) -> Windows:
     ids = rng.integers(low, vocab, (count, seq)).astype(np.int32)
     mask = _mask(live, seq)
     ids[mask == 0] = RANDOM_PAD_ID
-    return Windows(ids, mask, live, np.arange(count, dtype=np.int32))
+    types = np.zeros_like(ids)
+    if segment_b:
+        for w, n in enumerate(live):
+            if n >= MIN_PAIR_TOKENS:
+                types[w, (n + 1) // 2:n] = 1
+    return Windows(ids, mask, live, np.arange(count, dtype=np.int32), types)
 
 
 def _mask(live: np.ndarray, seq: int) -> np.ndarray:

@@ -202,6 +202,8 @@ class _Variables:
                       "row_stride": step.word.width if self.p.weights[t.array].ndim == 2 else 0}
                      if t.kind == "rows" else
                      {"kind": "positions", "lookup": self.lookup(t.lookup), "pad_id": t.pad_id}
+                     if t.kind == "positions" else
+                     {"kind": "types", "lookup": self.lookup(t.lookup)}
                      for t in step.terms]
             return {**common, "kind": "embed", "word": self.lookup(step.word), "terms": terms}
         if isinstance(step, LinearStep):
@@ -337,6 +339,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "arithmetic": arithmetic(program),
         "eigen_l1d": program.eigen_l1d or EIGEN_L1_BYTES,
         "seq": program.seq, "vocab": program.vocab, "width": program.width,
+        "type_vocab": program.type_vocab,
         "output_tokens": program.output_tokens,
         "output_buffer": v.index[program.output_buffer],
         "mask_buffer": v.index[INPUT_MASK],

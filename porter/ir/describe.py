@@ -32,7 +32,8 @@ def _attention(a: Attention) -> str:
 
 def _step(step) -> str:
     if isinstance(step, Embed):
-        terms = " + ".join(t.kind if t.kind == "positions" else "rows" for t in step.terms)
+        terms = " + ".join(f"token types [{t.lookup.rows} x {t.lookup.width}]" if t.kind == "types" else t.kind
+                           for t in step.terms)
         return f"embed {step.word.kind.value} table [{step.word.rows} x {step.word.width}]" + (f" + {terms}" if terms else "")
     if isinstance(step, LinearStep):
         return _linear(step)

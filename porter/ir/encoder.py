@@ -163,10 +163,11 @@ class Lookup:
 @dataclass
 class EmbedTerm:
     """One term added to the word rows, in the graph's order: constant `rows` ([seq, width], or
-    [width] for every position), or a `positions` table looked up by position ids computed from
-    the token ids (Positions.FROM_IDS: RoBERTa's pad + cumsum(ids != pad), pad for padding)."""
+    [width] for every position), a `positions` table looked up by position ids computed from
+    the token ids (Positions.FROM_IDS: RoBERTa's pad + cumsum(ids != pad), pad for padding), or
+    a `types` table looked up by the token-type input (INPUT_TYPES)."""
 
-    kind: str  # "rows" | "positions"
+    kind: str  # "rows" | "positions" | "types"
     array: str | None = None
     lookup: Lookup | None = None
     positions: Positions | None = None
@@ -325,6 +326,7 @@ class Buffer:
 
 INPUT_IDS = "input.ids"
 INPUT_MASK = "input.mask"  # the attention mask as float [seq, 1], for elementwise steps
+INPUT_TYPES = "input.types"  # the token type ids (segment A 0, B 1), read by the Embed step
 
 
 @dataclass
@@ -348,11 +350,13 @@ class EncoderProgram:
     # LITERT_BUILTIN only: the L1 data cache size (bytes) whose Eigen blocking its float products
     # follow (porter.reference.litert.floats.gemm_depth_block)
     eigen_l1d: int | None = None
+    # the graph's token-type input, where it has one (its values index the Embed step's types term)
+    types_input: str | None = None
 
     def first_unwritten_read(self) -> tuple[Step, str] | None:
         """The first step that reads a buffer neither the program's inputs nor an earlier step
         provide (every producer of a program must leave none)."""
-        written = {INPUT_IDS, INPUT_MASK}
+        written = {INPUT_IDS, INPUT_MASK, INPUT_TYPES}
         for step in self.steps:
             missing = next((name for name in step.inputs if name not in written), None)
             if missing is not None:
@@ -369,6 +373,12 @@ class EncoderProgram:
     def output_tokens(self) -> bool:
         """One output row per token (token classification), or one for the window (pooled)."""
         return self.buffers[self.output_buffer].tokens
+
+    @property
+    def type_vocab(self) -> int:
+        """Rows of the token-type table (valid type ids are below it); 1 without a types input."""
+        return next((t.lookup.rows for s in self.steps if isinstance(s, Embed) for t in s.terms
+                     if t.kind == "types"), 1)
 
     @property
     def mask(self) -> MaskMode:
@@ -403,7 +413,8 @@ class EncoderProgram:
             "seq": self.seq, "vocab": self.vocab,
             "labels": self.width, "width": self.width,
             "output_rows": "tokens" if self.output_tokens else "one",
-            "ids_input": self.ids_input, "mask_input": self.mask_input, "output": self.output,
+            "ids_input": self.ids_input, "mask_input": self.mask_input, "types_input": self.types_input,
+            "type_vocab": self.type_vocab, "output": self.output,
             "mask": self.mask.value, "padding_is_inert": self.padding_is_inert,
             "layers": len(attentions),
             "heads": attentions[0].heads if attentions else 0,

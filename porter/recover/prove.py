@@ -17,7 +17,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, Embed, EncoderProgram, GeluStep,
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Attention, Embed, EncoderProgram, GeluStep,
                                LayerNorm, LinearStep, Reference)
 from porter.recover import probe
 from porter.recover.canonical import Canonical
@@ -51,7 +51,9 @@ def prove(program: EncoderProgram, c: Canonical, claimed_by: dict[str, set[int]]
             raise PorterError(f"{step.name} ({_file_ops(c, ops)}): porter cannot evaluate its ops to "
                               f"check it ({e})") from None
         ids = feeds.get(ids_input)
-        values = {INPUT_IDS: None if ids is None else ids.reshape(-1), INPUT_MASK: _mask_value(feeds, mask_input, program.seq)}
+        types = feeds.get(inputs.token_types)
+        values = {INPUT_IDS: None if ids is None else ids.reshape(-1), INPUT_MASK: _mask_value(feeds, mask_input, program.seq),
+                  INPUT_TYPES: None if types is None else types.reshape(-1)}
         for t, v in feeds.items():
             values[aliases.get(f"t{t}", f"t{t}")] = v
         step_values = execute.run_step(program, step, values)
@@ -60,8 +62,8 @@ def prove(program: EncoderProgram, c: Canonical, claimed_by: dict[str, set[int]]
 
 
 def _feeds(g: Graph, program, step, ops, inputs, rng) -> dict[int, np.ndarray]:
-    """Seeded random values for every tensor the block reads: ids in the vocabulary, a mask
-    keeping a prefix, zero token types (what porter feeds), normal floats for activations."""
+    """Seeded random values for every tensor the block reads: ids in the vocabulary, token types
+    in the type table, a mask keeping a prefix, normal floats for activations."""
     feeds = {}
     ids_input = inputs.ids
     for t in probe.leaves(g, ops):
@@ -69,7 +71,7 @@ def _feeds(g: Graph, program, step, ops, inputs, rng) -> dict[int, np.ndarray]:
         if t == ids_input:
             feeds[t] = rng.integers(0, program.vocab, shape).astype(g.tensor(t).dtype)
         elif t == inputs.token_types:
-            feeds[t] = np.zeros(shape, g.tensor(t).dtype)
+            feeds[t] = rng.integers(0, program.type_vocab, shape).astype(g.tensor(t).dtype)
         elif t == inputs.mask:
             mask = (np.arange(program.seq) < max(program.seq // 2, 1)).astype(g.tensor(t).dtype)
             feeds[t] = mask.reshape(shape)

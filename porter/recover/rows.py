@@ -21,7 +21,7 @@ compute ALL. `porter verify` runs every window both ways and fails on any bit of
 
 from __future__ import annotations
 
-from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, ActivationQuant, Attention, ElementwiseStep, EncoderProgram,
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, ActivationQuant, Attention, ElementwiseStep, EncoderProgram,
                                L2NormalizeStep, LinearStep, MaskMode, ReduceStep, Reference, Rows, SliceStep)
 from porter.reference.ort import cpu as ort_cpu
 
@@ -88,7 +88,7 @@ def set_row_extents(program: EncoderProgram) -> None:
         for o in step.outputs:
             rows = _widest(rows, need.get(o, Rows.ONE))
         for name, needed in _input_needs(program, step, rows).items():
-            if name not in (INPUT_IDS, INPUT_MASK):
+            if name not in (INPUT_IDS, INPUT_MASK, INPUT_TYPES):
                 need[name] = _widest(need.get(name, Rows.ONE), needed)
     for name, b in buffers.items():
         b.extent = need[name] if b.tokens else Rows.ONE

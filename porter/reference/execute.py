@@ -9,14 +9,15 @@ functions recovery folds constants with. onnxruntime's kernels are those of the 
 program.ort_cpu names (porter.reference.ort.cpu).
 
 `run(program, ids, mask, trace=dict)` fills `trace` with every buffer the program writes (by
-buffer name), so a divergence can be located to the first step that differs.
+buffer name), so a divergence can be located to the first step that differs; `types` are the
+window's token type ids (zeros when not given, the only value a graph without that input has).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, Attention, ElementwiseStep, Embed,
+from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Attention, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
                                L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
                                TableKind)
@@ -28,7 +29,7 @@ from porter.reference.ort import cpu as ort_cpu
 F32 = np.float32
 
 
-def run(program: EncoderProgram, ids, mask=None, trace: dict | None = None) -> np.ndarray:
+def run(program: EncoderProgram, ids, mask=None, trace: dict | None = None, types=None) -> np.ndarray:
     """The output buffer for one window of token ids (padded to program.seq by the caller):
     [seq, width] for a token output, [1, width] for a pooled one."""
     values = {} if trace is None else trace
@@ -38,6 +39,7 @@ def run(program: EncoderProgram, ids, mask=None, trace: dict | None = None) -> n
     if ids.min() < 0 or ids.max() >= program.vocab:
         raise ValueError(f"token id out of range [0, {program.vocab})")
     values[INPUT_IDS] = ids
+    values[INPUT_TYPES] = token_types(program, ids, types)
     values[INPUT_MASK] = (np.ones(program.seq, F32) if mask is None else np.asarray(mask).astype(F32))
     for step in program.steps:
         outputs = run_step(program, step, values)
@@ -45,6 +47,18 @@ def run(program: EncoderProgram, ids, mask=None, trace: dict | None = None) -> n
             values[name] = value
     out = values[program.output_buffer]
     return out.reshape(program.seq, -1) if program.output_tokens else out.reshape(1, -1)
+
+
+def token_types(program: EncoderProgram, ids: np.ndarray, types) -> np.ndarray:
+    """The window's token type ids, checked against the type table (zeros when not given)."""
+    if types is None:
+        return np.zeros_like(ids)
+    types = np.asarray(types, dtype=np.int64)
+    if types.shape != ids.shape:
+        raise ValueError(f"expected {program.seq} token type ids, got {types.shape}")
+    if types.min() < 0 or types.max() >= program.type_vocab:
+        raise ValueError(f"token type id out of range [0, {program.type_vocab})")
+    return types
 
 
 def _floats(program: EncoderProgram) -> str | None:
@@ -55,7 +69,7 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     w = program.weights
     ref = program.reference
     if isinstance(step, Embed):
-        return [embed(step, w, values[INPUT_IDS])]
+        return [embed(step, w, values[INPUT_IDS], values.get(INPUT_TYPES))]
     if isinstance(step, LinearStep):
         x = values[step.inputs[0]]
         attrs = {**linear_attrs(step.linear, w), "eigen_l1d": program.eigen_l1d}
@@ -113,12 +127,14 @@ def position_ids(term, ids: np.ndarray) -> np.ndarray:
     return np.where(real, np.cumsum(real) + term.pad_id, term.pad_id)
 
 
-def embed(step: Embed, weights: dict, ids: np.ndarray) -> np.ndarray:
+def embed(step: Embed, weights: dict, ids: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
     """The word rows, then each term added in the graph's order (one rounding per addition)."""
     x = lookup_rows(step.word, weights, ids)
     for term in step.terms:
         if term.kind == "rows":
             x = (x + weights[term.array]).astype(F32)
+        elif term.kind == "types":
+            x = (x + lookup_rows(term.lookup, weights, np.asarray(types).reshape(ids.shape))).astype(F32)
         else:
             x = (x + lookup_rows(term.lookup, weights, position_ids(term, ids))).astype(F32)
     return x

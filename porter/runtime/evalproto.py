@@ -5,7 +5,7 @@ a plain wasm32-wasip1 command (`_start`), run under wasmtime with epoch interrup
 verify run exercises exactly what a Spin request would (a fresh instance, nothing cached).
 
 Request (little endian):
-    magic  b"PEV2"
+    magic  b"PEV3"
     u32    windows          number of windows that follow
     u32    seq              window length (must equal the model's)
     u32    extent           0: compute only the rows up to the last kept token where the model's
@@ -13,10 +13,12 @@ Request (little endian):
     per window:
         u32    live             real tokens at the start of the window (the rest is padding)
         i32    ids[seq]
+        i32    types[seq]       token type ids (segment A 0, B 1; the module refuses a type
+                                outside its type table, which has one row without that input)
         i32    mask[seq]        attention mask (ignored by whole-window models)
 
 Reply:
-    magic  b"PEV2"
+    magic  b"PEV3"
     u32    windows
     u32    labels
     per window:
@@ -36,7 +38,7 @@ import numpy as np
 
 from porter.errors import PorterError
 
-MAGIC = b"PEV2"
+MAGIC = b"PEV3"
 LIVE_ROWS, WHOLE_WINDOW = 0, 1  # the request's extent
 
 
@@ -53,14 +55,17 @@ class WindowResult:
         return self.matmul_ms + self.attention_ms + self.other_ms
 
 
-def encode_request(ids: np.ndarray, mask: np.ndarray, live: np.ndarray, extent: int = LIVE_ROWS) -> bytes:
-    """ids, mask [windows, seq] int32; live [windows]; extent LIVE_ROWS or WHOLE_WINDOW."""
+def encode_request(ids: np.ndarray, mask: np.ndarray, live: np.ndarray, extent: int = LIVE_ROWS,
+                   types: np.ndarray | None = None) -> bytes:
+    """ids, mask, types [windows, seq] int32 (types: zeros when None); live [windows]; extent
+    LIVE_ROWS or WHOLE_WINDOW."""
     ids = np.asarray(ids, dtype="<i4")
     mask = np.asarray(mask, dtype="<i4")
+    types = np.zeros_like(ids) if types is None else np.asarray(types, dtype="<i4")
     n, seq = ids.shape
     parts = [MAGIC, struct.pack("<III", n, seq, extent)]
     for w in range(n):
-        parts += [struct.pack("<I", int(live[w])), ids[w].tobytes(), mask[w].tobytes()]
+        parts += [struct.pack("<I", int(live[w])), ids[w].tobytes(), types[w].tobytes(), mask[w].tobytes()]
     return b"".join(parts)
 
 

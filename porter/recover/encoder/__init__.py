@@ -351,6 +351,7 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
         source=c.source.path, format=c.source.format, reference=c.reference, seq=seq,
         vocab=int(weights["embed.word.table"].shape[0]),
         ids_input=_input_name(g, inputs.ids), mask_input=_input_name(g, inputs.mask) if inputs.mask is not None else None,
+        types_input=_input_name(g, inputs.token_types) if inputs.token_types is not None else None,
         output=output_name, output_buffer=output_buffer, buffers=buffers, steps=steps, weights=weights,
         ort_cpu=c.ort_cpu.name if c.ort_cpu else None)
     return program, aliases

@@ -3,9 +3,10 @@
 The word lookup is whatever reads a big constant table with the ids (EMBEDDING_LOOKUP, GATHER
 then DEQUANTIZE, Gather, Gather of a uint8 table then DequantizeLinear). Each term added to it
 is a constant (position and token-type rows that folded, one row per position or one for all),
-a token-type lookup by a token_type_ids input (porter feeds zeros: it becomes that table's first
-row), or a position lookup whose position ids are computed from the ids; what those compute is
-decided by evaluating their path on probe windows (RoBERTa / XLM-R: pad + cumsum(ids != pad)).
+a token-type lookup (a smaller table indexed by another graph input: that input is the token
+types, whatever its name), or a position lookup whose position ids are computed from the ids;
+what those compute is decided by evaluating their path on probe windows (RoBERTa / XLM-R:
+pad + cumsum(ids != pad)).
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
-from porter.ir.encoder import INPUT_IDS, Embed, EmbedTerm, Lookup, Positions, Reference, TableKind, WeightFormat
+from porter.ir.encoder import INPUT_IDS, INPUT_TYPES, Embed, EmbedTerm, Lookup, Positions, Reference, TableKind, WeightFormat
 from porter.recover import probe
 from porter.recover.schemes import weight_scheme
 from porter.reference.ops import Unsupported
 
 PASS_THROUGH = ("view", "cast")
-TYPE_TABLE_ROWS = 16  # a table this small read by its own input holds token types
 
 
 @dataclass
@@ -77,7 +77,8 @@ def index_source(g: Graph, ref: Reference, index: int, rows: int) -> tuple[int |
 
 def find_inputs(g: Graph, ref: Reference) -> Inputs:
     """Which graph input is the token ids (it reads the biggest table), which the token types
-    (a table of at most TYPE_TABLE_ROWS rows), which the attention mask (the other one)."""
+    (it reads a smaller table whose rows are added to the word rows), which the attention mask
+    (the other one)."""
     by_input: dict[int, int] = {}
     for op, table, index in lookups(g):
         source, _ = index_source(g, ref, index, g.tensor(table).shape[0])
@@ -89,17 +90,61 @@ def find_inputs(g: Graph, ref: Reference) -> Inputs:
     ids = max(by_input, key=by_input.get)
     if not np.issubdtype(np.dtype(g.tensor(ids).dtype), np.integer):
         raise PorterError(f"the token ids input {g.tensor(ids).describe()} is not of an integer type")
-    types = [t for t, rows in by_input.items() if t != ids and rows <= TYPE_TABLE_ROWS]
+    types = [t for t in _added_lookup_inputs(g, ref, ids) if t != ids and by_input.get(t, 0) < by_input[ids]]
+    if len(types) > 1:
+        names = ", ".join(g.tensor(t).describe() for t in types)
+        raise PorterError(f"inputs {names} each index a table added to the word embeddings; porter feeds "
+                          "one token-type input")
     others = [t for t in g.inputs.values() if t != ids and t not in types]
     if len(others) > 1:
         names = ", ".join(g.tensor(t).describe() for t in others)
         raise PorterError(f"the graph has inputs besides the token ids that porter cannot place: {names} "
-                          "(porter feeds token ids, an attention mask and zero token types)")
+                          "(porter feeds token ids, an attention mask and token types)")
     mask = others[0] if others else None
     if mask is not None and math.prod(g.tensor(mask).shape) != math.prod(g.tensor(ids).shape):
         raise PorterError(f"the attention mask input {g.tensor(mask).describe()} does not hold one value per "
                           f"token of the ids input {g.tensor(ids).describe()} (porter runs one window)")
     return Inputs(ids, mask, types[0] if types else None)
+
+
+def _added_lookup_inputs(g: Graph, ref: Reference, ids: int) -> list[int]:
+    """The graph inputs whose lookups are terms of the embedding sum: each tensor added, one by
+    one, to the rows the ids read (the role of the token types, whatever the input's name)."""
+    words = [x for x in lookups(g) if index_source(g, ref, x[2], g.tensor(x[1]).shape[0])[0] == ids]
+    if len(words) != 1:
+        return []
+    op, _, _ = words[0]
+    users = g.users(op.outputs[0])
+    t = users[0].outputs[0] if len(users) == 1 and users[0].type == "dequantize" else op.outputs[0]
+    found = []
+    for _, other in _sum_terms(g, t):
+        lookup = _term_lookup(g, other)
+        if lookup is not None:
+            source, _ = index_source(g, ref, lookup[2], g.tensor(lookup[1]).shape[0])
+            if source is not None and source in g.inputs.values():
+                found.append(source)
+    return found
+
+
+def _sum_terms(g: Graph, t: int):
+    """(add op, the other operand) of each Add of the chain that starts at t, through views."""
+    while True:
+        t, _ = _through_views(g, t)
+        users = g.users(t)
+        if len(users) != 1 or users[0].type != "add" or t in g.outputs.values():
+            return
+        add = users[0]
+        yield add, add.inputs[1] if add.inputs[0] == t else add.inputs[0]
+        t = add.outputs[0]
+
+
+def _term_lookup(g: Graph, t: int):
+    """The lookup (op, table, index) whose rows, dequantized or viewed, are tensor t; or None."""
+    while (op := g.producer(t)) is not None and op.type == "view":
+        t = op.inputs[0]
+    producer = g.producer(t)
+    rows = producer.inputs[0] if producer is not None and producer.type == "dequantize" else t
+    return next((x for x in lookups(g) if x[0].outputs[0] == rows), None)
 
 
 def _lookup_kind(g: Graph, op: Op, table: int, where: str) -> tuple[TableKind, Op]:
@@ -174,7 +219,8 @@ def find(g: Graph, ref: Reference, inputs: Inputs, seq: int) -> FoundEmbed:
         terms.append(term[0])
         ops |= set(view_ops) | {add.index} | term[1]
         t = add.outputs[0]
-    step = Embed("embed", [INPUT_IDS], [f"t{t}"], [], word, terms)
+    reads = [INPUT_IDS] + ([INPUT_TYPES] if any(term.kind == "types" for term in terms) else [])
+    step = Embed("embed", reads, [f"t{t}"], [], word, terms)
     return FoundEmbed(step, ops, arrays)
 
 
@@ -208,25 +254,22 @@ def _term(g: Graph, ref, inputs: Inputs, seq: int, t: int, n: int, arrays: dict)
             return None
         arrays[f"embed.term{n}"] = np.ascontiguousarray(rows)
         return EmbedTerm("rows", f"embed.term{n}"), set()
-    source, view_ops = t, set()
+    view_ops = set()
+    source = t
     while (op := g.producer(source)) is not None and op.type == "view":
         view_ops.add(op.index)
         source = op.inputs[0]
-    lookup = g.producer(source)
-    candidates = [x for x in lookups(g) if x[0].outputs[0] == source or
-                  (lookup is not None and lookup.type == "dequantize" and x[0].outputs[0] == lookup.inputs[0])]
-    if not candidates:
+    found = _term_lookup(g, t)
+    if found is None:
         return None
-    op, table, index = candidates[0]
+    op, table, index = found
     kind, rows_op = _lookup_kind(g, op, table, f"embedding term ({op.describe()})")
     type_source, type_ops = index_source(g, ref, index, g.tensor(table).shape[0])
     if type_source == inputs.token_types and inputs.token_types is not None:
-        # token_type_ids: porter runs every window with token type 0
-        name = f"embed.term{n}"
-        sub = _table_arrays(g, name, kind, table, rows_op)
-        first = _dequantized_row(kind, sub, name, 0)
-        arrays[name] = first
-        return EmbedTerm("rows", name), view_ops | {op.index, rows_op.index} | type_ops
+        name = f"embed.types{n}"
+        arrays.update(_table_arrays(g, name, kind, table, rows_op))
+        term = EmbedTerm("types", lookup=Lookup(name, kind, *g.tensor(table).shape))
+        return term, view_ops | {op.index, rows_op.index} | type_ops
     path = probe.region(g, index)
     if probe.leaves(g, path) != {inputs.ids}:
         return None

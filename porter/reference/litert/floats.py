@@ -143,10 +143,24 @@ def host_l1d_bytes(caches: str = SYSFS_CPU0_CACHES) -> int:
 
 
 def golden_l1d(manifest: dict) -> int:
-    """The L1 data cache size of the CPU a golden was made on: `porter golden` records it as
-    cpu_l1d_bytes; goldens without it were made on the 32 KiB reference host."""
+    """The L1 data cache size of the CPU a golden was made on, as `porter golden` records it
+    (cpu_l1d_bytes), else the reference host's 32 KiB, which blocks every layer that does not
+    depend on the size as any other would (porter.check.golden.cpu_choices refuses a golden
+    without the size where a layer does)."""
     value = manifest.get("cpu_l1d_bytes", EIGEN_L1_BYTES)
     return value if isinstance(value, int) and value > 0 else EIGEN_L1_BYTES
+
+
+# The smallest L1 data cache porter expects a LiteRT golden's CPU to have (x86 since Core 2 and
+# Zen, Arm's Cortex-A and Neoverse cores): a float layer whose depth fits one block at this size
+# is one block on every CPU, so its sums do not depend on the CPU.
+SMALLEST_L1D_BYTES = 32 * 1024
+
+
+def depth_depends_on_l1d(depth: int) -> bool:
+    """Whether Eigen could sum a float product this deep in other blocks on another CPU (the
+    product's other sizes matter only below 48, where everything is one block)."""
+    return gemm_depth_block(depth, depth, depth, SMALLEST_L1D_BYTES) != depth
 
 
 def blocks_differ(depth: int, outs: int, rows: int, l1d_a: int, l1d_b: int) -> bool:

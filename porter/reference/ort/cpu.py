@@ -71,6 +71,9 @@ TARGETS = {cpu.name: cpu for cpu in (
 # kernel): no golden from such a CPU checks them.
 NOT_REPRODUCED = {"arm64": "ARM64 (NEON floats, udot / sdot)"}
 
+# The flags every CPU onnxruntime's arithmetic is reproduced for has (target_for_flags): a
+# golden whose flags lack one is from another CPU or lists them partially.
+REQUIRED_FLAGS = ("avx2", "fma")
 # /proc/cpuinfo flags that MLAS's dispatch reads (a golden's manifest records these)
 DISPATCH_FLAG_PREFIXES = ("avx2", "avx512", "avx_vnni", "fma", "amx")
 CPUINFO = Path("/proc/cpuinfo")
@@ -97,7 +100,7 @@ def target_for_flags(flags: set[str] | list[str], where: str) -> OrtCpu:
     kernel, which saturates unless the CPU also has AVX512-VNNI. (AMX, where present, takes the
     u8 x s8 GEMM too: exact, and every CPU with it has AVX512-VNNI.)"""
     flags = set(flags)
-    if not {"avx2", "fma"} <= flags:
+    if not set(REQUIRED_FLAGS) <= flags:
         raise PorterError(f"{where} has no AVX2 with FMA (flags: {' '.join(sorted(flags)) or 'none'}): "
                           f"onnxruntime's arithmetic there is not reproduced; choose --ort-cpu "
                           f"{'|'.join(TARGETS)}")

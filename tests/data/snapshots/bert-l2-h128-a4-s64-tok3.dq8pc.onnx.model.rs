@@ -16,6 +16,9 @@ use crate::program::*;
 
 pub const SEQ: usize = 64;
 pub const VOCAB: usize = 4096;
+/// Rows of the token-type table: valid token types are below it (1: the graph has no token-type
+/// input, every token is segment A).
+pub const TYPE_VOCAB: usize = 1;
 /// Values per output row: labels for a classifier, the hidden size for an embedding.
 pub const WIDTH: usize = 3;
 /// One output row per token (token classification), or one for the window (pooled).

@@ -105,17 +105,28 @@ impl State {
     }
 }
 
+/// Every token in segment A: the token types of a caller that has none.
+static SEGMENT_A: [u32; SEQ] = [0; SEQ];
+
 /// The output rows of one window ([live, WIDTH] for a token output, [1, WIDTH] pooled) and the
-/// number of rows computed. ids and mask hold SEQ entries.
+/// number of rows computed, every token in segment A (token type 0). ids and mask hold SEQ entries.
 pub fn forward(model: &Model, ids: &[u32], mask: &[i32], live: usize, extent: Extent, profile: &mut Profile)
     -> (Vec<f32>, usize) {
-    assert!(ids.len() == SEQ && mask.len() == SEQ && live <= SEQ);
+    forward_with_types(model, ids, &SEGMENT_A, mask, live, extent, profile)
+}
+
+/// `forward` with each token's type id (segment A 0, segment B 1, ..., below TYPE_VOCAB; a
+/// model without a token-type input has TYPE_VOCAB 1). ids, types and mask hold SEQ entries.
+pub fn forward_with_types(model: &Model, ids: &[u32], types: &[u32], mask: &[i32], live: usize, extent: Extent,
+                          profile: &mut Profile) -> (Vec<f32>, usize) {
+    assert!(ids.len() == SEQ && types.len() == SEQ && mask.len() == SEQ && live <= SEQ);
+    assert!(types.iter().all(|&t| (t as usize) < TYPE_VOCAB), "token type outside [0, TYPE_VOCAB)");
     let counts = rows_to_compute(mask, live, extent);
     let mut s = State::new(&counts);
     let keep: Vec<bool> = mask.iter().map(|&m| m != 0).collect();
     s.buffers[MASK_BUFFER] = mask.iter().map(|&m| m as f32).collect();
     for step in &model.steps {
-        let phase = run_step(step, ids, &keep, &counts, &mut s);
+        let phase = run_step(step, ids, types, &keep, &counts, &mut s);
         profile.lap(phase);
     }
     let rows = if OUTPUT_TOKENS { counts.output } else { 1 };
@@ -124,11 +135,12 @@ pub fn forward(model: &Model, ids: &[u32], mask: &[i32], live: usize, extent: Ex
     (out, counts.used)
 }
 
-fn run_step(step: &Step, ids: &[u32], keep: &[bool], counts: &Counts, s: &mut State) -> Phase {
+fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Counts, s: &mut State) -> Phase {
     match step {
         Step::Embed { out, rows, word, terms } => {
             let mut y = s.take(*out);
-            embed(word, terms, &ids[..counts.of(*rows)], &mut y);
+            let n = counts.of(*rows);
+            embed(word, terms, &ids[..n], &types[..n], &mut y);
             s.buffers[*out] = y;
             Phase::Other
         }
@@ -241,7 +253,7 @@ fn values<'b>(buffers: &'b [Vec<f32>], operand: &'b Operand) -> &'b [f32] {
 }
 
 /// x[t] = the word row of ids[t] (dequantised), then each term added in graph order.
-fn embed(word: &Lookup, terms: &[Term], ids: &[u32], x: &mut [f32]) {
+fn embed(word: &Lookup, terms: &[Term], ids: &[u32], types: &[u32], x: &mut [f32]) {
     let width = word.width;
     let mut seen = 0u32; // real tokens so far, for RoBERTa's position ids
     for (t, &id) in ids.iter().enumerate() {
@@ -261,6 +273,7 @@ fn embed(word: &Lookup, terms: &[Term], ids: &[u32], x: &mut [f32]) {
                     let position = if id == *pad_id { *pad_id } else { pad_id + seen };
                     add_lookup_row(lookup, position as usize, row);
                 }
+                Term::Types { lookup } => add_lookup_row(lookup, types[t] as usize, row),
             }
         }
     }

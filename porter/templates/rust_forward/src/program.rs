@@ -61,6 +61,8 @@ pub enum Term<'a> {
     Rows { values: &'a [f32], row_stride: usize },
     /// A table looked up by RoBERTa's position ids: pad + the running count of real tokens.
     Positions { lookup: Lookup<'a>, pad_id: u32 },
+    /// The token-type table, looked up by each token's type id (segment A 0, B 1).
+    Types { lookup: Lookup<'a> },
 }
 
 pub enum Weights<'a> {
