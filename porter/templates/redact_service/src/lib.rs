@@ -29,7 +29,7 @@ mod redact;
 mod restore;
 
 // The wasi:http glue porter's services share (templates/service_common).
-use service_common::{error, http, json, timing};
+use service_common::{budget, error, http, json, timing};
 
 use std::time::Instant;
 
