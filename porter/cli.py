@@ -351,12 +351,12 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--tokenizer", "tokenizer_json", type=click.Path(path_type=Path), required=True,
               help="The model's Hugging Face tokenizer.json.")
-@click.option("--task", type=click.Choice(("redact", "embeddings", "sequence-classification")),
+@click.option("--task", type=click.Choice(("redact", "embeddings", "sequence-classification", "token-classification")),
               help="What to serve (default: what the model outputs: one row per token -> redact, a "
                    "Linear head's row -> sequence-classification, another row -> embeddings).")
 @click.option("--labels", "labels_json", type=click.Path(path_type=Path),
               help="redact: labels.json, {\"labels\": [\"O\", \"B-CAT\", ...]}, one BIOES label per output; "
-                   "sequence-classification: a JSON list, {\"labels\": [...]} or config.json's id2label.")
+                   "the classifications: a JSON list, {\"labels\": [...]} or config.json's id2label.")
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
               help="Directory for the crates, the component and service.json.")
 @click.option("--pad-id", type=int, help="Padding token id (default: the tokenizer's).")
@@ -364,7 +364,7 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
 @click.option("--max-windows", type=int, default=16, show_default=True,
               help="redact: texts needing more model windows get 413.")
 @click.option("--max-batch", type=int, default=32, show_default=True,
-              help="embeddings, sequence-classification: more inputs in one request get 413.")
+              help="embeddings and the classifications: more inputs in one request get 413.")
 @click.option("--request-budget-ms", type=int, default=REQUEST_BUDGET_MS, show_default=True,
               help="A request that would run longer (estimated between windows) stops and gets 503 "
                    "with Retry-After; keep it below the host's timeout.")

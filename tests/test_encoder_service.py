@@ -36,6 +36,8 @@ ZOO = REPO / "graphs" / "zoo"
 EMBEDDER = ZOO / "minilm-mean.litert-dq8.tflite"  # real MiniLM weights, mean pooling, normalised
 CLASSIFIER = ZOO / "bert-seq.litert-dq8.tflite"  # BertForSequenceClassification, 3 labels
 CLASSIFIER_LABELS = ["negative", "neutral", "positive"]
+TAGGER = ZOO / "bert-tok.litert-dq8.tflite"  # BertForTokenClassification, 5 labels, window 64
+TAGGER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 START_TIMEOUT_S = 120
 SERVE_TIMEOUT_S = 30
 TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.", "a", "",
@@ -104,6 +106,19 @@ def classify_build(tmp_path_factory):
     labels = tmp_path_factory.mktemp("classify-labels") / "config.json"
     labels.write_text(json.dumps({"id2label": {str(i): name for i, name in enumerate(CLASSIFIER_LABELS)}}))
     return build(tmp_path_factory, "classify-service", CLASSIFIER, labels_path=labels)
+
+
+@pytest.fixture(scope="session")
+def tagger_build(tmp_path_factory):
+    labels = tmp_path_factory.mktemp("tagger-labels") / "labels.json"
+    labels.write_text(json.dumps(TAGGER_LABELS))
+    return build(tmp_path_factory, "tagger-service", TAGGER, task="token-classification", labels_path=labels)
+
+
+@pytest.fixture(scope="session")
+def tagger_service(tagger_build, host):
+    with serving(tagger_build, host) as service:
+        yield service
 
 
 @pytest.fixture(scope="session")
@@ -282,3 +297,63 @@ def test_huggingface_text_classification(classify_service):
 def test_classifier_info_names_the_labels(classify_service):
     info = json.loads(http_request(classify_service.port, "GET", "/info")[2])
     assert info["model_type"]["classifier"]["id2label"] == {str(i): l for i, l in enumerate(CLASSIFIER_LABELS)}
+
+
+# --- token classification --------------------------------------------------------------------------
+
+
+def tagger_expected(service: Service, text: str) -> tuple[list[dict], np.ndarray]:
+    """The service's own tokens of `text` and the executor's logits on its window (rows x labels)."""
+    tokens = service.ok("/tokenize", {"inputs": text})[0]
+    window, mask = service.windows(text)
+    logits = np.asarray(execute.run(service.built.ir, window, mask), np.float32)
+    return tokens, logits.reshape(service.built.ir.seq, -1)
+
+
+def test_token_logits_are_the_executor_bit_for_bit(tagger_service):
+    for text in TEXTS:
+        reply = tagger_service.ok("/predict", {"inputs": text, "raw_scores": True, "parameters": {"ignore_labels": []}})
+        tokens, logits = tagger_expected(tagger_service, text)
+        text_tokens = [(i, t) for i, t in enumerate(tokens) if not t["special"]]
+        assert [e["index"] for e in reply] == [i for i, _ in text_tokens], text
+        for entity, (i, token) in zip(reply, text_tokens):
+            assert entity["entity"] == TAGGER_LABELS[int(logits[i].argmax())]
+            assert np.float32(entity["score"]) == logits[i].max(), text
+            assert (entity["start"], entity["end"]) == (token["start"], token["stop"])
+            assert entity["word"] == text[entity["start"]:entity["end"]]
+
+
+def test_huggingface_token_classification(tagger_service):
+    """InferenceClient's token_classification against POST /: the pipeline's entities, "O" left
+    out, and "simple" groups of B-/I- runs with the mean score."""
+    from huggingface_hub import InferenceClient
+
+    client = InferenceClient(base_url=tagger_service.url)
+    text = TEXTS[4]
+    tokens, logits = tagger_expected(tagger_service, text)
+    shifted = np.exp(logits.astype(np.float64) - logits.max(axis=1, keepdims=True))
+    scores = shifted / shifted.sum(axis=1, keepdims=True)
+    per_token = [(i, TAGGER_LABELS[int(scores[i].argmax())], scores[i].max()) for i, t in enumerate(tokens) if not t["special"]]
+    none = client.token_classification(text)
+    kept = [p for p in per_token if p[1] != "O"]
+    assert kept and len(kept) < len(per_token), "the text should have tokens of both kinds"
+    assert [(e.index, e.entity) for e in none] == [(i, label) for i, label, _ in kept]
+    assert [e.score for e in none] == pytest.approx([score for *_, score in kept], abs=1e-6)
+    groups = []
+    for i, label, score in per_token:
+        begins, tag = (label[:2] == "B-", label[2:]) if label[:2] in ("B-", "I-") else (False, label)
+        if groups and not begins and groups[-1][0] == tag:
+            groups[-1][1].append((i, score))
+        else:
+            groups.append((tag, [(i, score)]))
+    expected = [(tag, tokens[members[0][0]]["start"], tokens[members[-1][0]]["stop"], np.mean([s for _, s in members]))
+                for tag, members in groups if tag != "O"]
+    simple = client.token_classification(text, aggregation_strategy="simple")
+    assert [(e.entity_group, e.start, e.end) for e in simple] == [g[:3] for g in expected]
+    assert [e.score for e in simple] == pytest.approx([g[3] for g in expected], abs=1e-6)
+    assert all(e.word == text[e.start:e.end] for e in simple)
+
+
+def test_word_aggregations_are_refused_naming_the_cause(tagger_service):
+    status, _, body = tagger_service.post("/", {"inputs": "a", "parameters": {"aggregation_strategy": "first"}})
+    assert status == 422 and "does not report words" in body["error"], body

@@ -1,5 +1,5 @@
-"""`porter serve-build --task embeddings|sequence-classification`: an encoder whose output is one
-row per window as a service in the APIs clients already speak (Text Embeddings Inference, OpenAI,
+"""`porter serve-build --task embeddings|sequence-classification|token-classification`: an encoder
+as a service in the APIs clients already speak (Text Embeddings Inference, OpenAI,
 the Hugging Face Inference API): templates/encoder_service, beside the forward crate, the
 tokenizer crate and the shared wasi:http glue, as the redaction service is built (porter.serve.redact
 renders the same three dependencies).
@@ -9,7 +9,9 @@ The task is what the IR says the model outputs, unless --task says otherwise:
     one output row, written by a Linear    sequence-classification (the Linear is the head)
     one output row, written by anything    embeddings (pooling, a slice of the first token,
       else                                 normalisation)
-    one row per token                      the redaction service (porter.serve.redact)
+    one row per token                      the redaction service (porter.serve.redact);
+                                           --task token-classification serves it in the
+                                           Hugging Face pipeline's shape instead
 
 Whether an embedding model's output is already of unit length is decided by running the
 program (the numpy executor) on seeded windows; TEI's `normalize` then changes nothing.
@@ -35,7 +37,7 @@ TEMPLATE = TEMPLATES_DIR / "encoder_service"
 FORMAT = "porter.encoder/1"
 APP_NAME = "encoder"
 DESCRIPTION = "An encoder model compiled to wasm by porter, in TEI's, OpenAI's and Hugging Face's APIs"
-TASKS = ("embeddings", "sequence-classification")
+TASKS = ("embeddings", "sequence-classification", "token-classification")
 COMPONENT_NAME = "encoder.wasm"
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 DEFAULT_MAX_BATCH = 32
@@ -109,16 +111,18 @@ def encoder_serve_build(model: Path, tokenizer_json: Path, out_dir: Path, task: 
 
     if task not in TASKS:
         raise PorterError(f"--task {task}: the encoder service serves {', '.join(TASKS)}")
-    if ir.output_tokens:
-        raise PorterError(f"{model} has one output row per token; --task {task} needs one row per window "
-                          "(token classification is served as `--task redact` for now)")
+    per_token = task == "token-classification"
+    if ir.output_tokens != per_token:
+        rows = "one output row per token" if ir.output_tokens else "one output row per window"
+        raise PorterError(f"{model} has {rows}; --task {task} needs "
+                          + ("one row per token" if per_token else "one row per window"))
     if max_batch <= 0 or request_budget_ms <= 0:
         raise PorterError(f"--max-batch ({max_batch}) and --request-budget-ms ({request_budget_ms}) must be positive")
     toolchain = require_toolchain()
     rule = window_rule(tokenizer_json, pad_id)
     rule.chunk(ir.seq)
     require_vocabulary_fits(rule, ir.vocab)
-    labels = read_labels(labels_path, ir.width) if task == "sequence-classification" else []
+    labels = read_labels(labels_path, ir.width) if task != "embeddings" else []
     normalized = task == "embeddings" and output_is_unit_length(ir, rule)
     echo(f"{model}: {task}, window {ir.seq}, {ir.width} values per input"
          + (", already unit length" if normalized else ""))

@@ -170,3 +170,52 @@ fn encoding_format(value: Option<Value>) -> Result<bool, ApiError> {
         Some(_) => Err(bad("\"encoding_format\" must be \"float\" or \"base64\"")),
     }
 }
+
+pub struct TokenRequest {
+    pub inputs: Inputs,
+    pub aggregation: crate::tokens::Aggregation,
+    pub ignore_labels: Vec<String>,
+    pub raw_scores: bool,
+}
+
+/// The Hugging Face token-classification API (POST / and POST /predict): {"inputs", "parameters":
+/// {"aggregation_strategy", "ignore_labels"}, "raw_scores"}.
+pub fn parse_token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
+    use crate::tokens::Aggregation;
+
+    let mut object = parse_object(body, &["inputs", "parameters", "raw_scores"])?;
+    let inputs = texts(object.remove("inputs"), "inputs")?;
+    let raw_scores = flag(&mut object, "raw_scores", false)?;
+    let mut parameters = match object.remove("parameters") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(bad("\"parameters\" must be an object")),
+    };
+    if let Some(unknown) = parameters.keys().find(|k| !["aggregation_strategy", "ignore_labels"].contains(&k.as_str())) {
+        return Err(bad(format!("unknown parameter \"{unknown}\"; expected aggregation_strategy, ignore_labels")));
+    }
+    let aggregation = match parameters.remove("aggregation_strategy") {
+        None | Some(Value::Null) => Aggregation::None,
+        Some(Value::String(s)) if s == "none" => Aggregation::None,
+        Some(Value::String(s)) if s == "simple" => Aggregation::Simple,
+        Some(Value::String(s)) if ["first", "average", "max"].contains(&s.as_str()) => {
+            return Err(unsupported(format!(
+                "aggregation_strategy \"{s}\" groups the sub-tokens of each word, and this service's tokenizer does not \
+                 report words yet; use \"none\" or \"simple\""
+            )))
+        }
+        Some(_) => return Err(bad("\"aggregation_strategy\" must be none, simple, first, average or max")),
+    };
+    let ignore_labels = match parameters.remove("ignore_labels") {
+        None | Some(Value::Null) => vec!["O".to_string()],
+        Some(Value::Array(values)) => values
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s),
+                _ => Err(bad("\"ignore_labels\" must be an array of label names")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad("\"ignore_labels\" must be an array of label names")),
+    };
+    Ok(TokenRequest { inputs, aggregation, ignore_labels, raw_scores })
+}

@@ -7,7 +7,8 @@
 //!   POST /tokenize            TEI's: {"inputs", "add_special_tokens"} -> [[{"id", "text",
 //!                             "special", "start", "stop"}]] (code-point offsets);
 //!   embeddings:               POST /embed (TEI), POST /v1/embeddings (OpenAI), POST / (= /embed);
-//!   sequence-classification:  POST /predict (TEI), POST / (the Hugging Face API's shape).
+//!   sequence-classification:  POST /predict (TEI), POST / (the Hugging Face API's shape);
+//!   token-classification:     POST /predict and POST / (the Hugging Face pipeline's shape, tokens.rs).
 //! Every response carries a Server-Timing header; every error is JSON {"error", "error_type",
 //! "status"} (TEI's fields). Each input is one model window; a batch is bounded by MAX_BATCH,
 //! the request by REQUEST_BUDGET_MS (503) and the body's arrival by BODY_DEADLINE (408).
@@ -20,6 +21,7 @@ mod classify;
 mod config;
 mod embed;
 mod encode;
+mod tokens;
 
 // The wasi:http glue porter's services share (templates/service_common).
 use service_common::{budget, error, http, json, timing};
@@ -33,7 +35,7 @@ use error::ApiError;
 use timing::ServerTiming;
 
 // The labels rendered into config.rs must be the model's own outputs.
-const _: () = assert!(!encoder::model::OUTPUT_TOKENS && encoder::model::SEQ == config::WINDOW);
+const _: () = assert!(encoder::model::OUTPUT_TOKENS == config::TOKEN_OUTPUT && encoder::model::SEQ == config::WINDOW);
 const _: () = assert!(config::LABELS.is_empty() || config::LABELS.len() == WIDTH);
 
 struct Service;
@@ -69,6 +71,7 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
     let path = http::path(&request);
     let method = request.method();
     let embeddings = config::TASK == "embeddings";
+    let tokens = config::TOKEN_OUTPUT;
     match path.as_str() {
         "/health" | "/ping" => {
             http::expect_method(&method, Method::Get, "GET")?;
@@ -91,6 +94,10 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
             let parsed = api::parse_openai(&body, WIDTH)?;
             let (rows, tokens) = embed_rows(&parsed, started, timing)?;
             Ok(embed::openai_json(&rows, &parsed, model.as_deref(), tokens))
+        }
+        "/" | "/predict" if tokens => {
+            let parsed = api::parse_token_request(&post_body(request, &method)?)?;
+            predict_tokens(&parsed, started, timing)
         }
         "/predict" if !embeddings => {
             let parsed = api::parse_predict(&post_body(request, &method)?)?;
@@ -126,6 +133,16 @@ fn predict(request: &api::PredictRequest, started: Instant, timing: &mut ServerT
     let logits = encode::run_all(&inputs, started, timing)?;
     let mut ranked = logits.iter().map(|l| classify::ranked(&classify::scores(l, request.raw_scores), request.top_k));
     Ok(if single { ranked.next().unwrap_or_default() } else { json::array(ranked) })
+}
+
+fn predict_tokens(request: &api::TokenRequest, started: Instant, timing: &mut ServerTiming) -> Result<String, ApiError> {
+    let inputs = encode::tokenize_all(&request.inputs.texts, encode::Truncation { enabled: false, from_left: false }, timing)?;
+    let logits = encode::run_all(&inputs, started, timing)?;
+    let mut replies = request.inputs.texts.iter().zip(&inputs).zip(&logits).map(|((text, tokens), logits)| {
+        let entities = tokens::entities(tokens, logits, request.raw_scores);
+        tokens::to_json(text, &entities, request.aggregation, &request.ignore_labels)
+    });
+    Ok(if request.inputs.single { replies.next().unwrap_or_default() } else { json::array(replies) })
 }
 
 fn tokenize(request: &api::TokenizeRequest, timing: &mut ServerTiming) -> Result<String, ApiError> {
