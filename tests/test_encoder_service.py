@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import http_probes
-from fixtures import REPO, minilm_tokenizer_json
+from fixtures import REPO, assert_one_line_error, deployed_manifest, minilm_tokenizer_json, run_porter
 from porter.check.windows import read_tokenizer
 from porter.codegen.compile import recover
 from porter.reference import execute
@@ -151,6 +151,32 @@ def as_f32(values) -> np.ndarray:
 ])
 def test_the_task_is_what_the_model_outputs(member, task):
     assert task_of(recover(ZOO / member)) == task
+
+
+@pytest.mark.parametrize("model, args, fragments", [
+    (TAGGER, ["--task", "embeddings"], ["one output row per token", "--task embeddings needs one row per window"]),
+    (CLASSIFIER, ["--task", "token-classification"], ["one output row per window", "needs one row per token"]),
+    (TAGGER, [], ["the redaction service needs --labels"]),
+    (CLASSIFIER, ["--labels", "LABELS"], ["lists 2 labels; the model has 3 outputs"]),
+])
+def test_serve_build_refusals_are_one_line(tmp_path, model, args, fragments):
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps(["a", "b"]))
+    args = [str(labels) if a == "LABELS" else a for a in args]
+    result = run_porter("serve-build", model, "--tokenizer", minilm_tokenizer_json(), "-o", tmp_path / "out", *args)
+    assert_one_line_error(result, *fragments)
+
+
+def test_deploy_writes_a_manifest_that_remakes_the_service(classify_build, tmp_path, capsys):
+    """`porter deploy` takes the encoder service unchanged; the manifest's build step is the
+    serve-build that made it (task and labels included)."""
+    import shlex
+
+    manifest = deployed_manifest(classify_build.out_dir, tmp_path, capsys)
+    (component,) = manifest["component"].values()
+    command = shlex.split(component["build"]["command"])
+    assert command[3:4] == ["serve-build"] and command[command.index("--task") + 1] == "sequence-classification"
+    assert "--labels" in command and component["source"].endswith("encoder.wasm")
 
 
 def test_the_facts_record_the_task(embed_build, classify_build):
