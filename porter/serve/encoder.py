@@ -187,6 +187,5 @@ def serve_build(model: Path, tokenizer_json: Path, out_dir: Path, *, task: str |
                               "(labels.json, one BIOES label per output)")
         options.pop("max_batch", None)
         return redact.serve_build(model, tokenizer_json, labels_path, out_dir, echo=echo, **options)
-    for redact_only in ("max_windows",):
-        options.pop(redact_only, None)
+    options.pop("max_windows", None)  # the redaction service's
     return encoder_serve_build(model, tokenizer_json, out_dir, task, ir, labels_path=labels_path, echo=echo, **options)
