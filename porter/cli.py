@@ -351,25 +351,33 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--tokenizer", "tokenizer_json", type=click.Path(path_type=Path), required=True,
               help="The model's Hugging Face tokenizer.json.")
-@click.option("--labels", "labels_json", type=click.Path(path_type=Path), required=True,
-              help="labels.json: {\"labels\": [\"O\", \"B-CAT\", ...]}, one BIOES label per output.")
+@click.option("--task", type=click.Choice(("redact", "embeddings", "sequence-classification", "token-classification")),
+              help="What to serve (default: what the model outputs: one row per token -> redact, a "
+                   "Linear head's row -> sequence-classification, another row -> embeddings).")
+@click.option("--labels", "labels_json", type=click.Path(path_type=Path),
+              help="redact: labels.json, {\"labels\": [\"O\", \"B-CAT\", ...]}, one BIOES label per output; "
+                   "the classifications: a JSON list, {\"labels\": [...]} or config.json's id2label.")
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), required=True,
-              help="Directory for the crates, the component (redact.wasm) and service.json.")
+              help="Directory for the crates, the component and service.json.")
 @click.option("--pad-id", type=int, help="Padding token id (default: the tokenizer's).")
-@click.option("--max-body-bytes", type=int, default=64 * 1024, show_default=True,
-              help="Larger request bodies get 413.")
+@click.option("--max-body-bytes", type=int, help="Larger request bodies get 413 (default: 64 KiB for redact, 256 KiB otherwise).")
 @click.option("--max-windows", type=int, default=16, show_default=True,
-              help="Texts needing more model windows get 413.")
+              help="redact: texts needing more model windows get 413.")
+@click.option("--max-batch", type=int, default=32, show_default=True,
+              help="embeddings and the classifications: more inputs in one request get 413.")
 @click.option("--request-budget-ms", type=int, default=REQUEST_BUDGET_MS, show_default=True,
               help="A request that would run longer (estimated between windows) stops and gets 503 "
                    "with Retry-After; keep it below the host's timeout.")
-def serve_build(model, tokenizer_json, labels_json, out_dir, pad_id, max_body_bytes, max_windows,
-                request_budget_ms):
-    """Build MODEL into a PII redaction service: a wasi:http component for Spin."""
-    from porter.serve.redact import serve_build as build
+def serve_build(model, tokenizer_json, task, labels_json, out_dir, pad_id, max_body_bytes, max_windows,
+                max_batch, request_budget_ms):
+    """Build MODEL into a service, a wasi:http component for Spin: PII redaction, embeddings or
+    sequence classification."""
+    from porter.serve.encoder import serve_build as build
 
-    build(model, tokenizer_json, labels_json, out_dir, pad_id=pad_id, max_body_bytes=max_body_bytes,
-          max_windows=max_windows, request_budget_ms=request_budget_ms, echo=click.echo)
+    sizes = {"max_body_bytes": max_body_bytes} if max_body_bytes is not None else {}
+    build(model, tokenizer_json, out_dir, task=task, labels_path=labels_json, pad_id=pad_id,
+          max_windows=max_windows, max_batch=max_batch, request_budget_ms=request_budget_ms,
+          echo=click.echo, **sizes)
 
 
 @main.command("generate-build")

@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 
 from fixtures import REPO, deployed_manifest
+import http_probes
 from porter.reference import execute
 from porter.bench.load import load_test
 from porter.bench.service import bench_service, text_of_tokens
@@ -600,6 +601,37 @@ def test_limits_give_413(service):
     assert status == 413 and "tokens" in reply["error"], reply
     # The server is still there after both.
     assert service.request("GET", "/ping")[0] == 200
+
+
+def test_a_stalled_body_gets_json_408_within_the_deadline(fixture_service):
+    """Fewer bytes than the Content-Length, the connection kept open: the service's own 408 once
+    its body deadline has passed, long before the host's timeout (its HTML 500, docs/hosts.md)."""
+    deadline_s = fixture_service.facts["body_deadline_ms"] / 1000
+    reply = http_probes.exchange(fixture_service.port, http_probes.stalled("/redact", 100, b'{"text": "'))
+    assert reply.status == 408 and reply.headers["content-type"] == "application/json", reply
+    assert json.loads(reply.body)["status"] == 408 and "10 bytes of the 100" in json.loads(reply.body)["error"]
+    assert deadline_s <= reply.seconds < deadline_s + 5, reply.seconds
+    assert fixture_service.request("GET", "/ping")[0] == 200
+
+
+def test_a_cut_body_gets_json_400(fixture_service):
+    """The client closes its side mid-body: the stream fails, and the reply is still JSON."""
+    reply = http_probes.exchange(fixture_service.port, http_probes.stalled("/redact", 100, b'{"text": "'),
+                                 half_close=True)
+    assert reply.status == 400 and "cannot read the request body" in json.loads(reply.body)["error"], reply
+
+
+@pytest.mark.parametrize("name, data, expected", http_probes.HOST_REPLIES, ids=[r[0] for r in http_probes.HOST_REPLIES])
+def test_host_replies_are_the_documented_ones(fixture_service, name, data, expected):
+    """Requests the host refuses before the component runs, answered as docs/hosts.md says."""
+    http_probes.check_host_reply(http_probes.exchange(fixture_service.port, data), expected[fixture_service.host])
+
+
+@pytest.mark.parametrize("name, data, status", http_probes.SERVICE_REPLIES, ids=[r[0] for r in http_probes.SERVICE_REPLIES])
+def test_odd_requests_the_host_passes_on_get_json(fixture_service, name, data, status):
+    reply = http_probes.exchange(fixture_service.port, data)
+    assert reply.status == status and reply.headers["content-type"] == "application/json", reply
+    assert "server-timing" in reply.headers
 
 
 def readme_example() -> dict:

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
-from porter.serve import generate, redact
+from porter.serve import encoder, generate, redact
 from porter.serve.host import (MAX_COMPONENT_BYTES, free_port, read_facts, serve_command, spin_program, stop_server,
                                wait_until_serving, wasmtime_program)
 
@@ -42,6 +42,7 @@ class App:
 APPS = {
     redact.FORMAT: App("redact", redact.DESCRIPTION, redact.build_command),
     generate.FORMAT: App(generate.APP_NAME, generate.DESCRIPTION, generate.build_command),
+    encoder.FORMAT: App(encoder.APP_NAME, encoder.DESCRIPTION, encoder.build_command),
 }
 
 

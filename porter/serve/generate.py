@@ -5,12 +5,13 @@ generate-build recovers the decoder (porter.recover.decoder), renders its genera
 (porter.codegen.decoder, kept in OUT/decoder: `porter build OUT/decoder` builds the greedy eval
 module the service is checked against), renders the service crate (templates/generate_service),
 which depends on the decoder crate by path, and precompiles the byte-level BPE tokenizer into
-bpe.bin (below). The wasi:http glue (error.rs, http.rs, json.rs, timing.rs) is the redaction service's,
-copied from templates/redact_service. The output directory then holds:
+bpe.bin (below). The wasi:http glue is the crate every service shares (templates/service_common),
+rendered beside the others as a path dependency. The output directory then holds:
 
     decoder/        the generated decoder crate with model.bin, layout.json, ir.json
+    service_common/ the shared wasi:http glue
     crate/          the service crate
-    Cargo.toml      the workspace of the two crates (porter.serve.host.write_workspace)
+    Cargo.toml      the workspace of the three crates (porter.serve.host.write_workspace)
     generate.wasm   the component
     service.json    what was built from what, the limits, the component's size and SHA-256
 
@@ -26,26 +27,18 @@ from porter import TEMPLATES_DIR
 from porter.errors import PorterError
 from porter.fsutil import copy_atomic
 from porter.tokenize.bpe import bpe_blob
-from porter import package_path
-from porter.serve.host import HTTP_GLUE_DIR, SERVICE_CRATE, record_component, write_workspace
+from porter.serve.host import BODY_DEADLINE_MS, SERVICE_CRATE, record_component, render_common_crate, write_workspace
 
 TEMPLATE = TEMPLATES_DIR / "generate_service"
 COMPONENT_NAME = "generate.wasm"
 FORMAT = "porter.generate/1"
 APP_NAME = "generate"
 DESCRIPTION = "Text generation: a GPT-style decoder compiled to wasm by porter"
-# The redaction service's wasi:http glue, copied into the generation service unchanged.
-SHARED_SOURCES = ("error.rs", "http.rs", "json.rs", "timing.rs")
 DEFAULT_MAX_BODY_BYTES = 16 * 1024
 # Bounds the tokenizer's work; a prompt this long is more tokens than a small context holds anyway.
 DEFAULT_MAX_PROMPT_BYTES = 4096
 
 # --- rendering and building --------------------------------------------------------------------
-
-
-def http_glue_files() -> dict[str, bytes]:
-    """The redaction service's wasi:http glue, as relative path -> bytes for the service crate."""
-    return {f"src/{name}": package_path(f"{HTTP_GLUE_DIR}/{name}").read_bytes() for name in SHARED_SOURCES}
 
 
 def _recover(model: Path, context: int | None):
@@ -79,10 +72,11 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     if vocab_size > ir.vocab:
         raise PorterError(f"{tokenizer_json} has {vocab_size} ids, the model only {ir.vocab}")
     decoder_dir = render_decoder_crate(ir, out_dir / "decoder", quant)
-    files = {**http_glue_files(), "bpe.bin": blob}
+    files = {"bpe.bin": blob}
     variables = {"crate_name": "porter-generate-service", "decoder_package": crate_name(ir.source, decoder_dir),
                  "end_of_text": end_of_text, "max_body_bytes": max_body_bytes,
-                 "max_prompt_bytes": max_prompt_bytes}
+                 "max_prompt_bytes": max_prompt_bytes, "body_deadline_ms": BODY_DEADLINE_MS,
+                 **render_common_crate(out_dir)}
     files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
     crate = render_crate(TEMPLATE, out_dir / SERVICE_CRATE, variables, files)
     write_workspace(out_dir)

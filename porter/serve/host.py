@@ -14,10 +14,15 @@ from porter.fsutil import write_atomic
 SERVICE_JSON = "service.json"
 # Spin / Akamai Functions refuse applications above 50 MiB.
 MAX_COMPONENT_BYTES = 50 * 1024 * 1024
-# The wasi:http glue (error.rs, http.rs, json.rs, timing.rs) lives with the redaction service's
-# template; the generation service copies it from there.
-HTTP_GLUE_DIR = "templates/redact_service/src"  # in porter's package data
 SERVICE_CRATE = "crate"  # the service crate's directory in a serve-build / generate-build output
+# The wasi:http glue every service shares (templates/service_common), rendered beside the service
+# crate as its path dependency.
+COMMON_CRATE = "service_common"
+# How long a request body may take to arrive once the service reads it; then 408. A stalled
+# body (fewer bytes than Content-Length, the connection kept open) must get the service's JSON
+# before the host gives up on the request (`porter serve`'s 30 s timeout, docs/hosts.md); 5 s
+# is a 64 KiB body at about 100 kbit/s.
+BODY_DEADLINE_MS = 5_000
 # The output directory is a Cargo workspace: the service crate and the crates it depends on by
 # path, beside it, are its members. Cargo then names each source file relative to the workspace
 # (in panic locations, for one), so the component is the same bytes wherever it is built; and
@@ -32,6 +37,19 @@ resolver = "2"
 def write_workspace(out_dir: Path) -> None:
     """out_dir/Cargo.toml, which makes the output directory one Cargo workspace."""
     write_atomic(out_dir / "Cargo.toml", WORKSPACE_MANIFEST.encode())
+
+
+def render_common_crate(out_dir: Path) -> dict[str, str]:
+    """Renders templates/service_common into out_dir/service_common; returns the template
+    variable naming its package (hashed by directory, as codegen.encoder.crate_name says why)."""
+    from porter import TEMPLATES_DIR
+    from porter.codegen.encoder import crate_name
+    from porter.codegen.render import render_crate
+
+    crate_dir = out_dir / COMMON_CRATE
+    package = crate_name("service-common", crate_dir)
+    render_crate(TEMPLATES_DIR / "service_common", crate_dir, {"common_package": package})
+    return {"common_package": package}
 
 
 def record_component(out_dir: Path, component: Path, facts: dict, echo) -> dict:

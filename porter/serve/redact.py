@@ -1,15 +1,17 @@
 """`porter serve-build`, `porter serve` and `porter deploy`: a token classifier as a redaction
 service, a wasi:http proxy component that Spin and `wasmtime serve` run.
 
-serve-build compiles the model (porter.compile) and renders three crates: the generated forward
-pass (templates/rust_forward), the precompiled tokenizer (templates/tokenizer) and the service
-(templates/redact_service), which depends on the other two by path, with the facts the service
+serve-build compiles the model (porter.compile) and renders four crates: the generated forward
+pass (templates/rust_forward), the precompiled tokenizer (templates/tokenizer), the shared
+wasi:http glue (templates/service_common) and the service (templates/redact_service), which
+depends on the other three by path, with the facts the service
 needs rendered into its config.rs: the window, the special tokens around each window's text, the
 padding id, the labels, the limits and the request's time budget.
 The output directory then holds:
 
     forward/        the generated forward crate with model.bin, layout.json, ir.json
     tokenizer/      the tokenizer crate with tokenizer.bin
+    service_common/ the wasi:http glue porter's services share (templates/service_common)
     crate/          the service crate (buildable by hand with the command in .cargo/config.toml)
     Cargo.toml      the workspace of the three crates (porter.serve.host.write_workspace)
     redact.wasm     the component
@@ -31,7 +33,7 @@ from porter import TEMPLATES_DIR
 from porter.check.windows import WindowRule, require_vocabulary_fits, window_rule
 from porter.errors import PorterError
 from porter.ir.encoder import MaskMode
-from porter.serve.host import SERVICE_CRATE, record_component, write_workspace
+from porter.serve.host import BODY_DEADLINE_MS, SERVICE_CRATE, record_component, render_common_crate, write_workspace
 
 SERVICE_TEMPLATE = TEMPLATES_DIR / "redact_service"
 COMPONENT_NAME = "redact.wasm"
@@ -86,9 +88,10 @@ def read_labels(labels_json: Path, expected: int) -> LabelSet:
 
 
 def render_dependencies(ir, tokenizer_blob: bytes, out_dir: Path, toolchain) -> dict[str, str]:
-    """Renders the service crate's two path dependencies beside it: the forward crate into
-    out_dir/forward (kept: `porter build` / `porter verify` work on it too) and the tokenizer crate
-    into out_dir/tokenizer. Returns their package names, which the service's Cargo.toml names.
+    """Renders the service crate's three path dependencies beside it: the forward crate into
+    out_dir/forward (kept: `porter build` / `porter verify` work on it too), the tokenizer crate
+    into out_dir/tokenizer and the shared wasi:http glue into out_dir/service_common. Returns
+    their package names, which the service's Cargo.toml names.
 
     Both names carry a hash of their directory (codegen.encoder.crate_name): every build shares
     one cargo target directory, where two services' tokenizer crates of one name would be one
@@ -100,7 +103,8 @@ def render_dependencies(ir, tokenizer_blob: bytes, out_dir: Path, toolchain) -> 
     tokenizer_dir = out_dir / "tokenizer"
     tokenizer_package = crate_name("tokenizer", tokenizer_dir)
     render_tokenizer_crate(tokenizer_blob, tokenizer_dir, toolchain, tokenizer_package)
-    return {"forward_package": crate_name(ir.source, forward_dir), "tokenizer_package": tokenizer_package}
+    return {"forward_package": crate_name(ir.source, forward_dir), "tokenizer_package": tokenizer_package,
+            **render_common_crate(out_dir)}
 
 
 def service_variables(ir, rule: WindowRule, labels: LabelSet, packages: dict[str, str],
@@ -126,6 +130,7 @@ def service_variables(ir, rule: WindowRule, labels: LabelSet, packages: dict[str
         "max_body_bytes": max_body_bytes,
         "max_windows": max_windows,
         "request_budget_ms": request_budget_ms,
+        "body_deadline_ms": BODY_DEADLINE_MS,
         "categories": labels.categories,
         "labels": labels.tags,
         **packages,
@@ -201,6 +206,7 @@ def _facts(model, tokenizer_json, labels_json, component, ir, rule, labels, max_
         "max_body_bytes": max_body_bytes,
         "max_windows": max_windows,
         "request_budget_ms": request_budget_ms,
+        "body_deadline_ms": BODY_DEADLINE_MS,
     }
 
 

@@ -16,14 +16,12 @@ const DEFAULT_MAX_TOKENS: u64 = 32;
 pub use crate::error::ApiError;
 use crate::error::parse_object;
 
-impl ApiError {
-    fn bad(message: impl Into<String>) -> Self {
-        ApiError::new(400, message)
-    }
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(400, message)
+}
 
-    fn out_of_range(message: impl Into<String>) -> Self {
-        ApiError::new(422, message)
-    }
+fn out_of_range(message: impl Into<String>) -> ApiError {
+    ApiError::new(422, message)
 }
 
 pub struct GenerateRequest {
@@ -48,19 +46,19 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateRequest, ApiError> {
     let prompt = take_prompt(&mut object)?;
     let max_tokens = take_integer(&mut object, "maxTokens", DEFAULT_MAX_TOKENS)?;
     if !(1..N_CTX as u64).contains(&max_tokens) {
-        return Err(ApiError::out_of_range(format!("\"maxTokens\" must lie in 1..={}", N_CTX - 1)));
+        return Err(out_of_range(format!("\"maxTokens\" must lie in 1..={}", N_CTX - 1)));
     }
     let temperature = match object.remove("temperature") {
         None | Some(Value::Null) => 0.0,
         Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-        Some(_) => return Err(ApiError::bad("\"temperature\" must be a number")),
+        Some(_) => return Err(bad("\"temperature\" must be a number")),
     };
     if !(temperature.is_finite() && temperature >= 0.0) {
-        return Err(ApiError::out_of_range("\"temperature\" must be 0 (greedy) or positive"));
+        return Err(out_of_range("\"temperature\" must be 0 (greedy) or positive"));
     }
     let top_k = take_integer(&mut object, "topK", 0)?;
     if top_k > VOCAB as u64 {
-        return Err(ApiError::out_of_range(format!("\"topK\" must lie in 0..={VOCAB} (0 = every token)")));
+        return Err(out_of_range(format!("\"topK\" must lie in 0..={VOCAB} (0 = every token)")));
     }
     Ok(GenerateRequest {
         prompt,
@@ -76,11 +74,11 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateRequest, ApiError> {
 fn take_prompt(object: &mut Map<String, Value>) -> Result<String, ApiError> {
     let prompt = match object.remove("prompt") {
         Some(Value::String(s)) => s,
-        None => return Err(ApiError::bad("missing \"prompt\"")),
-        Some(_) => return Err(ApiError::bad("\"prompt\" must be a string")),
+        None => return Err(bad("missing \"prompt\"")),
+        Some(_) => return Err(bad("\"prompt\" must be a string")),
     };
     if prompt.is_empty() {
-        return Err(ApiError::out_of_range("\"prompt\" is empty; the model needs at least one token to continue"));
+        return Err(out_of_range("\"prompt\" is empty; the model needs at least one token to continue"));
     }
     if prompt.len() > config::MAX_PROMPT_BYTES {
         return Err(ApiError::new(413, format!("\"prompt\" is longer than {} bytes", config::MAX_PROMPT_BYTES)));
@@ -93,8 +91,8 @@ fn take_integer(object: &mut Map<String, Value>, key: &str, default: u64) -> Res
     match object.remove(key) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Number(n)) if n.is_u64() => Ok(n.as_u64().unwrap_or(default)),
-        Some(Value::Number(n)) if n.is_i64() => Err(ApiError::out_of_range(format!("\"{key}\" must not be negative"))),
-        Some(_) => Err(ApiError::bad(format!("\"{key}\" must be a non-negative integer"))),
+        Some(Value::Number(n)) if n.is_i64() => Err(out_of_range(format!("\"{key}\" must not be negative"))),
+        Some(_) => Err(bad(format!("\"{key}\" must be a non-negative integer"))),
     }
 }
 
@@ -102,6 +100,6 @@ fn take_bool(object: &mut Map<String, Value>, key: &str, default: bool) -> Resul
     match object.remove(key) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(b),
-        Some(_) => Err(ApiError::bad(format!("\"{key}\" must be true or false"))),
+        Some(_) => Err(bad(format!("\"{key}\" must be true or false"))),
     }
 }

@@ -21,16 +21,13 @@ compile_error!("built without simd128: porter's generated .cargo/config.toml set
 mod api;
 mod bpe;
 mod config;
-mod error;
 mod generate;
-mod http;
-// Shared with the redaction service (templates/redact_service), whose score() is not used here.
-#[allow(dead_code)]
-mod json;
 mod sample;
 mod stream;
 mod text;
-mod timing;
+
+// The wasi:http glue porter's services share (templates/service_common).
+use service_common::{error, http, json, timing};
 
 use std::time::Instant;
 
@@ -74,7 +71,7 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
         }
         "/generate" => {
             http::expect_method(&method, Method::Post, "POST")?;
-            let body = http::read_body(request, config::MAX_BODY_BYTES)?;
+            let body = http::read_body(request, config::MAX_BODY_BYTES, config::BODY_DEADLINE)?;
             let parsed = api::parse_generate(&body)?;
             let generation = generate::start(&parsed, timing)?;
             if parsed.stream {
@@ -84,7 +81,7 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
         }
         "/tokenize" => {
             http::expect_method(&method, Method::Post, "POST")?;
-            let body = http::read_body(request, config::MAX_BODY_BYTES)?;
+            let body = http::read_body(request, config::MAX_BODY_BYTES, config::BODY_DEADLINE)?;
             Ok(Reply::Json(tokenize_json(&api::parse_tokenize(&body)?, timing)))
         }
         _ => Err(ApiError::new(404, format!("no route {path}; try POST /generate, POST /tokenize or GET /ping"))),

@@ -12,10 +12,8 @@ use crate::{config, json};
 pub use crate::error::ApiError;
 use crate::error::parse_object;
 
-impl ApiError {
-    fn bad(message: impl Into<String>) -> Self {
-        ApiError::new(400, message)
-    }
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(400, message)
 }
 
 pub struct RedactRequest {
@@ -44,7 +42,7 @@ pub fn parse_redact(body: &[u8]) -> Result<RedactRequest, ApiError> {
     let labels = match object.remove("labels") {
         None | Some(Value::Null) => None,
         Some(Value::Array(values)) => Some(known_labels(values)?),
-        Some(_) => return Err(ApiError::bad("\"labels\" must be an array of label names")),
+        Some(_) => return Err(bad("\"labels\" must be an array of label names")),
     };
     let min_score = match object.remove("minScore") {
         None | Some(Value::Null) => 0.0,
@@ -55,12 +53,12 @@ pub fn parse_redact(body: &[u8]) -> Result<RedactRequest, ApiError> {
             }
             value as f32
         }
-        Some(_) => return Err(ApiError::bad("\"minScore\" must be a number")),
+        Some(_) => return Err(bad("\"minScore\" must be a number")),
     };
     let tokens = match object.remove("tokens") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => b,
-        Some(_) => return Err(ApiError::bad("\"tokens\" must be true or false")),
+        Some(_) => return Err(bad("\"tokens\" must be true or false")),
     };
     Ok(RedactRequest { text, labels, min_score, tokens })
 }
@@ -69,18 +67,18 @@ pub fn parse_restore(body: &[u8]) -> Result<RestoreRequest, ApiError> {
     let mut object = parse_object(body, &["text", "items"])?;
     let text = take_string(&mut object, "text")?;
     let Some(Value::Array(values)) = object.remove("items") else {
-        return Err(ApiError::bad("\"items\" must be an array of {\"placeholder\", \"original\"} objects"));
+        return Err(bad("\"items\" must be an array of {\"placeholder\", \"original\"} objects"));
     };
     let mut items = Vec::with_capacity(values.len());
     for (index, value) in values.into_iter().enumerate() {
         // Items are usually the "items" of a /redact response, so their other fields are allowed.
         let Value::Object(mut item) = value else {
-            return Err(ApiError::bad(format!("items[{index}] must be an object")));
+            return Err(bad(format!("items[{index}] must be an object")));
         };
         let placeholder = take_string(&mut item, "placeholder").map_err(|e| at_item(index, e))?;
         let original = take_string(&mut item, "original").map_err(|e| at_item(index, e))?;
         if placeholder.is_empty() {
-            return Err(ApiError::bad(format!("items[{index}].placeholder is empty")));
+            return Err(bad(format!("items[{index}].placeholder is empty")));
         }
         items.push(RestoreItem { placeholder, original });
     }
@@ -90,13 +88,13 @@ pub fn parse_restore(body: &[u8]) -> Result<RestoreRequest, ApiError> {
 fn take_string(object: &mut Map<String, Value>, key: &str) -> Result<String, ApiError> {
     match object.remove(key) {
         Some(Value::String(s)) => Ok(s),
-        None => Err(ApiError::bad(format!("missing \"{key}\""))),
-        Some(_) => Err(ApiError::bad(format!("\"{key}\" must be a string"))),
+        None => Err(bad(format!("missing \"{key}\""))),
+        Some(_) => Err(bad(format!("\"{key}\" must be a string"))),
     }
 }
 
 fn at_item(index: usize, error: ApiError) -> ApiError {
-    ApiError::bad(format!("items[{index}]: {}", error.message))
+    bad(format!("items[{index}]: {}", error.message))
 }
 
 /// The requested labels as the service's own static names; an unknown one is a 422 that lists
@@ -105,7 +103,7 @@ fn known_labels(values: Vec<Value>) -> Result<Vec<&'static str>, ApiError> {
     let mut labels = Vec::with_capacity(values.len());
     for value in values {
         let Value::String(name) = value else {
-            return Err(ApiError::bad("\"labels\" must be an array of strings"));
+            return Err(bad("\"labels\" must be an array of strings"));
         };
         let Some(known) = config::all_labels().find(|l| *l == name) else {
             let all: Vec<&str> = config::all_labels().collect();

@@ -9,19 +9,13 @@
 //! are decoded over the concatenated chunks, so a span that crosses a window edge stays one span.
 //!
 //! Load shedding: a request has REQUEST_BUDGET_MS from the handler's start, below the host's
-//! timeout. Between windows, the windows still to run are estimated at the pace of the last one
-//! (which tells the machine's current load); a request that would finish past its budget stops
-//! there and answers 503 with Retry-After (see `go_on`). Under a load the machine cannot carry,
-//! requests give up early (after a window, not at the deadline) and leave the processor to the
-//! ones that can still finish, and no request is killed mid-window by the host, which a client
-//! would see as an HTML 500.
+//! timeout; between windows service_common's budget::go_on decides whether the rest still fits.
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
 use crate::api::{ApiError, RedactRequest};
+use crate::budget;
 use crate::bioes::{self, TokenSpan};
 use crate::checks::{self, Verdict};
 use crate::config::{self, CATEGORIES, MAX_WINDOWS, PAD_ID, PREFIX_IDS, REQUEST_BUDGET_MS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
@@ -159,7 +153,7 @@ fn classify(text: &str, request_started: Instant, timing: &mut ServerTiming) -> 
     let mut tokens = Vec::with_capacity(ids.len());
     let mut last_window = Duration::ZERO;
     for (done, (chunk, chunk_offsets)) in ids.chunks(CHUNK).zip(offsets.chunks(CHUNK)).enumerate() {
-        if let Err(busy) = go_on(request_started, last_window, windows - done, windows) {
+        if let Err(busy) = budget::go_on(request_started, last_window, windows - done, windows, "windows", REQUEST_BUDGET_MS) {
             timing.record("forward", started, Some(format!("stopped after {done} of {windows} windows")));
             return Err(busy);
         }
@@ -181,44 +175,6 @@ fn classify(text: &str, request_started: Instant, timing: &mut ServerTiming) -> 
         timing.add(name, ms, None);
     }
     Ok(tokens)
-}
-
-/// Whether to run the `remaining` windows, at the pace of the last one (before the first, only
-/// the time spent so far counts): yes if they end within the budget; no (503) once the budget is
-/// spent; in between, with the probability that the time left covers the time they need. Under an N-fold overload each request then goes on with a
-/// probability of about 1/N: about as many go on as the machine can carry, and they speed up as
-/// the others leave, instead of all giving up together after their first window. Retry-After is
-/// the time the whole request takes at that pace, about when the requests running now will have
-/// finished or given up.
-fn go_on(request_started: Instant, last_window: Duration, remaining: usize, windows: usize) -> Result<(), ApiError> {
-    let elapsed = request_started.elapsed();
-    let needed = last_window * remaining as u32;
-    let budget = Duration::from_millis(REQUEST_BUDGET_MS);
-    if elapsed + needed <= budget {
-        return Ok(());
-    }
-    let left = budget.saturating_sub(elapsed);
-    let chance = if needed.is_zero() { 0.0 } else { left.as_secs_f64() / needed.as_secs_f64() };
-    if uniform() < chance {
-        return Ok(());
-    }
-    let mut busy = ApiError::new(
-        503,
-        format!(
-            "the service is too busy to finish this request in time: its {windows} windows would take until about \
-             {} ms, past its budget of {REQUEST_BUDGET_MS} ms; retry later",
-            (elapsed + needed).as_millis()
-        ),
-    );
-    let pace = (last_window * windows as u32).as_secs_f64().ceil() as u64;
-    busy.retry_after_s = Some(pace.clamp(1, REQUEST_BUDGET_MS.div_ceil(1000)));
-    Err(busy)
-}
-
-/// A number in [0, 1) from the host's randomness (std seeds RandomState from wasi's random_get),
-/// different in every instance: requests under the same load must not all decide alike.
-fn uniform() -> f64 {
-    (RandomState::new().build_hasher().finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The text's own tokens: the post-processor's special tokens removed, ids past the model's

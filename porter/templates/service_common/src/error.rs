@@ -13,11 +13,14 @@ pub struct ApiError {
     pub allow: Option<&'static str>,
     /// For 503: seconds after which a retry may find the service less busy (Retry-After).
     pub retry_after_s: Option<u64>,
+    /// Text Embeddings Inference's error class ("Validation", "Overloaded", ...), written as
+    /// "error_type" where a service speaks TEI's API.
+    pub error_type: Option<&'static str>,
 }
 
 impl ApiError {
     pub fn new(status: u16, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), allow: None, retry_after_s: None }
+        ApiError { status, message: message.into(), allow: None, retry_after_s: None, error_type: None }
     }
 
     /// The headers this error adds to the response (Allow, Retry-After).
@@ -28,7 +31,12 @@ impl ApiError {
     }
 
     pub fn to_json(&self) -> String {
-        json::Object::new().string("error", &self.message).number("status", self.status).finish()
+        let object = json::Object::new().string("error", &self.message);
+        let object = match self.error_type {
+            Some(kind) => object.string("error_type", kind),
+            None => object,
+        };
+        object.number("status", self.status).finish()
     }
 }
 

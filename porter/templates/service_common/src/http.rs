@@ -1,27 +1,44 @@
-//! The wasi:http glue: reading a bounded request body, checking the method and writing one JSON
-//! response.
+//! The wasi:http glue: reading a bounded request body within a deadline, checking the method and
+//! writing one JSON response.
 
+use std::time::Duration;
+
+use wasi::clocks::monotonic_clock;
 use wasi::http::types::{Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam};
+use wasi::io::poll;
 use wasi::io::streams::StreamError;
 
-use crate::api::ApiError;
+use crate::error::ApiError;
 
 /// Bytes asked for per read; the host may return fewer.
 const READ_CHUNK: u64 = 64 * 1024;
 
 /// The whole body, or 413 as soon as it grows past `limit` bytes (so an oversized upload is never
-/// held in memory), or 400 when the stream fails.
-pub fn read_body(request: IncomingRequest, limit: usize) -> Result<Vec<u8>, ApiError> {
+/// held in memory), 408 when it has not all arrived `deadline` after the read began, or 400 when
+/// the stream fails.
+///
+/// The deadline is the service's own: a client that sends fewer bytes than its Content-Length
+/// and keeps the connection open would otherwise hold the instance until the host gives up, and
+/// the host's reply then is its own HTML 500 (`wasmtime serve`) or nothing at all. Each wait is a
+/// poll on the body stream and a timer for what is left of the deadline, whichever is first.
+pub fn read_body(request: IncomingRequest, limit: usize, deadline: Duration) -> Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::new(413, format!("request body is larger than {limit} bytes"));
-    if declared_length(&request).is_some_and(|length| length > limit as u64) {
+    let declared = declared_length(&request);
+    if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
     let unreadable = |what: &str| ApiError::new(400, format!("cannot read the request body: {what}"));
     let body = request.consume().map_err(|_| unreadable("already consumed"))?;
     let stream = body.stream().map_err(|_| unreadable("no stream"))?;
+    let ready = stream.subscribe();
+    let ends_at = monotonic_clock::now().saturating_add(u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX));
     let mut data = Vec::new();
     loop {
-        match stream.blocking_read(READ_CHUNK) {
+        let timer = monotonic_clock::subscribe_instant(ends_at);
+        if !poll::poll(&[&ready, &timer]).contains(&0) {
+            return Err(too_slow(deadline, data.len(), declared));
+        }
+        match stream.read(READ_CHUNK) {
             Ok(chunk) => {
                 data.extend_from_slice(&chunk);
                 if data.len() > limit {
@@ -33,6 +50,14 @@ pub fn read_body(request: IncomingRequest, limit: usize) -> Result<Vec<u8>, ApiE
         }
     }
     Ok(data)
+}
+
+fn too_slow(deadline: Duration, received: usize, declared: Option<u64>) -> ApiError {
+    let of = declared.map_or(String::new(), |length| format!(" of the {length} its Content-Length announced"));
+    ApiError::new(
+        408,
+        format!("the request body did not arrive within {} ms ({received} bytes{of} came); send it whole and retry", deadline.as_millis()),
+    )
 }
 
 fn declared_length(request: &IncomingRequest) -> Option<u64> {
