@@ -360,6 +360,32 @@ def export_ort_dq8(m: zm.Encoder, module, out: Path, src: Path, per_channel: boo
                 versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
 
 
+def export_ort_gelu_fusions(m: zm.Encoder, module, out: Path, src: Path) -> dict:
+    """onnxruntime.transformers' optimizer with every fusion off but the GELU ones, so the file
+    holds com.microsoft FastGelu / BiasGelu (the Linear's bias fused in) among standard ops."""
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    assert src.exists(), f"{out.name}: needs {src.name} first"
+    options = FusionOptions("bert")
+    for name in vars(options):
+        if name.startswith("enable_") and name not in ("enable_gelu", "enable_bias_gelu"):
+            setattr(options, name, False)
+    t0 = time.perf_counter()
+
+    def write(p):
+        optimize_model(str(src), model_type="bert", num_heads=m.heads, hidden_size=m.hidden,
+                       optimization_options=options, opt_level=0).save_model_to_file(str(p))
+        _onnx_finish(p)
+
+    atomic(out, write, suffix=".onnx")
+    return dict(exporter="torch.onnx.export(dynamo=True) + onnxruntime.transformers optimize_model",
+                recipe="optimize_model(model_type='bert', opt_level=0), FusionOptions: only enable_gelu "
+                       "and enable_bias_gelu", source=src.name, source_sha256=fixture_info.sha256(src),
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
+
+
 def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool) -> dict:
     import zoo_tf
 
@@ -372,6 +398,7 @@ ENCODER_EXPORTERS = {
     "dynamo-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=True),
     "ts-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=False),
     "dynamo20-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=True, opset=20),
+    "ortgelu-f32.onnx": lambda m, mod, out, src: export_ort_gelu_fusions(m, mod, out, src),
     "dq8pt.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=False),
     "dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
     "tf-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False),
@@ -382,13 +409,14 @@ ENCODER_EXPORTERS = {
 }
 # The quantised flavours read a float file of the same member.
 SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
-          "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx"}
+          "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx",
+          "ortgelu-f32.onnx": "dynamo-f32.onnx"}
 SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
                    "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, dynamic_axes)"}
 # Sources first.
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
-         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx"]
+         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:
