@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from fixtures import REPO
+from fixtures import REPO, assert_one_line_error, run_porter
 from porter.ir.encoder import Reference
 from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
@@ -136,3 +136,26 @@ def test_contrib_gelus_with_a_bias_are_the_add_then_the_kernel():
     erf = evaluate("gelu", {"approximate": "none"}, [biased], Reference.ONNXRUNTIME_CPU)
     assert same_bits(run_ort_node("FastGelu", rows, "com.microsoft", bias=bias), fast) == 0
     assert same_bits(run_ort_node("BiasGelu", rows, "com.microsoft", bias=bias), erf) == 0
+
+
+@pytest.mark.parametrize("op, bias_shape, fragment", [("FastGelu", (2, 64), "input 1"),
+                                                      ("BiasGelu", None, "has 1 inputs")])
+def test_a_contrib_gelu_without_a_one_dimensional_bias_is_refused(tmp_path, op, bias_shape, fragment):
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    inputs = ["x"] + (["bias"] if bias_shape else [])
+    inits = [numpy_helper.from_array(np.zeros(bias_shape, F32), "bias")] if bias_shape else []
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], domain="com.microsoft", name="act")], "one",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 64])], initializer=inits)
+    path = tmp_path / "gelu.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]),
+         path)
+    assert_one_line_error(run_porter("inspect", path), op, fragment)
+
+
+@pytest.mark.slow
+def test_onnx_gelu_tanh_matches_onnxruntime_on_every_bit_pattern():
+    for start in range(0, ALL_PATTERNS, CHUNK):
+        x = np.arange(start, start + CHUNK, dtype=np.uint64).astype(np.uint32).view(F32)
+        assert same_bits(run_ort_node("Gelu", x, approximate="tanh"), OF.fast_gelu(x)) == 0, hex(start)

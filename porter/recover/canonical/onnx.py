@@ -141,9 +141,10 @@ def _onnx_gelu(b: Builder, op: Op) -> None:
 
 
 def _ort_biased_gelu(approximate: str):
-    """com.microsoft FastGelu (bias optional) and BiasGelu: onnxruntime's kernels add the bias
-    first (input + bias, one float add, the bias repeating along the last axis), then run the
-    FastGelu / Gelu arithmetic on the sum, which is the canonical Add then the Gelu op."""
+    """com.microsoft FastGelu (bias optional) and BiasGelu (bias required: the frontend's rule):
+    onnxruntime's kernels add the bias first (input + bias, one float add, the bias repeating
+    along the last axis), then run the FastGelu / Gelu arithmetic on the sum, which is the
+    canonical Add then the Gelu op."""
     def translate(b: Builder, op: Op) -> None:
         x = op.inputs[0]
         if len(op.inputs) > 1 and op.inputs[1] >= 0:
@@ -151,8 +152,6 @@ def _ort_biased_gelu(approximate: str):
             biased = b.add_tensor(like, f"{like.name}/biased", like.shape, like.dtype)
             b.emit("add", op.inputs[:2], [biased], [op.index])
             x = biased
-        elif approximate == "none":
-            raise fail(b.g, op, "BiasGelu without its bias input")
         b.emit("gelu", [x], op.outputs[:1], [op.index], approximate=approximate)
     return translate
 
