@@ -8,6 +8,9 @@
 - onnxruntime's Gelu(approximate="tanh") at opset 20 and com.microsoft FastGelu (with and without
   its bias) and BiasGelu against onnxruntime's CPU provider; the canonical translations of the
   contrib ops (bias add, then the Gelu op) computing the same through porter's reference ops.
+  MLAS swaps in no AVX-512 tanh, so one definition serves every x86 target; measured: these
+  tests pass on this AVX-512 VNNI Xeon natively and with AVX-512 hidden from onnxruntime
+  (graphs/zoo/avx2_cpu/run.sh, where its softmax takes the AVX2 kernel).
 The Rust kernels are held to these numpy definitions in tests/test_kernels_exhaustive.py.
 """
 
