@@ -236,7 +236,8 @@ ENCODERS = [
     # emits Gelu(approximate="tanh") at 20. ALBERT's gelu_new is the formula in torch ops.
     Encoder("bert-tanh-tok", "bert", "tok", "random", "eager", True, False,
             2, 64, 4, 128, 256, 32, 5,
-            C + ("ts-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx"), seed=81, hidden_act="gelu_pytorch_tanh"),
+            C + ("ts-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite"), seed=81,
+            hidden_act="gelu_pytorch_tanh"),
     Encoder("albert-tok", "albert", "tok", "random", "eager", True, False,
             2, 64, 4, 128, 256, 32, 4,
             C + ("dynamo20-f32.onnx", "ortgelu-f32.onnx"), seed=82, embedding_size=32, hidden_act="gelu_new"),
