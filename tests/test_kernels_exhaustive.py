@@ -1,10 +1,10 @@
 """The forward crate's kernel checks (templates/rust_forward/checks), run in wasm.
 
-- SIMD against scalar: GELU, LiteRT's TANH and LOGISTIC and row quantisation over f32 bit
+- SIMD against scalar: GELU (exact and tanh), LiteRT's TANH and LOGISTIC and row quantisation over f32 bit
   patterns (a sample by default, all 2^32 with `-m slow`), 20,000 awkward random rows per
   quantisation scheme, and the other kernels (GEMM, attention, Eigen sums, float Linear) on
   random shapes.
-- onnxruntime's one-input functions (erf, its two GELU spellings, softmax's exp as its AVX2 and
+- onnxruntime's one-input functions (erf, its two GELU spellings, FastGelu, softmax's exp as its AVX2 and
   its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
   emulation, in a crate built as ONNX crates are; sampled by default, erf and both exps over all
   2^32 with `-m slow`.
@@ -79,7 +79,7 @@ SAMPLE_STRIDE = 4099
 SCATTER_STRIDE = 0x9E3779B9
 
 
-ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "quant sym", "quant asym"]
+ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "litert-fn gelu-tanh", "quant sym", "quant asym"]
 
 
 @pytest.mark.parametrize("stride", [SAMPLE_STRIDE, SCATTER_STRIDE])
@@ -101,7 +101,7 @@ def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, ke
 LITERT_CENTRES = (0x40FD0956, 0x41851592, 0x42D00000, 0x00000000, 0x7F800000, 0x7FC00000)
 
 
-@pytest.mark.parametrize("function", ["tanh", "logistic"])
+@pytest.mark.parametrize("function", ["tanh", "logistic", "gelu-tanh"])
 def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, wasm_runtime, function):
     for centre in LITERT_CENTRES:
         for sign in (0, 0x80000000):
@@ -109,7 +109,7 @@ def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, w
             assert_check_passes(wasm_runtime, checks_wasm, "litert-fn", function, start, 4096, 1)
 
 
-ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "exp", "exp-scalef"]
+ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "fast-gelu", "exp", "exp-scalef"]
 # erf's polynomial switch, exp's input clamp, exp's last normal power of two (m = -126 | -127),
 # 0 and the subnormals, 1, infinity, the quiet NaNs
 ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x42AF5DC2, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000)
@@ -171,7 +171,7 @@ def test_simd_matches_scalar_on_every_bit_pattern(checks_wasm, wasm_runtime, ker
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
-@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef"])  # GELU adds only IEEE steps around erf
+@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef", "fast-gelu"])  # GELU adds only IEEE steps around erf
 def test_onnxruntime_function_lanes_match_scalar_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, function, chunk):
     size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
     assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, chunk * size, size, 1,
@@ -205,7 +205,7 @@ def assert_same_floats(ours: np.ndarray, theirs: np.ndarray):
     assert same.all(), (np.flatnonzero(~same)[:5], ours[~same][:5], theirs[~same][:5])
 
 
-LITERT_FUNCTIONS = {"gelu": LF.gelu_exact, "exp": LF.exp, "erfc": LF.erfc, "tanh": LF.tanh,
+LITERT_FUNCTIONS = {"gelu": LF.gelu_exact, "gelu-tanh": LF.gelu_tanh, "exp": LF.exp, "erfc": LF.erfc, "tanh": LF.tanh,
                     "logistic": LF.logistic_packet, "logistic-tail": LF.logistic_scalar, "exp-op": LF.exp_op}
 # tanh's clamp, the logistic's cut-offs, glibc expf's overflow and underflow thresholds
 LITERT_EDGES = np.uint32([0x40FD0956, 0x40FD0955, 0x41851592, 0x41851593, 0xC2D00000, 0x42B17217, 0x42B17218,
@@ -222,7 +222,7 @@ def test_scalar_float_functions_match_numpy(checks_wasm, wasm_runtime, op):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["tanh", "logistic", "exp-op"])  # the logistic's tail is expf then IEEE steps
+@pytest.mark.parametrize("op", ["tanh", "logistic", "exp-op", "gelu-tanh"])  # the logistic's tail is expf then IEEE steps
 def test_scalar_litert_functions_match_numpy_on_every_bit_pattern(checks_wasm, wasm_runtime, op):
     chunk = 1 << 24
     for start in range(0, ALL_PATTERNS, chunk):
@@ -296,7 +296,7 @@ def test_scalar_l2_normalization_matches_numpy(checks_wasm, wasm_runtime):
         assert_same_floats(ours, LF.l2_normalization(x).ravel())
 
 
-ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-exp": OF.SUM_EXP[AVX2_FLOATS],
+ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-fast-gelu": OF.fast_gelu, "ort-exp": OF.SUM_EXP[AVX2_FLOATS],
                  "ort-exp-scalef": OF.SUM_EXP[AVX512_FLOATS]}
 
 
@@ -311,7 +311,7 @@ def test_scalar_onnxruntime_functions_match_numpy(ort_checks_wasm, wasm_runtime,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["ort-erf", "ort-exp", "ort-exp-scalef"])  # GELU adds only IEEE steps around erf
+@pytest.mark.parametrize("op", ["ort-erf", "ort-exp", "ort-exp-scalef", "ort-fast-gelu"])  # GELU adds only IEEE steps around erf
 def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, op):
     chunk = 1 << 24
     for start in range(0, ALL_PATTERNS, chunk):
@@ -421,6 +421,12 @@ MUTATIONS = {
                                              "f32x4_floor(madd(x, splat(LOG2E), splat(0.5)))",
                                              "f32x4_nearest(madd(x, splat(LOG2E), splat(0.5)))",
                                              ["litert-fn", "logistic", 0x3F000000, 4096, 1]),
+    # The tanh GELU halving after the product instead of before (Eigen evaluates (0.5 * x) * (1 + t)):
+    # x * 2 overflows where (0.5 * x) * 2 does not.
+    "gelu-tanh half applied last": ("src/kernels/litert/activation.rs",
+                                    "f32x4_mul(f32x4_mul(splat(0.5), x), f32x4_add(splat(1.0), t))",
+                                    "f32x4_mul(splat(0.5), f32x4_mul(x, f32x4_add(splat(1.0), t)))",
+                                    ["litert-fn", "gelu-tanh", 0, 100_000, SCATTER_STRIDE]),
     # GEBP's last-rows block combining its k mod 4 lanes as (c0 + c2) + (c1 + c3).
     "float linear k mod 4 combine": ("src/kernels/litert/linear_f32.rs",
                                      "f32x4_add(f32x4_add(acc[c][0], acc[c][1]), f32x4_add(acc[c][2], acc[c][3]))",
@@ -444,6 +450,11 @@ ORT_MUTATIONS = {
     "erf square loses its sign": ("src/kernels/ort/float/lanes.rs",
                                   "horner4(&ERF_SMALL, f32x4_mul(a, a))", "horner4(&ERF_SMALL, f32x4_mul(a, x))",
                                   ["ort-fn", "erf", 0xBF000000 - 8, 16, 1]),
+    # FastGelu's inner polynomial fused into one madd (the CPU provider is built without fma).
+    "fast gelu inner fused": ("src/kernels/ort/float/lanes.rs",
+                              "f32x4_add(f32x4_mul(cx, x), f32x4_splat(FAST_GELU_B))",
+                              "fma4(cx, x, f32x4_splat(FAST_GELU_B))",
+                              ["ort-fn", "fast-gelu", 0x40000000, 4096, 1]),
     # exp's range reduction subtracting ln 2's two parts in the other order: off by an ulp here and there.
     "exp reduction order": ("src/kernels/ort/float/lanes.rs",
                             "fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x))",

@@ -18,11 +18,13 @@ ENCODERS = [p for p in coverage.model_files() if not coverage.is_decoder(p)]
 # One file per exporter and head kind: litert-torch int8 and float (token, sequence with tanh
 # pooler, mean-pooled embedding), TensorFlow and Keras, torch.onnx dynamo / TorchScript,
 # quantize_dynamic per channel and per tensor, RoBERTa's positions from the ids, ELECTRA's
-# projection, CLS pooling.
+# projection, CLS pooling, the tanh GELU as LiteRT's GELU(approximate=True) (onnxruntime's
+# FastGelu lanes are held to their scalar emulation by tests/test_kernels_exhaustive.py).
 WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "st-bert-mean.litert-dq8.tflite",
                "bert-seq.keras-dq8.tflite", "electra-tok.dq8pc.onnx", "xlmr-seq.dq8pt.onnx",
                "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx",
-               "bert-tok.dyn-dq8pc.onnx"]  # dynamic axes: the window from the position table
+               "bert-tok.dyn-dq8pc.onnx",  # dynamic axes: the window from the position table
+               "bert-tanh-tok.litert-dq8.tflite"]
 
 
 @pytest.fixture(scope="module")

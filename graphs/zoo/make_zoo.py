@@ -269,13 +269,13 @@ def _onnx_finish(tmp: Path) -> None:
 
 
 def torch_onnx(module, args, tmp: Path, dynamo: bool, input_names, output_names,
-               dynamic_shapes=None, dynamic_axes=None) -> None:
+               dynamic_shapes=None, dynamic_axes=None, opset: int = DYNAMO_OPSET) -> None:
     import torch
 
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
-            prog = torch.onnx.export(module, args, dynamo=True, opset_version=DYNAMO_OPSET,
+            prog = torch.onnx.export(module, args, dynamo=True, opset_version=opset,
                                      input_names=input_names, output_names=output_names,
                                      dynamic_shapes=dynamic_shapes, external_data=False)
             prog.save(str(tmp), external_data=False)
@@ -286,16 +286,16 @@ def torch_onnx(module, args, tmp: Path, dynamo: bool, input_names, output_names,
     _onnx_finish(tmp)
 
 
-def export_onnx_f32(m: zm.Encoder, module, out: Path, dynamo: bool) -> dict:
+def export_onnx_f32(m: zm.Encoder, module, out: Path, dynamo: bool, opset: int = DYNAMO_OPSET) -> dict:
     import torch
     import zoo_torch as zt
 
     args = zt.sample_inputs(m, torch.int64)
     names = list(m.input_roles) if m.named_inputs else None
     t0 = time.perf_counter()
-    atomic(out, lambda p: torch_onnx(module, args, p, dynamo, names, [m.output_name]),
+    atomic(out, lambda p: torch_onnx(module, args, p, dynamo, names, [m.output_name], opset=opset),
            suffix=".onnx")
-    how = (f"torch.onnx.export(dynamo=True, opset_version={DYNAMO_OPSET})" if dynamo else
+    how = (f"torch.onnx.export(dynamo=True, opset_version={opset})" if dynamo else
            f"torch.onnx.export(dynamo=False, opset_version={TS_OPSET}, do_constant_folding=True)")
     how += ", input_names=" + ("the roles" if m.named_inputs else "not given (positional)")
     return dict(exporter=how.split(",")[0] + (")" if not how.split(",")[0].endswith(")") else ""),
@@ -360,6 +360,32 @@ def export_ort_dq8(m: zm.Encoder, module, out: Path, src: Path, per_channel: boo
                 versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
 
 
+def export_ort_gelu_fusions(m: zm.Encoder, module, out: Path, src: Path) -> dict:
+    """onnxruntime.transformers' optimizer with every fusion off but the GELU ones, so the file
+    holds com.microsoft FastGelu / BiasGelu (the Linear's bias fused in) among standard ops."""
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    assert src.exists(), f"{out.name}: needs {src.name} first"
+    options = FusionOptions("bert")
+    for name in vars(options):
+        if name.startswith("enable_") and name not in ("enable_gelu", "enable_bias_gelu"):
+            setattr(options, name, False)
+    t0 = time.perf_counter()
+
+    def write(p):
+        optimize_model(str(src), model_type="bert", num_heads=m.heads, hidden_size=m.hidden,
+                       optimization_options=options, opt_level=0).save_model_to_file(str(p))
+        _onnx_finish(p)
+
+    atomic(out, write, suffix=".onnx")
+    return dict(exporter="torch.onnx.export(dynamo=True) + onnxruntime.transformers optimize_model",
+                recipe="optimize_model(model_type='bert', opt_level=0), FusionOptions: only enable_gelu "
+                       "and enable_bias_gelu", source=src.name, source_sha256=fixture_info.sha256(src),
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
+
+
 def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool) -> dict:
     import zoo_tf
 
@@ -371,6 +397,8 @@ ENCODER_EXPORTERS = {
     "litert-dq8.tflite": export_litert_dq8,
     "dynamo-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=True),
     "ts-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=False),
+    "dynamo20-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=True, opset=20),
+    "ortgelu-f32.onnx": lambda m, mod, out, src: export_ort_gelu_fusions(m, mod, out, src),
     "dq8pt.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=False),
     "dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
     "tf-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False),
@@ -381,13 +409,14 @@ ENCODER_EXPORTERS = {
 }
 # The quantised flavours read a float file of the same member.
 SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
-          "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx"}
+          "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx",
+          "ortgelu-f32.onnx": "dynamo-f32.onnx"}
 SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
                    "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, dynamic_axes)"}
 # Sources first.
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
-         "dynamo-dyn-f32.onnx"]
+         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:

@@ -53,6 +53,11 @@ FLAVOURS = {
     "dyn-dq8pc.onnx": "the ts-dyn-f32 file through onnxruntime quantize_dynamic(QInt8, per_channel=True)",
     "dynamo-dyn-f32.onnx": "torch.onnx.export(dynamo=True, opset_version=18, dynamic_shapes="
                            "{0: batch, 1: sequence} on every input), int64 inputs",
+    # opset 20 has the Gelu op: a tanh GELU exports as Gelu(approximate="tanh"), not written out
+    "dynamo20-f32.onnx": "torch.onnx.export(dynamo=True, opset_version=20)",
+    "ortgelu-f32.onnx": "the dynamo-f32 file through onnxruntime.transformers optimize_model(model_type='bert', "
+                        "opt_level=0) with only its GELU fusions enabled (enable_gelu, enable_bias_gelu): "
+                        "com.microsoft FastGelu / BiasGelu with the Linear's bias",
 }
 DYNAMIC_FLAVOURS = ("ts-dyn-f32.onnx", "dyn-dq8pc.onnx", "dynamo-dyn-f32.onnx")
 CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
@@ -101,6 +106,9 @@ class Encoder:
     # Float exports made only as the quantisers' sources, in a temporary directory, not kept
     # (their checks against torch go into the quantised files' sidecars).
     float_sources_only: tuple[str, ...] = ()
+    # transformers' hidden_act: gelu (erf), gelu_pytorch_tanh (F.gelu(approximate="tanh")),
+    # gelu_new (the tanh formula written out: Pow 3, Mul, Add, Tanh)
+    hidden_act: str = "gelu"
 
     kind = "encoder"
 
@@ -223,6 +231,19 @@ ENCODERS = [
     Encoder("st-bert-cls", "bert", "st-cls", "random", "eager", False, False,
             2, 64, 4, 128, 256, 32, 0,
             C + ("keras-dq8.tflite", "dq8pt.onnx"), seed=63),
+    # --- tanh GELU (issue 30.3): litert-torch lowers F.gelu(approximate="tanh") to GELU
+    # approximate=True; torch.onnx writes it out below opset 20 (FastGeluFusion's spelling) and
+    # emits Gelu(approximate="tanh") at 20. ALBERT's gelu_new is the formula in torch ops.
+    Encoder("bert-tanh-tok", "bert", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 32, 5,
+            C + ("ts-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite"), seed=81,
+            hidden_act="gelu_pytorch_tanh"),
+    Encoder("albert-tok", "albert", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 32, 4,
+            C + ("dynamo20-f32.onnx", "ortgelu-f32.onnx"), seed=82, embedding_size=32, hidden_act="gelu_new"),
+    Encoder("bert-erf-seq", "bert", "seq", "random", "sdpa", True, False,
+            1, 64, 4, 128, 256, 32, 3,
+            C + ("dynamo20-f32.onnx", "ortgelu-f32.onnx"), seed=83),
 ]
 
 DECODERS = [
@@ -298,7 +319,9 @@ def check() -> None:
 SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
          "tf-dq8.tflite": "tf-dq8", "keras-dq8.tflite": "keras-dq8", "dynamo-f32.onnx": "dynamo-f32",
          "ts-f32.onnx": "ts-f32", "dq8pt.onnx": "dq8pt", "dq8pc.onnx": "dq8pc",
-         "ts-dyn-f32.onnx": "ts-dyn-f32", "dyn-dq8pc.onnx": "dyn-dq8pc", "dynamo-dyn-f32.onnx": "dynamo-dyn-f32"}
+         "ts-dyn-f32.onnx": "ts-dyn-f32", "dyn-dq8pc.onnx": "dyn-dq8pc", "dynamo-dyn-f32.onnx": "dynamo-dyn-f32",
+         "dynamo20-f32.onnx": "dynamo20-f32",
+         "ortgelu-f32.onnx": "ortgelu-f32"}
 
 
 def table() -> str:

@@ -4,16 +4,17 @@ Both take the torch member's own state_dict (zoo_torch.build_encoder), so the TF
 torch/ONNX files of a member are one network:
 
 - `tf-dq8.tflite`: a BERT forward in plain TensorFlow ops (a tf.Module): tf.nn.moments LayerNorm,
-  the additive mask `(1 - float(mask))[:, None, None, :] * -1e9`, tf.nn.gelu (erf), tf.matmul
-  attention on [1, heads, seq, head_dim]; the heads: token classifier, BERT pooler + classifier,
-  bare hidden states, sentence-transformers mean pooling + tf.math.l2_normalize, CLS pooling as
-  sentence-transformers spells it (argmax of the mask, then gather).
+  the additive mask `(1 - float(mask))[:, None, None, :] * -1e9`, tf.nn.gelu (erf; approximate=True
+  for a tanh hidden_act), tf.matmul attention on [1, heads, seq, head_dim]; the heads: token
+  classifier, BERT pooler + classifier, bare hidden states, sentence-transformers mean pooling +
+  tf.math.l2_normalize, CLS pooling as sentence-transformers spells it (argmax of the mask, then
+  gather).
   `TFLiteConverter.from_concrete_functions`, `optimizations=[Optimize.DEFAULT]`,
   `_experimental_use_buffer_offset = True` (as graphs/export_tf.py).
 - `keras-dq8.tflite`: the same network from Keras 3 layers (TensorFlow backend): Embedding,
   keras.layers.MultiHeadAttention (EinsumDense projections [hidden, heads, head_dim]),
-  LayerNormalization, Dense with activation "gelu" (approximate=False); the boolean mask
-  [1, 1, seq] handed to MultiHeadAttention; exported by Keras itself,
+  LayerNormalization, Dense with activation "gelu" (approximate=False; True for a tanh hidden_act);
+  the boolean mask [1, 1, seq] handed to MultiHeadAttention; exported by Keras itself,
   `model.export(path, format="litert", optimizations=[Optimize.DEFAULT])` (which runs the
   TFLite converter; no buffer offsets: every buffer inside the flatbuffer).
 Both are checked in float against the torch module (max |Δ| < 1e-4) before conversion.
@@ -77,7 +78,7 @@ class TFBert(tf.Module):
         ctx = tf.matmul(tf.nn.softmax(scores, axis=-1), v)
         ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [1, self.m.seq, self.m.hidden])
         x = self.norm(self.dense(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-        h = tf.nn.gelu(self.dense(x, p + "intermediate.dense"), approximate=False)
+        h = tf.nn.gelu(self.dense(x, p + "intermediate.dense"), approximate=tanh_gelu(self.m))
         return self.norm(self.dense(h, p + "output.dense") + x, p + "output.LayerNorm")
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
@@ -119,6 +120,11 @@ def tf_function(m: zm.Encoder, model):
 
 # ---------------------------------------------------------------------------------------------
 # Keras 3
+
+
+def tanh_gelu(m: zm.Encoder) -> bool:
+    """transformers' tanh GELUs (gelu_pytorch_tanh, gelu_new) are TF's and Keras' approximate=True."""
+    return m.hidden_act in ("gelu_pytorch_tanh", "gelu_new")
 
 
 def keras_model(m: zm.Encoder, w: dict, p: str, eps: float):
@@ -182,7 +188,8 @@ def keras_model(m: zm.Encoder, w: dict, p: str, eps: float):
         mha.set_weights(qkv + [w[a + "output.dense.weight"].T.reshape(m.heads, hd, m.hidden),
                                w[a + "output.dense.bias"]])
         x = norm(layers.Add()([y, x]), a + "output.LayerNorm")
-        h = dense(x, pre + "intermediate.dense", m.ffn, activation="gelu")
+        gelu = (lambda t: keras.activations.gelu(t, approximate=True)) if tanh_gelu(m) else "gelu"
+        h = dense(x, pre + "intermediate.dense", m.ffn, activation=gelu)
         x = norm(layers.Add()([dense(h, pre + "output.dense", m.hidden), x]), pre + "output.LayerNorm")
     if m.head == "tok":
         out = dense(x, "classifier", m.labels)

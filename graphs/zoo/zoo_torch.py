@@ -82,7 +82,14 @@ def _config(m: zm.Encoder):
         return T.BertConfig(hidden_size=m.hidden, num_hidden_layers=m.layers,
                             num_attention_heads=m.heads, intermediate_size=m.ffn,
                             max_position_embeddings=m.seq, type_vocab_size=2,
-                            layer_norm_eps=1e-12, pad_token_id=m.pad_id, **common)
+                            layer_norm_eps=1e-12, pad_token_id=m.pad_id, hidden_act=m.hidden_act,
+                            **common)
+    if m.family == "albert":  # one shared layer group, factorised embeddings
+        return T.AlbertConfig(embedding_size=m.embedding_size, hidden_size=m.hidden,
+                              num_hidden_layers=m.layers, num_attention_heads=m.heads,
+                              intermediate_size=m.ffn, max_position_embeddings=m.seq,
+                              type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=m.pad_id,
+                              hidden_act=m.hidden_act, classifier_dropout_prob=0.0, **common)
     if m.family == "distilbert":
         return T.DistilBertConfig(dim=m.hidden, n_layers=m.layers, n_heads=m.heads,
                                   hidden_dim=m.ffn, max_position_embeddings=m.seq,
@@ -123,6 +130,7 @@ HF_CLASSES = {
     ("electra", "seq"): "ElectraForSequenceClassification",
     ("mpnet", "tok"): "MPNetForTokenClassification",
     ("mpnet", "seq"): "MPNetForSequenceClassification",
+    ("albert", "tok"): "AlbertForTokenClassification",
 }
 
 

@@ -80,7 +80,8 @@ def arithmetic(program: EncoderProgram) -> str:
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
 TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float32": "Float32"}
 FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
-GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul"}
+GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul", Gelu.LITERT_TANH: "LitertTanh",
+         Gelu.ORT_FAST_GELU: "OrtFastGelu"}
 REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max", Reduce.L2: "L2"}
 # Elementwise ops with a Rust kernel, per reference (the transcendental ones are each runtime's own)
 BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul", Elementwise.DIV: "Div",

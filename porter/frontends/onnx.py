@@ -108,6 +108,9 @@ ONNX_RULES = {
     "ConstantOfShape": Rule(checks=(bounded_result(0, MAX_FOLDED_ELEMENTS),)),
     "Cast": Rule(checks=(one_of("to", CAST_TARGETS),)),
     "Gelu": Rule(checks=(one_of("approximate", ("none", "tanh")),)),
+    # onnxruntime's GELU kernels (its transformers optimizer writes them): x, and a 1-D bias
+    "com.microsoft.FastGelu": Rule(inputs=(1, 2), outputs=1, ranks={1: (1, 1)}),
+    "com.microsoft.BiasGelu": Rule(inputs=(2, 2), outputs=1, ranks={1: (1, 1)}),
 }
 
 

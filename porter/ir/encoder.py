@@ -74,6 +74,9 @@ class Gelu(str, enum.Enum):
     LITERT_TANH = "litert_tanh"  # LiteRT's GELU op, approximate=True
     ORT_ERF_DIV = "ort_erf_div"  # x * 0.5 * (1 + erf(x / sqrt 2)), op by op, MLAS erf
     ORT_ERF_MUL = "ort_erf_mul"  # onnxruntime's Gelu kernel: erf(x * (1 / sqrt 2))
+    # onnxruntime's FastGelu kernel (also its Gelu op with approximate="tanh"): MLAS's tanh of
+    # x * (C * x * x + B), then (x * 0.5) * (t + 1)
+    ORT_FAST_GELU = "ort_fast_gelu"
 
 
 class MaskMode(str, enum.Enum):

@@ -174,6 +174,10 @@ def gelu(kind: Gelu, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, F32)
     if kind == Gelu.LITERT:
         return LF.gelu_exact(x)
+    if kind == Gelu.LITERT_TANH:
+        return LF.gelu_tanh(x)
+    if kind == Gelu.ORT_FAST_GELU:
+        return OF.fast_gelu(x)
     if kind == Gelu.ORT_ERF_MUL:
         return OF.gelu_erf(x, multiply=True)
     if kind == Gelu.ORT_ERF_DIV:

@@ -109,12 +109,11 @@ def _trig(name: str):
 
 
 def _gelu(attrs, x, ref):
+    """LiteRT's GELU op; onnxruntime's Gelu op, which is its Gelu / FastGelu kernel."""
     approximate = attrs.get("approximate", False) in (True, "tanh")
-    if approximate:
-        raise Unsupported("tanh GELU (its kernel is not emulated yet)")
     if ref == Reference.LITERT_BUILTIN:
-        return LF.gelu_exact(_f32(x))
-    return OF.gelu_erf(_f32(x), multiply=True)
+        return LF.gelu_tanh(_f32(x)) if approximate else LF.gelu_exact(_f32(x))
+    return OF.fast_gelu(_f32(x)) if approximate else OF.gelu_erf(_f32(x), multiply=True)
 
 
 def _axes(attrs, rank: int) -> tuple[int, ...]:

@@ -140,6 +140,22 @@ def _onnx_gelu(b: Builder, op: Op) -> None:
     b.emit("gelu", op.inputs[:1], op.outputs, [op.index], approximate=op.options.get("approximate", "none"))
 
 
+def _ort_biased_gelu(approximate: str):
+    """com.microsoft FastGelu (bias optional) and BiasGelu (bias required: the frontend's rule):
+    onnxruntime's kernels add the bias first (input + bias, one float add, the bias repeating
+    along the last axis), then run the FastGelu / Gelu arithmetic on the sum, which is the
+    canonical Add then the Gelu op."""
+    def translate(b: Builder, op: Op) -> None:
+        x = op.inputs[0]
+        if len(op.inputs) > 1 and op.inputs[1] >= 0:
+            like = b.tensor(op.outputs[0])
+            biased = b.add_tensor(like, f"{like.name}/biased", like.shape, like.dtype)
+            b.emit("add", op.inputs[:2], [biased], [op.index])
+            x = biased
+        b.emit("gelu", [x], op.outputs[:1], [op.index], approximate=approximate)
+    return translate
+
+
 def _onnx_softmax(b: Builder, op: Op) -> None:
     b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0,
            ort_floats=b.ort_cpu.floats)
@@ -286,6 +302,7 @@ ONNX = {
     "Cast": _onnx_cast, "Slice": _onnx_slice, "Gather": _onnx_gather, "GatherND": _onnx_gather_nd,
     "DequantizeLinear": _onnx_dequantize, "Where": _onnx_where, "Concat": _onnx_concat,
     "LayerNormalization": _onnx_layer_norm, "Gelu": _onnx_gelu, "Softmax": _onnx_softmax,
+    "FastGelu": _ort_biased_gelu("tanh"), "BiasGelu": _ort_biased_gelu("none"),
     "Shape": _onnx_shape, "ConstantOfShape": _onnx_constant_of_shape, "Expand": _onnx_expand,
     "CumSum": _onnx_cumsum, "Range": _onnx_range, "Identity": _onnx_identity,
     "Dropout": _onnx_identity, "Split": _onnx_split,

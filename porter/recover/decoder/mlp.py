@@ -5,7 +5,7 @@
 The down projection makes the block's output; what lies between it and the linears that read
 the norm is an elementwise activation, taken as the graph's own ops in their order (a small
 program porter runs exactly, whatever the spelling), or, where onnxruntime fuses those ops into
-its Gelu or FastGelu kernel (porter.recover.decoder.ort), that kernel. What the activation
+its Gelu or FastGelu kernel (porter.recover.canonical.ort_activations), that kernel. What the activation
 computes (GELU with erf or tanh, SiLU, ReLU) is decided by evaluating the program, not by its
 ops' names.
 """
@@ -21,7 +21,7 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph
 from porter.ir.decoder import ACT_FAST_GELU, ACT_GELU, ACT_OPS, ACT_QUICK_GELU, BINARY_OPS, UNARY_OPS, Activation, Instr
 from porter.recover import probe
-from porter.recover.decoder import ort as decoder_ort
+from porter.recover.canonical.ort_activations import fused_activation
 from porter.reference.execute_decoder import run_program
 from porter.reference.ops import Unsupported
 
@@ -77,7 +77,7 @@ def activation(g: Graph, x: int, out: int, where: str) -> FoundActivation:
         raise PorterError(f"{where}: no activation between the two linears")
     kind = _kind(program, where)
     inputs = [t for t, a in alias.items() if a == "x"]  # x and views of it
-    fused = next(filter(None, (decoder_ort.fused_activation(g, t, out, {i for i in ops if g.ops[i].type != "view"})
+    fused = next(filter(None, (fused_activation(g, t, out, {i for i in ops if g.ops[i].type != "view"})
                                for t in inputs)), None)
     kernel = _KERNELS.get(fused, ACT_OPS)
     return FoundActivation(Activation(kind, kernel, program if kernel == ACT_OPS else []), set(ops))

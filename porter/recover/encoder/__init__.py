@@ -3,7 +3,8 @@
 1. porter.recover.canonical puts the graph into one op vocabulary (folded, identities gone).
 2. Blocks with fast kernels are recognised by role: the embedding sum (the lookup by the ids),
    attention (a softmax between Q.K^T and P.V), LayerNorms (porter.recover.encoder.norms), the GELU op
-   and the GELU onnxruntime fuses, and every Linear.
+   and the GELUs onnxruntime fuses (GeluFusion; FastGeluFusion by its own rule,
+   porter.recover.canonical.ort_activations), and every Linear.
 3. Every other op must be an elementwise op, a reduction or a slice: it becomes one step that
    runs that op in the reference's arithmetic, so a spelling no block knows still compiles
    exactly. Views are free (a buffer seen with another shape).
@@ -27,6 +28,7 @@ from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
 from porter.recover.encoder.skip_bias import fuse_skip_biases
 from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices, ort_shapes
+from porter.recover.canonical.ort_activations import fast_gelu_at
 from porter.recover.engine import AnyOf, Const, Op, Var, match
 from porter.recover.probe import describe_op
 from porter.recover.prove import prove
@@ -205,19 +207,18 @@ def _gelus(g: Graph, ref: Reference, claimed: set[int]) -> list[Block]:
             approximate = op.options.get("approximate", False) in (True, "tanh")
             if ref == Reference.LITERT_BUILTIN:
                 kind = Gelu.LITERT_TANH if approximate else Gelu.LITERT
-            elif approximate:
-                raise PorterError(f"{describe_op(g, op.index)}: the tanh GELU under onnxruntime has no "
-                                  "kernel in porter yet")
-            else:
-                kind = Gelu.ORT_ERF_MUL
+            else:  # the Gelu op (opset 20, or com.microsoft's) runs the Gelu / FastGelu kernel
+                kind = Gelu.ORT_FAST_GELU if approximate else Gelu.ORT_ERF_MUL
             blocks.append(Block(GeluStep("gelu", [f"t{op.inputs[0]}"], [f"t{op.outputs[0]}"], [], kind), {op.index}))
             claimed.add(op.index)
         elif ref == Reference.ONNXRUNTIME_CPU and op.type == "mul":
-            m = match(ONNX_FUSED_GELU, g, op.outputs[0])
-            if m is not None and not (m.consumed & claimed):
-                step = GeluStep("gelu", [f"t{m['x']}"], [f"t{m['out']}"], [], Gelu.ORT_ERF_MUL)
-                blocks.append(Block(step, set(m.consumed)))
-                claimed |= m.consumed
+            for kind, m in ((Gelu.ORT_ERF_MUL, match(ONNX_FUSED_GELU, g, op.outputs[0])),
+                            (Gelu.ORT_FAST_GELU, fast_gelu_at(g, op.outputs[0]))):
+                if m is not None and not (m.consumed & claimed):
+                    blocks.append(Block(GeluStep("gelu", [f"t{m['x']}"], [f"t{op.outputs[0]}"], [], kind),
+                                        set(m.consumed)))
+                    claimed |= m.consumed
+                    break
     return blocks
 
 

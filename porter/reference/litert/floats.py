@@ -14,7 +14,8 @@ preserved intermediates op by op, the one-input functions on every f32 bit patte
   (the GEBP kernel's register blocks, its GEMV, its depth blocking; see fully_connected), then
   the bias;
 - SOFTMAX: e = exp((x - max) * beta) with Eigen's polynomial exp, sum as MEAN's, times 1/sum;
-- GELU (exact): 0.5 * x * erfc(x * -sqrt(1/2)) with Eigen's rational erfc;
+- GELU (exact): 0.5 * x * erfc(x * -sqrt(1/2)) with Eigen's rational erfc; GELU
+  (approximate): (0.5 * x) * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) with TANH's tanh;
 - TANH and LOGISTIC: Eigen's fast tanh and its logistic functor; EXP: glibc's expf;
 - L2_NORMALIZATION: a plain loop over each row.
 
@@ -382,6 +383,24 @@ _NEG_SQRT_HALF = F32(-0.70710678118654752440)
 def gelu_exact(x: np.ndarray) -> np.ndarray:
     x = _f(x)
     return ((F32(0.5) * x).astype(F32) * erfc((x * _NEG_SQRT_HALF).astype(F32))).astype(F32)
+
+
+# GELU with approximate=True (reference_ops::Gelu, reference/gelu.h, the float path GeluEval takes):
+# one Eigen array expression, 0.5 * x * (1 + (kSqrt2dPi * (x + 0.044715 * x.cube())).tanh()),
+# each operation rounded to float in that order (x.cube() is x * (x * x)), the tanh Eigen's
+# ptanh_float as TANH computes it. Packets and the scalar tail compute the same function.
+# kSqrt2dPi is M_2_SQRTPI * M_SQRT1_2 in double, rounded to float.
+_SQRT_2_OVER_PI = F32(1.12837916709551257390 * 0.70710678118654752440)
+_GELU_CUBE = F32(0.044715)
+
+
+@np.errstate(all="ignore")  # x^3 overflows to inf where tanh is 1 anyway; -inf gives NaN as in LiteRT
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    x = _f(x)
+    cube = (x * (x * x).astype(F32)).astype(F32)
+    inner = (x + (_GELU_CUBE * cube).astype(F32)).astype(F32)
+    t = tanh((_SQRT_2_OVER_PI * inner).astype(F32))
+    return ((F32(0.5) * x).astype(F32) * (F32(1) + t).astype(F32)).astype(F32)
 
 
 # ---- TANH and LOGISTIC: Eigen's functors; EXP: libm's expf ---------------------------------------

@@ -13,9 +13,10 @@
 
 use crate::kernels::litert::attention::{attention, AttentionScratch};
 use crate::kernels::common::generic;
+use crate::kernels::litert::activation::gelu_tanh_in_place;
 use crate::kernels::litert::mathfn::gelu_in_place;
 use crate::kernels::litert::norm::{layer_norm, NormScratch};
-use crate::kernels::ort::float::gelu_erf_mul_in_place;
+use crate::kernels::ort::float::{fast_gelu_in_place, gelu_erf_mul_in_place};
 use crate::kernels::litert::reduce::{l2_normalization, reduce_litert};
 use crate::linear::LinearScratch;
 use crate::model::*;
@@ -193,6 +194,8 @@ fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Cou
             match kind {
                 Gelu::Litert => gelu_in_place(&mut y[..n]),
                 Gelu::OrtErfMul => gelu_erf_mul_in_place(&mut y[..n]),
+                Gelu::LitertTanh => gelu_tanh_in_place(&mut y[..n]),
+                Gelu::OrtFastGelu => fast_gelu_in_place(&mut y[..n]),
             }
             s.buffers[*out] = y;
             Phase::Other

@@ -86,6 +86,10 @@ pub enum Gelu {
     Litert,
     /// onnxruntime's Gelu kernel: erf(h * (1 / sqrt 2))
     OrtErfMul,
+    /// LiteRT's GELU with approximate=True (Eigen's tanh)
+    LitertTanh,
+    /// onnxruntime's FastGelu kernel (MLAS's tanh)
+    OrtFastGelu,
 }
 
 /// Elementwise ops, one graph op each.

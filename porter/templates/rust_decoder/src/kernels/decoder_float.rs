@@ -42,8 +42,8 @@ pub fn quick_gelu(x: f32, capped: bool) -> f32 {
 
 // ---- MLAS's tanh (Eigen's coefficients) -------------------------------------------------------
 
-// The encoder crate's kernels/generic.rs holds the same function (tanh_ort), in a module built
-// around the encoder's program types; the decoder crate cannot include it.
+// The encoder crate's kernels/ort/float/math.rs holds the same function (tanh, with FastGelu), in
+// a module built around the encoder's lanes and program types; the decoder crate cannot include it.
 const TANH_P: [u32; 7] = [0xa59f25c0, 0x2a61337e, 0xaebd37ff, 0x335c0041, 0x3779434a, 0x3a270ded, 0x3ba059dc];
 const TANH_Q: [u32; 4] = [0x35a0d3d8, 0x38f895d6, 0x3b14aa05, 0x3ba059dd];
 

@@ -1,11 +1,12 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
-//!   litert-fn tanh|logistic START COUNT STEP
-//!                                     LiteRT's TANH and LOGISTIC on the same patterns (the logistic
+//!   litert-fn tanh|logistic|gelu-tanh START COUNT STEP
+//!                                     LiteRT's TANH, LOGISTIC and GELU(approximate=True) on the
+//!                                     same patterns (the logistic
 //!                                     in tensors of 1 to 67 values, some passed as a prefix, so
 //!                                     packets, lone packet values and the scalar tail all run)
-//!   ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP
+//!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
 //!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F)
@@ -23,13 +24,13 @@
 //!                                     emulation) on random data; the GEMMs and attention also in
 //!                                     every candidate tile of `porter build --tune` (tiles.rs)
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
-//!                                     (LiteRT's: gelu exp erfc tanh logistic logistic-tail exp-op
+//!                                     (LiteRT's: gelu gelu-tanh exp erfc tanh logistic logistic-tail exp-op
 //!                                     eigen-sum quant-sym quant-asym, logistic-rows with each row a
 //!                                     tensor, l2-norm over each row, linear-f32 ROWS TENSOR_ROWS
 //!                                     OUTS BIAS whose stdin is one row: x[ROWS][cols], w[OUTS][cols],
 //!                                     bias[OUTS], and reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3
 //!                                     AXES, stdin the tensor, AXES a 4-bit mask, axis 0 highest;
-//!                                     onnxruntime's: ort-erf ort-gelu ort-exp ort-exp-scalef
+//!                                     onnxruntime's: ort-erf ort-gelu ort-fast-gelu ort-exp ort-exp-scalef
 //!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
 //!                                     kernels') ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
 //!                                     first two rows are gamma and beta, eps 1e-12)
@@ -56,8 +57,9 @@ use std::process::exit;
 use kernels::litert::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
 use kernels::litert::eigen::{eigen_sum_from, eigen_sum_from_scalar};
 use kernels::common::gemm::{gemm, gemm_scalar, Int8Weights};
-use kernels::litert::activation::{logistic_in_place, logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar,
-                          tanh_in_place, tanh_in_place_scalar, tanh_scalar};
+use kernels::litert::activation::{gelu_tanh_in_place, gelu_tanh_in_place_scalar, gelu_tanh_scalar, logistic_in_place,
+                          logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar, tanh_in_place,
+                          tanh_in_place_scalar, tanh_scalar};
 use kernels::litert::libm::expf;
 use kernels::litert::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
 use kernels::litert::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
@@ -120,6 +122,8 @@ fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
     let mut tally = Tally::new("litert-fn");
     match name {
         "tanh" => compare_in_place(&mut tally, name, patterns(start, count, step), tanh_in_place, tanh_in_place_scalar),
+        "gelu-tanh" => compare_in_place(&mut tally, name, patterns(start, count, step), gelu_tanh_in_place,
+                                        gelu_tanh_in_place_scalar),
         "logistic" => compare_in_place(&mut tally, name, patterns(start, count, step),
                                        |v| in_tensors(v, logistic_in_place), |v| in_tensors(v, logistic_in_place_scalar)),
         _ => usage(),
@@ -148,6 +152,7 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
         "erf" => ort_float::Elementwise::Erf,
         "gelu" => ort_float::Elementwise::Gelu,
         "gelu-mul" => ort_float::Elementwise::GeluMul,
+        "fast-gelu" => ort_float::Elementwise::FastGelu,
         "exp" => ort_float::Elementwise::Exp,
         "exp-scalef" => ort_float::Elementwise::ExpScalef,
         _ => usage(),
@@ -547,9 +552,10 @@ fn reference(op: &str, args: &[String]) -> ! {
     }
     for row in data.chunks(cols.max(1)).take(rows) {
         match op {
-            "gelu" | "exp" | "erfc" | "tanh" | "logistic" | "logistic-tail" | "exp-op" => {
+            "gelu" | "gelu-tanh" | "exp" | "erfc" | "tanh" | "logistic" | "logistic-tail" | "exp-op" => {
                 let f = match op {
                     "gelu" => gelu_scalar,
+                    "gelu-tanh" => gelu_tanh_scalar,
                     "exp" => exp_scalar,
                     "erfc" => erfc_scalar,
                     "tanh" => tanh_scalar,
@@ -570,10 +576,11 @@ fn reference(op: &str, args: &[String]) -> ! {
                 l2_normalization(row, cols, &mut y);
                 y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
-            "ort-erf" | "ort-gelu" | "ort-exp" | "ort-exp-scalef" => {
+            "ort-erf" | "ort-gelu" | "ort-fast-gelu" | "ort-exp" | "ort-exp-scalef" => {
                 let f = match op {
                     "ort-erf" => ort_float::erf,
                     "ort-gelu" => ort_float::gelu_erf,
+                    "ort-fast-gelu" => ort_float::fast_gelu,
                     "ort-exp" => ort_float::sum_exp,
                     _ => ort_float::sum_exp_scalef,
                 };
@@ -608,7 +615,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic START COUNT STEP | ort-fn erf|gelu|gelu-mul|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 

@@ -73,29 +73,9 @@ fn unary(op: Elementwise, x: f32) -> f32 {
         Elementwise::Rsqrt => 1.0 / x.sqrt(),
         Elementwise::Relu => if x > 0.0 { x } else { 0.0 },
         Elementwise::ExpLitert => expf(x),
-        Elementwise::TanhOrt => tanh_ort(x),
+        Elementwise::TanhOrt => ort_float::tanh(x),
         _ => unreachable!("{op:?} takes two operands, or runs over its tensor"),
     }
-}
-
-/// MLAS's tanh (porter/reference/ort/floats.py tanh): x clamped to [-9, 9], odd and even polynomials in
-/// x^2 by fused multiply-adds, then their quotient.
-pub fn tanh_ort(x: f32) -> f32 {
-    // the constants' float32 bit patterns, as porter/reference/ort/floats.py rounds them
-    const P: [f32; 7] = [f32::from_bits(0xa59f25c0), f32::from_bits(0x2a61337e), f32::from_bits(0xaebd37ff), f32::from_bits(0x335c0041), f32::from_bits(0x3779434a), f32::from_bits(0x3a270ded), f32::from_bits(0x3ba059dc)];
-    const Q: [f32; 4] = [f32::from_bits(0x35a0d3d8), f32::from_bits(0x38f895d6), f32::from_bits(0x3b14aa05), f32::from_bits(0x3ba059dd)];
-    let v = if x < -9.0 { -9.0 } else if x > 9.0 { 9.0 } else { x };
-    let v2 = v * v;
-    let mut p = ort_float::fma(v2, P[0], P[1]);
-    for &c in &P[2..] {
-        p = ort_float::fma(p, v2, c);
-    }
-    let p = p * v;
-    let mut q = ort_float::fma(v2, Q[0], Q[1]);
-    for &c in &Q[2..] {
-        q = ort_float::fma(q, v2, c);
-    }
-    p / q
 }
 
 fn binary(op: Elementwise, a: f32, b: f32) -> f32 {

@@ -6,6 +6,9 @@
 //!   logistic_scalar(x)       the packet formula on one value (what each lane computes)
 //!   logistic_tail_scalar(x)  Eigen's scalar formula, exp(min(x, hi)) via libm's expf
 //!   logistic_in_place(values, tensor_len), logistic_in_place_scalar(values, tensor_len)
+//!   gelu_tanh_scalar(x), gelu_tanh_in_place(values), gelu_tanh_in_place_scalar(values)
+//!                            GELU with approximate=True (porter/reference/litert/floats.py
+//!                            `gelu_tanh`): one Eigen expression whose tanh is this tanh
 //!
 //! tanh is Eigen's fast rational approximation (a [9/8] odd/even rational on x clamped to
 //! [-c, c]) for packets and scalars alike, so every value takes the same path. The logistic's
@@ -25,6 +28,9 @@ use super::mathfn::{horner_scalar, horner_x4, madd, map_vectors, splat, LN2_HI, 
 const TANH_CLAMP: f32 = f32::from_bits(0x40fd0956); // 7.90738964080810547: tanh is 1 beyond
 const TANH_ALPHA: [u32; 4] = [0x326f951e, 0x37b063dc, 0x3b66bc7f, 0x3e093cf6];
 const TANH_BETA: [u32; 5] = [0x35572c00, 0x39ae6d96, 0x3cd4c460, 0x3eef4922, 0x3f800000];
+
+const SQRT_2_OVER_PI: f32 = f32::from_bits(0x3f4c422a); // kSqrt2dPi, M_2_SQRTPI * M_SQRT1_2 as float
+const GELU_CUBE: f32 = f32::from_bits(0x3d372713); // 0.044715
 
 const LOGISTIC_HI: f32 = f32::from_bits(0x41851592); // 16.6355324: the logistic is 1 from here
 const LOGISTIC_LO: f32 = f32::from_bits(0xc2d00000); // -104: 0 below
@@ -66,6 +72,19 @@ pub fn tanh_scalar(a: f32) -> f32 {
 pub fn tanh_in_place_scalar(values: &mut [f32]) {
     for v in values {
         *v = tanh_scalar(*v);
+    }
+}
+
+/// 0.5 * x * (1 + tanh(kSqrt2dPi * (x + 0.044715 * x.cube()))), each operation rounded in
+/// that order; x.cube() is x * (x * x).
+pub fn gelu_tanh_scalar(x: f32) -> f32 {
+    let inner = x + GELU_CUBE * (x * (x * x));
+    (0.5 * x) * (1.0 + tanh_scalar(SQRT_2_OVER_PI * inner))
+}
+
+pub fn gelu_tanh_in_place_scalar(values: &mut [f32]) {
+    for v in values {
+        *v = gelu_tanh_scalar(*v);
     }
 }
 
@@ -126,6 +145,13 @@ pub fn tanh_x4(a: v128) -> v128 {
 }
 
 #[inline(always)]
+pub fn gelu_tanh_x4(x: v128) -> v128 {
+    let inner = f32x4_add(x, f32x4_mul(splat(GELU_CUBE), f32x4_mul(x, f32x4_mul(x, x))));
+    let t = tanh_x4(f32x4_mul(splat(SQRT_2_OVER_PI), inner));
+    f32x4_mul(f32x4_mul(splat(0.5), x), f32x4_add(splat(1.0), t))
+}
+
+#[inline(always)]
 pub fn logistic_x4(x_in: v128) -> v128 {
     let x = f32x4_mul(f32x4_pmin(x_in, splat(LOGISTIC_HI)), splat(0.5));
     let m = f32x4_floor(madd(x, splat(LOG2E), splat(0.5)));
@@ -147,6 +173,13 @@ pub fn tanh_in_place(values: &mut [f32]) {
     let full = values.len() / 4 * 4;
     map_vectors(values, full, tanh_x4);
     tanh_in_place_scalar(&mut values[full..]);
+}
+
+/// Packets and the scalar tail compute the same function, so any prefix of a tensor may be given.
+pub fn gelu_tanh_in_place(values: &mut [f32]) {
+    let full = values.len() / 4 * 4;
+    map_vectors(values, full, gelu_tanh_x4);
+    gelu_tanh_in_place_scalar(&mut values[full..]);
 }
 
 /// `values` is the start of a tensor of `tensor_len` values (all of it, or its live rows).

@@ -64,6 +64,7 @@ unsafe fn fused_lanes(f: Elementwise, values: &mut [f32]) -> usize {
                 Elementwise::Erf => erf_x4(x),
                 Elementwise::Gelu => gelu_x4(x, f32x4_div(x, f32x4_splat(SQRT2))),
                 Elementwise::GeluMul => gelu_x4(x, f32x4_mul(x, f32x4_splat(SQRT1_2))),
+                Elementwise::FastGelu => fast_gelu_x4(x),
                 Elementwise::Exp => sum_exp_x4(x),
                 Elementwise::ExpScalef => sum_exp_scalef_x4(x),
             };
@@ -150,6 +151,27 @@ fn erf_x4(x: v128) -> v128 {
 #[inline]
 fn gelu_x4(h: v128, x: v128) -> v128 {
     f32x4_mul(h, f32x4_mul(f32x4_add(erf_x4(x), f32x4_splat(1.0)), f32x4_splat(0.5)))
+}
+
+/// MLAS's tanh lane by lane. pmin / pmax with the input first keep a NaN, as the clamp does.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn tanh_x4(x: v128) -> v128 {
+    let v = f32x4_pmax(f32x4_pmin(x, f32x4_splat(TANH_RANGE)), f32x4_splat(-TANH_RANGE));
+    let v2 = f32x4_mul(v, v);
+    let p = f32x4_mul(horner4(&TANH_P, v2), v);
+    f32x4_div(p, horner4(&TANH_Q, v2))
+}
+
+/// FastGelu lane by lane: its own products and sums unfused, as the scalar kernel.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn fast_gelu_x4(x: v128) -> v128 {
+    let cx = f32x4_mul(f32x4_splat(FAST_GELU_C), x);
+    let inner = f32x4_mul(x, f32x4_add(f32x4_mul(cx, x), f32x4_splat(FAST_GELU_B)));
+    f32x4_mul(f32x4_mul(x, f32x4_splat(0.5)), f32x4_add(tanh_x4(inner), f32x4_splat(1.0)))
 }
 
 /// e * 2^n per lane as erf's scalar `(e as f64 * 2f64.powi(n)) as f32`: exact in f64, one rounding.

@@ -1,4 +1,5 @@
-//! The scalar definitions: fma, MLAS's exp (softmax's two scalings), erf and GELU, softmax.
+//! The scalar definitions: fma, MLAS's exp (softmax's two scalings), erf and GELU, tanh and
+//! FastGelu, softmax.
 
 use super::lanes::fused_in_place;
 
@@ -31,6 +32,11 @@ pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000); // 0.921875
 pub(super) const ERF_SMALL: [u32; 6] = [0xba1d0d41, 0x3ba39fa4, 0xbcdb45e9, 0x3de70d23, 0xbec09370, 0x3e0375d3];
 pub(super) const ERF_BIG: [u32; 7] = [0x37911480, 0xb9c8e966, 0x3b7e899b, 0xbcc6b180, 0x3ddaae58, 0x3f228550, 0x3e03ce86];
 pub(super) const EXP_POLY: [u32; 7] = [0x3ab54c6d, 0x3c093965, 0x3d2aad10, 0x3e2aaa17, 0x3efffffb, 0x3f800000, 0x3f800000];
+pub(super) const TANH_RANGE: f32 = 9.0; // MLAS's tanh clamps its input to [-9, 9]
+pub(super) const TANH_P: [u32; 7] = [0xa59f25c0, 0x2a61337e, 0xaebd37ff, 0x335c0041, 0x3779434a, 0x3a270ded, 0x3ba059dc];
+pub(super) const TANH_Q: [u32; 4] = [0x35a0d3d8, 0x38f895d6, 0x3b14aa05, 0x3ba059dd];
+pub(super) const FAST_GELU_B: f32 = f32::from_bits(0x3f4c422a); // sqrt(2 / pi)
+pub(super) const FAST_GELU_C: f32 = f32::from_bits(0x3d122279); // 0.044715 * sqrt(2 / pi)
 pub(super) const SQRT2: f32 = f32::from_bits(0x3fb504f3);
 pub(super) const SQRT1_2: f32 = f32::from_bits(0x3f3504f3);
 /// The largest power of two the exponentials are scaled by in f64 (beyond it the f32 result is
@@ -229,12 +235,46 @@ pub fn gelu_erf_mul_in_place(values: &mut [f32]) {
     apply_in_place(Elementwise::GeluMul, values);
 }
 
+// ---- tanh and FastGelu -------------------------------------------------------------------------
+
+/// MLAS's tanh (MlasComputeTanhF32KernelFma3, the kernel on every x86 CPU with AVX2, AVX-512
+/// ones too): x clamped to [-9, 9] (NaN kept), odd and even polynomials in x^2 by fma, then
+/// their quotient.
+pub fn tanh(x: f32) -> f32 {
+    let v = if x < -TANH_RANGE { -TANH_RANGE } else if x > TANH_RANGE { TANH_RANGE } else { x };
+    let v2 = v * v;
+    let mut p = fma(v2, c(TANH_P[0]), c(TANH_P[1]));
+    for &k in &TANH_P[2..] {
+        p = fma(p, v2, c(k));
+    }
+    let p = p * v;
+    let mut q = fma(v2, c(TANH_Q[0]), c(TANH_Q[1]));
+    for &k in &TANH_Q[2..] {
+        q = fma(q, v2, c(k));
+    }
+    p / q
+}
+
+/// onnxruntime's FastGelu kernel (contrib_ops/cpu/bert/bias_gelu.cc; its Gelu op with
+/// approximate="tanh" has the same loops): t = x * ((C * x) * x + B) in plain float steps (the
+/// CPU provider is built for baseline x86-64, no fma), MLAS's tanh of t, then (x * 0.5) * (t + 1).
+/// With a bias, x is the biased value (input + bias, rounded).
+pub fn fast_gelu(x: f32) -> f32 {
+    let inner = x * (FAST_GELU_C * x * x + FAST_GELU_B);
+    (x * 0.5) * (tanh(inner) + 1.0)
+}
+
+pub fn fast_gelu_in_place(values: &mut [f32]) {
+    apply_in_place(Elementwise::FastGelu, values);
+}
+
 /// The one-input functions above, applied over a slice.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Elementwise {
     Erf,
     Gelu,
     GeluMul,
+    FastGelu,
     /// softmax's exp, AVX2 kernel
     Exp,
     /// softmax's exp, AVX-512F kernel
@@ -247,6 +287,7 @@ impl Elementwise {
             Elementwise::Erf => erf,
             Elementwise::Gelu => gelu_erf,
             Elementwise::GeluMul => gelu_erf_mul,
+            Elementwise::FastGelu => fast_gelu,
             Elementwise::Exp => sum_exp,
             Elementwise::ExpScalef => sum_exp_scalef,
         }

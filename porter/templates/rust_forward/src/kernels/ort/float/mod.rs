@@ -7,7 +7,7 @@
 //!
 //! wasm has no fma instruction. `fma` below emulates a correctly rounded one in f64, and, in
 //! crates built with the `fused-madd` feature, the matrix products (several outputs at a time)
-//! and the one-input functions erf, GELU and softmax's exp (four lanes at a time) use
+//! and the one-input functions erf, GELU, FastGelu and softmax's exp (four lanes at a time) use
 //! f32x4.relaxed_madd when a probe shows that this engine fuses it (wasmtime does on x86 with
 //! FMA and on ARM); both give the same bits, so the choice never shows in a result, only in
 //! the time. (LLVM enables a wasm target feature for the whole module, so crates that
@@ -28,6 +28,7 @@ mod sgemm;
 pub use attention::{attention, attention_all_keys, OrtAttention, OrtAttentionScratch};
 pub use lanes::fused_madd;
 pub use layer_norm::{layer_norm_row, skip_layer_norm_row};
-pub use math::{apply_in_place, apply_in_place_scalar, erf, fma, gelu_erf, gelu_erf_in_place, gelu_erf_mul,
-               gelu_erf_mul_in_place, scaled_subnormal, softmax, sum_exp, sum_exp_scalef, Elementwise, OrtFloats};
+pub use math::{apply_in_place, apply_in_place_scalar, erf, fast_gelu, fast_gelu_in_place, fma, gelu_erf, gelu_erf_in_place,
+               gelu_erf_mul, gelu_erf_mul_in_place, scaled_subnormal, softmax, sum_exp, sum_exp_scalef, tanh, Elementwise,
+               OrtFloats};
 pub use sgemm::{lane_splats, linear, m1_columns, m1_dot, sgemm_columns, sgemm_dot, sgemm_outputs, stride_k, PACKED_STRIDE_K};
