@@ -23,6 +23,7 @@ from fixtures import (
 from porter.frontends.inspect import SCHEMA, inspect_model
 
 TOP_LEVEL_KEYS = {
+    "schemes",
     "schema", "path", "format", "file_size", "signature", "opsets", "inputs", "outputs", "op_count",
     "op_histogram", "op_versions", "tensor_count", "constant_count", "buffers", "weights",
     "quantization_summary", "arithmetic_options",

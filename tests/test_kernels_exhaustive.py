@@ -2,7 +2,8 @@
 
 - SIMD against scalar: GELU (exact and tanh), LiteRT's TANH and LOGISTIC and row quantisation over f32 bit
   patterns (a sample by default, all 2^32 with `-m slow`), 20,000 awkward random rows per
-  quantisation scheme, and the other kernels (GEMM, attention, Eigen sums, float Linear) on
+  quantisation scheme, every int8 value widened under 20,000 scales (weight-only int8), and the
+  other kernels (GEMM, attention, Eigen sums, float Linear) on
   random shapes.
 - onnxruntime's one-input functions (erf, its two GELU spellings, FastGelu, softmax's exp as its AVX2 and
   its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
@@ -152,6 +153,42 @@ def test_quantisation_matches_scalar_on_random_rows(checks_wasm, wasm_runtime, s
     assert_check_passes(wasm_runtime, checks_wasm, "quant-random", scheme, 7, 20_000)
 
 
+def test_weight_only_int8_widening_matches_scalar_for_every_value(checks_wasm, wasm_runtime):
+    """Rows that run through all 256 int8 values under 20,000 random finite scales."""
+    assert_check_passes(wasm_runtime, checks_wasm, "dequant", 5, 20_000)
+
+
+def test_scalar_weight_only_int8_widening_matches_numpy(checks_wasm, wasm_runtime):
+    """Every int8 value under random scales of every exponent (porter.reference.ops' fold)."""
+    from porter.ir.encoder import Reference
+    from porter.reference.ops import evaluate
+
+    rng = np.random.default_rng(29)
+    scales = rng.integers(0, 1 << 32, 4000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    scales = np.concatenate([scales[np.isfinite(scales)], np.float32([1.0, 1e-45, 3.4028235e38, -0.0])])
+    values = np.arange(-128, 128, dtype=np.int8)
+    rows = np.concatenate([scales[:, None], np.broadcast_to(values.astype(np.float32), (scales.size, 256))], 1)
+    got = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "dequant", rows), "<f4").reshape(-1, 256)
+    attrs = {"scale": scales, "zero_point": np.zeros(scales.size, np.int64), "axis": 0}
+    with np.errstate(over="ignore"):  # scales near the float32 maximum overflow to infinity, as in the kernel
+        want = evaluate("dequantize", attrs, [np.broadcast_to(values, (scales.size, 256))], Reference.LITERT_BUILTIN)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_float16_widening_matches_scalar_for_every_half(checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, checks_wasm, "halves", 0, 1 << 16)
+
+
+def test_scalar_float16_widening_matches_numpy_for_every_half(checks_wasm, wasm_runtime):
+    """Every one of the 65536 halves, against numpy's IEEE binary16 (NaNs as NaNs)."""
+    halves = np.arange(1 << 16, dtype=np.uint16)
+    got = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "halves", halves.astype(np.float32)[None]), "<f4")
+    want = halves.view(np.float16).astype(np.float32)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
 def test_gemm_attention_sums_and_float_linear_match_scalar(checks_wasm, ort_checks_wasm, wasm_runtime):
     assert_check_passes(wasm_runtime, checks_wasm, "kernels", 11)
     # onnxruntime's products: relaxed_madd tiles against the exact scalar emulation
@@ -247,6 +284,53 @@ def reference_with_args(wasm_runtime, wasm, op, data: np.ndarray, *args) -> np.n
     result = wasm_runtime.run_command(wasm, ["reference", op, *map(str, args)], stdin)
     assert result.exit_code == 0, result.stderr
     return np.frombuffer(result.stdout, "<f4")
+
+
+def _int4_case(rng, rows, outs, k, bias):
+    x = (rng.standard_normal((rows, k)) * np.exp2(rng.integers(-6, 7, (rows, 1)))).astype(np.float32)
+    x[rng.random((rows, k)) < 0.05] = 0.0
+    if rows > 1:
+        x[0] = 0.0  # an all-zero row: scale 1, q 0
+    w = rng.integers(-7, 8, (outs, k)).astype(np.int8)
+    w_scale = (rng.random(outs) * 0.1 + 1e-3).astype(np.float32)
+    b = (rng.standard_normal(outs) * 0.1).astype(np.float32) if bias else None
+    return x, w, w_scale, b
+
+
+def _int4_mismatches(wasm_runtime, wasm) -> list:
+    """LiteRT's 4-bit layer (quant.int4_fully_connected) against the scalar kernel on random
+    shapes, with and without a bias: the shapes whose outputs differ in any bit."""
+    rng = np.random.default_rng(41)
+    bad = []
+    for t in range(60):
+        # the 4-bit kernels' domain (quant.uses_4bit_kernels); smaller layers run the int8 GEMM
+        rows, outs = int(rng.integers(1, 9)), int(rng.integers(4, 13))
+        k = int(rng.choice([32, 34, 64, 96, 128, 300]))
+        x, w, w_scale, b = _int4_case(rng, rows, outs, k, bias=t % 2 == 0)
+        data = np.concatenate([x.ravel(), w.astype(np.float32).ravel(), w_scale] + ([b] if b is not None else []))
+        ours = reference_with_args(wasm_runtime, wasm, "int4-linear", data, rows, outs, int(b is not None))
+        want = quant.int4_fully_connected(x, w, w_scale, b)
+        if not np.array_equal(ours.view(np.uint32), want.ravel().view(np.uint32)):
+            bad.append((rows, outs, k))
+    return bad
+
+
+def test_scalar_int4_linear_matches_numpy(checks_wasm, wasm_runtime):
+    """The int4 output's float steps are what only this compares (SIMD and scalar share them)."""
+    assert _int4_mismatches(wasm_runtime, checks_wasm) == []
+
+
+@pytest.mark.slow
+def test_mutated_int4_output_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    """The offset's term with the two scales multiplied first (the int8 layer's order, not the
+    4-bit kernels'): the numpy comparison must see it."""
+    crate = render_checks_crate(tmp_path / "mutant")
+    path = crate / "src" / "kernels" / "common" / "gemm.rs"
+    text = path.read_text()
+    original = "let first = offset as f32 * row_scale * self.scale_of(o);"
+    assert text.count(original) == 1
+    path.write_text(text.replace(original, "let first = offset as f32 * (row_scale * self.scale_of(o));"))
+    assert _int4_mismatches(wasm_runtime, build_forward_crate(crate, toolchain, checks=True))
 
 
 def test_scalar_float_linear_matches_numpy(checks_wasm, wasm_runtime):
@@ -437,6 +521,13 @@ MUTATIONS = {
                                                  "if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) }",
                                                  "f32x4_add(x, mask_value)",
                                                  ["kernels", 11]),
+    # Weight-only int8 widened as unsigned bytes: every negative value in the first eight lanes is wrong.
+    "dequant widens unsigned": ("src/kernels/common/dequantize.rs",
+                                "i16x8_extend_low_i8x16(v)", "u16x8_extend_low_u8x16(v)", ["dequant", 5, 2000]),
+    # float16 widening without its scale to 2^112 in the scalar kernel: every finite half is wrong.
+    "halves scale dropped": ("src/kernels/common/dequantize.rs",
+                             "f32::from_bits(magnitude << 13) * f32::from_bits(TWO_TO_112)",
+                             "f32::from_bits(magnitude << 13)", ["halves", 0, 1 << 16]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
     "ort dot saturation dropped": ("src/kernels/common/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
@@ -483,7 +574,13 @@ ORT_MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("name", list(MUTATIONS))
+# The weight-only widenings' mutants build a crate each (a minute): under -m slow, so the default
+# suite's added time stays small; their checks themselves run by default.
+SLOW_MUTATIONS = {"dequant widens unsigned", "halves scale dropped"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_MUTATIONS else n
+                                  for n in MUTATIONS])
 def test_mutated_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
     assert_mutant_fails(toolchain, wasm_runtime, tmp_path, checks_wasm, "litert-dq8.tflite", *MUTATIONS[name])
 

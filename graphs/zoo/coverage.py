@@ -152,11 +152,30 @@ def render(rows: list[Row]) -> str:
         "",
         f"{len(rows)} files: {exact} exact, {len(refused)} refused.",
         "",
+        "Refused: a quantisation scheme porter does not reproduce is refused before recovery, by one",
+        "line that names the scheme (porter/frontends/schemes.py); each has one real fixture",
+        "(graphs/zoo/members.py REFUSED_SCHEMES):",
+        "",
+        *[f"- {scheme} (`*.{flavour}`): {why}." for flavour, (scheme, why) in _refused_schemes().items()],
+        "",
         "| file | outcome | max \\|Δ\\| | labels | program / refusal |",
         "|---|---|---|---|---|",
     ]
     lines += [r.markdown() for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _refused_schemes() -> dict:
+    sys.path.insert(0, str(ZOO_DIR))
+    import members
+
+    return members.REFUSED_SCHEMES
+
+
+def refused_scheme(path: Path) -> str | None:
+    """The scheme a zoo file's refusal must name first, if its flavour is one porter refuses."""
+    return next((scheme for flavour, (scheme, _) in _refused_schemes().items()
+                 if path.name.endswith("." + flavour)), None)
 
 
 def main(argv: list[str]) -> int:

@@ -84,7 +84,20 @@ def cpu_facts() -> dict:
     if os.environ.get("PORTER_CPU_MASK") == "avx2":  # run under graphs/zoo/avx2_cpu/run.sh
         flags = [f for f in flags if not f.startswith(MASKED_BY_AVX2_CPU)]
         return {"cpu_model": model, "cpu_flags": flags, "cpu_masked": AVX2_CPU_NOTE}
-    return {"cpu_model": model, "cpu_flags": flags}
+    return {"cpu_model": model, "cpu_flags": flags, **l1d_facts()}
+
+
+def l1d_facts() -> dict:
+    """The L1 data cache size (sysfs cpu0, as `porter golden` records it): LiteRT's float
+    FULLY_CONNECTED blocks its depth by it (Eigen's CPUID query)."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level, kind, size = ((index / n).read_text().strip() for n in ("level", "type", "size"))
+        except OSError:
+            continue
+        if level == "1" and kind in ("Data", "Unified") and size.upper().endswith("K"):
+            return {"cpu_l1d_bytes": int(size[:-1]) * 1024}
+    return {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +155,15 @@ def litert_resolver(mode: str):
     }[mode]
 
 
+def dequantized(out: np.ndarray, detail: dict) -> np.ndarray:
+    """An int8 / uint8 output (a full-integer graph's) as the real values it stands for:
+    scale * (q - zero_point), in float32 as LiteRT's DEQUANTIZE computes it."""
+    if np.issubdtype(out.dtype, np.floating):
+        return out
+    scale, zero_point = detail["quantization"]
+    return ((out.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)).astype(np.float32)
+
+
 def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io: bool = False):
     """LiteRT signature runner, one window per call: outputs stacked [N, ...] (float32)."""
     from ai_edge_litert.interpreter import Interpreter
@@ -159,7 +181,7 @@ def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io:
     results = []
     for i in range(len(windows["input_ids"])):
         feed = {n: windows[r][i][None].astype(ins[n]["dtype"]) for n, r in role_of.items()}
-        out = runner(**feed)[out_name]
+        out = dequantized(runner(**feed)[out_name], outs[out_name])
         results.append(np.asarray(out, dtype=np.float32)[0])
     if not with_io:
         return np.stack(results)

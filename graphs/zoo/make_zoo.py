@@ -225,6 +225,136 @@ def export_litert_dq8(m: zm.Encoder, module, out: Path, src: Path) -> dict:
                 versions=versions("litert-torch", "ai-edge-quantizer", *TORCH_PACKAGES))
 
 
+def aeq_recipe(flavour: str):
+    """The ai-edge-quantizer recipe of a weight-scheme flavour, as a function of the Quantizer."""
+    from ai_edge_quantizer import recipe
+    from ai_edge_quantizer.recipe import AlgorithmName, TFLOperationName
+
+    recipes = {
+        "aeq-wo8.tflite": ("recipe.weight_only_wi8_afp32()",
+                           lambda qt: qt.load_quantization_recipe(recipe.weight_only_wi8_afp32())),
+        # ai-edge-quantizer has no float16 recipe: its FLOAT_CASTING algorithm at 16 bits
+        "aeq-f16.tflite": ("add_weight_only_config(regex='.*', ALL_SUPPORTED, num_bits=16, "
+                           "algorithm_key=AlgorithmName.FLOAT_CASTING)",
+                           lambda qt: qt.add_weight_only_config(
+                               regex=".*", operation_name=TFLOperationName.ALL_SUPPORTED, num_bits=16,
+                               algorithm_key=AlgorithmName.FLOAT_CASTING)),
+        "aeq-dq4.tflite": ("recipe.dynamic_wi4_afp32()",
+                           lambda qt: qt.load_quantization_recipe(recipe.dynamic_wi4_afp32())),
+        "aeq-wo4.tflite": ("recipe.weight_only_wi4_afp32()",
+                           lambda qt: qt.load_quantization_recipe(recipe.weight_only_wi4_afp32())),
+        "aeq-si8.tflite": ("recipe.static_wi8_ai8(), calibrated on CALIBRATION_WINDOWS seeded windows",
+                           lambda qt: qt.load_quantization_recipe(recipe.static_wi8_ai8())),
+    }
+    return recipes[flavour]
+
+
+CALIBRATION_WINDOWS = 8
+
+
+def calibration_windows(m: zm.Encoder) -> list[dict[str, np.ndarray]]:
+    """Seeded [1, seq] windows of every live length from 1 to seq, as the static quantisers'
+    calibration set (role -> int64 array)."""
+    pad, cls, sep, low = m.ids
+    rng = np.random.default_rng(500 + m.seed)
+    out = []
+    for live in np.linspace(1, m.seq, CALIBRATION_WINDOWS).astype(int):
+        ids = np.full((1, m.seq), pad, np.int64)
+        ids[0, :live] = rng.integers(low, m.vocab, size=live)
+        ids[0, 0] = cls
+        mask = (np.arange(m.seq) < live).astype(np.int64)[None]
+        w = {"input_ids": ids, "attention_mask": mask}
+        if m.token_type_input:
+            w["token_type_ids"] = np.zeros_like(ids)
+        out.append(w)
+    return out
+
+
+def export_aeq(m: zm.Encoder, module, out: Path, src: Path, flavour: str) -> dict:
+    """The litert-f32 file through one ai-edge-quantizer recipe (weight-only int8, float16
+    casting, dynamic int4, or static int8 with a calibration set)."""
+    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_quantizer import quantizer
+
+    assert src.exists(), f"{out.name}: needs {src.name} first"
+    how, configure = aeq_recipe(flavour)
+    t0 = time.perf_counter()
+    qt = quantizer.Quantizer(str(src))
+    configure(qt)
+    calibration = None
+    if flavour == "aeq-si8.tflite":
+        runner = Interpreter(model_path=str(src)).get_signature_runner()
+        ins = runner.get_input_details()
+        key = next(iter(Interpreter(model_path=str(src)).get_signature_list()))
+        import make_goldens as mg
+
+        role_of = mg._feed_names(list(ins), m.input_roles)
+        data = [{n: w[r].astype(ins[n]["dtype"]) for n, r in role_of.items()} for w in calibration_windows(m)]
+        calibration = qt.calibrate({key: data})
+    result = qt.quantize(calibration)
+    atomic(out, lambda p: result.export_model(str(p), overwrite=True))
+    return dict(exporter="litert-torch + ai-edge-quantizer", recipe=how,
+                source=src.name, source_sha256=fixture_info.sha256(src),
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("litert-torch", "ai-edge-quantizer", *TORCH_PACKAGES))
+
+
+def export_ort_qdq(m: zm.Encoder, module, out: Path, src: Path) -> dict:
+    """The dynamo-f32 file through onnxruntime quantize_static, QDQ format, per channel."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    import make_goldens as mg
+
+    assert src.exists(), f"{out.name}: needs {src.name} first"
+    sess = mg.ort_session(src)
+    role_of = mg._feed_names([i.name for i in sess.get_inputs()], m.input_roles)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.windows = iter(calibration_windows(m))
+
+        def get_next(self):
+            w = next(self.windows, None)
+            return None if w is None else {n: w[r] for n, r in role_of.items()}
+
+    t0 = time.perf_counter()
+
+    def write(p):
+        quantize_static(str(src), str(p), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        use_external_data_format=False)
+        _onnx_finish(p)
+
+    atomic(out, write, suffix=".onnx")
+    return dict(exporter="torch.onnx.export(dynamo=True) + onnxruntime quantize_static",
+                recipe=f"quantize_static(QuantFormat.QDQ, per_channel=True, QInt8 activations and "
+                       f"weights, MinMax calibration on {CALIBRATION_WINDOWS} seeded windows)",
+                source=src.name, source_sha256=fixture_info.sha256(src),
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
+
+
+def export_onnx_f16(m: zm.Encoder, module, out: Path, src: Path) -> dict:
+    """The dynamo-f32 file through onnxconverter-common's float16 conversion, float32 inputs and
+    outputs kept."""
+    import onnx
+    from onnxconverter_common import float16
+
+    assert src.exists(), f"{out.name}: needs {src.name} first"
+    t0 = time.perf_counter()
+
+    def write(p):
+        onnx.save(float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True), str(p))
+        _onnx_finish(p)
+
+    atomic(out, write, suffix=".onnx")
+    return dict(exporter="torch.onnx.export(dynamo=True) + onnxconverter-common float16",
+                recipe="float16.convert_float_to_float16(model, keep_io_types=True)",
+                source=src.name, source_sha256=fixture_info.sha256(src),
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxruntime", "onnxconverter-common", *TORCH_PACKAGES))
+
+
 def strip_torch_metadata(model) -> int:
     """Drops the torch.onnx exporters' node metadata (`pkg.torch.onnx.*`: stack traces with the
     venv's absolute paths, class hierarchy, namespace, FX node names); returns the bytes dropped.
@@ -386,10 +516,10 @@ def export_ort_gelu_fusions(m: zm.Encoder, module, out: Path, src: Path) -> dict
                 versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
 
 
-def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool) -> dict:
+def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool, float16: bool = False) -> dict:
     import zoo_tf
 
-    return zoo_tf.export(m, module, out, keras_layers, atomic)
+    return zoo_tf.export(m, module, out, keras_layers, atomic, float16=float16)
 
 
 ENCODER_EXPORTERS = {
@@ -406,17 +536,28 @@ ENCODER_EXPORTERS = {
     "ts-dyn-f32.onnx": lambda m, mod, out, src: export_onnx_dynamic(m, mod, out, dynamo=False),
     "dynamo-dyn-f32.onnx": lambda m, mod, out, src: export_onnx_dynamic(m, mod, out, dynamo=True),
     "dyn-dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
+    "tf-f16.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False, float16=True),
+    "qdq8pc.onnx": export_ort_qdq,
+    "f16.onnx": export_onnx_f16,
 }
+for _f in ("aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite", "aeq-si8.tflite"):
+    ENCODER_EXPORTERS[_f] = lambda m, mod, out, src, _f=_f: export_aeq(m, mod, out, src, _f)
 # The quantised flavours read a float file of the same member.
 SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
           "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx",
-          "ortgelu-f32.onnx": "dynamo-f32.onnx"}
+          "ortgelu-f32.onnx": "dynamo-f32.onnx",
+          "aeq-wo8.tflite": "litert-f32.tflite",
+          "aeq-f16.tflite": "litert-f32.tflite", "aeq-dq4.tflite": "litert-f32.tflite",
+          "aeq-si8.tflite": "litert-f32.tflite", "aeq-wo4.tflite": "litert-f32.tflite", "qdq8pc.onnx": "dynamo-f32.onnx",
+          "f16.onnx": "dynamo-f32.onnx"}
 SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
                    "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, dynamic_axes)"}
 # Sources first.
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
-         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx"]
+         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx",
+         "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
+         "aeq-si8.tflite", "qdq8pc.onnx", "f16.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:

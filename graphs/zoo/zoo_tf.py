@@ -3,10 +3,11 @@
 Both take the torch member's own state_dict (zoo_torch.build_encoder), so the TFLite file and the
 torch/ONNX files of a member are one network:
 
-- `tf-dq8.tflite`: a BERT forward in plain TensorFlow ops (a tf.Module): tf.nn.moments LayerNorm,
-  the additive mask `(1 - float(mask))[:, None, None, :] * -1e9`, tf.nn.gelu (erf; approximate=True
-  for a tanh hidden_act), tf.matmul attention on [1, heads, seq, head_dim]; the heads: token
-  classifier, BERT pooler + classifier, bare hidden states, sentence-transformers mean pooling +
+- `tf-dq8.tflite` (and `tf-f16.tflite`, the same with `target_spec.supported_types = [tf.float16]`): a
+  BERT forward in plain TensorFlow ops (a tf.Module): tf.nn.moments LayerNorm, the additive mask
+  `(1 - float(mask))[:, None, None, :] * -1e9`, tf.nn.gelu (erf; approximate=True for a tanh
+  hidden_act), tf.matmul attention on [1, heads, seq, head_dim]; the heads: token classifier, BERT
+  pooler + classifier, bare hidden states, sentence-transformers mean pooling +
   tf.math.l2_normalize, CLS pooling as sentence-transformers spells it (argmax of the mask, then
   gather).
   `TFLiteConverter.from_concrete_functions`, `optimizations=[Optimize.DEFAULT]`,
@@ -231,7 +232,7 @@ def float_check(m: zm.Encoder, module, fn) -> float:
     return worst
 
 
-def export(m: zm.Encoder, module, out, keras_layers: bool, atomic) -> dict:
+def export(m: zm.Encoder, module, out, keras_layers: bool, atomic, float16: bool = False) -> dict:
     from importlib.metadata import version
 
     assert m.family in ("bert", "minilm"), f"{m.name}: the TF routes write BERT only"
@@ -256,6 +257,8 @@ def export(m: zm.Encoder, module, out, keras_layers: bool, atomic) -> dict:
     else:
         converter = tf.lite.TFLiteConverter.from_concrete_functions([fn], holder)
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if float16:  # float16 weights, DEQUANTIZE to float32 before every float op
+            converter.target_spec.supported_types = [tf.float16]
         converter._experimental_use_buffer_offset = True
         data = converter.convert()
         atomic(out, lambda path: path.write_bytes(data))
@@ -265,8 +268,9 @@ def export(m: zm.Encoder, module, out, keras_layers: bool, atomic) -> dict:
         exporter=("Keras 3 functional model (TensorFlow backend), keras.Model.export(format='litert')"
                   if keras_layers else
                   "plain TensorFlow ops (tf.Module) + TFLiteConverter.from_concrete_functions"),
-        recipe="optimizations=[Optimize.DEFAULT]" + ("" if keras_layers else
-                                                      ", _experimental_use_buffer_offset=True"),
+        recipe="optimizations=[Optimize.DEFAULT]"
+               + (", target_spec.supported_types=[tf.float16]" if float16 else "")
+               + ("" if keras_layers else ", _experimental_use_buffer_offset=True"),
         float_vs_torch_max_abs=delta,
         export_seconds=round(seconds, 2),
         versions={k: version(k) for k in packages},

@@ -271,6 +271,12 @@ class _Variables:
         ort = self.p.reference == Reference.ONNXRUNTIME_CPU
         if lin.weights == WeightFormat.FLOAT32:
             kind = "float_ort" if ort else "float32"
+        elif lin.weights == WeightFormat.INT4_PER_CHANNEL and not ort:
+            kind = "int4"
+        elif lin.weights == WeightFormat.FLOAT16:  # weight-only float16
+            kind = "float_from_f16"
+        elif lin.activation_quant == ActivationQuant.FLOAT:  # weight-only int8
+            kind = "float_from_int8"
         elif lin.activation_quant == ActivationQuant.ORT_DYNAMIC_UINT8 and ort:
             kind = "ort_dynamic"
         elif lin.activation_quant in (ActivationQuant.HYBRID_SYMMETRIC, ActivationQuant.HYBRID_ASYMMETRIC) and not ort:
@@ -279,10 +285,10 @@ class _Variables:
             raise PorterError(f"{step.name}: no Rust kernel for {lin.activation_quant.value} activations "
                               f"under {self.p.reference.value} arithmetic")
         return {"kind": kind, "weight": self.array(f"{lin.name}.weight"),
-                "scale": self.array(f"{lin.name}.scale") if lin.weights != WeightFormat.FLOAT32 else None,
+                "scale": self.array(f"{lin.name}.scale") if lin.weights.scaled else None,
                 "bias": self.array(f"{lin.name}.bias") if lin.has_bias else None,
                 "outs": lin.out_features, "k": lin.in_features,
-                "asymmetric": lin.activation_quant == ActivationQuant.HYBRID_ASYMMETRIC,
+                "asymmetric": lin.activation_quant == ActivationQuant.HYBRID_ASYMMETRIC, "onnxruntime": ort,
                 "saturating": lin.integer_dot == IntegerDot.INT16_PAIRS_SATURATED}
 
     def attention(self, a: Attention) -> dict:

@@ -24,7 +24,7 @@ from porter.ir.encoder import EncoderProgram
 
 ALIGN = 16
 LAYOUT_VERSION = "porter.layout/1"
-DTYPES = {"int8", "uint8", "int32", "float32"}
+DTYPES = {"int8", "uint8", "int32", "float16", "float32"}
 
 
 def _aligned(n: int) -> int:

@@ -34,8 +34,16 @@ that do not apply to a format are null):
       }],
       "quantization_summary": [{"dtype": str, "granularity": str | null, "axis": int | null,
                                 "zero_points_all_zero": bool | null, "count": int}],
-      "arithmetic_options": {op_type: {option: [{"value": any, "count": int}]}}
+      "arithmetic_options": {op_type: {option: [{"value": any, "count": int}]}},
                                             # value null: attribute absent (format default)
+      "schemes": {                          # the quantisation scheme, layer by layer
+        "layers": [{"op": int, "op_type": str, "weight_tensor": int,
+                    "weights": str,         # float32 | float16 | int8 per-channel (axis a) | int4 ...
+                    "activations": str}],   # float | dynamic int8 | dynamic uint8 | static int8
+                                            # | static int8 (QDQ) | float16 | lookup
+        "summary": [{"weights": str, "activations": str, "count": int}],
+        "refused": str | null               # why porter does not reproduce the scheme, or null
+      }
     }
 """
 
@@ -46,7 +54,9 @@ from pathlib import Path
 
 import numpy as np
 
+from porter.errors import PorterError
 from porter.frontends import load_graph
+from porter.frontends.schemes import assert_scheme_reproduced, layer_schemes
 from porter.frontends.tflite import WEIGHT_INPUTS as TFLITE_WEIGHT_INPUTS
 from porter.frontends.graph import Graph, Tensor
 
@@ -99,6 +109,23 @@ def inspect_model(path: str | Path) -> dict:
         "weights": weights,
         "quantization_summary": _quantization_summary(weights),
         "arithmetic_options": _arithmetic_options(graph),
+        "schemes": _schemes(graph),
+    }
+
+
+def _schemes(graph: Graph) -> dict:
+    layers = layer_schemes(graph)
+    counts = Counter((layer.weights, layer.activations) for layer in layers)
+    try:
+        assert_scheme_reproduced(graph)
+        refused = None
+    except PorterError as e:
+        refused = str(e)
+    return {
+        "layers": [{"op": layer.op, "op_type": layer.op_type, "weight_tensor": layer.weight_tensor,
+                    "weights": layer.weights, "activations": layer.activations} for layer in layers],
+        "summary": [{"weights": w, "activations": a, "count": n} for (w, a), n in counts.most_common()],
+        "refused": refused,
     }
 
 
@@ -230,7 +257,19 @@ def format_report(report: dict) -> str:
     lines += _buffer_lines(report["buffers"], report["file_size"])
     lines += _weight_lines(report["weights"], report["quantization_summary"])
     lines += _option_lines(report["arithmetic_options"])
+    lines += _scheme_lines(report["schemes"])
     return "\n".join(lines)
+
+
+def _scheme_lines(schemes: dict) -> list[str]:
+    lines = [f"quantisation scheme: {len(schemes['layers'])} layers"]
+    lines += [f"  {s['count']:>4} x weights {s['weights']}, activations {s['activations']}"
+              for s in schemes["summary"]]
+    lines += [f"    op {layer['op']} {layer['op_type']}: weights {layer['weights']} (tensor "
+              f"{layer['weight_tensor']}), activations {layer['activations']}" for layer in schemes["layers"]]
+    lines.append(f"  refused: {schemes['refused']}" if schemes["refused"] else
+                 "  reproduced by porter")
+    return lines
 
 
 def _buffer_lines(buffers: dict, file_size: int) -> list[str]:

@@ -386,6 +386,8 @@ class _ModelReader:
     def constant(self, storage: Storage, shape: tuple[int, ...], dtype: str, where: str) -> np.ndarray:
         if any(d < 0 for d in shape):
             raise self.fail(f"{where} is a constant with a dynamic dimension in shape {list(shape)}")
+        if dtype == "int4":
+            return self.int4_constant(storage, shape, where)
         numpy_dtype = NUMPY_DTYPES.get(dtype)
         if numpy_dtype is None:
             raise self.fail(f"{where} is a constant of type {dtype}, which porter cannot read")
@@ -397,6 +399,20 @@ class _ModelReader:
             )
         # A read-only view into the file's bytes: no copy of the weights.
         return np.frombuffer(self.data, dtype=numpy_dtype, count=count, offset=storage.offset).reshape(shape)
+
+    def int4_constant(self, storage: Storage, shape: tuple[int, ...], where: str) -> np.ndarray:
+        """An INT4 constant, packed two values per byte (the first in the low nibble, as LiteRT's
+        UnpackDenseInt4IntoInt8 reads it; an odd count leaves the last high nibble unused),
+        unpacked to one sign-extended int8 per value; the tensor keeps dtype "int4"."""
+        count = math.prod(shape)
+        expected = (count + 1) // 2
+        if storage.size != expected:
+            raise self.fail(f"{where}: buffer {storage.buffer} holds {storage.size} bytes but shape "
+                            f"{list(shape)} of int4 (two per byte) needs {expected}")
+        packed = np.frombuffer(self.data, dtype=np.uint8, count=expected, offset=storage.offset)
+        nibbles = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(-1)[:count]
+        values = (nibbles.astype(np.int8) ^ 8) - np.int8(8)  # sign-extend: 0..7 stay, 8..15 -> -8..-1
+        return values.reshape(shape)
 
     # Operators -------------------------------------------------------------------------------
 

@@ -9,13 +9,15 @@ from porter.ir.encoder import (ActivationQuant, Attention, ElementwiseStep, Embe
 
 def _linear(step: LinearStep) -> str:
     lin = step.linear
-    if lin.weights == WeightFormat.FLOAT32:
-        scheme = "float32"
+    if lin.weights in (WeightFormat.FLOAT32, WeightFormat.FLOAT16):
+        scheme = lin.weights.value
     else:
-        scheme = "int8 " + ("per-channel" if lin.weights == WeightFormat.INT8_PER_CHANNEL else "per-tensor")
+        scheme = {WeightFormat.INT8_PER_CHANNEL: "int8 per-channel", WeightFormat.INT8_PER_TENSOR: "int8 per-tensor",
+                  WeightFormat.INT4_PER_CHANNEL: "int4 per-channel"}[lin.weights]
         scheme += {ActivationQuant.ORT_DYNAMIC_UINT8: ", activations uint8 per tensor (onnxruntime)",
                    ActivationQuant.HYBRID_ASYMMETRIC: ", activations per row asymmetric",
-                   ActivationQuant.HYBRID_SYMMETRIC: ", activations per row symmetric"}.get(lin.activation_quant, "")
+                   ActivationQuant.HYBRID_SYMMETRIC: ", activations per row symmetric",
+                   ActivationQuant.FLOAT: ", widened to float32 (weight-only)"}.get(lin.activation_quant, "")
     bias = "+bias" if lin.has_bias else "no bias"
     return f"linear [{lin.out_features} x {lin.in_features}] {scheme}, {bias}"
 

@@ -32,6 +32,13 @@ class WeightFormat(str, enum.Enum):
     FLOAT32 = "float32"
     INT8_PER_CHANNEL = "int8_per_channel"  # one scale per output row, zero point 0
     INT8_PER_TENSOR = "int8_per_tensor"  # one scale, zero point 0
+    FLOAT16 = "float16"  # weight-only float16: widened exactly to float32, float products
+    INT4_PER_CHANNEL = "int4_per_channel"  # values -7..7 (one int8 each in model.bin), zero point 0
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the weights come with scales (<name>.scale)."""
+        return self in (WeightFormat.INT8_PER_CHANNEL, WeightFormat.INT8_PER_TENSOR, WeightFormat.INT4_PER_CHANNEL)
 
 
 class ActivationQuant(str, enum.Enum):
@@ -121,7 +128,7 @@ class Linear:
 
     def arrays(self) -> list[str]:
         names = [f"{self.name}.weight"]
-        if self.weights != WeightFormat.FLOAT32:
+        if self.weights.scaled:
             names.append(f"{self.name}.scale")
         if self.has_bias:
             names.append(f"{self.name}.bias")

@@ -221,9 +221,13 @@ def linear(attrs, x, ref):
     w, bias, scale = attrs["weight"], attrs.get("bias"), attrs.get("scale")
     flat = x.reshape(-1, x.shape[-1])
     aq = attrs["activation_quant"]
+    if aq == ActivationQuant.FLOAT and attrs["weights"] != WeightFormat.FLOAT32:
+        w = quant.weight_only_float(w, scale)  # weight-only int8: the float32 weights, exactly
     if aq == ActivationQuant.ORT_DYNAMIC_UINT8:
         y = quant.ort_dynamic_linear(flat, w, scale, bias, IntegerDot(attrs["integer_dot"]).value)
-    elif attrs["weights"] != WeightFormat.FLOAT32:
+    elif attrs["weights"] == WeightFormat.INT4_PER_CHANNEL:
+        y = quant.int4_fully_connected(flat, w, scale, bias)
+    elif aq != ActivationQuant.FLOAT:
         y = quant.hybrid_fully_connected(flat, w, scale, bias, aq == ActivationQuant.HYBRID_ASYMMETRIC)
     elif ref == Reference.ONNXRUNTIME_CPU:
         y = OF.linear(flat, w, bias) if attrs.get("bias_in_gemm", True) else OF.matmul_add(flat, w, bias)
@@ -280,13 +284,24 @@ def _embedding_lookup(attrs, ids, table, ref):
 
 
 def _dequantize(attrs, x, ref):
+    """scale * (q - zero_point), one scale per index of `axis` (None: one for the tensor).
+
+    LiteRT (reference and optimized Dequantize / PerChannelDequantize) forms the product in
+    double or float, onnxruntime's DequantizeLinear in float: (q - zp) is an integer of at most
+    17 bits and the scale a float32, so the product is exact before its one rounding to float32
+    in every case, and this float32 product rounds identically."""
     x = np.asarray(x)
     scale, zero_point = _f32(attrs["scale"]), np.asarray(attrs.get("zero_point", 0))
+    axis = attrs.get("axis")
+    if axis is not None and scale.size > 1:
+        along = [1] * x.ndim
+        along[axis] = scale.size
+        scale, zero_point = scale.reshape(along), zero_point.reshape(along)
     centred = (x.astype(np.int32) - zero_point.astype(np.int32)).astype(F32)
     return (centred * scale).astype(F32)
 
 
-_CAST = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64,
+_CAST = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int32": np.int32, "int64": np.int64,
          "bool": np.bool_, "int8": np.int8, "uint8": np.uint8}
 
 

@@ -32,6 +32,13 @@ turns MatMulInteger -> Cast -> Mul -> Add into, which compute the same thing):
      Linear.integer_dot names the variant, the one of the IR's CPU (porter.reference.ort.cpu);
   4. y = float(acc) * (s * w_scale[o]) + bias[o]: the scale product rounded to float32 first,
      then the product, then the sum, each rounded (the graph's Mul(Mul(s, w_scale)), Add order).
+
+Weight-only int8 (ai-edge-quantizer's weight_only_wi8_afp32: int8 constants -> DEQUANTIZE ->
+float ops; a DequantizeLinear of a constant in ONNX): the float32 weights are float(q) *
+w_scale[o], one rounding (LiteRT forms it in double, onnxruntime in float: the same, since the
+product of an int8 and a float32 is exact before it rounds); the layer is then the float one.
+porter's recovery folds exactly these weights, and stores the int8 values where they give them;
+float16 weights (FLOAT_CASTING, TFLiteConverter's float16) are widened exactly, likewise.
 """
 
 from __future__ import annotations
@@ -40,6 +47,50 @@ import numpy as np
 
 
 F32 = np.float32
+
+
+ZERO_POINT_4BIT = -7  # LiteRT's optimized_4bit: weights made unsigned as w - (-7)
+FILTER_WIDTH_4BIT, FILTER_DEPTH_4BIT = 4, 32  # its 4 x 32 weight blocks
+
+
+def uses_4bit_kernels(outs: int, k: int) -> bool:
+    """Whether LiteRT runs an int4 FULLY_CONNECTED on its 4-bit kernels (fully_connected.cc
+    PrepareImpl: at least one 4 x 32 block, an even depth); otherwise the int8 hybrid path runs
+    on the same values."""
+    return outs >= FILTER_WIDTH_4BIT and k >= FILTER_DEPTH_4BIT and k % 2 == 0
+
+
+def int4_fully_connected(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """LiteRT's hybrid FULLY_CONNECTED with int4 weights (kernels/internal/optimized/4bit,
+    fully_connected_reference.cc): each row quantised as the int8 path quantises it (symmetric;
+    its double divisions round as the float ones do), the weights made unsigned (w + 7) with the
+    zero point folded into a per-row offset -7 * sum(q); then, each step rounded to float32,
+    y = ((offset * s_row) * w_scale[o] + bias[o]) + (acc_u * s_row) * w_scale[o] with
+    acc_u = sum((w + 7) * q) (no bias: the first term without the addition). A layer too small
+    for those kernels (uses_4bit_kernels) runs the int8 hybrid arithmetic. Measured bit for bit
+    against the ai-edge-litert builtin kernels (dynamic_wi4_afp32 files: 64 to 384 outputs, and
+    classifiers of 3 and 5)."""
+    if not uses_4bit_kernels(*np.shape(w)):
+        return hybrid_fully_connected(x, w, w_scale, bias, False)
+    q, s_row = quantize_rows_symmetric(x)
+    q = q.astype(np.int64)
+    offset = q.sum(axis=1) * ZERO_POINT_4BIT
+    acc_u = q @ (np.asarray(w, np.int64) - ZERO_POINT_4BIT).T
+    w_scale = np.asarray(w_scale, F32)[None, :]
+    first = ((offset.astype(F32) * s_row).astype(F32)[:, None] * w_scale).astype(F32)
+    if bias is not None:
+        first = (first + np.asarray(bias, F32)[None, :]).astype(F32)
+    second = ((acc_u.astype(F32) * s_row[:, None]).astype(F32) * w_scale).astype(F32)
+    return (first + second).astype(F32)
+
+
+def weight_only_float(w: np.ndarray, w_scale: np.ndarray | None) -> np.ndarray:
+    """The float32 [out, in] weights of a weight-only layer: float16 widened (exact), or int8 as
+    float(q) * w_scale[o] (one scale for a per-tensor weight)."""
+    if w_scale is None:
+        return np.asarray(w).astype(F32)
+    scale = np.asarray(w_scale, F32).reshape(-1, 1)
+    return (np.asarray(w).astype(F32) * scale).astype(F32)
 
 
 def round_half_away(v: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ from porter.recover.canonical.fold import GATHERS, gathers_as_slices, settle, si
 from porter.recover.canonical.onnx import translate_onnx
 from porter.recover.canonical.tflite import translate_tflite
 from porter.recover.canonical.window import bind as bind_window
+from porter.frontends.schemes import assert_scheme_reproduced
 from porter.reference.ort import cpu as ort_cpus
 from porter.reference.ort.cpu import OrtCpu
 
@@ -100,6 +101,7 @@ def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = N
     if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
         ort_cpu = ort_cpus.host_target()
     g = bind_window(g, window)
+    assert_scheme_reproduced(g)  # a scheme porter does not reproduce is refused by its name, first
     b = Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
     translate = translate_tflite if g.format == "tflite" else translate_onnx
     explained: dict[int, str] = {}
@@ -120,6 +122,8 @@ def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = N
     for i, op in enumerate(kept):
         origin[i] = b.origin[op.index]
         ops.append(Op(i, op.type, op.inputs, op.outputs, op.options))
-    graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs, g.metadata)
+    # stored_forms: the narrower constants folded weights were computed from (fold.py)
+    graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs,
+                  {**g.metadata, "stored_forms": b.stored})
     return Canonical(graph, reference, b.ort_cpu, origin, p.explained, g)
 

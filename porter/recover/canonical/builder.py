@@ -15,9 +15,19 @@ from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import Reference
 from porter.reference.ort.cpu import OrtCpu
 
-# Tensors larger than this are not folded by evaluation (a folded op is usually a shape, a
-# position row or a mask constant; a real weight is never computed).
+# An op of constants whose output is larger than every constant it reads (an Expand, a Tile, a
+# Range) folds up to this many values; one whose output is no larger (a weight dequantised or
+# cast to float32, a slice, a transpose) folds whatever its size: the file already holds that
+# much data, and weights computed from constants are constants.
 FOLD_LIMIT = 1 << 24
+
+
+def worth_folding(out: Tensor, values: list[np.ndarray]) -> bool:
+    """Whether an op of these constants, writing `out`, folds (FOLD_LIMIT says why some do not)."""
+    largest = max((v.size for v in values), default=0)
+    if any(d < 0 for d in out.shape):
+        return largest <= FOLD_LIMIT
+    return int(np.prod(out.shape)) <= max(FOLD_LIMIT, largest)
 
 
 class Builder:
@@ -29,6 +39,9 @@ class Builder:
         self.tensors: list[Tensor] = list(g.tensors)
         self.ops: list[Op] = []
         self.origin: list[tuple[int, ...]] = []
+        # A folded float32 constant -> the narrower constant it was computed from exactly (int8
+        # with its quantisation, or float16), which model.bin may store instead.
+        self.stored: dict[int, Tensor] = {}
 
     def emit(self, kind: str, inputs: list[int], outputs: list[int], origin, **attrs) -> Op:
         op = Op(len(self.ops), kind, list(inputs), list(outputs), attrs)

@@ -14,10 +14,10 @@ from dataclasses import replace
 import numpy as np
 
 from porter.errors import PorterError
-from porter.frontends.graph import Graph, Op, Tensor
+from porter.frontends.graph import Graph, Op, Quantization, Tensor
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference
 from porter.recover.canonical import onnx, tflite
-from porter.recover.canonical.builder import FOLD_LIMIT, Builder, Pass, file_op, reference_of
+from porter.recover.canonical.builder import FOLD_LIMIT, Builder, Pass, file_op, reference_of, worth_folding
 from porter.recover.canonical.views import merge_views, view_target
 from porter.recover.schemes import weight_scheme
 from porter.reference.ops import Unsupported, evaluate
@@ -144,7 +144,7 @@ def settle(b: Builder, g: Graph, op: Op, reference: Reference) -> bool:
     if len(op.outputs) != 1 or not all(t < 0 or b.const(t) is not None for t in op.inputs):
         return False
     values = [b.const(t) for t in op.inputs if t >= 0]
-    if any(v.size > FOLD_LIMIT for v in values):
+    if not worth_folding(b.tensor(op.outputs[0]), values):
         return False
     try:
         value = evaluate(op.type, op.options, values, reference)
@@ -155,7 +155,25 @@ def settle(b: Builder, g: Graph, op: Op, reference: Reference) -> bool:
             and value.size == int(np.prod(out.shape)):
         value = value.reshape(out.shape)
     b.set_const(op.outputs[0], np.asarray(value))
+    _remember_stored_form(b, op)
     return True
+
+
+def _remember_stored_form(b: Builder, op: Op) -> None:
+    """A weight folded from a narrower constant keeps that constant beside it: int8 dequantized
+    with zero point 0 (value = float(q) * scale, one scale or one per index of its axis) or float16
+    widened. Whoever stores the weight may store that form, from which the same float32 values
+    follow exactly."""
+    if op.type not in ("cast", "dequantize"):
+        return
+    source = b.tensor(op.inputs[0])
+    if op.type == "cast" and source.dtype == "float16" and op.options["to"] == "float32":
+        b.stored[op.outputs[0]] = source
+    elif op.type == "dequantize" and source.dtype == "int8" \
+            and not np.any(np.asarray(op.options.get("zero_point", 0))):
+        scale = np.asarray(op.options["scale"], np.float32).reshape(-1)
+        axis = op.options.get("axis") if scale.size > 1 else None
+        b.stored[op.outputs[0]] = replace(source, quant=Quantization(scale, np.zeros(scale.size, np.int64), axis))
 
 
 # op -> (the value that leaves its other operand unchanged, whether it may be the first operand).

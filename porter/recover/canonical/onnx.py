@@ -22,7 +22,8 @@ UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh
 _ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
                 "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types
-_ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 11: "float64"}
+_ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
+               11: "float64"}
 
 
 def _onnx_reduce(b: Builder, op: Op) -> None:
@@ -115,10 +116,13 @@ def _onnx_dequantize(b: Builder, op: Op) -> None:
     zp = b.const(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(1, np.int32)
     if scale is None or zp is None:
         raise fail(b.g, op, "DequantizeLinear with a non-constant scale or zero point")
-    if np.asarray(scale).size != 1:
-        raise fail(b.g, op, "DequantizeLinear with more than one scale is not supported")
-    b.emit("dequantize", op.inputs[:1], op.outputs, [op.index], scale=np.asarray(scale, np.float32),
-           zero_point=np.asarray(zp))
+    if op.options.get("block_size", 0):
+        raise fail(b.g, op, "blocked DequantizeLinear (block_size) is not supported")
+    axis = None
+    if np.asarray(scale).size != 1:  # per axis: one scale (and zero point) per index of `axis`
+        axis = int(op.options.get("axis", 1)) % max(len(b.tensor(op.inputs[0]).shape), 1)
+    b.emit("dequantize", op.inputs[:1], op.outputs, [op.index], scale=np.asarray(scale, np.float32).ravel(),
+           zero_point=np.asarray(zp).ravel(), axis=axis)
 
 
 def _onnx_where(b: Builder, op: Op) -> None:

@@ -48,6 +48,8 @@ def _tflite_fully_connected(b: Builder, op: Op) -> None:
         raise fail(b.g, op, "its bias is not a constant")
     if scheme == WeightFormat.FLOAT32:
         aq = ActivationQuant.FLOAT
+    elif scheme == WeightFormat.INT4_PER_CHANNEL and op.options.get("asymmetric_quantize_inputs", False):
+        raise fail(b.g, op, "int4 weights with asymmetric input quantisation are not reproduced")
     elif op.options.get("asymmetric_quantize_inputs", False):
         aq = ActivationQuant.HYBRID_ASYMMETRIC
     else:
@@ -87,7 +89,7 @@ def _tflite_reduce(b: Builder, op: Op) -> None:
 def _tflite_embedding_lookup(b: Builder, op: Op) -> None:
     table = b.tensor(op.inputs[1])
     scale = None
-    if table.dtype == "int8":
+    if table.dtype in ("int8", "int4"):
         scheme = weight_scheme(b.g, table, 0, f"word embedding ({op.describe()})")
         scale = np.broadcast_to(np.asarray(table.quant.scale, np.float32), (table.shape[0],)).copy() \
             if scheme != WeightFormat.FLOAT32 else None
@@ -101,14 +103,24 @@ def _tflite_gather(b: Builder, op: Op) -> None:
 
 
 def _tflite_dequantize(b: Builder, op: Op) -> None:
+    """DEQUANTIZE: float16 -> float32 is LiteRT's exact half-to-float widening (a cast); an
+    integer tensor is scale * (q - zero_point) with its own quantisation (one scale, or one per
+    index of its quantized_dimension), or that of the table a GATHER read it from (TensorFlow's
+    int8 embedding tables). Of a constant, either folds into a float32 constant (settle)."""
     t = b.tensor(op.inputs[0])
+    if t.dtype == "float16":
+        b.emit("cast", op.inputs[:1], op.outputs, [op.index], to="float32")
+        return
+    if t.dtype not in ("int8", "uint8", "int16"):
+        raise fail(b.g, op, f"DEQUANTIZE of {t.describe()}: LiteRT dequantizes float16, int8, uint8 and "
+                            f"int16 tensors, not {t.dtype}")
     producer = b.g.producer(op.inputs[0])
     source = b.tensor(producer.inputs[0]) if producer is not None and producer.type == "GATHER" else t
     q = source.quant if source.quant is not None else t.quant
     if q is None:
-        raise fail(b.g, op, f"{t.describe()} has no quantisation parameters to dequantize with")
+        raise fail(b.g, op, f"{t.dtype} tensor {t.describe()} has no quantisation parameters to dequantize with")
     b.emit("dequantize", op.inputs[:1], op.outputs, [op.index], scale=np.asarray(q.scale, np.float32),
-           zero_point=np.asarray(q.zero_point))
+           zero_point=np.asarray(q.zero_point), axis=q.axis if q is t.quant else None)
 
 
 def _tflite_cast(b: Builder, op: Op) -> None:

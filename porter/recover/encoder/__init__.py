@@ -34,6 +34,7 @@ from porter.recover.probe import describe_op
 from porter.recover.prove import prove
 from porter.recover.rows import set_row_extents
 from porter.recover.tokens import TokenAxes, token_axes
+from porter.reference import quant
 from porter.reference.litert import floats as LF
 from porter.reference.ort import cpu as ort_cpus
 from porter.reference.ops import Unsupported
@@ -222,6 +223,28 @@ def _gelus(g: Graph, ref: Reference, claimed: set[int]) -> list[Block]:
     return blocks
 
 
+def _stored_weight(g: Graph, o: dict):
+    """A float Linear whose weight the file computes from narrower constants (weight-only int8 or
+    float16): those values in [out, in] order, their scales (int8) and format, where widening
+    them gives the Linear's float32 weight bit for bit (it does by construction unless a later
+    fusion changed the weight, which keeps it float32); None for any other Linear."""
+    stored = g.metadata.get("stored_forms", {}).get(o.get("weight_tensor"))
+    if o["weights"] != WeightFormat.FLOAT32 or o["activation_quant"] != ActivationQuant.FLOAT \
+            or stored is None or stored.dtype not in ("int8", "float16"):
+        return None
+    w, q = o["weight"], stored.quant
+    scale = None if q is None else q.scale
+    for values, out_axis in ((stored.data, 0), (stored.data.T, 1)):
+        if values.shape != w.shape or not (q is None or scale.size == 1 or q.axis == out_axis):
+            continue
+        widened = quant.weight_only_float(values, scale)
+        if np.array_equal(widened.view(np.uint32), np.asarray(w, np.float32).view(np.uint32)):
+            fmt = WeightFormat.FLOAT16 if q is None else \
+                WeightFormat.INT8_PER_TENSOR if scale.size == 1 else WeightFormat.INT8_PER_CHANNEL
+            return np.ascontiguousarray(values), scale, fmt
+    return None
+
+
 def _linears(g: Graph, claimed: set[int]) -> list[Block]:
     blocks = []
     for op in g.ops:
@@ -229,12 +252,16 @@ def _linears(g: Graph, claimed: set[int]) -> list[Block]:
             continue
         o = op.options
         w = o["weight"]
-        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), WeightFormat(o["weights"]),
+        weights, scale = WeightFormat(o["weights"]), o.get("scale")
+        stored = _stored_weight(g, o)
+        if stored is not None:  # weight-only: model.bin holds the int8 / float16 values
+            w, scale, weights = stored
+        lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), weights,
                      ActivationQuant(o["activation_quant"]), o.get("bias") is not None,
                      IntegerDot(o["integer_dot"]))
         arrays = {"weight": np.ascontiguousarray(w)}
-        if o.get("scale") is not None:
-            arrays["scale"] = np.asarray(o["scale"], np.float32).reshape(-1)
+        if scale is not None:
+            arrays["scale"] = np.asarray(scale, np.float32).reshape(-1)
         if o.get("bias") is not None:
             arrays["bias"] = np.asarray(o["bias"], np.float32)
         step = LinearStep("linear", [f"t{op.inputs[0]}"], [f"t{op.outputs[0]}"], [], lin)

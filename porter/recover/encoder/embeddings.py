@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from porter.errors import PorterError
-from porter.frontends.graph import Graph, Op
+from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import INPUT_IDS, INPUT_TYPES, Embed, EmbedTerm, Lookup, Positions, Reference, TableKind, WeightFormat
 from porter.recover import probe
 from porter.recover.schemes import weight_scheme
@@ -147,16 +147,28 @@ def _term_lookup(g: Graph, t: int):
     return next((x for x in lookups(g) if x[0].outputs[0] == rows), None)
 
 
+def stored_table(g: Graph, table: int) -> Tensor:
+    """The tensor a table is stored as: a float32 table folded from int8 rows with one scale (or
+    one per row) and zero point 0 is stored as those rows, whose lookup (float(q) * scale of the
+    row) gives the folded values exactly; any other table as itself."""
+    t = g.tensor(table)
+    stored = g.metadata.get("stored_forms", {}).get(table)
+    if t.dtype != "float32" or stored is None or stored.dtype != "int8" or stored.quant.axis not in (None, 0):
+        return t
+    return stored
+
+
 def _lookup_kind(g: Graph, op: Op, table: int, where: str) -> tuple[TableKind, Op]:
     """The table kind, and the op whose output is the looked-up float rows."""
-    t = g.tensor(table)
+    t = stored_table(g, table)
     users = g.users(op.outputs[0])
     dequantized = len(users) == 1 and users[0].type == "dequantize"
     if t.dtype == "float32":
         return TableKind.FLOAT32, op
-    if op.type == "embedding_lookup":
+    if op.type == "embedding_lookup" or t.index != table:
         scheme = weight_scheme(g, t, 0, where)
-        return (TableKind.INT8_ROWS if scheme == WeightFormat.INT8_PER_CHANNEL else TableKind.INT8_TENSOR), op
+        per_row = scheme in (WeightFormat.INT8_PER_CHANNEL, WeightFormat.INT4_PER_CHANNEL)  # int4: rows * scale too
+        return (TableKind.INT8_ROWS if per_row else TableKind.INT8_TENSOR), op
     if not dequantized:
         raise PorterError(f"{where}: {t.dtype} table {t.describe()} is used without dequantizing")
     deq = users[0]
@@ -172,7 +184,7 @@ def _lookup_kind(g: Graph, op: Op, table: int, where: str) -> tuple[TableKind, O
 
 
 def _table_arrays(g: Graph, name: str, kind: TableKind, table: int, rows_op: Op) -> dict:
-    t = g.tensor(table)
+    t = stored_table(g, table)
     arrays = {f"{name}.table": np.ascontiguousarray(t.data)}
     if kind == TableKind.INT8_ROWS:
         arrays[f"{name}.scale"] = np.asarray(t.quant.scale, np.float32)

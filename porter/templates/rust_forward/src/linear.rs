@@ -1,8 +1,10 @@
-//! Applying one Linear layer: hybrid int8 (quantise each row, then the integer GEMM),
-//! onnxruntime's dynamic uint8 (quantise the whole input, then its integer dot), or float.
+//! Applying one Linear layer: hybrid int8 or int4 (quantise each row, then the integer GEMM),
+//! onnxruntime's dynamic uint8 (quantise the whole input, then its integer dot), or float (its
+//! weights stored as float32, or as the int8 values a weight-only file computes them from).
 
-use crate::kernels::common::gemm::gemm;
-use crate::kernels::litert::linear_f32::linear_f32_rows;
+use crate::kernels::common::dequantize::{dequantize_rows, widen_halves};
+use crate::kernels::common::gemm::{gemm, gemm_int4, uses_4bit_kernels};
+use crate::kernels::litert::linear_f32::{linear_f32_rows, FloatWeights};
 use crate::kernels::ort::float as ort_float;
 use crate::kernels::ort::quant::{self as ort_quant, TensorQuantized};
 use crate::kernels::litert::quantize::QuantizedRows;
@@ -20,8 +22,10 @@ impl Linear<'_> {
     /// The input width (k).
     pub fn in_features(&self) -> usize {
         match &self.weights {
-            Weights::Int8 { weights, .. } | Weights::OrtDynamic { weights, .. } => weights.k,
+            Weights::Int8 { weights, .. } | Weights::OrtDynamic { weights, .. } | Weights::Int4 { weights } => weights.k,
             Weights::Float(weights) | Weights::FloatOrt(weights) => weights.k,
+            Weights::FloatFromInt8 { weights, .. } => weights.k,
+            Weights::FloatFromF16 { k, .. } => *k,
         }
     }
 
@@ -34,12 +38,34 @@ impl Linear<'_> {
                 scratch.quantized.quantize(x, rows, weights.k, *asymmetric);
                 self.apply_quantized(&scratch.quantized, rows, out);
             }
+            Weights::Int4 { weights } => {
+                scratch.quantized.quantize(x, rows, weights.k, false);
+                let q = &scratch.quantized;
+                if uses_4bit_kernels(weights.outs, weights.k) {
+                    gemm_int4(&q.values, &q.scales, rows, weights, &mut scratch.weight_sums, out);
+                } else {
+                    gemm(&q.values, &q.scales, rows, q.all_zero, weights, out);
+                }
+            }
             Weights::OrtDynamic { weights, saturating } => {
                 scratch.tensor.quantize(x, rows, weights.k);
                 ort_quant::linear(&scratch.tensor, rows, weights, *saturating, out, &mut scratch.weight_sums);
             }
             Weights::Float(weights) => linear_f32_rows(x, rows, tensor_rows, weights, out, &mut scratch.transposed),
             Weights::FloatOrt(weights) => ort_float::linear(x, rows, weights, out, &mut scratch.panel),
+            // widened into the scratch, then the float product on bit-identical weights
+            Weights::FloatFromInt8 { weights, onnxruntime } => {
+                let w = first(&mut scratch.widened, weights.outs * weights.k);
+                dequantize_rows(weights.w, weights.scale, weights.k, w);
+                let float = FloatWeights { w: &*w, bias: weights.bias, outs: weights.outs, k: weights.k };
+                float_product(x, rows, tensor_rows, &float, *onnxruntime, out, &mut scratch.transposed, &mut scratch.panel)
+            }
+            Weights::FloatFromF16 { halves, bias, outs, k, onnxruntime } => {
+                let w = first(&mut scratch.widened, outs * k);
+                widen_halves(halves, w);
+                let float = FloatWeights { w: &*w, bias: *bias, outs: *outs, k: *k };
+                float_product(x, rows, tensor_rows, &float, *onnxruntime, out, &mut scratch.transposed, &mut scratch.panel)
+            }
         }
     }
 
@@ -53,6 +79,16 @@ impl Linear<'_> {
     }
 }
 
+/// LiteRT's or onnxruntime's float product.
+fn float_product(x: &[f32], rows: usize, tensor_rows: usize, w: &FloatWeights, onnxruntime: bool, out: &mut [f32],
+                 transposed: &mut [f32], panel: &mut Vec<f32>) {
+    if onnxruntime {
+        ort_float::linear(x, rows, w, out, panel)
+    } else {
+        linear_f32_rows(x, rows, tensor_rows, w, out, transposed)
+    }
+}
+
 /// Buffers a Linear needs, sized for the widest input.
 pub struct LinearScratch {
     pub quantized: QuantizedRows,
@@ -60,6 +96,15 @@ pub struct LinearScratch {
     weight_sums: Vec<i32>,
     transposed: Vec<f32>,
     panel: Vec<f32>,
+    widened: Vec<f32>, // a weight-only int8 layer's float32 weights
+}
+
+/// The first n values of a buffer grown once to the largest layer it serves.
+fn first(buffer: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if buffer.len() < n {
+        buffer.resize(n, 0.0);
+    }
+    &mut buffer[..n]
 }
 
 impl LinearScratch {
@@ -70,6 +115,7 @@ impl LinearScratch {
             weight_sums: Vec::new(),
             transposed: vec![0.0; rows * widest],
             panel: Vec::new(),
+            widened: Vec::new(),
         }
     }
 }

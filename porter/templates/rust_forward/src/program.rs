@@ -68,10 +68,17 @@ pub enum Term<'a> {
 pub enum Weights<'a> {
     /// TFLite's hybrid FULLY_CONNECTED: each input row quantised to int8 on its own
     Int8 { weights: Int8Weights<'a>, asymmetric: bool },
+    /// The same with int4 weights (-7..7, one per int8): LiteRT's 4-bit kernels' output
+    Int4 { weights: Int8Weights<'a> },
     /// onnxruntime's dynamic quantisation: the whole input tensor to uint8 at once
     OrtDynamic { weights: Int8Weights<'a>, saturating: bool },
     /// LiteRT's float FULLY_CONNECTED
     Float(FloatWeights<'a>),
+    /// A float product whose float32 weights the file computes from int8 ones (weight-only
+    /// int8: DEQUANTIZE / DequantizeLinear of a constant), stored as those int8 values
+    FloatFromInt8 { weights: Int8Weights<'a>, onnxruntime: bool },
+    /// The same from float16 weights (weight-only float16), stored as their bits
+    FloatFromF16 { halves: &'a [u16], bias: Option<&'a [f32]>, outs: usize, k: usize, onnxruntime: bool },
     /// onnxruntime's float Gemm
     FloatOrt(FloatWeights<'a>),
 }

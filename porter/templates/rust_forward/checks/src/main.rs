@@ -16,7 +16,13 @@
 //!   quant sym|asym START COUNT STEP   rows of 16 whose range is fixed so the scale is exactly 1
 //!                                     (127, and -128 for asym), the other 15 values bit patterns
 //!   quant-random sym|asym SEED ROWS   random rows: scales 2^-20..2^20, .5 ties, zeros, -0, all-zero
-//!   kernels SEED                      GEMM, attention, Eigen sums, float Linear (every Eigen
+//!   dequant SEED SCALES               weight-only int8 widening (dequantize_rows): rows holding every
+//!                                     int8 value, each under one of SCALES random scales (any
+//!                                     finite bit pattern, subnormals included), rows of 1 to 300
+//!                                     values and per-tensor scales, SIMD against scalar
+//!   halves START COUNT                float16 widening (widen_halves) of the halves START.. (all 65536
+//!                                     with 0 65536), in slices of 1 to 40, SIMD against scalar
+//!   kernels SEED                      GEMM (int8 and LiteRT's int4 output), attention, Eigen sums, float Linear (every Eigen
 //!                                     product and GEBP block, live rows of longer tensors, depth
 //!                                     blocks), onnxruntime's
 //!                                     u8 x s8 dot (saturating and exact) and its SGEMM and M = 1
@@ -25,10 +31,13 @@
 //!                                     every candidate tile of `porter build --tune` (tiles.rs)
 //!   reference OP                      scalar references on stdin data, for porter's numpy tests
 //!                                     (LiteRT's: gelu gelu-tanh exp erfc tanh logistic logistic-tail exp-op
-//!                                     eigen-sum quant-sym quant-asym, logistic-rows with each row a
+//!                                     eigen-sum quant-sym quant-asym, dequant whose rows are a
+//!                                     scale then int8 values as floats, halves whose values are
+//!                                     float16 bit patterns as floats, logistic-rows with each row a
 //!                                     tensor, l2-norm over each row, linear-f32 ROWS TENSOR_ROWS
 //!                                     OUTS BIAS whose stdin is one row: x[ROWS][cols], w[OUTS][cols],
-//!                                     bias[OUTS], and reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3
+//!                                     bias[OUTS], int4-linear ROWS OUTS BIAS (x, int4 w as floats,
+//!                                     w_scale, bias: LiteRT's 4-bit layer), and reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3
 //!                                     AXES, stdin the tensor, AXES a 4-bit mask, axis 0 highest;
 //!                                     onnxruntime's: ort-erf ort-gelu ort-fast-gelu ort-exp ort-exp-scalef
 //!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
@@ -56,7 +65,8 @@ use std::process::exit;
 
 use kernels::litert::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
 use kernels::litert::eigen::{eigen_sum_from, eigen_sum_from_scalar};
-use kernels::common::gemm::{gemm, gemm_scalar, Int8Weights};
+use kernels::common::dequantize::{dequantize_rows, dequantize_rows_scalar, half_to_f32, widen_halves, widen_halves_scalar};
+use kernels::common::gemm::{gemm, gemm_int4, gemm_int4_scalar, gemm_scalar, Int8Weights};
 use kernels::litert::activation::{gelu_tanh_in_place, gelu_tanh_in_place_scalar, gelu_tanh_scalar, logistic_in_place,
                           logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar, tanh_in_place,
                           tanh_in_place_scalar, tanh_scalar};
@@ -306,6 +316,51 @@ fn check_quant_random(asymmetric: bool, seed: u64, rows: u64) -> ! {
     tally.finish()
 }
 
+/// Weight-only int8 widening, SIMD against scalar: each trial a [outs, k] weight whose rows run
+/// through every int8 value (from a random start), under per-row or one scale.
+fn check_dequant(seed: u64, scales: u64) -> ! {
+    let mut tally = Tally::new("dequant");
+    let mut rng = Rng(seed | 1);
+    let mut done = 0;
+    while done < scales {
+        let k = [1, 3, 15, 16, 17, 31, 64, 256, 263, 300][rng.below(10) as usize];
+        let outs = 1 + rng.below(4) as usize;
+        let per_tensor = rng.below(4) == 0;
+        let scale: Vec<f32> = (0..if per_tensor { 1 } else { outs }).map(|_| loop {
+            let s = f32::from_bits(rng.next() as u32);
+            if s.is_finite() { break s; }
+        }).collect();
+        let start = rng.below(256) as usize;
+        let q: Vec<i8> = (0..outs * k).map(|i| ((start + i) % 256) as u8 as i8).collect();
+        let (mut simd, mut scalar) = (vec![0.0; outs * k], vec![0.0; outs * k]);
+        dequantize_rows(&q, &scale, k, &mut simd);
+        dequantize_rows_scalar(&q, &scale, k, &mut scalar);
+        tally.record(same_values(&simd, &scalar), || format!("dequant {outs}x{k} scales {scale:?}"));
+        done += scale.len() as u64;
+    }
+    tally.finish()
+}
+
+/// float16 widening, SIMD against scalar, on the halves START.. in slices of varying length.
+fn check_halves(start: u64, count: u64) -> ! {
+    let mut tally = Tally::new("halves");
+    let halves: Vec<u16> = (0..count).map(|i| (start + i) as u16).collect();
+    let mut at = 0;
+    let mut len = 1;
+    while at < halves.len() {
+        let slice = &halves[at..(at + len).min(halves.len())];
+        let (mut simd, mut scalar) = (vec![0.0; slice.len()], vec![0.0; slice.len()]);
+        widen_halves(slice, &mut simd);
+        widen_halves_scalar(slice, &mut scalar);
+        for ((a, b), h) in simd.iter().zip(&scalar).zip(slice) {
+            tally.record(same_f32(*a, *b), || format!("half {h:#06x}: simd {a:e} scalar {b:e}"));
+        }
+        at += slice.len();
+        len = len % 40 + 1;
+    }
+    tally.finish()
+}
+
 /// GEMM, attention, Eigen sums and float Linear: SIMD against scalar on random shapes.
 fn check_kernels(seed: u64) -> ! {
     let mut tally = Tally::new("kernels");
@@ -324,6 +379,13 @@ fn check_kernels(seed: u64) -> ! {
         gemm(&a, &scales, rows, false, &weights, &mut y1);
         gemm_scalar(&a, &scales, rows, false, &weights, &mut y2);
         tally.record(same_values(&y1, &y2), || format!("gemm {rows}x{k}x{outs}"));
+        // LiteRT's int4 layer: weights -7..7, with and without a bias
+        let w4: Vec<i8> = (0..outs * k).map(|_| rng.below(15) as i8 - 7).collect();
+        let int4 = Int8Weights { w: &w4, scale: &wscale, bias: if t % 2 == 0 { Some(&bias[..]) } else { None }, outs, k };
+        let (mut z1, mut z2, mut sums) = (vec![0.0; rows * outs], vec![0.0; rows * outs], Vec::new());
+        gemm_int4(&a, &scales, rows, &int4, &mut sums, &mut z1);
+        gemm_int4_scalar(&a, &scales, rows, &int4, &mut sums, &mut z2);
+        tally.record(same_values(&z1, &z2), || format!("gemm_int4 {rows}x{k}x{outs}"));
         for tile in &tiles::GEMM_TILES {
             (tile.gemm)(&a, &scales, rows, false, &weights, &mut y1);
             tally.record(same_values(&y1, &y2), || format!("gemm {rows}x{k}x{outs} in tile {}x{}", tile.rows, tile.outs));
@@ -526,6 +588,26 @@ fn reference(op: &str, args: &[String]) -> ! {
         std::io::stdout().write_all(&out).expect("write stdout");
         exit(0)
     }
+    if op == "int4-linear" {
+        // one stdin row: x[ROWS][k], w[OUTS][k] (values -7..7), w_scale[OUTS], bias[OUTS] if BIAS
+        let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
+        let (rows, outs, bias) = (arg(0), arg(1), arg(2) == 1);
+        let k = (cols - outs - if bias { outs } else { 0 }) / (rows + outs);
+        let (x, rest) = data.split_at(rows * k);
+        let (w, rest) = rest.split_at(outs * k);
+        let (scale, b) = rest.split_at(outs);
+        let (mut q, mut row_scales) = (vec![0i16; rows * k], vec![0.0f32; rows]);
+        for r in 0..rows {
+            row_scales[r] = quantize_row_symmetric_scalar(&x[r * k..][..k], &mut q[r * k..][..k]).scale;
+        }
+        let w: Vec<i8> = w.iter().map(|&v| v as i8).collect();
+        let weights = Int8Weights { w: &w, scale, bias: if bias { Some(&b[..outs]) } else { None }, outs, k };
+        let mut y = vec![0.0f32; rows * outs];
+        gemm_int4_scalar(&q, &row_scales, rows, &weights, &mut Vec::new(), &mut y);
+        y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
     if let Some(kind) = op.strip_prefix("reduce-") {
         let op = match kind { "sum" => program::Reduce::Sum, "mean" => program::Reduce::Mean, "max" => program::Reduce::Max, _ => usage() };
         let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
@@ -571,6 +653,13 @@ fn reference(op: &str, args: &[String]) -> ! {
                 r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
             "eigen-sum" => out.extend_from_slice(&eigen_sum_from_scalar(row, 0).to_le_bytes()),
+            "halves" => row.iter().for_each(|&h| out.extend_from_slice(&half_to_f32(h as u16).to_le_bytes())),
+            "dequant" => {
+                let q: Vec<i8> = row[1..].iter().map(|&v| v as i8).collect();
+                let mut y = vec![0.0f32; q.len()];
+                dequantize_rows_scalar(&q, &row[..1], q.len(), &mut y);
+                y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
             "l2-norm" => {
                 let mut y = vec![0.0f32; cols];
                 l2_normalization(row, cols, &mut y);
@@ -615,7 +704,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 
@@ -635,6 +724,8 @@ fn main() {
         Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
         Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
         Some("kernels") => check_kernels(number(1)),
+        Some("dequant") => check_dequant(number(1), number(2)),
+        Some("halves") => check_halves(number(1), number(2)),
         Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }

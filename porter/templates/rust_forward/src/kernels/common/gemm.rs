@@ -55,6 +55,63 @@ impl Int8Weights<'_> {
     }
 }
 
+/// LiteRT's zero point for int4 weights in its 4-bit kernels: they add 7 to make them unsigned.
+const ZERO_POINT_4BIT: i32 = -7;
+
+/// Whether LiteRT runs an int4 layer on its 4-bit kernels (at least one 4 x 32 weight block, an
+/// even depth: fully_connected.cc PrepareImpl); otherwise the int8 hybrid path runs on the same
+/// values (porter.reference.quant.uses_4bit_kernels).
+pub fn uses_4bit_kernels(outs: usize, k: usize) -> bool {
+    outs >= 4 && k >= 32 && k % 2 == 0
+}
+
+impl Int8Weights<'_> {
+    /// LiteRT's hybrid int4 output (optimized_4bit, fully_connected_reference.cc): the unsigned
+    /// weights' dot acc_u = acc + 7 * sum(q) and the row's offset -7 * sum(q), each times the row
+    /// scale then the weight scale, the offset's term first with the bias (if any) added, each
+    /// step rounded to float32.
+    #[inline(always)]
+    fn int4_output(&self, acc: i32, row_sum: i32, o: usize, row_scale: f32) -> f32 {
+        let offset = row_sum * ZERO_POINT_4BIT;
+        let acc_unsigned = acc - offset;
+        let first = offset as f32 * row_scale * self.scale_of(o);
+        let first = match self.bias {
+            Some(b) => first + b[o],
+            None => first,
+        };
+        first + acc_unsigned as f32 * row_scale * self.scale_of(o)
+    }
+}
+
+/// Each row's sum of its quantised values (the 4-bit kernels' input offsets before the zero point).
+pub fn row_sums(a: &[i16], rows: usize, k: usize, sums: &mut Vec<i32>) {
+    sums.clear();
+    sums.extend(a[..rows * k].chunks_exact(k.max(1)).map(|row| row.iter().map(|&v| v as i32).sum::<i32>()));
+}
+
+/// Scalar reference of the int4 layer: one dot product per (row, output), LiteRT's 4-bit output.
+pub fn gemm_int4_scalar(a: &[i16], row_scales: &[f32], rows: usize, w: &Int8Weights, sums: &mut Vec<i32>, out: &mut [f32]) {
+    let k = w.k;
+    row_sums(a, rows, k, sums);
+    for r in 0..rows {
+        for o in 0..w.outs {
+            let mut acc = 0i32;
+            for i in 0..k {
+                acc += a[r * k + i] as i32 * w.w[o * k + i] as i32;
+            }
+            out[r * w.outs + o] = w.int4_output(acc, sums[r], o, row_scales[r]);
+        }
+    }
+}
+
+/// The int4 layer on the register-tiled integer GEMM (its dots are the int8 ones: the weights
+/// hold -7..7), with LiteRT's 4-bit output; no all-zero shortcut (the 4-bit kernels have none).
+pub fn gemm_int4(a: &[i16], row_scales: &[f32], rows: usize, w: &Int8Weights, sums: &mut Vec<i32>, out: &mut [f32]) {
+    row_sums(a, rows, w.k, sums);
+    let sums = &sums[..];
+    integer_gemm::<false, GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, rows, w, out, |acc, r, o| w.int4_output(acc, sums[r], o, row_scales[r]));
+}
+
 /// Scalar reference: one dot product per (row, output).
 pub fn gemm_scalar(a: &[i16], row_scales: &[f32], rows: usize, all_zero: bool, w: &Int8Weights, out: &mut [f32]) {
     if all_zero {

@@ -1,0 +1,182 @@
+"""The quantisation scheme of a model file, layer by layer, read from its tensors' own types
+and quantisation parameters, and asserted before recovery.
+
+A scheme is a property of the whole file: which form each layer's weights are stored in and what
+its activations are when the layer runs. porter decides it first, so that a scheme it does not
+reproduce is refused by its name, not by whatever op of the graph it happens to break first.
+`porter inspect` reports it; canonicalisation (porter.recover.canonical) asserts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from porter.errors import PorterError
+from porter.frontends.graph import Graph, Op, Quantization, Tensor
+
+# Ops whose constant inputs are weights: op type -> the positions of its weight inputs.
+LAYER_WEIGHTS = {
+    "FULLY_CONNECTED": (1,), "BATCH_MATMUL": (0, 1), "EMBEDDING_LOOKUP": (1,), "GATHER": (0,),
+    "CONV_2D": (1,), "DEPTHWISE_CONV_2D": (1,),
+    "MatMul": (0, 1), "Gemm": (0, 1), "MatMulInteger": (0, 1), "Gather": (0,),
+}
+# Ops that compute a weight from a constant (and so leave it a constant): followed back to the
+# stored tensor.
+WEIGHT_PRODUCERS = {"DEQUANTIZE", "DequantizeLinear", "Cast", "CAST", "Transpose", "TRANSPOSE",
+                    "Reshape", "RESHAPE", "Identity"}
+# Ops that only move values: an integer tensor they pass on is not yet computed with.
+DATA_MOVEMENT = {"GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "RESHAPE", "SQUEEZE", "EXPAND_DIMS",
+                 "TRANSPOSE", "STRIDED_SLICE", "SLICE", "CONCATENATION", "PACK", "DEQUANTIZE",
+                 "QUANTIZE", "Gather", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity",
+                 "DequantizeLinear", "QuantizeLinear", "Cast", "CAST", "Shape", "SHAPE"}
+INTEGER_ACTIVATIONS = ("int8", "uint8", "int16")
+REPRODUCED = ("porter reproduces float32, float16 and int8 weights with float activations, and "
+              "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic)")
+
+
+@dataclass(frozen=True)
+class LayerScheme:
+    op: int  # the file's op index
+    op_type: str
+    weight_tensor: int  # the stored constant
+    weights: str  # float32 | float16 | int8 per-tensor | int8 per-channel (axis a) | int4 ...
+    activations: str  # float | dynamic int8 | dynamic uint8 | static int8 | float16 | lookup
+
+
+def stored_weight(g: Graph, t: int) -> Tensor | None:
+    """The constant a weight input is computed from (through dequantisations, casts, transposes
+    and reshapes of constants), or None if the input is an activation."""
+    seen = 0
+    while g.tensor(t).data is None:
+        producer = g.producer(t)
+        if producer is None or producer.type not in WEIGHT_PRODUCERS or seen > 8:
+            return None
+        t, seen = producer.inputs[0], seen + 1
+    return g.tensor(t)
+
+
+def _storage_scheme(g: Graph, t: Tensor) -> str:
+    q = t.quant if t.quant is not None else _onnx_dequantize_params(g, t)
+    if t.dtype in ("float32", "float16", "bfloat16") or q is None:
+        return t.dtype
+    if q.per_channel:
+        return f"{t.dtype} per-channel (axis {q.axis})"
+    return f"{t.dtype} per-tensor"
+
+
+def _onnx_dequantize_params(g: Graph, t: Tensor):
+    """The quantisation a DequantizeLinear reading `t` applies (the ONNX frontend attaches it to
+    weights of quantize_dynamic's MatMulInteger only)."""
+    for user in g.users(t.index):
+        if user.type == "DequantizeLinear" and len(user.inputs) > 1 and g.const(user.inputs[1]) is not None:
+            scale = np.asarray(g.const(user.inputs[1]), np.float32).ravel()
+            zp = g.const(user.inputs[2]) if len(user.inputs) > 2 and user.inputs[2] >= 0 else None
+            zero_point = np.zeros(scale.size, np.int64) if zp is None else np.asarray(zp, np.int64).ravel()
+            axis = int(user.options.get("axis", 1)) if scale.size > 1 else None
+            return Quantization(scale, zero_point, axis)
+    return None
+
+
+def _activation_scheme(g: Graph, op: Op, weight_inputs: set[int]) -> str:
+    if op.type in ("EMBEDDING_LOOKUP", "GATHER", "Gather"):
+        return "lookup"
+    xs = [g.tensor(t) for i, t in enumerate(op.inputs) if t >= 0 and i not in weight_inputs
+          and g.tensor(t).data is None][:1]
+    if not xs:
+        return "constant"
+    x = xs[0]
+    if x.dtype in INTEGER_ACTIVATIONS:
+        producer = g.producer(x.index)
+        if producer is not None and producer.type == "DynamicQuantizeLinear":
+            return f"dynamic {x.dtype}"
+        return f"static {x.dtype}"
+    if x.dtype == "float16":
+        return "float16"
+    producer = g.producer(x.index)
+    if producer is not None and producer.type == "DequantizeLinear" and g.const(producer.inputs[0]) is None:
+        return f"static {g.tensor(producer.inputs[0]).dtype} (QDQ)"
+    direct = [g.tensor(op.inputs[i]) for i in weight_inputs]
+    if any(w.dtype in ("int8", "int4") for w in direct) and g.format == "tflite":
+        return "dynamic int8"
+    return "float"
+
+
+def layer_schemes(g: Graph) -> list[LayerScheme]:
+    """Every layer (an op that reads a weight) with the form its weights are stored in and the
+    activations it runs on."""
+    layers = []
+    for op in g.ops:
+        positions = [i for i in LAYER_WEIGHTS.get(op.type, ()) if i < len(op.inputs) and op.inputs[i] >= 0]
+        weights = {i: stored_weight(g, op.inputs[i]) for i in positions}
+        weights = {i: w for i, w in weights.items() if w is not None and w.data.size > 1}
+        if not weights:
+            continue
+        w = max(weights.values(), key=lambda t: t.data.size)
+        layers.append(LayerScheme(op.index, op.type, w.index, _storage_scheme(g, w),
+                                  _activation_scheme(g, op, set(weights))))
+    return layers
+
+
+def assert_scheme_reproduced(g: Graph) -> None:
+    """Refuses a file whose quantisation scheme porter does not reproduce, naming the scheme and
+    the first op that shows it; returns quietly for every scheme porter does reproduce."""
+    problem = _int4_weights(g) or _static_activations(g) or _float16_compute(g)
+    if problem is not None:
+        scheme, evidence = problem
+        raise PorterError(f"{scheme}: not reproduced ({evidence}); {REPRODUCED}")
+
+
+# The ops whose int4 weights porter reproduces: LiteRT's hybrid (dynamic-range) 4-bit kernels.
+INT4_READERS = {"FULLY_CONNECTED", "EMBEDDING_LOOKUP"}
+
+
+def _int4_weights(g: Graph):
+    """int4 weights read any other way (weight-only int4 DEQUANTIZE, an int4 BATCH_MATMUL)."""
+    for op in g.ops:
+        for t in op.inputs:
+            if t >= 0 and g.tensor(t).dtype == "int4" and g.tensor(t).data is not None \
+                    and op.type not in INT4_READERS:
+                return (f"int4 weights read by {op.type}",
+                        f"op {op.index} {op.type} reads {_short(g.tensor(t))}")
+    return None
+
+
+def _short(t: Tensor) -> str:
+    """A tensor as a scheme refusal names it (exporters' tensor names run to hundreds of characters)."""
+    return f"tensor {t.index} {t.dtype}{list(t.shape)}"
+
+
+def _static_activations(g: Graph):
+    """An op that computes with a quantised integer activation: full-integer TFLite, or
+    onnxruntime's QDQ format (QuantizeLinear of an activation)."""
+    for op in g.ops:
+        if op.type in ("QuantizeLinear", "QLinearMatMul", "QLinearConv") and g.const(op.inputs[0]) is None:
+            x = g.tensor(op.inputs[0])
+            return ("onnxruntime QDQ (static int8 activations)",
+                    f"op {op.index} {op.type} quantises activation {_short(x)}")
+        if op.type in DATA_MOVEMENT:
+            continue
+        for t in op.inputs:
+            x = g.tensor(t) if t >= 0 else None
+            if x is not None and x.data is None and x.dtype in INTEGER_ACTIVATIONS and x.quant is not None:
+                if g.producer(t) is not None and g.producer(t).type == "DynamicQuantizeLinear":
+                    continue
+                return ("full-integer int8 (static int8 activations)",
+                        f"op {op.index} {op.type} computes with {_short(x)}, scale "
+                        f"{float(x.quant.scale.ravel()[0]):.3g}, zero point {int(x.quant.zero_point.ravel()[0])}")
+    return None
+
+
+def _float16_compute(g: Graph):
+    """An op (other than a cast or a view) that computes on a float16 activation."""
+    for op in g.ops:
+        if op.type in DATA_MOVEMENT:
+            continue
+        for t in [*op.inputs, *op.outputs]:
+            x = g.tensor(t) if t >= 0 else None
+            if x is not None and x.data is None and x.dtype == "float16":
+                return (f"float16 {'ONNX' if g.format == 'onnx' else 'TFLite'} compute",
+                        f"op {op.index} {op.type} computes in float16 on {_short(x)}")
+    return None
