@@ -156,7 +156,12 @@ def render(rows: list[Row]) -> str:
         "line that names the scheme (porter/frontends/schemes.py); each has one real fixture",
         "(graphs/zoo/members.py REFUSED_SCHEMES):",
         "",
-        *[f"- {scheme} (`*.{flavour}`): {why}." for flavour, (scheme, why) in _refused_schemes().items()],
+        *[f"- {scheme} (`*.{flavour}`): {why}." for flavour, (scheme, why) in _members().REFUSED_SCHEMES.items()],
+        "",
+        "Refused forms: a model porter does not take yet is refused by one line naming the cause",
+        "(graphs/zoo/members.py REFUSED_FORMS):",
+        "",
+        *[f"- `{member}.*` ({says}): {why}." for member, (says, why) in _members().REFUSED_FORMS.items()],
         "",
         "| file | outcome | max \\|Δ\\| | labels | program / refusal |",
         "|---|---|---|---|---|",
@@ -165,17 +170,23 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _refused_schemes() -> dict:
+def _members():
     sys.path.insert(0, str(ZOO_DIR))
     import members
 
-    return members.REFUSED_SCHEMES
+    return members
 
 
 def refused_scheme(path: Path) -> str | None:
     """The scheme a zoo file's refusal must name first, if its flavour is one porter refuses."""
-    return next((scheme for flavour, (scheme, _) in _refused_schemes().items()
+    return next((scheme for flavour, (scheme, _) in _members().REFUSED_SCHEMES.items()
                  if path.name.endswith("." + flavour)), None)
+
+
+def refused_form(path: Path) -> str | None:
+    """What a zoo file's refusal must say, if its member is of a form porter refuses."""
+    form = _members().REFUSED_FORMS.get(path.name.split(".")[0])
+    return form[0] if form else None
 
 
 def main(argv: list[str]) -> int:
