@@ -117,7 +117,7 @@ def _added_lookup_inputs(g: Graph, ref: Reference, ids: int) -> list[int]:
     users = g.users(op.outputs[0])
     t = users[0].outputs[0] if len(users) == 1 and users[0].type == "dequantize" else op.outputs[0]
     found = []
-    for _, other in _sum_terms(g, t):
+    for _, other, _ in _sum_terms(g, t):
         lookup = _term_lookup(g, other)
         if lookup is not None:
             source, _ = index_source(g, ref, lookup[2], g.tensor(lookup[1]).shape[0])
@@ -127,14 +127,15 @@ def _added_lookup_inputs(g: Graph, ref: Reference, ids: int) -> list[int]:
 
 
 def _sum_terms(g: Graph, t: int):
-    """(add op, the other operand) of each Add of the chain that starts at t, through views."""
+    """(add op, the other operand, the views before it) of each Add of the chain that starts at
+    t, through views."""
     while True:
-        t, _ = _through_views(g, t)
+        t, view_ops = _through_views(g, t)
         users = g.users(t)
         if len(users) != 1 or users[0].type != "add" or t in g.outputs.values():
             return
         add = users[0]
-        yield add, add.inputs[1] if add.inputs[0] == t else add.inputs[0]
+        yield add, add.inputs[1] if add.inputs[0] == t else add.inputs[0], view_ops
         t = add.outputs[0]
 
 
@@ -218,19 +219,14 @@ def find(g: Graph, ref: Reference, inputs: Inputs, seq: int) -> FoundEmbed:
     ops = {op.index, rows_op.index} | index_source(g, ref, index, word.rows)[1]
     t = rows_op.outputs[0]
     terms: list[EmbedTerm] = []
-    while True:
-        t, view_ops = _through_views(g, t)
-        users = g.users(t)
-        if len(users) != 1 or users[0].type != "add" or t in g.outputs.values():
-            break
-        add = users[0]
-        other = add.inputs[1] if add.inputs[0] == t else add.inputs[0]
+    for add, other, view_ops in _sum_terms(g, t):
         term = _term(g, ref, inputs, seq, other, len(terms), arrays)
         if term is None:
             break
         terms.append(term[0])
         ops |= set(view_ops) | {add.index} | term[1]
         t = add.outputs[0]
+    t, _ = _through_views(g, t)  # the sum's rows, past the views after its last term
     reads = [INPUT_IDS] + ([INPUT_TYPES] if any(term.kind == "types" for term in terms) else [])
     step = Embed("embed", reads, [f"t{t}"], [], word, terms)
     return FoundEmbed(step, ops, arrays)

@@ -84,6 +84,13 @@ impl<'a> Cursor<'a> {
         unsafe { core::slice::from_raw_parts(s.as_ptr() as *const i8, len) }
     }
 
+    fn u16s(&mut self, offset: usize, len: usize) -> &'a [u16] {
+        let s = self.take(offset, len * 2);
+        assert_eq!(s.as_ptr() as usize % 2, 0, "model.bin: misaligned u16 array");
+        // SAFETY: aligned, in bounds, and wasm is little endian like model.bin.
+        unsafe { core::slice::from_raw_parts(s.as_ptr() as *const u16, len) }
+    }
+
     fn u8s(&mut self, offset: usize, len: usize) -> &'a [u8] {
         self.take(offset, len)
     }
