@@ -202,7 +202,7 @@ class LiteRTEncoder:
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
         feeds = {name: value.astype(self.inputs[name]["dtype"])
                  for name, value in _feeds(self.signature, ids, mask, types).items()}
-        return np.asarray(self.runner(**feeds)[self.output], np.float32)[0]
+        return _dequantized(self.runner(**feeds)[self.output], self.outputs[self.output])[0]
 
     def facts(self) -> dict:
         """The manifest's record of the runtime, its kernels and the signature it ran."""
@@ -215,6 +215,15 @@ class LiteRTEncoder:
                 "op_resolver": self.resolver_doc, "num_threads": NUM_THREADS,
                 "signature_key": self.signature_key, "inputs": described(self.inputs),
                 "outputs": described(self.outputs)}
+
+
+def _dequantized(out: np.ndarray, detail: dict) -> np.ndarray:
+    """A full-integer graph's int8 / uint8 output as the real values it stands for, as the zoo's
+    goldens record it (graphs/zoo/make_goldens.py): (q - zero_point) in float32, times the scale."""
+    if np.issubdtype(out.dtype, np.floating):
+        return np.asarray(out, np.float32)
+    scale, zero_point = detail["quantization"]
+    return ((out.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)).astype(np.float32)
 
 
 def ort_session(model: Path | bytes):
