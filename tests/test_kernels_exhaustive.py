@@ -189,6 +189,26 @@ def test_scalar_float16_widening_matches_numpy_for_every_half(checks_wasm, wasm_
     assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
 
+def test_int4_unpacking_matches_scalar_for_every_byte(checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, checks_wasm, "int4")
+
+
+def test_scalar_int4_unpacking_reads_porters_packing_for_every_byte(checks_wasm, wasm_runtime):
+    """Every pair of int4 values (so all 256 bytes), packed by porter's packer and unpacked by the
+    scalar kernel, with the pairs in different lanes of their blocks."""
+    from porter.codegen.pack import pack_int4
+
+    pairs = np.array([(low, high) for low in range(-8, 8) for high in range(-8, 8)], np.int8)
+    # 16 blocks of 32 values: value i and value 16 + i of block j are pair 16j + i
+    blocks = pairs.reshape(16, 16, 2).transpose(0, 2, 1)
+    assert sorted(pack_int4(blocks.reshape(-1)).tolist()) == list(range(256))
+    for shift in (0, 5):
+        values = np.roll(blocks, shift, axis=2).reshape(-1)
+        rows = pack_int4(values).astype(np.float32)[None]
+        got = np.frombuffer(scalar_reference(wasm_runtime, checks_wasm, "int4", rows), "<f4")
+        assert np.array_equal(got, values.astype(np.float32))
+
+
 def test_gemm_attention_sums_and_float_linear_match_scalar(checks_wasm, ort_checks_wasm, wasm_runtime):
     assert_check_passes(wasm_runtime, checks_wasm, "kernels", 11)
     # onnxruntime's products: relaxed_madd tiles against the exact scalar emulation
@@ -528,6 +548,11 @@ MUTATIONS = {
     "halves scale dropped": ("src/kernels/common/dequantize.rs",
                              "f32::from_bits(magnitude << 13) * f32::from_bits(TWO_TO_112)",
                              "f32::from_bits(magnitude << 13)", ["halves", 0, 1 << 16]),
+    # int4's high nibbles shifted down logically in the SIMD kernel: negative ones come out as 8..15.
+    "int4 high nibble unsigned": ("src/kernels/common/int4.rs",
+                                  "v128_store(values.as_mut_ptr().add(BLOCK_BYTES) as *mut v128, i8x16_shr(v, 4))",
+                                  "v128_store(values.as_mut_ptr().add(BLOCK_BYTES) as *mut v128, u8x16_shr(v, 4))",
+                                  ["int4"]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
     "ort dot saturation dropped": ("src/kernels/common/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",

@@ -68,3 +68,13 @@ def test_porter_compile_on_a_non_encoder_gives_one_line(tmp_path):
     result = run_porter("compile", bogus, "-o", tmp_path / "out")
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_int4_packing_round_trips_and_refuses_values_out_of_range():
+    values = np.random.default_rng(4).integers(-8, 8, 77).astype(np.int8)  # two blocks and a part
+    packed = pack.pack_int4(values)
+    assert packed.dtype == np.uint8 and packed.size == 48
+    assert np.array_equal(pack.unpack_int4(packed, values.size), values)
+    assert packed[0] == (values[0] & 0x0F) | ((values[16] & 0x0F) << 4)  # value 16 in the high nibble
+    with pytest.raises(PorterError, match="not int4"):
+        pack.pack_int4(np.int8([7, 8]))

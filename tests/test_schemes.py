@@ -8,6 +8,7 @@ must fail), the packed int4 reader, the scheme report of `porter inspect`, and t
 the command line gives them.
 """
 
+import json
 import struct
 import sys
 
@@ -178,3 +179,20 @@ def test_weight_only_layers_store_the_files_own_narrow_weights(flavour, weights,
     assert {str(program.weights[f"{lin.name}.weight"].dtype) for lin in linears} == {dtype}
     word_table = program.weights["embed.word.table"]
     assert str(word_table.dtype) == ("int8" if dtype == "int8" else "float32")
+
+
+def test_int4_weights_are_stored_two_a_byte_and_stay_exact_through_wasm(tmp_path):
+    """model.bin holds every int4 Linear weight packed (half the int8 bytes, to a 32-value block),
+    the Rust kernel unpacks it per forward pass, and the wasm build still matches LiteRT bit for
+    bit."""
+    out = tmp_path / "dq4"
+    assert run_porter("compile", ZOO / "bert-tok.aeq-dq4.tflite", "-o", out).returncode == 0
+    layout = json.loads((out / "layout.json").read_text())
+    int4 = [e for e in layout["arrays"] if e["dtype"] == "int4"]
+    assert len(int4) == 13 and all(e["name"].endswith(".weight") for e in int4)
+    assert all(e["size"] == -(-int(np.prod(e["shape"])) // 32) * 16 for e in int4)
+    built = run_porter("build", out)
+    assert built.returncode == 0, built.stderr[-3000:]
+    golden = REPO / "golden" / "zoo" / "bert-tok.aeq-dq4.tflite.builtin.npz"
+    verified = run_porter("verify", out, "--golden", golden, "--max-abs", "0")
+    assert "porter verify: PASS" in verified.stdout, verified.stdout[-3000:] + verified.stderr[-3000:]

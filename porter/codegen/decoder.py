@@ -52,6 +52,9 @@ class PackedDecoder:
     def array_order(self) -> list[str]:
         return self.names
 
+    def int4_arrays(self) -> set[str]:
+        return set()  # decoders store no int4 weights
+
 
 def packed_arrays(ir: DecoderIR, quant: str) -> PackedDecoder:
     if quant not in QUANT_MODES:

@@ -104,7 +104,8 @@ class _Arrays:
         if name is None:
             return None
         e = self.entries[name]
-        return {"offset": e["offset"], "len": int(np.prod(e["shape"], dtype=np.int64)), "dtype": e["dtype"]}
+        return {"offset": e["offset"], "len": int(np.prod(e["shape"], dtype=np.int64)), "dtype": e["dtype"],
+                "bytes": e["size"]}
 
 
 def _pad4(shape) -> list[int]:

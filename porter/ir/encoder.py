@@ -33,7 +33,7 @@ class WeightFormat(str, enum.Enum):
     INT8_PER_CHANNEL = "int8_per_channel"  # one scale per output row, zero point 0
     INT8_PER_TENSOR = "int8_per_tensor"  # one scale, zero point 0
     FLOAT16 = "float16"  # weight-only float16: widened exactly to float32, float products
-    INT4_PER_CHANNEL = "int4_per_channel"  # values -7..7 (one int8 each in model.bin), zero point 0
+    INT4_PER_CHANNEL = "int4_per_channel"  # values -7..7 (two a byte in model.bin), zero point 0
 
     @property
     def scaled(self) -> bool:
@@ -400,6 +400,10 @@ class EncoderProgram:
 
     def attentions(self) -> list[Attention]:
         return [s for s in self.steps if isinstance(s, Attention)]
+
+    def int4_arrays(self) -> set[str]:
+        """The arrays model.bin stores as packed int4 (porter.codegen.pack.pack_int4)."""
+        return {f"{lin.name}.weight" for lin in self.linears() if lin.weights == WeightFormat.INT4_PER_CHANNEL}
 
     def array_order(self) -> list[str]:
         """The order arrays are packed in model.bin (and read back by the generated crate)."""

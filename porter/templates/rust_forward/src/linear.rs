@@ -3,7 +3,8 @@
 //! weights stored as float32, or as the int8 values a weight-only file computes them from).
 
 use crate::kernels::common::dequantize::{dequantize_rows, widen_halves};
-use crate::kernels::common::gemm::{gemm, gemm_int4, uses_4bit_kernels};
+use crate::kernels::common::gemm::{gemm, gemm_int4, uses_4bit_kernels, Int8Weights};
+use crate::kernels::common::int4::unpack_int4;
 use crate::kernels::litert::linear_f32::{linear_f32_rows, FloatWeights};
 use crate::kernels::ort::float as ort_float;
 use crate::kernels::ort::quant::{self as ort_quant, TensorQuantized};
@@ -22,7 +23,8 @@ impl Linear<'_> {
     /// The input width (k).
     pub fn in_features(&self) -> usize {
         match &self.weights {
-            Weights::Int8 { weights, .. } | Weights::OrtDynamic { weights, .. } | Weights::Int4 { weights } => weights.k,
+            Weights::Int8 { weights, .. } | Weights::OrtDynamic { weights, .. } => weights.k,
+            Weights::Int4 { k, .. } => *k,
             Weights::Float(weights) | Weights::FloatOrt(weights) => weights.k,
             Weights::FloatFromInt8 { weights, .. } => weights.k,
             Weights::FloatFromF16 { k, .. } => *k,
@@ -38,13 +40,17 @@ impl Linear<'_> {
                 scratch.quantized.quantize(x, rows, weights.k, *asymmetric);
                 self.apply_quantized(&scratch.quantized, rows, out);
             }
-            Weights::Int4 { weights } => {
-                scratch.quantized.quantize(x, rows, weights.k, false);
-                let q = &scratch.quantized;
-                if uses_4bit_kernels(weights.outs, weights.k) {
-                    gemm_int4(&q.values, &q.scales, rows, weights, &mut scratch.weight_sums, out);
+            // unpacked into the scratch, then the integer GEMM on the same int8 values
+            Weights::Int4 { packed, scale, bias, outs, k } => {
+                let LinearScratch { quantized, weight_sums, unpacked, .. } = scratch;
+                quantized.quantize(x, rows, *k, false);
+                let values = first(unpacked, 2 * packed.len());
+                unpack_int4(packed, values);
+                let weights = Int8Weights { w: &values[..outs * k], scale, bias: *bias, outs: *outs, k: *k };
+                if uses_4bit_kernels(*outs, *k) {
+                    gemm_int4(&quantized.values, &quantized.scales, rows, &weights, weight_sums, out);
                 } else {
-                    gemm(&q.values, &q.scales, rows, q.all_zero, weights, out);
+                    gemm(&quantized.values, &quantized.scales, rows, quantized.all_zero, &weights, out);
                 }
             }
             Weights::OrtDynamic { weights, saturating } => {
@@ -97,12 +103,13 @@ pub struct LinearScratch {
     transposed: Vec<f32>,
     panel: Vec<f32>,
     widened: Vec<f32>, // a weight-only int8 layer's float32 weights
+    unpacked: Vec<i8>, // an int4 layer's weights, one int8 each
 }
 
 /// The first n values of a buffer grown once to the largest layer it serves.
-fn first(buffer: &mut Vec<f32>, n: usize) -> &mut [f32] {
+fn first<T: Copy + Default>(buffer: &mut Vec<T>, n: usize) -> &mut [T] {
     if buffer.len() < n {
-        buffer.resize(n, 0.0);
+        buffer.resize(n, T::default());
     }
     &mut buffer[..n]
 }
@@ -116,6 +123,7 @@ impl LinearScratch {
             transposed: vec![0.0; rows * widest],
             panel: Vec::new(),
             widened: Vec::new(),
+            unpacked: Vec::new(),
         }
     }
 }

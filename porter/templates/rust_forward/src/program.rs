@@ -68,8 +68,9 @@ pub enum Term<'a> {
 pub enum Weights<'a> {
     /// TFLite's hybrid FULLY_CONNECTED: each input row quantised to int8 on its own
     Int8 { weights: Int8Weights<'a>, asymmetric: bool },
-    /// The same with int4 weights (-7..7, one per int8): LiteRT's 4-bit kernels' output
-    Int4 { weights: Int8Weights<'a> },
+    /// The same with int4 weights (-7..7), stored two a byte (kernels/common/int4.rs) and
+    /// unpacked to one int8 each per forward pass: LiteRT's 4-bit kernels' output
+    Int4 { packed: &'a [u8], scale: &'a [f32], bias: Option<&'a [f32]>, outs: usize, k: usize },
     /// onnxruntime's dynamic quantisation: the whole input tensor to uint8 at once
     OrtDynamic { weights: Int8Weights<'a>, saturating: bool },
     /// LiteRT's float FULLY_CONNECTED

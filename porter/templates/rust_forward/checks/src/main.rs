@@ -22,6 +22,8 @@
 //!                                     values and per-tensor scales, SIMD against scalar
 //!   halves START COUNT                float16 widening (widen_halves) of the halves START.. (all 65536
 //!                                     with 0 65536), in slices of 1 to 40, SIMD against scalar
+//!   int4                              int4 unpacking (unpack_int4): every byte value in every lane of
+//!                                     a block, SIMD against scalar
 //!   kernels SEED                      GEMM (int8 and LiteRT's int4 output), attention, Eigen sums, float Linear (every Eigen
 //!                                     product and GEBP block, live rows of longer tensors, depth
 //!                                     blocks), onnxruntime's
@@ -67,6 +69,7 @@ use kernels::litert::attention::{attention, attention_scalar, AttentionParams, A
 use kernels::litert::eigen::{eigen_sum_from, eigen_sum_from_scalar};
 use kernels::common::dequantize::{dequantize_rows, dequantize_rows_scalar, half_to_f32, widen_halves, widen_halves_scalar};
 use kernels::common::gemm::{gemm, gemm_int4, gemm_int4_scalar, gemm_scalar, Int8Weights};
+use kernels::common::int4::{unpack_int4, unpack_int4_scalar, BLOCK_BYTES};
 use kernels::litert::activation::{gelu_tanh_in_place, gelu_tanh_in_place_scalar, gelu_tanh_scalar, logistic_in_place,
                           logistic_in_place_scalar, logistic_scalar, logistic_tail_scalar, tanh_in_place,
                           tanh_in_place_scalar, tanh_scalar};
@@ -337,6 +340,22 @@ fn check_dequant(seed: u64, scales: u64) -> ! {
         dequantize_rows_scalar(&q, &scale, k, &mut scalar);
         tally.record(same_values(&simd, &scalar), || format!("dequant {outs}x{k} scales {scale:?}"));
         done += scale.len() as u64;
+    }
+    tally.finish()
+}
+
+/// int4 unpacking, SIMD against scalar: the 256 byte values in 16 blocks, starting from each of
+/// the 16 lanes, so every byte value is unpacked in every lane.
+fn check_int4() -> ! {
+    let mut tally = Tally::new("int4");
+    for start in 0..BLOCK_BYTES {
+        let packed: Vec<u8> = (0..256).map(|i| ((start + i) % 256) as u8).collect();
+        let (mut simd, mut scalar) = (vec![0i8; 2 * packed.len()], vec![0i8; 2 * packed.len()]);
+        unpack_int4(&packed, &mut simd);
+        unpack_int4_scalar(&packed, &mut scalar);
+        for (i, (a, b)) in simd.iter().zip(&scalar).enumerate() {
+            tally.record(a == b, || format!("start {start} value {i}: simd {a} scalar {b}"));
+        }
     }
     tally.finish()
 }
@@ -654,6 +673,13 @@ fn reference(op: &str, args: &[String]) -> ! {
             }
             "eigen-sum" => out.extend_from_slice(&eigen_sum_from_scalar(row, 0).to_le_bytes()),
             "halves" => row.iter().for_each(|&h| out.extend_from_slice(&half_to_f32(h as u16).to_le_bytes())),
+            "int4" => {
+                // a row of packed bytes (as floats, whole blocks) -> its values (as floats)
+                let packed: Vec<u8> = row.iter().map(|&v| v as u8).collect();
+                let mut values = vec![0i8; 2 * packed.len()];
+                unpack_int4_scalar(&packed, &mut values);
+                values.iter().for_each(|&v| out.extend_from_slice(&(v as f32).to_le_bytes()));
+            }
             "dequant" => {
                 let q: Vec<i8> = row[1..].iter().map(|&v| v as i8).collect();
                 let mut y = vec![0.0f32; q.len()];
@@ -704,7 +730,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
     exit(2)
 }
 
@@ -726,6 +752,7 @@ fn main() {
         Some("kernels") => check_kernels(number(1)),
         Some("dequant") => check_dequant(number(1), number(2)),
         Some("halves") => check_halves(number(1), number(2)),
+        Some("int4") => check_int4(),
         Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }

@@ -4,3 +4,4 @@
 pub mod dequantize;
 pub mod gemm;
 pub mod generic;
+pub mod int4;
