@@ -58,11 +58,15 @@ impl Int8Weights<'_> {
 /// LiteRT's zero point for int4 weights in its 4-bit kernels: they add 7 to make them unsigned.
 const ZERO_POINT_4BIT: i32 = -7;
 
-/// Whether LiteRT runs an int4 layer on its 4-bit kernels (at least one 4 x 32 weight block, an
-/// even depth: fully_connected.cc PrepareImpl); otherwise the int8 hybrid path runs on the same
+/// LiteRT's 4-bit kernels take weights in blocks of this many rows by this depth.
+const BLOCK_ROWS_4BIT: usize = 4;
+const BLOCK_DEPTH_4BIT: usize = 32;
+
+/// Whether LiteRT runs an int4 layer on its 4-bit kernels (at least one weight block, an even
+/// depth: fully_connected.cc PrepareImpl); otherwise the int8 hybrid path runs on the same
 /// values (porter.reference.quant.uses_4bit_kernels).
 pub fn uses_4bit_kernels(outs: usize, k: usize) -> bool {
-    outs >= 4 && k >= 32 && k % 2 == 0
+    outs >= BLOCK_ROWS_4BIT && k >= BLOCK_DEPTH_4BIT && k % 2 == 0
 }
 
 impl Int8Weights<'_> {
