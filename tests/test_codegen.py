@@ -211,7 +211,7 @@ def test_whole_window_module_attends_over_the_padding(crates, wasm_runtime):
         assert np.array_equal(ours.logits.view(np.uint32), litert.view(np.uint32)), f"window {w}"
 
 
-# ONNX graphs: the crate runs onnxruntime's arithmetic (kernels/ort_float/, ort_quant.rs) as
+# ONNX graphs: the crate runs onnxruntime's arithmetic (kernels/ort/float/, kernels/ort/quant.rs) as
 # on the CPU it was compiled for, the same bits as onnxruntime's goldens from such a CPU
 # (ORT_ENABLE_ALL) on every window, and as the numpy executor (which the MiniLMs' 256-token
 # windows make too slow to run here: see fixtures.executor_windows). Both targets' modules run

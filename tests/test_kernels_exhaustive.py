@@ -632,7 +632,7 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
     """AVX-512F's sum folding its sixteen lanes in adjacent pairs instead of halves: the numpy
     comparison of the 16-lane softmax must see it."""
     crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
-    path = crate / "src" / "kernels" / "ort_float" / "math.rs"
+    path = crate / "src" / "kernels" / "ort" / "float" / "math.rs"
     text = path.read_text()
     original = "core::array::from_fn(|i| wide[i + 8] + wide[i])"
     assert text.count(original) == 1
@@ -646,7 +646,7 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
 def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """erf's polynomial switch point moved by one ulp: the numpy comparison must see it."""
     crate = render_checks_crate(tmp_path / "mutant")
-    path = crate / "src" / "kernels" / "ort_float" / "math.rs"
+    path = crate / "src" / "kernels" / "ort" / "float" / "math.rs"
     text = path.read_text()
     original = "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000);"
     assert text.count(original) == 1
@@ -660,7 +660,7 @@ def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tm
 def test_mutated_expf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """glibc's overflow threshold made inclusive: exp(log(2^128)'s float) must stay finite."""
     crate = render_checks_crate(tmp_path / "mutant")
-    path = crate / "src" / "kernels" / "libm.rs"
+    path = crate / "src" / "kernels" / "litert" / "libm.rs"
     text = path.read_text()
     original = "if x > OVERFLOW_ABOVE {"
     assert text.count(original) == 1
