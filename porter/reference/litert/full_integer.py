@@ -1,0 +1,125 @@
+"""A full-integer TFLite graph run op by op with LiteRT's integer kernels (int8.py).
+
+This is the reference the kernels are measured with: every op of the file in the file's order,
+on the file's own tensors and quantisation parameters, so that each op's output can be compared
+with LiteRT's (tests/test_int8_full.py preserves every intermediate tensor of LiteRT's run).
+An op type or tensor type it has no kernel for is refused naming the op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from porter.errors import PorterError
+from porter.frontends.graph import Graph, Op
+from porter.reference.litert import int8 as K
+
+
+def _q(g: Graph, t: int) -> tuple[float, int]:
+    """A per-tensor quantised tensor's (scale, zero point)."""
+    q = g.tensor(t).quant
+    if q is None or q.scale.size != 1:
+        raise PorterError(f"tensor {t} {g.tensor(t).name!r}: a per-tensor quantised int8 activation was expected")
+    return float(q.scale.ravel()[0]), int(q.zero_point.ravel()[0])
+
+
+def _fully_connected(g, op, ins):
+    x, w, bias = ins[0], ins[1], ins[2] if len(ins) > 2 else None
+    wq = g.tensor(op.inputs[1]).quant
+    xs, xz = _q(g, op.inputs[0])
+    out_scale, out_zp = _q(g, op.outputs[0])
+    mults = K.fully_connected_multipliers(xs, wq.scale, out_scale)
+    if len(mults) == 1:  # per-tensor weights: one multiplier for every output channel
+        mults = mults * w.shape[0]
+    return K.fully_connected(x.reshape(-1, w.shape[1]), xz, w, bias, mults, out_zp)
+
+
+def _batch_matmul(g, op, ins):
+    a, b = ins
+    if op.options.get("adj_x"):
+        a = np.swapaxes(a, -1, -2)
+    if op.options.get("adj_y"):
+        b = np.swapaxes(b, -1, -2)
+    (as_, az), (bs, bz), (os_, oz) = _q(g, op.inputs[0]), _q(g, op.inputs[1]), _q(g, op.outputs[0])
+    return K.batch_matmul(a, az, b, bz, K.batch_matmul_multiplier(as_, bs, os_), oz)
+
+
+def _binary(kernel):
+    def run(g, op, ins):
+        return kernel(ins[0], _q(g, op.inputs[0]), ins[1], _q(g, op.inputs[1]), _q(g, op.outputs[0]))
+    return run
+
+
+def _mean(g, op, ins):
+    x, axes = ins
+    axes = tuple(sorted({int(a) % x.ndim for a in np.ravel(axes)}))
+    return K.mean(x, _q(g, op.inputs[0]), axes, _q(g, op.outputs[0]), bool(op.options.get("keep_dims")))
+
+
+def _gelu(g, op, ins):
+    fn = K.gelu_tanh if op.options.get("approximate") else K.gelu_exact
+    return K.apply_table(ins[0], K.lookup_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]), fn))
+
+
+def _quantize(g, op, ins):
+    if ins[0].dtype == np.float32:
+        return K.quantize(ins[0], _q(g, op.outputs[0]))
+    return K.requantize(ins[0], _q(g, op.inputs[0]), _q(g, op.outputs[0]))
+
+
+def _select(g, op, ins):
+    return np.where(ins[0], ins[1], ins[2])
+
+
+def _gather_nd(g, op, ins):
+    params, idx = ins
+    idx = np.asarray(idx, np.int64)
+    return params[tuple(np.moveaxis(idx, -1, 0))]
+
+
+KERNELS = {
+    "FULLY_CONNECTED": _fully_connected,
+    "BATCH_MATMUL": _batch_matmul,
+    "ADD": _binary(K.add_sub),
+    "SUB": _binary(lambda x, xq, y, yq, oq: K.add_sub(x, xq, y, yq, oq, subtract=True)),
+    "MUL": _binary(K.mul),
+    "SQUARED_DIFFERENCE": _binary(K.squared_difference),
+    "MEAN": _mean,
+    "RSQRT": lambda g, op, ins: K.apply_table(ins[0], K.rsqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
+    "GELU": _gelu,
+    "LOGISTIC": lambda g, op, ins: K.apply_table(ins[0], K.lookup_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]),
+                                                                         K.logistic)),
+    "TANH": lambda g, op, ins: K.apply_table(ins[0], K.lookup_table(
+        _q(g, op.inputs[0]), _q(g, op.outputs[0]), K.libm("tanhf"))),
+    "SOFTMAX": lambda g, op, ins: K.softmax(ins[0], _q(g, op.inputs[0])[0], float(op.options.get("beta", 1.0)),
+                                            _q(g, op.outputs[0])),
+    "QUANTIZE": _quantize,
+    "DEQUANTIZE": lambda g, op, ins: K.dequantize(ins[0], _q(g, op.inputs[0])),
+    "EMBEDDING_LOOKUP": lambda g, op, ins: ins[1][np.asarray(ins[0], np.int64)],
+    "RESHAPE": lambda g, op, ins: ins[0].reshape(g.tensor(op.outputs[0]).shape),
+    "TRANSPOSE": lambda g, op, ins: np.transpose(ins[0], np.asarray(ins[1], np.int64)),
+    "CAST": lambda g, op, ins: ins[0].astype(g.tensor(op.outputs[0]).dtype),
+    "GATHER_ND": _gather_nd,
+    "LOGICAL_AND": lambda g, op, ins: np.logical_and(ins[0], ins[1]),
+    "SELECT_V2": _select,
+}
+
+
+def run_op(g: Graph, op: Op, ins: list) -> np.ndarray:
+    kernel = KERNELS.get(op.type)
+    if kernel is None:
+        raise PorterError(f"op {op.index} {op.type}: no integer kernel for it in porter's full-integer reference")
+    out = np.asarray(kernel(g, op, ins))
+    return out.reshape(g.tensor(op.outputs[0]).shape).astype(g.tensor(op.outputs[0]).dtype, copy=False)
+
+
+def run(g: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every op of the graph in order on `feeds` (signature input name -> array); returns the
+    signature outputs as LiteRT returns them (an int8 output stays int8)."""
+    values: dict[int, np.ndarray] = {t.index: t.data for t in g.tensors if t.data is not None}
+    for name, t in g.inputs.items():
+        values[t] = np.asarray(feeds[name]).reshape(g.tensor(t).shape)
+    for op in g.ops:
+        ins = [values[t] if t >= 0 else None for t in op.inputs]
+        values[op.outputs[0]] = run_op(g, op, ins)
+    return {name: values[t] for name, t in g.outputs.items()}

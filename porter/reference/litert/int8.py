@@ -1,0 +1,384 @@
+"""LiteRT's builtin integer kernels for full-integer int8 graphs, in numpy.
+
+The arithmetic of the kernels LiteRT's builtin resolver (BUILTIN_WITHOUT_DEFAULT_DELEGATES, one
+thread, x86) runs for ai-edge-quantizer's static_wi8_ai8 and TFLiteConverter's full-integer
+files, read from TFLite's kernels and measured op by op against LiteRT itself
+(tests/test_int8_full.py):
+
+- every real multiplier becomes a fixed-point multiplier and shift (QuantizeMultiplier: frexp,
+  the mantissa rounded half away from zero to 31 bits). This LiteRT build applies it with
+  double rounding everywhere (TFLITE_SINGLE_ROUNDING off: a single-rounding model of the
+  products misses about one output in 600): gemmlowp's SaturatingRoundingDoublingHighMul and
+  RoundingDivideByPOT (ties away from zero) in the elementwise kernels, MEAN, RSQRT and
+  BATCH_MATMUL, and ruy's form in the per-channel FULLY_CONNECTED, whose final right shift
+  rounds ties up (toward +inf): -0.5 exactly becomes 0 there, -1 in gemmlowp;
+- ADD / SUB rescale both inputs to a common scale at 2^20 (SQUARED_DIFFERENCE at 2^7) before the
+  output multiplier; MUL multiplies the offset inputs and applies one multiplier;
+- MEAN takes the int32 sum less count * zero point through one multiplier with the count
+  folded into it (the older float division of TFLite's reference kernel misses ~40%);
+- RSQRT runs gemmlowp's fixed-point Newton iteration per input value;
+- SOFTMAX takes a float table of exp(-scale * d) for the 256 distances d from the row's
+  maximum, sums it in order in float32 and rounds each probability to the output scale;
+- GELU (and LOGISTIC / TANH) are 256-entry tables filled by the float function at Prepare.
+
+Every function takes and returns numpy integer arrays (int8 activations, int32 accumulators);
+quantisation parameters are the tensors' float32 scales and integer zero points.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+
+import numpy as np
+
+INT8_MIN, INT8_MAX = -128, 127
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+# --- fixed-point multipliers -------------------------------------------------------------------
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier: real = m * 2^(shift - 31) with m in [2^30, 2^31)."""
+    if real == 0.0:
+        return 0, 0
+    mantissa, shift = math.frexp(real)
+    q = int(math.floor(abs(mantissa) * (1 << 31) + 0.5)) * (1 if mantissa > 0 else -1)
+    if q == 1 << 31:
+        q //= 2
+        shift += 1
+    if shift < -31:  # too small to represent: the multiplier is zero
+        return 0, 0
+    return q, shift
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    """int64 values taken modulo 2^32 into int32 range (C's wrapping int32 arithmetic)."""
+    return ((np.asarray(x, np.int64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def saturating_rounding_doubling_high_mul(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp: (2ab + 2^31 rounding toward zero's nudge) / 2^32, INT32_MIN * INT32_MIN saturating."""
+    a = np.asarray(a, np.int64)
+    ab = a * np.int64(b)
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    t = ab + nudge
+    high = np.where(t >= 0, t >> 31, -((-t) >> 31))  # C++ division truncates toward zero
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), high)
+
+
+def rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp: x / 2^exponent rounded to nearest, ties away from zero."""
+    x = np.asarray(x, np.int64)
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def multiply_double_rounding(x: np.ndarray, m: int, shift: int) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier as built without TFLITE_SINGLE_ROUNDING."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(
+        _wrap32(np.asarray(x, np.int64) * (1 << left)), m), right)
+
+
+def multiply_ruy(x: np.ndarray, m: int, shift: int) -> np.ndarray:
+    """ruy's multiplier (LiteRT's per-channel FULLY_CONNECTED on x86): the left shift, then
+    (x * m + 2^30) >> 31, then a right shift rounding half up (not away from zero)."""
+    left, right = max(shift, 0), max(-shift, 0)
+    v = (_wrap32(np.asarray(x, np.int64) << left) * np.int64(m) + np.int64(1 << 30)) >> 31
+    return (v + np.int64(1 << (right - 1))) >> right if right else v
+
+
+def _saturate(x: np.ndarray, lo: int = INT8_MIN, hi: int = INT8_MAX) -> np.ndarray:
+    return np.clip(x, lo, hi).astype(np.int8)
+
+
+def _round_half_away(v: np.ndarray) -> np.ndarray:
+    """TfLiteRound (std::round) on float32 values: ties away from zero."""
+    return np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+
+
+# --- matrix products ---------------------------------------------------------------------------
+
+def requantize_channels(acc: np.ndarray, multipliers, out_zp: int) -> np.ndarray:
+    """int32 accumulators [..., n] to int8 with ruy's multiplier, one (m, shift) per channel."""
+    acc = np.asarray(acc, np.int64)
+    out = np.empty(acc.shape, np.int64)
+    for c, (m, s) in enumerate(multipliers):
+        out[..., c] = multiply_ruy(acc[..., c], m, s)
+    return _saturate(out + out_zp)
+
+
+def fully_connected(x: np.ndarray, x_zp: int, w: np.ndarray, bias: np.ndarray | None,
+                    multipliers, out_zp: int) -> np.ndarray:
+    """int8 x [rows, k] by int8 weights [n, k] (zero point 0) + int32 bias -> int8 [rows, n]."""
+    acc = (np.asarray(x, np.int64) - x_zp) @ np.asarray(w, np.int64).T
+    if bias is not None:
+        acc = acc + np.asarray(bias, np.int64)
+    return requantize_channels(acc, multipliers, out_zp)
+
+
+def fully_connected_multipliers(x_scale: float, w_scales: np.ndarray, out_scale: float):
+    """One (m, shift) per output channel: x_scale * w_scale / out_scale, in double."""
+    return [quantize_multiplier(float(np.float32(x_scale)) * float(s) / float(np.float32(out_scale)))
+            for s in np.asarray(w_scales, np.float32).ravel()]
+
+
+def batch_matmul(a: np.ndarray, a_zp: int, b: np.ndarray, b_zp: int, multiplier, out_zp: int) -> np.ndarray:
+    """int8 [..., m, k] @ int8 [..., k, n] with both zero points -> int8 [..., m, n]."""
+    acc = np.matmul(np.asarray(a, np.int64) - a_zp, np.asarray(b, np.int64) - b_zp)
+    return _saturate(multiply_double_rounding(acc, *multiplier) + out_zp)
+
+
+def batch_matmul_multiplier(a_scale: float, b_scale: float, out_scale: float):
+    """GetQuantizedConvolutionMultipler: the input product in float32, divided in double."""
+    product = float(np.float32(a_scale) * np.float32(b_scale))
+    return quantize_multiplier(product / float(np.float32(out_scale)))
+
+
+# --- elementwise -------------------------------------------------------------------------------
+
+def _scale(q) -> float:
+    return float(np.float32(q))
+
+
+def add_sub(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, subtract: bool = False) -> np.ndarray:
+    """int8 ADD / SUB: both inputs rescaled to twice the larger scale at 2^20, summed, rescaled."""
+    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
+    left_shift = 20
+    twice_max = 2.0 * max(_scale(xs), _scale(ys))
+    mx = quantize_multiplier(_scale(xs) / twice_max)
+    my = quantize_multiplier(_scale(ys) / twice_max)
+    mo = quantize_multiplier(twice_max / (float(1 << left_shift) * _scale(os_)))
+    sx = multiply_double_rounding((np.asarray(x, np.int64) - xz) << left_shift, *mx)
+    sy = multiply_double_rounding((np.asarray(y, np.int64) - yz) << left_shift, *my)
+    raw = sx - sy if subtract else sx + sy
+    return _saturate(multiply_double_rounding(raw, *mo) + oz)
+
+
+def mul(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
+    """int8 MUL: (x - zx)(y - zy) by one multiplier x_scale * y_scale / out_scale."""
+    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
+    m = quantize_multiplier(_scale(xs) * _scale(ys) / _scale(os_))
+    prod = (np.asarray(x, np.int64) - xz) * (np.asarray(y, np.int64) - yz)
+    return _saturate(multiply_double_rounding(prod, *m) + oz)
+
+
+def squared_difference(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
+    """int8 SQUARED_DIFFERENCE: inputs rescaled at 2^7, the difference squared, rescaled."""
+    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
+    left_shift = 7
+    twice_max = 2.0 * max(_scale(xs), _scale(ys))
+    mx = quantize_multiplier(_scale(xs) / twice_max)
+    my = quantize_multiplier(_scale(ys) / twice_max)
+    mo = quantize_multiplier(twice_max * twice_max / (float(1 << (2 * left_shift)) * _scale(os_)))
+    sx = multiply_double_rounding((np.asarray(x, np.int64) - xz) << left_shift, *mx)
+    sy = multiply_double_rounding((np.asarray(y, np.int64) - yz) << left_shift, *my)
+    diff = sx - sy
+    return _saturate(multiply_double_rounding(diff * diff, *mo) + oz)
+
+
+def mean(x: np.ndarray, x_q, axes: tuple[int, ...], out_q, keep_dims: bool) -> np.ndarray:
+    """int8 MEAN (QuantizedMeanOrSum): the int32 sum over the axes less count * in_zp, by the
+    multiplier in_scale / out_scale with the count folded in: shifted left by floor(log2 count)
+    (at most 32, and no further than a shift of -31 allows), integer-divided by the count."""
+    (xs, xz), (os_, oz) = x_q, out_q
+    count = math.prod(x.shape[a] for a in axes)
+    total = np.sum(np.asarray(x, np.int64), axis=axes, keepdims=keep_dims) - count * xz
+    m, shift = quantize_multiplier(_scale(xs) / _scale(os_))
+    fold = min(count.bit_length() - 1, 32, 31 + shift)
+    m, shift = (m << fold) // count, shift - fold
+    return _saturate(multiply_double_rounding(total, m, shift) + oz)
+
+
+# --- one-input kernels: a value per int8 input ---------------------------------------------------
+
+def rsqrt_table(x_q, out_q) -> np.ndarray:
+    """int8 RSQRT for every input value -128..127 (index value + 128): gemmlowp's fixed-point
+    inverse square root of (value - zp), rescaled by 1 / (sqrt(in_scale) * out_scale)."""
+    (xs, xz), (os_, oz) = x_q, out_q
+    k_shift = 20
+    m, shift = quantize_multiplier(1.0 / (math.sqrt(_scale(xs)) * _scale(os_)))
+    table = np.empty(256, np.int8)
+    for q in range(INT8_MIN, INT8_MAX + 1):
+        value = q - xz
+        if value <= 0:  # LiteRT returns the largest output for 0 (and refuses negative inputs)
+            table[q + 128] = INT8_MAX
+            continue
+        inv_m, inv_shift = inv_sqrt_multiplier(value)
+        data = multiply_double_rounding(np.int64(1), inv_m, inv_shift + k_shift)
+        out = int(multiply_double_rounding(data, m, shift - k_shift)) + oz
+        table[q + 128] = min(max(out, INT8_MIN), INT8_MAX)
+    return table
+
+
+def _srdhm(a: int, b: int) -> int:
+    return int(saturating_rounding_doubling_high_mul(np.int64(a), b))
+
+
+def _saturating_shift_left(x: int, exponent: int) -> int:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent."""
+    threshold = (1 << (31 - exponent)) - 1
+    if x > threshold:
+        return INT32_MAX
+    if x < -threshold:
+        return INT32_MIN
+    return x << exponent
+
+
+def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift): 1/sqrt(value) as a multiplier and a
+    left shift, by five Newton steps in gemmlowp's 3-integer-bit fixed point."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    leading_zeros = 32 - value.bit_length()
+    pairs = (leading_zeros - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    x_in = value >> 1  # F3 raw
+    half_in = int(rounding_divide_by_pot(np.int64(x_in), 1))
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28  # F3 one
+    for _ in range(5):
+        x2 = _srdhm(x, x)  # F6
+        x3 = _saturating_shift_left(_srdhm(x2, x), 6)  # F9 -> F3
+        a = _srdhm(half_three, x)  # F6
+        b = _srdhm(half_in, x3)  # F6
+        x = _saturating_shift_left(int(_wrap32(np.int64(a - b))), 3)  # F6 -> F3
+    x = _srdhm(x, 1518500250)  # times sqrt(2)/2 in F0
+    if shift < 0:
+        x <<= -shift
+        shift = 0
+    return x, -shift
+
+
+def lookup_table(x_q, out_q, fn) -> np.ndarray:
+    """LiteRT's LUTPopulate: every int8 input dequantised in float32, fn applied in float32, rounded
+    half away from zero at the output scale (index value + 128)."""
+    (xs, xz), (os_, oz) = x_q, out_q
+    q = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)
+    dequantized = np.float32(xs) * (q - xz).astype(np.float32)
+    transformed = np.array([fn(np.float32(v)) for v in dequantized], np.float32)
+    scaled = transformed * (np.float32(1.0) / np.float32(os_))
+    return _saturate(_round_half_away(scaled).astype(np.int64) + oz)
+
+
+def apply_table(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    return table[np.asarray(x, np.int64) + 128]
+
+
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+for _name in ("expf", "erff", "erfcf", "tanhf"):
+    getattr(_LIBM, _name).restype = ctypes.c_float
+    getattr(_LIBM, _name).argtypes = [ctypes.c_float]
+
+
+def libm(name: str):
+    """The C library's float function LiteRT's tables are filled with."""
+    fn = getattr(_LIBM, name)
+    return lambda v: np.float32(fn(float(v)))
+
+
+def gelu_exact(v: np.float32) -> np.float32:
+    """LiteRT's GeluTransform(approximate=false) in float32: 0.5 x erfc(-x / sqrt 2)."""
+    f = np.float32
+    return f(f(0.5) * v) * libm("erfcf")(f(-v) * f(math.sqrt(0.5)))
+
+
+def logistic(v: np.float32) -> np.float32:
+    """LOGISTIC's table function: 1 / (1 + expf(-x)) in float32."""
+    return np.float32(1.0) / (np.float32(1.0) + libm("expf")(-v))
+
+
+def gelu_tanh(v: np.float32) -> np.float32:
+    """GeluTransform(approximate=true): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    f = np.float32
+    inner = f(math.sqrt(2.0 / math.pi)) * (v + f(0.044715) * v * v * v)
+    return f(0.5) * v * (f(1.0) + libm("tanhf")(inner))
+
+
+def softmax_table(x_scale: float, beta: float) -> np.ndarray:
+    """PopulateSoftmaxLookupTable: table[255 - d] = expf(-x_scale * beta * d), d = 0..255."""
+    scale = np.float32(-np.float32(x_scale) * np.float32(beta))
+    expf = libm("expf")
+    table = np.empty(256, np.float32)
+    for d in range(256):
+        table[255 - d] = expf(np.float32(scale * np.float32(d)))
+    return table
+
+
+def softmax(x: np.ndarray, x_scale: float, beta: float, out_q) -> np.ndarray:
+    """int8 SOFTMAX over the last axis, LiteRT's optimized (float table) kernel: each row's exps
+    are read from the table at 255 - max + x, summed in order in float32, and every
+    probability is table * (1 / (sum * out_scale)) rounded half away from zero plus out_zp."""
+    os_, oz = out_q
+    table = softmax_table(x_scale, beta)
+    rows = np.asarray(x, np.int64).reshape(-1, x.shape[-1])
+    out = np.empty(rows.shape, np.int8)
+    for r, row in enumerate(rows):
+        exps = table[255 - row.max() + row]
+        total = np.float32(0.0)
+        for e in exps:
+            total = np.float32(total + e)
+        inv = np.float32(1.0) / np.float32(total * np.float32(os_))
+        out[r] = _saturate(_round_half_away(exps * inv).astype(np.int64) + oz)
+    return out.reshape(x.shape)
+
+
+# AffineQuantize's vector loop (NEON intrinsics, which LiteRT's x86 build runs through NEON_2_SSE)
+# takes 8 values at a time; the rest go through its scalar loop.
+QUANTIZE_BLOCK = 8
+
+
+def quantize(x: np.ndarray, out_q) -> np.ndarray:
+    """float32 -> int8 QUANTIZE: in whole blocks of 8, x * (1 / scale) in float32 rounded half to
+    even; the last values (flat size mod 8), x / scale in double rounded half away from zero."""
+    os_, oz = out_q
+    flat = np.asarray(x, np.float32).ravel()
+    vector = (flat.size // QUANTIZE_BLOCK) * QUANTIZE_BLOCK
+    rounded = np.concatenate([_quantize_vector(flat[:vector], np.float32(os_)),
+                              _round_half_away(flat[vector:].astype(np.float64) / float(np.float32(os_)))])
+    return _saturate(rounded.astype(np.int64) + oz).reshape(np.shape(x))
+
+
+def _quantize_vector(values: np.ndarray, scale: np.float32) -> np.ndarray:
+    """The vector loop: a product by the float32 reciprocal, vcvtn's rounding (ties to even)."""
+    return np.rint(values * (np.float32(1.0) / scale))
+
+
+# Requantize's vector loop (NEON through NEON_2_SSE, as QUANTIZE's) takes 16 values at a time.
+REQUANTIZE_BLOCK = 16
+
+
+def _requantize_vector(x: np.ndarray, m: int, shift: int) -> np.ndarray:
+    """The vector loop's multiplier: vqrdmulh (gemmlowp's high multiply) after the left shift,
+    then vrshl's rounding right shift, ties rounded up."""
+    left, right = max(shift, 0), max(-shift, 0)
+    high = saturating_rounding_doubling_high_mul(_wrap32(np.asarray(x, np.int64) << left), m)
+    return (high + np.int64(1 << (right - 1))) >> right if right else high
+
+
+def requantize(x: np.ndarray, x_q, out_q) -> np.ndarray:
+    """int8 -> int8 QUANTIZE (a change of scale): (q - in_zp) by one multiplier in_scale /
+    out_scale, plus out_zp; whole blocks of 16 by the vector loop's rounding, the rest (flat
+    size mod 16) by gemmlowp's, which differ where the first rounding lands on a half."""
+    (xs, xz), (os_, oz) = x_q, out_q
+    m, shift = quantize_multiplier(_scale(xs) / _scale(os_))
+    flat = np.asarray(x, np.int64).ravel() - xz
+    vector = (flat.size // REQUANTIZE_BLOCK) * REQUANTIZE_BLOCK
+    out = np.concatenate([_requantize_vector(flat[:vector], m, shift),
+                          multiply_double_rounding(flat[vector:], m, shift)])
+    return _saturate(out + oz).reshape(np.shape(x))
+
+
+def dequantize(x: np.ndarray, x_q) -> np.ndarray:
+    """int8 -> float32: scale * (q - zero_point) in float32."""
+    xs, xz = x_q
+    return (np.asarray(x, np.int32) - xz).astype(np.float32) * np.float32(xs)

@@ -1,0 +1,354 @@
+"""Full-integer int8 TFLite: porter's numpy reference of LiteRT's integer kernels
+(porter/reference/litert/int8.py, run op by op by full_integer.py) against LiteRT itself.
+
+- the zoo's full-integer members reproduce their builtin goldens bit for bit, and every op of
+  them matches LiteRT's preserved tensor on other windows;
+- each kernel matches LiteRT's on single-op models with seeded scales, zero points and inputs
+  other than the zoo's (per-channel and per-tensor FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB,
+  MUL, SQUARED_DIFFERENCE, MEAN over power-of-two and other counts, SOFTMAX, QUANTIZE);
+- every one-input kernel (RSQRT, GELU, LOGISTIC, TANH, int8 requantize) on all 256 inputs;
+- deliberate mutations of the arithmetic (a rounding direction, the multiplier's form) fail.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from porter.frontends import load_graph
+from porter.reference.litert import full_integer as FI
+from porter.reference.litert import int8 as K
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDENS = sorted(glob.glob(str(ROOT / "golden" / "zoo" / "*.aeq-si8.tflite.builtin.npz")))
+
+litert = pytest.importorskip("ai_edge_litert.interpreter")
+S = pytest.importorskip("ai_edge_litert.schema_py_generated")
+flatbuffers = pytest.importorskip("flatbuffers")
+
+
+def _model_of(golden: str) -> Path:
+    return ROOT / "graphs" / "zoo" / Path(golden).name.removesuffix(".builtin.npz")
+
+
+def _feeds(g, z, w: int) -> dict:
+    roles = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "token_type_ids"}
+    return {name: z[roles[name]][w:w + 1] for name in g.inputs}
+
+
+# --- the zoo's members -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("golden", GOLDENS, ids=lambda p: Path(p).name.split(".")[0])
+def test_reference_reproduces_the_builtin_golden(golden):
+    g = load_graph(_model_of(golden))
+    z = np.load(golden)
+    (name, out), = g.outputs.items()
+    q = g.tensor(out).quant
+    for w in range(z["ids"].shape[0]):
+        ours = K.dequantize(FI.run(g, _feeds(g, z, w))[name], (float(q.scale[0]), int(q.zero_point[0])))
+        assert np.array_equal(ours.view(np.uint32), z["logits"][w:w + 1].view(np.uint32)), w
+
+
+def _litert(model, preserve=False):
+    it = litert.Interpreter(model_path=str(model), num_threads=1, experimental_preserve_all_tensors=preserve,
+                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    return it
+
+
+@pytest.mark.parametrize("golden", GOLDENS, ids=lambda p: Path(p).name.split(".")[0])
+def test_every_op_matches_litert_on_a_random_window(golden):
+    """Each op's kernel on LiteRT's own inputs to it gives LiteRT's output, on a window of random
+    ids and a random live length (not a golden's)."""
+    path = _model_of(golden)
+    g = load_graph(path)
+    it = _litert(path, preserve=True)
+    runner = it.get_signature_runner(next(iter(it.get_signature_list())))
+    rng = np.random.default_rng(29)
+    seq = g.tensor(g.inputs["input_ids"]).shape[-1]
+    live = int(rng.integers(2, seq))
+    runner(input_ids=rng.integers(0, 300, (1, seq)).astype(np.int32),
+           attention_mask=(np.arange(seq) < live).astype(np.int32)[None],
+           **({"token_type_ids": np.zeros((1, seq), np.int32)} if "token_type_ids" in g.inputs else {}))
+    for op in g.ops:
+        ins = [it.get_tensor(t) if t >= 0 else None for t in op.inputs]
+        ref = it.get_tensor(op.outputs[0])
+        assert np.array_equal(FI.run_op(g, op, ins), ref), f"op {op.index} {op.type}"
+
+
+# --- single-op models --------------------------------------------------------------------------
+
+_TYPES = {np.dtype(np.float32): 0, np.dtype(np.int32): 2, np.dtype(np.int8): 9}
+
+
+class T:
+    """A tensor of a single-op model: an input (value None) or a constant, int8 ones with a
+    quantisation (one scale, or one per channel along axis 0)."""
+
+    def __init__(self, shape, dtype, scale=None, zero_point=0, value=None):
+        self.shape, self.dtype, self.value = tuple(shape), np.dtype(dtype), value
+        self.scale = None if scale is None else np.atleast_1d(np.asarray(scale, np.float32))
+        self.zero_point = np.broadcast_to(np.asarray(zero_point, np.int64), self.scale.shape) if scale is not None else None
+
+    @property
+    def q(self):
+        return float(self.scale[0]), int(self.zero_point[0])
+
+
+def single_op(op: int, inputs: list, output: T, options=None, options_type=0) -> bytes:
+    model = S.ModelT()
+    model.version, model.buffers = 3, [S.BufferT()]
+    sub = S.SubGraphT()
+    sub.tensors, sub.inputs = [], []
+    for i, spec in enumerate([*inputs, output]):
+        t = S.TensorT()
+        t.name, t.shape, t.type, t.buffer = f"t{i}", list(spec.shape), _TYPES[spec.dtype], 0
+        if spec.scale is not None:
+            t.quantization = S.QuantizationParametersT()
+            t.quantization.scale, t.quantization.zeroPoint = list(map(float, spec.scale)), list(map(int, spec.zero_point))
+            t.quantization.quantizedDimension = 0
+        if spec.value is not None:
+            b = S.BufferT()
+            b.data = list(np.ascontiguousarray(spec.value, spec.dtype).tobytes())
+            model.buffers.append(b)
+            t.buffer = len(model.buffers) - 1
+        elif spec is not output:
+            sub.inputs.append(i)
+        sub.tensors.append(t)
+    sub.outputs = [len(inputs)]
+    code = S.OperatorCodeT()
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = op, min(op, 127), 1
+    o = S.OperatorT()
+    o.opcodeIndex, o.inputs, o.outputs = 0, list(range(len(inputs))), [len(inputs)]
+    o.builtinOptionsType, o.builtinOptions = options_type, options
+    sub.operators = [o]
+    model.operatorCodes, model.subgraphs = [code], [sub]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def run_litert(model: bytes, feeds: list) -> np.ndarray:
+    it = litert.Interpreter(model_content=model, num_threads=1,
+                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    for detail, value in zip(it.get_input_details(), feeds):
+        it.set_tensor(detail["index"], value)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def _scale(rng, lo=1e-3, hi=0.1) -> float:
+    return float(np.float32(np.exp(rng.uniform(np.log(lo), np.log(hi)))))
+
+
+def _int8(rng, shape) -> np.ndarray:
+    return rng.integers(-128, 128, shape).astype(np.int8)
+
+
+SEEDS = range(4)
+
+
+def check_fully_connected(seed: int, per_channel: bool):
+    rng = np.random.default_rng(seed)
+    rows, k, n = 64, int(rng.integers(8, 80)), int(rng.integers(3, 40))
+    x = T((rows, k), np.int8, _scale(rng), int(rng.integers(-20, 20)))
+    w_scale = [_scale(rng, 1e-3, 5e-3) for _ in range(n if per_channel else 1)]
+    w = T((n, k), np.int8, w_scale, 0, _int8(rng, (n, k)))
+    b = T((n,), np.int32, [x.q[0] * s for s in w_scale], 0, rng.integers(-5000, 5000, n).astype(np.int32))
+    out = T((rows, n), np.int8, _scale(rng, 0.01, 0.1), int(rng.integers(-20, 20)))
+    model = single_op(S.BuiltinOperator.FULLY_CONNECTED, [x, w, b], out, S.FullyConnectedOptionsT(),
+                      S.BuiltinOptions.FullyConnectedOptions)
+    xv = _int8(rng, (rows, k))
+    mults = K.fully_connected_multipliers(x.q[0], w.scale, out.q[0])
+    ours = K.fully_connected(xv, x.q[1], w.value, b.value, mults * (1 if per_channel else n), out.q[1])
+    assert np.array_equal(ours, run_litert(model, [xv]))
+
+
+def check_batch_matmul(seed: int):
+    rng = np.random.default_rng(100 + seed)
+    batch, m, k, n = 3, 24, int(rng.integers(4, 64)), int(rng.integers(4, 64))
+    a = T((batch, m, k), np.int8, _scale(rng), int(rng.integers(-128, 128)))
+    b = T((batch, k, n), np.int8, _scale(rng), int(rng.integers(-128, 128)))
+    out = T((batch, m, n), np.int8, _scale(rng, 0.05, 2.0), int(rng.integers(-30, 30)))
+    model = single_op(S.BuiltinOperator.BATCH_MATMUL, [a, b], out, S.BatchMatMulOptionsT(),
+                      S.BuiltinOptions.BatchMatMulOptions)
+    av, bv = _int8(rng, a.shape), _int8(rng, b.shape)
+    mult = K.batch_matmul_multiplier(a.q[0], b.q[0], out.q[0])
+    assert np.array_equal(K.batch_matmul(av, a.q[1], bv, b.q[1], mult, out.q[1]), run_litert(model, [av, bv]))
+
+
+BINARY = {  # op -> (options, options type, kernel)
+    "ADD": (S.AddOptionsT, S.BuiltinOptions.AddOptions, K.add_sub),
+    "SUB": (S.SubOptionsT, S.BuiltinOptions.SubOptions, lambda *a: K.add_sub(*a, subtract=True)),
+    "MUL": (S.MulOptionsT, S.BuiltinOptions.MulOptions, K.mul),
+    "SQUARED_DIFFERENCE": (S.SquaredDifferenceOptionsT, S.BuiltinOptions.SquaredDifferenceOptions,
+                           K.squared_difference),
+}
+
+
+def check_binary(op: str, seed: int, broadcast: bool):
+    """Scales an order of magnitude apart either way, every zero point range, a broadcast
+    operand as the layer norms' [rows, 1] ones, and sizes that leave vector loops a tail."""
+    rng = np.random.default_rng(200 + seed)
+    options, options_type, kernel = BINARY[op]
+    width = 32 if seed % 2 else 29
+    xshape, yshape = (4, 15, width), ((4, 15, 1) if broadcast else (4, 15, width))
+    x = T(xshape, np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    y = T(yshape, np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    out = T(xshape, np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    model = single_op(getattr(S.BuiltinOperator, op), [x, y], out, options(), options_type)
+    xv, yv = _int8(rng, xshape), _int8(rng, yshape)
+    assert np.array_equal(kernel(xv, x.q, yv, y.q, out.q), run_litert(model, [xv, yv])), op
+
+
+def check_mean(seed: int, axes: tuple[int, ...]):
+    """Counts that are powers of two and counts that are not (the multiplier's integer division)."""
+    rng = np.random.default_rng(300 + seed)
+    shape = (3, int(rng.integers(5, 70)), int(rng.integers(5, 70)))
+    out_shape = tuple(d for i, d in enumerate(shape) if i not in axes)
+    x = T(shape, np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    axis = T((len(axes),), np.int32, value=np.asarray(axes, np.int32))
+    out = T(out_shape, np.int8, _scale(rng, 1e-4, 0.3), int(rng.integers(-128, 128)))
+    model = single_op(S.BuiltinOperator.MEAN, [x, axis, ], out, S.ReducerOptionsT(), S.BuiltinOptions.ReducerOptions)
+    offsets = rng.integers(-100, 100, (shape[0], shape[1], 1))  # means spread over the range
+    xv = np.clip(rng.integers(-28, 28, shape) + offsets, -128, 127).astype(np.int8)
+    assert np.array_equal(K.mean(xv, x.q, axes, out.q, False), run_litert(model, [xv]))
+
+
+def check_softmax(seed: int, beta: float):
+    """Rows whose maxima sit anywhere in the int8 range, some rows constant (a masked window's
+    equal scores), beta other than 1; the output at 1/256 and zero point -128 as converters write it."""
+    rng = np.random.default_rng(400 + seed)
+    shape = (2, 4, 33, 64)
+    x = T(shape, np.int8, _scale(rng, 1e-3, 0.5), int(rng.integers(-128, 128)))
+    out = T(shape, np.int8, 1 / 256, -128)
+    opts = S.SoftmaxOptionsT()
+    opts.beta = beta
+    model = single_op(S.BuiltinOperator.SOFTMAX, [x], out, opts, S.BuiltinOptions.SoftmaxOptions)
+    xv = _int8(rng, shape)
+    xv[0, 0, :4] = rng.integers(-128, 128)
+    assert np.array_equal(K.softmax(xv, x.q[0], beta, out.q), run_litert(model, [xv]))
+
+
+def check_quantize(seed: int):
+    """float32 -> int8 on values straddling every rounding tie and both saturation ends."""
+    rng = np.random.default_rng(500 + seed)
+    scale, zp = _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128))
+    steps = np.arange(-300, 300, 0.5, dtype=np.float32)
+    xv = np.concatenate([steps * np.float32(scale), rng.standard_normal(999).astype(np.float32)])
+    x, out = T(xv.shape, np.float32), T(xv.shape, np.int8, scale, zp)
+    model = single_op(S.BuiltinOperator.QUANTIZE, [x], out)
+    assert np.array_equal(K.quantize(xv, out.q), run_litert(model, [xv]))
+
+
+# op -> (options, options type, our table for (input q, output q), the output quantisation LiteRT
+# requires, or None for any)
+ONE_INPUT = {
+    "RSQRT": (None, 0, K.rsqrt_table, None),
+    "GELU": (S.GeluOptionsT, S.BuiltinOptions.GeluOptions, lambda xq, oq: K.lookup_table(xq, oq, K.gelu_exact), None),
+    "LOGISTIC": (None, 0, lambda xq, oq: K.lookup_table(xq, oq, K.logistic), (1 / 256, -128)),
+    "TANH": (None, 0, lambda xq, oq: K.lookup_table(xq, oq, K.libm("tanhf")), (1 / 128, 0)),
+}
+
+
+def check_one_input(op: str, seed: int):
+    """All 256 int8 inputs at a seeded input and output quantisation."""
+    rng = np.random.default_rng(600 + seed)
+    options, options_type, table, fixed = ONE_INPUT[op]
+    low = op == "RSQRT"  # RSQRT is defined on inputs at or above the zero point only
+    x = T((256,), np.int8, _scale(rng, 1e-3, 0.3), -128 if low else int(rng.integers(-128, 128)))
+    out = T((256,), np.int8, *(fixed or (_scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))))
+    model = single_op(getattr(S.BuiltinOperator, op), [x], out, options() if options else None, options_type)
+    xv = np.arange(-128, 128, dtype=np.int8)
+    assert np.array_equal(table(x.q, out.q), run_litert(model, [xv])), op
+
+
+def check_requantize(seed: int, vector: bool):
+    """int8 -> int8 QUANTIZE on all 256 inputs, once all in the vector loop (a multiple of 16
+    values) and once each value in the scalar tail (15 values a model run)."""
+    rng = np.random.default_rng(800 + seed)
+    n = 256 if vector else K.REQUANTIZE_BLOCK - 1
+    x = T((n,), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    out = T((n,), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    model = single_op(S.BuiltinOperator.QUANTIZE, [x], out)
+    values = np.arange(-128, 128 + n, dtype=np.int64)
+    for start in range(0, 256, n):
+        xv = np.clip(values[start:start + n], -128, 127).astype(np.int8)
+        assert np.array_equal(K.requantize(xv, x.q, out.q), run_litert(model, [xv])), start
+
+
+def check_gelu_tanh(seed: int):
+    rng = np.random.default_rng(700 + seed)
+    x = T((256,), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    out = T((256,), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    opts = S.GeluOptionsT()
+    opts.approximate = True
+    model = single_op(S.BuiltinOperator.GELU, [x], out, opts, S.BuiltinOptions.GeluOptions)
+    xv = np.arange(-128, 128, dtype=np.int8)
+    assert np.array_equal(K.lookup_table(x.q, out.q, K.gelu_tanh), run_litert(model, [xv]))
+
+
+CHECKS = [
+    *[(check_fully_connected, s, pc) for s in SEEDS for pc in (True, False)],
+    *[(check_batch_matmul, s) for s in SEEDS],
+    *[(check_binary, op, s, b) for op in BINARY for s in SEEDS for b in (False, True)],
+    *[(check_mean, s, axes) for s in SEEDS for axes in ((2,), (0, 2), (1,))],
+    *[(check_softmax, s, beta) for s in SEEDS for beta in (1.0, 0.5)],
+    *[(check_quantize, s) for s in SEEDS],
+    *[(check_one_input, op, s) for op in ONE_INPUT for s in range(8)],
+    *[(check_gelu_tanh, s) for s in range(4)],
+    *[(check_requantize, s, v) for s in range(4) for v in (True, False)],
+]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: "-".join(map(str, [c[0].__name__[6:], *c[1:]])))
+def test_kernel_matches_litert(check):
+    check[0](*check[1:])
+
+
+def _gemmlowp_products(x, m, shift):
+    return K.multiply_double_rounding(x, m, shift)
+
+
+def _half_up_division(x, exponent):
+    x = np.asarray(x, np.int64)
+    return (x + ((1 << exponent) >> 1)) >> exponent if exponent else x
+
+
+def _float_mean(x, x_q, axes, out_q, keep_dims):
+    (xs, xz), (os_, oz) = x_q, out_q
+    count = np.float32(np.prod([x.shape[a] for a in axes]))
+    scale = np.float32(xs) / np.float32(os_)
+    v = np.sum(np.asarray(x, np.int64), axis=axes).astype(np.float32) / count * scale + np.float32(-xz) * scale
+    return np.clip(np.round(v) + oz, -128, 127).astype(np.int8)
+
+
+def _quantize_by_division(values, scale):
+    return np.rint(values / scale)
+
+
+# Each mutation replaces one piece of the arithmetic with a plausible other reading of the source;
+# the checks above must catch every one.
+MUTATIONS = {
+    "products by gemmlowp's rounding": ("multiply_ruy", _gemmlowp_products),
+    "elementwise division rounding half up": ("rounding_divide_by_pot", _half_up_division),
+    "mean divided in float": ("mean", _float_mean),
+    "gelu by its tanh form": ("gelu_exact", K.gelu_tanh),
+    "quantize's vector loop dividing": ("_quantize_vector", _quantize_by_division),
+    "requantize's vector loop as the tail": ("_requantize_vector", K.multiply_double_rounding),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_mutated_kernel_fails_a_check(monkeypatch, name):
+    attr, replacement = MUTATIONS[name]
+    monkeypatch.setattr(K, attr, replacement)
+    for check in CHECKS:
+        try:
+            check[0](*check[1:])
+        except AssertionError:
+            return
+    pytest.fail(f"mutation {name!r} passed every check")
