@@ -13,11 +13,13 @@
 from __future__ import annotations
 
 import glob
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fixtures import run_porter
 from porter.frontends import load_graph
 from porter.reference.litert import full_integer as FI
 from porter.reference.litert import int8 as K
@@ -76,6 +78,60 @@ def test_every_op_matches_litert_on_a_random_window(golden):
         ins = [it.get_tensor(t) if t >= 0 else None for t in op.inputs]
         ref = it.get_tensor(op.outputs[0])
         assert np.array_equal(FI.run_op(g, op, ins), ref), f"op {op.index} {op.type}"
+
+
+@pytest.mark.parametrize("golden", GOLDENS[:1], ids=lambda p: Path(p).name.split(".")[0])
+def test_porter_run_reproduces_the_golden_and_compile_refuses_in_one_line(golden, tmp_path):
+    result = run_porter("run", _model_of(golden), "--golden", golden)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].endswith("max |dlogit| 0, mean |dlogit| 0"), result.stdout
+    result = run_porter("compile", _model_of(golden), "-o", tmp_path / "out")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("porter: error: full-integer int8") and "wasm int8 kernels are not there yet" in lines[0]
+
+
+@pytest.mark.parametrize("golden", GOLDENS[:1], ids=lambda p: Path(p).name.split(".")[0])
+def test_inspect_reports_every_layers_activation_scales(golden):
+    """Each static-int8 layer names its input and output scale and zero point, as the file has them."""
+    path = _model_of(golden)
+    g = load_graph(path)
+    result = run_porter("inspect", "--json", path)
+    assert result.returncode == 0, result.stderr
+    layers = [la for la in json.loads(result.stdout)["schemes"]["layers"] if la["activations"] == "static int8"]
+    assert layers
+    for layer in layers:
+        op = g.ops[layer["op"]]
+        x, out = g.tensor(op.inputs[0]).quant, g.tensor(op.outputs[0]).quant
+        assert layer["activation_quant"] == (f"in scale {float(x.scale[0]):.3g} zero point {int(x.zero_point[0])}, "
+                                             f"out scale {float(out.scale[0]):.3g} zero point {int(out.zero_point[0])}")
+
+
+def test_masked_keys_are_not_masked_in_the_zoo_file():
+    """ai-edge-quantizer calibrates the mask's additive term to one int8 range for both of its
+    values: the live keys' 0 and the masked keys' large negative both quantise to -128 at scale
+    ~4e-12, so SELECT_V2 chooses between equal values and every key, padded or not, enters the
+    int8 softmax. A padded key's value changes the live rows' output."""
+    path = _model_of(GOLDENS[0])
+    g = load_graph(path)
+    selects = [op for op in g.ops if op.type == "SELECT_V2"]
+    assert selects
+    for op in selects:
+        a, b = (g.tensor(t) for t in op.inputs[1:])
+        assert a.data is not None and b.data is not None
+        assert K.dequantize(a.data, (float(a.quant.scale[0]), int(a.quant.zero_point[0]))) == \
+            K.dequantize(b.data, (float(b.quant.scale[0]), int(b.quant.zero_point[0])))
+    z = np.load(GOLDENS[0])
+    w = int(np.argmin(z["live"]))  # the window with the most padding
+    feeds = _feeds(g, z, w)
+    live = int(z["live"][w])
+    other = {**feeds, "input_ids": feeds["input_ids"].copy()}
+    other["input_ids"][0, live:] = 200  # other ids under the padding
+    (name, _), = g.outputs.items()
+    a, b = FI.run(g, feeds)[name], FI.run(g, other)[name]
+    assert not np.array_equal(a[0, :live], b[0, :live])
+    runner = _litert(path).get_signature_runner()
+    assert np.array_equal(runner(**other)[name], b)  # and LiteRT agrees
 
 
 # --- single-op models --------------------------------------------------------------------------

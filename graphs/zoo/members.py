@@ -82,9 +82,12 @@ REFUSED_SCHEMES = {
     "aeq-wo4.tflite": ("int4 weights read by DEQUANTIZE", "weight-only int4 (int4 constants -> "
                        "DEQUANTIZE -> float ops): LiteRT's int4 DEQUANTIZE is not reproduced yet "
                        "(its hybrid int4 FULLY_CONNECTED and lookup are)"),
-    "aeq-si8.tflite": ("full-integer int8", "LiteRT's integer kernels (int8 x int8 FULLY_CONNECTED and "
-                       "BATCH_MATMUL with fixed-point requantisation, the int8 SOFTMAX / GELU lookup "
-                       "tables, rescaled ADD / MUL / MEAN / RSQRT) are not implemented"),
+    "aeq-si8.tflite": ("full-integer int8", "porter's numpy reference of LiteRT's integer kernels "
+                       "(porter/reference/litert/int8.py: int8 x int8 FULLY_CONNECTED and BATCH_MATMUL with "
+                       "their fixed-point requantisation, rescaled ADD / SUB / MUL / MEAN / SQUARED_DIFFERENCE, "
+                       "RSQRT, the int8 SOFTMAX and GELU tables) reproduces the file's builtin golden bit for "
+                       "bit op by op (porter run FILE --golden G), but its recovery into porter's IR and the "
+                       "wasm int8 kernels are not built yet"),
     "qdq8pc.onnx": ("onnxruntime QDQ", "which node units onnxruntime's QDQ selectors fuse (QLinearMatMul, "
                     "MatMulIntegerToFloat, DQ -> Gather) and which run in float is not modelled"),
     "f16.onnx": ("float16 ONNX compute", "onnxruntime's CPU float16 kernels and the casts it inserts "

@@ -19,7 +19,11 @@ from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import (Golden, check_model_matches, check_token_types, cpu_choices, golden_window,
                                  load_golden)
+from porter.frontends import load_graph
+from porter.frontends.schemes import FULL_INTEGER, is_full_integer
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
+from porter.reference.litert import full_integer
+from porter.reference.litert.int8 import dequantize
 from porter.reference.ort import cpu as ort_cpus
 
 PAD_ID = 0
@@ -166,10 +170,44 @@ def _ort_options(ort):
     return options
 
 
+def full_integer_golden(model: Path, golden_path: Path | None, echo) -> Agreement:
+    """A full-integer TFLite file, which porter does not recover into its IR yet, run op by op by
+    porter's reference of LiteRT's integer kernels (porter.reference.litert.full_integer) on a
+    golden's windows, its int8 output dequantised as the golden records it."""
+    if golden_path is None:
+        raise PorterError(f"{FULL_INTEGER}: porter run checks such a file against a golden only "
+                          "(--golden FILE); it has no IR to run --ids, --dump or --locate on yet")
+    g = load_graph(model)
+    golden = load_golden(golden_path)
+    check_model_matches(golden, model)
+    arrays = {"input_ids": golden.ids, "attention_mask": golden.attention_mask,
+              "token_type_ids": golden.token_type_ids}
+    roles = golden.manifest.get("input_roles") or {name: name for name in g.inputs}
+    (output, tensor), = g.outputs.items()
+    q = g.tensor(tensor).quant
+    echo(f"{FULL_INTEGER}: no IR yet; every op run by porter's reference of LiteRT's integer kernels")
+    total = Agreement(0, 0, 0.0, 0.0)
+    for w in range(golden.windows):
+        feeds = {name: arrays[roles[name]][w:w + 1] for name in g.inputs}
+        out = full_integer.run(g, feeds)[output]
+        if q is not None and out.dtype != np.float32:
+            out = dequantize(out, (float(q.scale.ravel()[0]), int(q.zero_point.ravel()[0])))
+        a = agreement(out.reshape(golden.logits[w].shape), golden.logits[w], golden.output_rows(w))
+        echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
+        total = total.merge(a)
+    echo(f"overall vs {golden.label} ({golden.windows} windows): {total.line()}")
+    return total
+
+
 def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
                 dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO,
                 l1d: str = ort_cpus.AUTO) -> None:
     """ort_cpu and l1d auto take the golden's CPU where a golden is given."""
+    if Path(model).suffix == ".tflite" and is_full_integer(load_graph(model)):
+        if dump is not None or do_locate or ids_text is not None:
+            golden_path = None  # refused below: only the golden comparison runs without an IR
+        full_integer_golden(model, golden_path, echo)
+        return
     window = None
     if golden_path is not None:
         golden = load_golden(golden_path)

@@ -39,8 +39,9 @@ that do not apply to a format are null):
       "schemes": {                          # the quantisation scheme, layer by layer
         "layers": [{"op": int, "op_type": str, "weight_tensor": int,
                     "weights": str,         # float32 | float16 | int8 per-channel (axis a) | int4 ...
-                    "activations": str}],   # float | dynamic int8 | dynamic uint8 | static int8
+                    "activations": str,     # float | dynamic int8 | dynamic uint8 | static int8
                                             # | static int8 (QDQ) | float16 | lookup
+                    "activation_quant": str | null}],  # static int8: in / out scale and zero point
         "summary": [{"weights": str, "activations": str, "count": int}],
         "refused": str | null               # why porter does not reproduce the scheme, or null
       }
@@ -123,7 +124,8 @@ def _schemes(graph: Graph) -> dict:
         refused = str(e)
     return {
         "layers": [{"op": layer.op, "op_type": layer.op_type, "weight_tensor": layer.weight_tensor,
-                    "weights": layer.weights, "activations": layer.activations} for layer in layers],
+                    "weights": layer.weights, "activations": layer.activations,
+                    "activation_quant": layer.activation_quant} for layer in layers],
         "summary": [{"weights": w, "activations": a, "count": n} for (w, a), n in counts.most_common()],
         "refused": refused,
     }
@@ -266,7 +268,9 @@ def _scheme_lines(schemes: dict) -> list[str]:
     lines += [f"  {s['count']:>4} x weights {s['weights']}, activations {s['activations']}"
               for s in schemes["summary"]]
     lines += [f"    op {layer['op']} {layer['op_type']}: weights {layer['weights']} (tensor "
-              f"{layer['weight_tensor']}), activations {layer['activations']}" for layer in schemes["layers"]]
+              f"{layer['weight_tensor']}), activations {layer['activations']}"
+              + (f" ({layer['activation_quant']})" if layer.get("activation_quant") else "")
+              for layer in schemes["layers"]]
     lines.append(f"  refused: {schemes['refused']}" if schemes["refused"] else
                  "  reproduced by porter")
     return lines

@@ -32,6 +32,10 @@ DATA_MOVEMENT = {"GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "RESHAPE", "SQUEEZE"
                  "QUANTIZE", "Gather", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity",
                  "DequantizeLinear", "QuantizeLinear", "Cast", "CAST", "Shape", "SHAPE"}
 INTEGER_ACTIVATIONS = ("int8", "uint8", "int16")
+FULL_INTEGER = "full-integer int8"
+FULL_INTEGER_STATUS = ("porter's numpy reference of LiteRT's integer kernels reproduces such a file op by op "
+                       "(porter run FILE --golden G), but its recovery into porter's IR and the wasm int8 "
+                       "kernels are not there yet")
 REPRODUCED = ("porter reproduces float32, float16 and int8 weights with float activations, and "
               "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic)")
 
@@ -43,6 +47,9 @@ class LayerScheme:
     weight_tensor: int  # the stored constant
     weights: str  # float32 | float16 | int8 per-tensor | int8 per-channel (axis a) | int4 ...
     activations: str  # float | dynamic int8 | dynamic uint8 | static int8 | float16 | lookup
+    # static integer activations: the layer's input and output quantisation, e.g.
+    # "in scale 0.0266 zero point 3, out scale 0.0265 zero point 5"; None otherwise
+    activation_quant: str | None = None
 
 
 def stored_weight(g: Graph, t: int) -> Tensor | None:
@@ -114,9 +121,24 @@ def layer_schemes(g: Graph) -> list[LayerScheme]:
         if not weights:
             continue
         w = max(weights.values(), key=lambda t: t.data.size)
-        layers.append(LayerScheme(op.index, op.type, w.index, _storage_scheme(g, w),
-                                  _activation_scheme(g, op, set(weights))))
+        activations = _activation_scheme(g, op, set(weights))
+        layers.append(LayerScheme(op.index, op.type, w.index, _storage_scheme(g, w), activations,
+                                  _static_quantisation(g, op, set(weights)) if activations.startswith("static") else None))
     return layers
+
+
+def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | None:
+    """A static-int8 layer's activation scale and zero point, in and out (as the file stores them)."""
+    def quant(t: int) -> str | None:
+        q = g.tensor(t).quant
+        if q is None or q.scale.size != 1:
+            return None
+        return f"scale {float(q.scale.ravel()[0]):.3g} zero point {int(q.zero_point.ravel()[0])}"
+
+    x = next((t for i, t in enumerate(op.inputs) if t >= 0 and i not in weight_inputs and g.tensor(t).data is None), None)
+    parts = [f"{side} {q}" for side, t in (("in", x), ("out", op.outputs[0])) if t is not None
+             for q in [quant(t)] if q is not None]
+    return ", ".join(parts) or None
 
 
 def assert_scheme_reproduced(g: Graph) -> None:
@@ -125,7 +147,15 @@ def assert_scheme_reproduced(g: Graph) -> None:
     problem = _int4_weights(g) or _static_activations(g) or _float16_compute(g)
     if problem is not None:
         scheme, evidence = problem
+        if scheme.startswith(FULL_INTEGER):
+            raise PorterError(f"{scheme}: not reproduced in wasm ({evidence}); {FULL_INTEGER_STATUS}")
         raise PorterError(f"{scheme}: not reproduced ({evidence}); {REPRODUCED}")
+
+
+def is_full_integer(g: Graph) -> bool:
+    """A TFLite file whose ops compute with static int8 activations (full-integer quantisation)."""
+    problem = _static_activations(g)
+    return g.format == "tflite" and problem is not None and problem[0].startswith(FULL_INTEGER)
 
 
 # The ops whose int4 weights porter reproduces: LiteRT's hybrid (dynamic-range) 4-bit kernels.
@@ -163,7 +193,7 @@ def _static_activations(g: Graph):
             if x is not None and x.data is None and x.dtype in INTEGER_ACTIVATIONS and x.quant is not None:
                 if g.producer(t) is not None and g.producer(t).type == "DynamicQuantizeLinear":
                     continue
-                return ("full-integer int8 (static int8 activations)",
+                return (f"{FULL_INTEGER} (static int8 activations)",
                         f"op {op.index} {op.type} computes with {_short(x)}, scale "
                         f"{float(x.quant.scale.ravel()[0]):.3g}, zero point {int(x.quant.zero_point.ravel()[0])}")
     return None
