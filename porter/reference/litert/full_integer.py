@@ -71,6 +71,30 @@ def _select(g, op, ins):
     return np.where(ins[0], ins[1], ins[2])
 
 
+def _gather(g, op, ins):
+    if op.options.get("batch_dims", 0):
+        raise PorterError(f"op {op.index} GATHER: batch_dims {op.options['batch_dims']} is not in porter's "
+                          "full-integer reference")
+    return np.take(ins[0], np.asarray(ins[1], np.int64), axis=int(op.options.get("axis", 0)))
+
+
+def _strided_slice(g, op, ins):
+    x, begin, end, strides = ins[0], *(np.asarray(a, np.int64).ravel() for a in ins[1:4])
+    o = op.options
+    if o.get("ellipsis_mask") or o.get("new_axis_mask") or o.get("offset"):
+        raise PorterError(f"op {op.index} STRIDED_SLICE: ellipsis, new-axis and offset slices are not in "
+                          "porter's full-integer reference")
+    index = []
+    for axis in range(x.ndim):
+        start = None if o.get("begin_mask", 0) >> axis & 1 else int(begin[axis])
+        stop = None if o.get("end_mask", 0) >> axis & 1 else int(end[axis])
+        if o.get("shrink_axis_mask", 0) >> axis & 1:
+            index.append(int(begin[axis]))
+        else:
+            index.append(slice(start, stop, int(strides[axis])))
+    return x[tuple(index)]
+
+
 def _gather_nd(g, op, ins):
     params, idx = ins
     idx = np.asarray(idx, np.int64)
@@ -100,6 +124,8 @@ KERNELS = {
     "TRANSPOSE": lambda g, op, ins: np.transpose(ins[0], np.asarray(ins[1], np.int64)),
     "CAST": lambda g, op, ins: ins[0].astype(g.tensor(op.outputs[0]).dtype),
     "GATHER_ND": _gather_nd,
+    "GATHER": _gather,
+    "STRIDED_SLICE": _strided_slice,
     "LOGICAL_AND": lambda g, op, ins: np.logical_and(ins[0], ins[1]),
     "SELECT_V2": _select,
 }
