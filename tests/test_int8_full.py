@@ -25,7 +25,9 @@ from porter.reference.litert import full_integer as FI
 from porter.reference.litert import int8 as K
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDENS = sorted(glob.glob(str(ROOT / "golden" / "zoo" / "*.aeq-si8.tflite.builtin.npz")))
+# ai-edge-quantizer's static_wi8_ai8 and TFLiteConverter's full-integer files
+GOLDENS = sorted(glob.glob(str(ROOT / "golden" / "zoo" / "*.aeq-si8.tflite.builtin.npz"))
+                 + glob.glob(str(ROOT / "golden" / "zoo" / "*.tf-si8.tflite.builtin.npz")))
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")
 S = pytest.importorskip("ai_edge_litert.schema_py_generated")
@@ -36,22 +38,29 @@ def _model_of(golden: str) -> Path:
     return ROOT / "graphs" / "zoo" / Path(golden).name.removesuffix(".builtin.npz")
 
 
-def _feeds(g, z, w: int) -> dict:
-    roles = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "token_type_ids"}
-    return {name: z[roles[name]][w:w + 1] for name in g.inputs}
+def _id(golden: str) -> str:
+    return ".".join(Path(golden).name.split(".")[:2])
+
+
+def _feeds(golden: str, z, w: int) -> dict:
+    """Window w of a golden, by the signature's input names (the manifest's roles)."""
+    roles = json.loads(Path(golden).with_suffix(".json").read_text())["input_roles"]
+    arrays = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "token_type_ids"}
+    return {name: z[arrays[role]][w:w + 1] for name, role in roles.items()}
 
 
 # --- the zoo's members -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("golden", GOLDENS, ids=lambda p: Path(p).name.split(".")[0])
+@pytest.mark.parametrize("golden", GOLDENS, ids=_id)
 def test_reference_reproduces_the_builtin_golden(golden):
     g = load_graph(_model_of(golden))
     z = np.load(golden)
     (name, out), = g.outputs.items()
     q = g.tensor(out).quant
     for w in range(z["ids"].shape[0]):
-        ours = K.dequantize(FI.run(g, _feeds(g, z, w))[name], (float(q.scale[0]), int(q.zero_point[0])))
-        assert np.array_equal(ours.view(np.uint32), z["logits"][w:w + 1].view(np.uint32)), w
+        ours = K.dequantize_output(FI.run(g, _feeds(golden, z, w))[name], (float(q.scale[0]), int(q.zero_point[0])))
+        want = z["logits"][w]
+        assert np.array_equal(ours.reshape(want.shape).view(np.uint32), want.view(np.uint32)), w
 
 
 def _litert(model, preserve=False):
@@ -60,7 +69,7 @@ def _litert(model, preserve=False):
     return it
 
 
-@pytest.mark.parametrize("golden", GOLDENS, ids=lambda p: Path(p).name.split(".")[0])
+@pytest.mark.parametrize("golden", GOLDENS, ids=_id)
 def test_every_op_matches_litert_on_a_random_window(golden):
     """Each op's kernel on LiteRT's own inputs to it gives LiteRT's output, on a window of random
     ids and a random live length (not a golden's)."""
@@ -69,18 +78,23 @@ def test_every_op_matches_litert_on_a_random_window(golden):
     it = _litert(path, preserve=True)
     runner = it.get_signature_runner(next(iter(it.get_signature_list())))
     rng = np.random.default_rng(29)
-    seq = g.tensor(g.inputs["input_ids"]).shape[-1]
+    z = np.load(golden)
+    feeds = _feeds(golden, z, 0)
+    roles = json.loads(Path(golden).with_suffix(".json").read_text())["input_roles"]
+    seq = z["ids"].shape[1]
     live = int(rng.integers(2, seq))
-    runner(input_ids=rng.integers(0, 300, (1, seq)).astype(np.int32),
-           attention_mask=(np.arange(seq) < live).astype(np.int32)[None],
-           **({"token_type_ids": np.zeros((1, seq), np.int32)} if "token_type_ids" in g.inputs else {}))
+    vocab = int(z["ids"].max()) + 1  # ids the golden itself uses are in the table
+    for name, role in roles.items():
+        feeds[name] = {"input_ids": rng.integers(0, vocab, (1, seq)).astype(np.int32),
+                       "attention_mask": (np.arange(seq) < live).astype(np.int32)[None]}.get(role, feeds[name])
+    runner(**feeds)
     for op in g.ops:
         ins = [it.get_tensor(t) if t >= 0 else None for t in op.inputs]
         ref = it.get_tensor(op.outputs[0])
         assert np.array_equal(FI.run_op(g, op, ins), ref), f"op {op.index} {op.type}"
 
 
-@pytest.mark.parametrize("golden", GOLDENS[:1], ids=lambda p: Path(p).name.split(".")[0])
+@pytest.mark.parametrize("golden", GOLDENS, ids=_id)
 def test_porter_run_reproduces_the_golden_and_compile_refuses_in_one_line(golden, tmp_path):
     result = run_porter("run", _model_of(golden), "--golden", golden)
     assert result.returncode == 0, result.stderr
@@ -91,7 +105,7 @@ def test_porter_run_reproduces_the_golden_and_compile_refuses_in_one_line(golden
     assert lines[0].startswith("porter: error: full-integer int8") and "wasm int8 kernels are not there yet" in lines[0]
 
 
-@pytest.mark.parametrize("golden", GOLDENS[:1], ids=lambda p: Path(p).name.split(".")[0])
+@pytest.mark.parametrize("golden", GOLDENS[:1], ids=_id)
 def test_inspect_reports_every_layers_activation_scales(golden):
     """Each static-int8 layer names its input and output scale and zero point, as the file has them."""
     path = _model_of(golden)
@@ -107,31 +121,50 @@ def test_inspect_reports_every_layers_activation_scales(golden):
                                              f"out scale {float(out.scale[0]):.3g} zero point {int(out.zero_point[0])}")
 
 
-def test_masked_keys_are_not_masked_in_the_zoo_file():
+def _padding_changes_live_rows(golden: str) -> bool:
+    """Whether other ids under a window's padding change its live rows' output (LiteRT's, which
+    the reference reproduces)."""
+    path = _model_of(golden)
+    g = load_graph(path)
+    z = np.load(golden)
+    w = int(np.argmin(z["live"]))  # the window with the most padding
+    feeds = _feeds(golden, z, w)
+    roles = json.loads(Path(golden).with_suffix(".json").read_text())["input_roles"]
+    ids = next(name for name, role in roles.items() if role == "input_ids")
+    live = int(z["live"][w])
+    other = {**feeds, ids: feeds[ids].copy()}
+    other[ids][0, live:] = 200
+    (name, _), = g.outputs.items()
+    a, b = FI.run(g, feeds)[name], FI.run(g, other)[name]
+    assert np.array_equal(_litert(path).get_signature_runner()(**other)[name], b)  # LiteRT agrees
+    return not np.array_equal(a[0, :live], b[0, :live])
+
+
+def test_ai_edge_quantizer_loses_the_mask():
     """ai-edge-quantizer calibrates the mask's additive term to one int8 range for both of its
     values: the live keys' 0 and the masked keys' large negative both quantise to -128 at scale
     ~4e-12, so SELECT_V2 chooses between equal values and every key, padded or not, enters the
-    int8 softmax. A padded key's value changes the live rows' output."""
-    path = _model_of(GOLDENS[0])
-    g = load_graph(path)
+    int8 softmax: a padded key's id changes the live rows' output."""
+    golden = str(ROOT / "golden" / "zoo" / "bert-tok.aeq-si8.tflite.builtin.npz")
+    g = load_graph(_model_of(golden))
     selects = [op for op in g.ops if op.type == "SELECT_V2"]
     assert selects
     for op in selects:
         a, b = (g.tensor(t) for t in op.inputs[1:])
-        assert a.data is not None and b.data is not None
-        assert K.dequantize(a.data, (float(a.quant.scale[0]), int(a.quant.zero_point[0]))) == \
-            K.dequantize(b.data, (float(b.quant.scale[0]), int(b.quant.zero_point[0])))
-    z = np.load(GOLDENS[0])
-    w = int(np.argmin(z["live"]))  # the window with the most padding
-    feeds = _feeds(g, z, w)
-    live = int(z["live"][w])
-    other = {**feeds, "input_ids": feeds["input_ids"].copy()}
-    other["input_ids"][0, live:] = 200  # other ids under the padding
-    (name, _), = g.outputs.items()
-    a, b = FI.run(g, feeds)[name], FI.run(g, other)[name]
-    assert not np.array_equal(a[0, :live], b[0, :live])
-    runner = _litert(path).get_signature_runner()
-    assert np.array_equal(runner(**other)[name], b)  # and LiteRT agrees
+        assert K.dequantize_output(a.data, (float(a.quant.scale[0]), int(a.quant.zero_point[0]))) == \
+            K.dequantize_output(b.data, (float(b.quant.scale[0]), int(b.quant.zero_point[0])))
+    assert _padding_changes_live_rows(golden)
+
+
+def test_tflite_converter_loses_the_scores_and_the_mask():
+    """TFLiteConverter's (1 - mask) * -1e9 calibrates the scaled scores' int8 range to ~1e9 per
+    step: every live score quantises to one value and the masked ones saturate to the same -128,
+    so the int8 softmax is uniform over every key of the window, padded or not."""
+    golden = str(ROOT / "golden" / "zoo" / "bert-tok.tf-si8.tflite.builtin.npz")
+    g = load_graph(_model_of(golden))
+    softmax_inputs = [g.tensor(op.inputs[0]).quant for op in g.ops if op.type == "SOFTMAX"]
+    assert softmax_inputs and all(float(q.scale[0]) > 1e8 for q in softmax_inputs)
+    assert _padding_changes_live_rows(golden)
 
 
 # --- single-op models --------------------------------------------------------------------------
@@ -274,6 +307,43 @@ def check_mean(seed: int, axes: tuple[int, ...]):
     assert np.array_equal(K.mean(xv, x.q, axes, out.q, False), run_litert(model, [xv]))
 
 
+def check_sum(seed: int):
+    """SUM as the mean pooling's: over the token axis, counts up to a few hundred."""
+    rng = np.random.default_rng(350 + seed)
+    shape = (2, int(rng.integers(5, 250)), int(rng.integers(5, 40)))
+    x = T(shape, np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    axis = T((1,), np.int32, value=np.asarray([1], np.int32))
+    out = T((shape[0], shape[2]), np.int8, _scale(rng, 0.01, 3.0), int(rng.integers(-128, 128)))
+    model = single_op(S.BuiltinOperator.SUM, [x, axis], out, S.ReducerOptionsT(), S.BuiltinOptions.ReducerOptions)
+    offsets = rng.integers(-100, 100, (shape[0], 1, shape[2]))
+    xv = np.clip(rng.integers(-28, 28, shape) + offsets, -128, 127).astype(np.int8)
+    assert np.array_equal(K.reduce_sum(xv, x.q, (1,), out.q, False), run_litert(model, [xv]))
+
+
+def check_divide(seed: int):
+    """DIV by a broadcast divisor (the pooling's count, the norm), every dividend, divisors of
+    both signs around the zero point (never at it: LiteRT refuses that)."""
+    rng = np.random.default_rng(370 + seed)
+    x = T((64, 256), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    y = T((64, 1), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-100, 100)))
+    out = T((64, 256), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    model = single_op(S.BuiltinOperator.DIV, [x, y], out, S.DivOptionsT(), S.BuiltinOptions.DivOptions)
+    xv = np.tile(np.arange(-128, 128, dtype=np.int8), (64, 1))
+    yv = rng.integers(-128, 128, (64, 1))
+    yv[yv == y.q[1]] = y.q[1] + 1
+    yv = yv.astype(np.int8)
+    assert np.array_equal(K.divide(xv, x.q, yv, y.q, out.q), run_litert(model, [xv, yv]))
+
+
+def check_dequantize(seed: int, size: int):
+    """int8 -> float32, sizes with and without a tail past the vector loop's blocks."""
+    rng = np.random.default_rng(380 + seed)
+    x = T((size,), np.int8, _scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))
+    model = single_op(S.BuiltinOperator.DEQUANTIZE, [x], T((size,), np.float32))
+    xv = _int8(rng, (size,))
+    assert np.array_equal(K.dequantize(xv, x.q).view(np.uint32), run_litert(model, [xv]).view(np.uint32))
+
+
 def check_softmax(seed: int, beta: float):
     """Rows whose maxima sit anywhere in the int8 range, some rows constant (a masked window's
     equal scores), beta other than 1; the output at 1/256 and zero point -128 as converters write it."""
@@ -307,6 +377,7 @@ ONE_INPUT = {
     "GELU": (S.GeluOptionsT, S.BuiltinOptions.GeluOptions, lambda xq, oq: K.lookup_table(xq, oq, K.gelu_exact), None),
     "LOGISTIC": (None, 0, lambda xq, oq: K.lookup_table(xq, oq, K.logistic), (1 / 256, -128)),
     "TANH": (None, 0, lambda xq, oq: K.lookup_table(xq, oq, K.libm("tanhf")), (1 / 128, 0)),
+    "SQRT": (None, 0, lambda xq, oq: K.sqrt_table(xq, oq), None),
 }
 
 
@@ -314,7 +385,7 @@ def check_one_input(op: str, seed: int):
     """All 256 int8 inputs at a seeded input and output quantisation."""
     rng = np.random.default_rng(600 + seed)
     options, options_type, table, fixed = ONE_INPUT[op]
-    low = op == "RSQRT"  # RSQRT is defined on inputs at or above the zero point only
+    low = op in ("RSQRT", "SQRT")  # defined on inputs at or above the zero point only
     x = T((256,), np.int8, _scale(rng, 1e-3, 0.3), -128 if low else int(rng.integers(-128, 128)))
     out = T((256,), np.int8, *(fixed or (_scale(rng, 1e-3, 0.3), int(rng.integers(-128, 128)))))
     model = single_op(getattr(S.BuiltinOperator, op), [x], out, options() if options else None, options_type)
@@ -353,6 +424,9 @@ CHECKS = [
     *[(check_binary, op, s, b) for op in BINARY for s in SEEDS for b in (False, True)],
     *[(check_mean, s, axes) for s in SEEDS for axes in ((2,), (0, 2), (1,))],
     *[(check_softmax, s, beta) for s in SEEDS for beta in (1.0, 0.5)],
+    *[(check_sum, s) for s in SEEDS],
+    *[(check_divide, s) for s in SEEDS],
+    *[(check_dequantize, s, n) for s in range(2) for n in (7, 64, 333)],
     *[(check_quantize, s) for s in SEEDS],
     *[(check_one_input, op, s) for op in ONE_INPUT for s in range(8)],
     *[(check_gelu_tanh, s) for s in range(4)],
@@ -395,6 +469,9 @@ MUTATIONS = {
     "gelu by its tanh form": ("gelu_exact", K.gelu_tanh),
     "quantize's vector loop dividing": ("_quantize_vector", _quantize_by_division),
     "requantize's vector loop as the tail": ("_requantize_vector", K.multiply_double_rounding),
+    "division's reciprocal with one Newton step": ("RECIPROCAL_NEWTON_STEPS", 1),
+    "dequantize's vector loop as the tail": ("DEQUANTIZE_BLOCK", 1 << 30),
+    "sqrt rounded instead of truncated": ("sqrt_table", lambda xq, oq: K.lookup_table(xq, oq, np.sqrt)),
 }
 
 

@@ -516,10 +516,12 @@ def export_ort_gelu_fusions(m: zm.Encoder, module, out: Path, src: Path) -> dict
                 versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
 
 
-def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool, float16: bool = False) -> dict:
+def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool, float16: bool = False,
+              full_integer: bool = False) -> dict:
     import zoo_tf
 
-    return zoo_tf.export(m, module, out, keras_layers, atomic, float16=float16)
+    return zoo_tf.export(m, module, out, keras_layers, atomic, float16=float16,
+                         calibration=calibration_windows(m) if full_integer else None)
 
 
 ENCODER_EXPORTERS = {
@@ -537,6 +539,7 @@ ENCODER_EXPORTERS = {
     "dynamo-dyn-f32.onnx": lambda m, mod, out, src: export_onnx_dynamic(m, mod, out, dynamo=True),
     "dyn-dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
     "tf-f16.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False, float16=True),
+    "tf-si8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False, full_integer=True),
     "qdq8pc.onnx": export_ort_qdq,
     "f16.onnx": export_onnx_f16,
 }
@@ -557,7 +560,7 @@ ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onn
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
          "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx",
          "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
-         "aeq-si8.tflite", "qdq8pc.onnx", "f16.onnx"]
+         "aeq-si8.tflite", "tf-si8.tflite", "qdq8pc.onnx", "f16.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:

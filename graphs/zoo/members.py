@@ -70,6 +70,9 @@ FLAVOURS = {
                       "(int4 constants -> DEQUANTIZE -> float ops)",
     "aeq-si8.tflite": "the litert-f32 file through ai-edge-quantizer recipe.static_wi8_ai8(), "
                       "calibrated on seeded windows (int8 activations, int8 output)",
+    "tf-si8.tflite": "the tf-dq8 network through TFLiteConverter full-integer quantisation: "
+                     "optimizations=[Optimize.DEFAULT], a representative dataset of seeded windows, "
+                     "supported_ops=[TFLITE_BUILTINS_INT8], inference_output_type=int8",
     "qdq8pc.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QDQ, "
                    "per_channel=True), calibrated on seeded windows",
     "f16.onnx": "the dynamo-f32 file through onnxconverter-common convert_float_to_float16(keep_io_types=True)",
@@ -84,10 +87,13 @@ REFUSED_SCHEMES = {
                        "(its hybrid int4 FULLY_CONNECTED and lookup are)"),
     "aeq-si8.tflite": ("full-integer int8", "porter's numpy reference of LiteRT's integer kernels "
                        "(porter/reference/litert/int8.py: int8 x int8 FULLY_CONNECTED and BATCH_MATMUL with "
-                       "their fixed-point requantisation, rescaled ADD / SUB / MUL / MEAN / SQUARED_DIFFERENCE, "
-                       "RSQRT, the int8 SOFTMAX and GELU tables) reproduces the file's builtin golden bit for "
+                       "their fixed-point requantisation, rescaled ADD / SUB / MUL / DIV / MEAN / SUM / "
+                       "SQUARED_DIFFERENCE, RSQRT, the int8 SOFTMAX, GELU and SQRT tables) reproduces the file's builtin golden bit for "
                        "bit op by op (porter run FILE --golden G), but its recovery into porter's IR and the "
                        "wasm int8 kernels are not built yet"),
+    "tf-si8.tflite": ("full-integer int8", "the same as aeq-si8's: porter's numpy reference of LiteRT's "
+                      "integer kernels reproduces the golden bit for bit op by op, its recovery into the IR "
+                      "and the wasm int8 kernels are not built yet"),
     "qdq8pc.onnx": ("onnxruntime QDQ", "which node units onnxruntime's QDQ selectors fuse (QLinearMatMul, "
                     "MatMulIntegerToFloat, DQ -> Gather) and which run in float is not modelled"),
     "f16.onnx": ("float16 ONNX compute", "onnxruntime's CPU float16 kernels and the casts it inserts "
@@ -102,6 +108,10 @@ REFUSED_FORMS = {
 }
 # The weight-only schemes and hybrid int4, on three members each (two heads and the real MiniLM).
 WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite")
+# Full-integer int8 by both tools on another head; the real MiniLM through ai-edge-quantizer only:
+# TFLiteConverter's full-integer mean pooling divides by the live count as an int8 DIV whose
+# divisor quantises to its zero point, which LiteRT refuses to run ("data[i] != zero_point").
+FULL_INTEGER = ("aeq-si8.tflite", "tf-si8.tflite")
 CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
 
 # Token-id conventions of the families: (pad, cls-like first id, sep-like last id, first
@@ -222,7 +232,8 @@ ENCODERS = [
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,
-            C + ("tf-dq8.tflite", "keras-dq8.tflite") + WEIGHT_ONLY, seed=12, xnnpack=("litert-dq8.tflite",)),
+            C + ("tf-dq8.tflite", "keras-dq8.tflite") + WEIGHT_ONLY + FULL_INTEGER, seed=12,
+            xnnpack=("litert-dq8.tflite",)),
     Encoder("bert-bare", "bert", "bare", "random", "sdpa", True, False,
             2, 64, 4, 128, 256, 32, 0,
             C + ("tf-dq8.tflite",), seed=13),
@@ -266,7 +277,8 @@ ENCODERS = [
     # float_sources_only) keeps them.
     Encoder("minilm-mean", "minilm", "st-mean", "minilm", "sdpa", True, False,
             1, 384, 12, MINILM_FFN, 256, 32, 0,
-            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx") + WEIGHT_ONLY, seed=61, xnnpack=("litert-dq8.tflite",),
+            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx") + WEIGHT_ONLY + ("aeq-si8.tflite",), seed=61,
+            xnnpack=("litert-dq8.tflite",),
             float_sources_only=("litert-f32.tflite", "dynamo-f32.onnx", "ts-dyn-f32.onnx")),
     Encoder("st-bert-mean", "bert", "st-mean", "default", "eager", True, False,
             2, 64, 4, 128, 256, 32, 0,

@@ -232,7 +232,9 @@ def float_check(m: zm.Encoder, module, fn) -> float:
     return worst
 
 
-def export(m: zm.Encoder, module, out, keras_layers: bool, atomic, float16: bool = False) -> dict:
+def export(m: zm.Encoder, module, out, keras_layers: bool, atomic, float16: bool = False,
+           calibration: list | None = None) -> dict:
+    """calibration: windows (role -> array) for full-integer quantisation (`tf-si8.tflite`)."""
     from importlib.metadata import version
 
     assert m.family in ("bert", "minilm"), f"{m.name}: the TF routes write BERT only"
@@ -259,6 +261,11 @@ def export(m: zm.Encoder, module, out, keras_layers: bool, atomic, float16: bool
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if float16:  # float16 weights, DEQUANTIZE to float32 before every float op
             converter.target_spec.supported_types = [tf.float16]
+        if calibration is not None:  # full-integer: int8 activations everywhere, an int8 output
+            roles = [r for r in ("input_ids", "attention_mask", "token_type_ids") if r in calibration[0]]
+            converter.representative_dataset = lambda: ([w[r].astype(np.int32) for r in roles] for w in calibration)
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            converter.inference_output_type = tf.int8
         converter._experimental_use_buffer_offset = True
         data = converter.convert()
         atomic(out, lambda path: path.write_bytes(data))
@@ -270,6 +277,8 @@ def export(m: zm.Encoder, module, out, keras_layers: bool, atomic, float16: bool
                   "plain TensorFlow ops (tf.Module) + TFLiteConverter.from_concrete_functions"),
         recipe="optimizations=[Optimize.DEFAULT]"
                + (", target_spec.supported_types=[tf.float16]" if float16 else "")
+               + (f", representative_dataset ({len(calibration)} seeded windows), supported_ops="
+                  "[TFLITE_BUILTINS_INT8], inference_output_type=int8" if calibration is not None else "")
                + ("" if keras_layers else ", _experimental_use_buffer_offset=True"),
         float_vs_torch_max_abs=delta,
         export_seconds=round(seconds, 2),

@@ -23,7 +23,7 @@ from porter.frontends import load_graph
 from porter.frontends.schemes import FULL_INTEGER, is_full_integer
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
 from porter.reference.litert import full_integer
-from porter.reference.litert.int8 import dequantize
+from porter.reference.litert.int8 import dequantize_output
 from porter.reference.ort import cpu as ort_cpus
 
 PAD_ID = 0
@@ -191,7 +191,7 @@ def full_integer_golden(model: Path, golden_path: Path | None, echo) -> Agreemen
         feeds = {name: arrays[roles[name]][w:w + 1] for name in g.inputs}
         out = full_integer.run(g, feeds)[output]
         if q is not None and out.dtype != np.float32:
-            out = dequantize(out, (float(q.scale.ravel()[0]), int(q.zero_point.ravel()[0])))
+            out = dequantize_output(out, (float(q.scale.ravel()[0]), int(q.zero_point.ravel()[0])))
         a = agreement(out.reshape(golden.logits[w].shape), golden.logits[w], golden.output_rows(w))
         echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
         total = total.merge(a)

@@ -56,6 +56,12 @@ def _mean(g, op, ins):
     return K.mean(x, _q(g, op.inputs[0]), axes, _q(g, op.outputs[0]), bool(op.options.get("keep_dims")))
 
 
+def _sum(g, op, ins):
+    x, axes = ins
+    axes = tuple(sorted({int(a) % x.ndim for a in np.ravel(axes)}))
+    return K.reduce_sum(x, _q(g, op.inputs[0]), axes, _q(g, op.outputs[0]), bool(op.options.get("keep_dims")))
+
+
 def _gelu(g, op, ins):
     fn = K.gelu_tanh if op.options.get("approximate") else K.gelu_exact
     return K.apply_table(ins[0], K.lookup_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]), fn))
@@ -69,6 +75,12 @@ def _quantize(g, op, ins):
 
 def _select(g, op, ins):
     return np.where(ins[0], ins[1], ins[2])
+
+
+def _float_only(op, ins, fn):
+    if ins[0].dtype != np.float32:
+        raise PorterError(f"op {op.index} {op.type}: its {ins[0].dtype} kernel is not in porter's full-integer reference")
+    return fn(ins[0])
 
 
 def _gather(g, op, ins):
@@ -95,6 +107,11 @@ def _strided_slice(g, op, ins):
     return x[tuple(index)]
 
 
+def _slice(g, op, ins):
+    x, begin, size = ins[0], *(np.asarray(a, np.int64).ravel() for a in ins[1:3])
+    return x[tuple(slice(int(b), None if n < 0 else int(b + n)) for b, n in zip(begin, size))]
+
+
 def _gather_nd(g, op, ins):
     params, idx = ins
     idx = np.asarray(idx, np.int64)
@@ -109,6 +126,11 @@ KERNELS = {
     "MUL": _binary(K.mul),
     "SQUARED_DIFFERENCE": _binary(K.squared_difference),
     "MEAN": _mean,
+    "SUM": _sum,
+    "DIV": _binary(K.divide),
+    "MAXIMUM": lambda g, op, ins: K.maximum(ins[0], ins[1]),
+    "SQRT": lambda g, op, ins: K.apply_table(ins[0], K.sqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
+    "ABS": lambda g, op, ins: _float_only(op, ins, np.abs),
     "RSQRT": lambda g, op, ins: K.apply_table(ins[0], K.rsqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
     "GELU": _gelu,
     "LOGISTIC": lambda g, op, ins: K.apply_table(ins[0], K.lookup_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]),
@@ -126,6 +148,7 @@ KERNELS = {
     "GATHER_ND": _gather_nd,
     "GATHER": _gather,
     "STRIDED_SLICE": _strided_slice,
+    "SLICE": _slice,
     "LOGICAL_AND": lambda g, op, ins: np.logical_and(ins[0], ins[1]),
     "SELECT_V2": _select,
 }
