@@ -94,7 +94,8 @@ def test_every_op_matches_litert_on_a_random_window(golden):
         assert np.array_equal(FI.run_op(g, op, ins), ref), f"op {op.index} {op.type}"
 
 
-@pytest.mark.parametrize("golden", GOLDENS, ids=_id)
+@pytest.mark.parametrize("golden", [pytest.param(g, marks=pytest.mark.slow) if i else g
+                                    for i, g in enumerate(GOLDENS)], ids=_id)
 def test_porter_run_reproduces_the_golden_and_compile_refuses_in_one_line(golden, tmp_path):
     result = run_porter("run", _model_of(golden), "--golden", golden)
     assert result.returncode == 0, result.stderr

@@ -300,7 +300,11 @@ def rsqrt_table(x_q, out_q) -> np.ndarray:
 
 
 def _srdhm(a: int, b: int) -> int:
-    return int(saturating_rounding_doubling_high_mul(np.int64(a), b))
+    """saturating_rounding_doubling_high_mul on two Python ints (the fixed-point iterations')."""
+    if a == b == INT32_MIN:
+        return INT32_MAX
+    t = a * b + ((1 << 30) if a * b >= 0 else 1 - (1 << 30))
+    return t >> 31 if t >= 0 else -((-t) >> 31)
 
 
 def _saturating_shift_left(x: int, exponent: int) -> int:
@@ -415,15 +419,10 @@ def softmax(x: np.ndarray, x_scale: float, beta: float, out_q) -> np.ndarray:
     os_, oz = out_q
     table = softmax_table(x_scale, beta)
     rows = np.asarray(x, np.int64).reshape(-1, x.shape[-1])
-    out = np.empty(rows.shape, np.int8)
-    for r, row in enumerate(rows):
-        exps = table[255 - row.max() + row]
-        total = np.float32(0.0)
-        for e in exps:
-            total = np.float32(total + e)
-        inv = np.float32(1.0) / np.float32(total * np.float32(os_))
-        out[r] = _saturate(_round_half_away(exps * inv).astype(np.int64) + oz)
-    return out.reshape(x.shape)
+    exps = table[255 - rows.max(axis=-1, keepdims=True) + rows]
+    total = np.cumsum(exps, axis=-1, dtype=np.float32)[:, -1:]  # in order, one float32 add at a time
+    inverse = np.float32(1.0) / (total * np.float32(os_))
+    return _saturate(_round_half_away(exps * inverse).astype(np.int64) + oz).reshape(x.shape)
 
 
 # AffineQuantize's vector loop (NEON intrinsics, which LiteRT's x86 build runs through NEON_2_SSE)
