@@ -106,6 +106,22 @@ def test_porter_run_reproduces_the_golden_and_compile_refuses_in_one_line(golden
     assert lines[0].startswith("porter: error: full-integer int8") and "wasm int8 kernels are not there yet" in lines[0]
 
 
+def test_porter_golden_writes_the_int8_output_beside_the_dequantised_logits(tmp_path):
+    model = ROOT / "graphs" / "zoo" / "bert-tok.aeq-si8.tflite"
+    result = run_porter("golden", model, "-o", tmp_path / "g", "--random", "2")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "g.json").read_text())
+    q = load_graph(model).tensor(load_graph(model).outputs["logits"]).quant
+    assert manifest["output_quantization"]["scale"] == float(q.scale[0])
+    assert manifest["output_quantization"]["zero_point"] == int(q.zero_point[0])
+    z = np.load(tmp_path / "g.npz")
+    assert z["logits_quantized"].dtype == np.int8
+    back = K.dequantize_output(z["logits_quantized"], (float(q.scale[0]), int(q.zero_point[0])))
+    assert np.array_equal(back.view(np.uint32), z["logits"].view(np.uint32))
+    result = run_porter("run", model, "--golden", tmp_path / "g.npz")
+    assert result.returncode == 0 and "reported dequantised (scale" in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize("golden", GOLDENS[:1], ids=_id)
 def test_inspect_reports_every_layers_activation_scales(golden):
     """Each static-int8 layer names its input and output scale and zero point, as the file has them."""

@@ -101,6 +101,9 @@ def make_encoder_golden(model: Path, graph, out: Path, *, texts: Path | None = N
               "text_index": windows.text_index, "logits": logits}
     if signature.token_types:
         arrays["token_type_ids"] = windows.token_type_ids
+    quantization = references.integer_output(reference)
+    if quantization is not None:  # a full-integer graph: its int8 output beside the dequantised logits
+        arrays["logits_quantized"] = references.quantized_logits(logits, quantization)
     out = npz_path(out)
     manifest = {**_common_manifest(model, out, reference.mode, ENCODER_FORMAT), **reference.facts(),
                 **cpu_facts(),
@@ -112,6 +115,10 @@ def make_encoder_golden(model: Path, graph, out: Path, *, texts: Path | None = N
                 "pooled": reference.rows == 1, **source,
                 "windows": int(len(windows.ids)), "live_tokens": int(windows.live.sum()),
                 "arrays": {k: [str(v.dtype), list(v.shape)] for k, v in arrays.items()}}
+    if quantization is not None:
+        manifest["output_quantization"] = {
+            "dtype": quantization[0], "scale": quantization[1], "zero_point": quantization[2],
+            "logits": "dequantised: (q - zero_point) in float32, times the scale; q is logits_quantized"}
     return write_golden(out, arrays, manifest)
 
 

@@ -217,6 +217,28 @@ class LiteRTEncoder:
                 "outputs": described(self.outputs)}
 
 
+def integer_output(reference) -> tuple[str, float, int] | None:
+    """A full-integer graph's output type, scale and zero point (None for a float output)."""
+    if not isinstance(reference, LiteRTEncoder):
+        return None  # only LiteRT's signature runner reports an output's quantisation
+    details = reference.outputs[reference.output]
+    if np.issubdtype(np.dtype(details["dtype"]), np.floating):
+        return None
+    scale, zero_point = details["quantization"]
+    return np.dtype(details["dtype"]).name, float(scale), int(zero_point)
+
+
+def quantized_logits(logits: np.ndarray, quantization: tuple[str, float, int]) -> np.ndarray:
+    """The integer output values behind dequantised logits: (q - zero_point) is an integer of at
+    most 16 bits, so dividing by the scale and rounding recovers it; checked by dequantising back."""
+    dtype, scale, zero_point = quantization
+    q = (np.rint(logits.astype(np.float64) / scale) + zero_point).astype(dtype)
+    back = ((q.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)).astype(np.float32)
+    if not np.array_equal(back.view(np.uint32), np.asarray(logits, np.float32).view(np.uint32)):
+        raise PorterError("internal: dequantised logits do not come back from their integer values")
+    return q
+
+
 def _dequantized(out: np.ndarray, detail: dict) -> np.ndarray:
     """A full-integer graph's int8 / uint8 output as the real values it stands for, as the zoo's
     goldens record it (graphs/zoo/make_goldens.py): (q - zero_point) in float32, times the scale."""

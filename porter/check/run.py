@@ -186,6 +186,9 @@ def full_integer_golden(model: Path, golden_path: Path | None, echo) -> Agreemen
     (output, tensor), = g.outputs.items()
     q = g.tensor(tensor).quant
     echo(f"{FULL_INTEGER}: no IR yet; every op run by porter's reference of LiteRT's integer kernels")
+    if q is not None:
+        echo(f"output {output}: {g.tensor(tensor).dtype}, reported dequantised (scale "
+             f"{float(q.scale.ravel()[0]):.6g}, zero point {int(q.zero_point.ravel()[0])})")
     total = Agreement(0, 0, 0.0, 0.0)
     for w in range(golden.windows):
         feeds = {name: arrays[roles[name]][w:w + 1] for name in g.inputs}
