@@ -87,7 +87,16 @@ def _gather(g, op, ins):
     if op.options.get("batch_dims", 0):
         raise PorterError(f"op {op.index} GATHER: batch_dims {op.options['batch_dims']} is not in porter's "
                           "full-integer reference")
-    return np.take(ins[0], np.asarray(ins[1], np.int64), axis=int(op.options.get("axis", 0)))
+    return _rows(ins[0], ins[1], int(op.options.get("axis", 0)))
+
+
+def _rows(table: np.ndarray, ids, axis: int = 0) -> np.ndarray:
+    """Rows of a table by index, each index checked against it (LiteRT refuses one outside)."""
+    ids = np.asarray(ids, np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[axis]):
+        raise ValueError(f"index {int(ids.max() if ids.max() >= table.shape[axis] else ids.min())} "
+                         f"outside the table's {table.shape[axis]} rows")
+    return np.take(table, ids, axis=axis)
 
 
 def _strided_slice(g, op, ins):
@@ -141,7 +150,7 @@ KERNELS = {
                                             _q(g, op.outputs[0])),
     "QUANTIZE": _quantize,
     "DEQUANTIZE": lambda g, op, ins: K.dequantize(ins[0], _q(g, op.inputs[0])),
-    "EMBEDDING_LOOKUP": lambda g, op, ins: ins[1][np.asarray(ins[0], np.int64)],
+    "EMBEDDING_LOOKUP": lambda g, op, ins: _rows(ins[1], ins[0]),
     "RESHAPE": lambda g, op, ins: ins[0].reshape(g.tensor(op.outputs[0]).shape),
     "TRANSPOSE": lambda g, op, ins: np.transpose(ins[0], np.asarray(ins[1], np.int64)),
     "CAST": lambda g, op, ins: ins[0].astype(g.tensor(op.outputs[0]).dtype),
@@ -158,7 +167,10 @@ def run_op(g: Graph, op: Op, ins: list) -> np.ndarray:
     kernel = KERNELS.get(op.type)
     if kernel is None:
         raise PorterError(f"op {op.index} {op.type}: no integer kernel for it in porter's full-integer reference")
-    out = np.asarray(kernel(g, op, ins))
+    try:
+        out = np.asarray(kernel(g, op, ins))
+    except ValueError as e:  # a value the kernel refuses, as LiteRT does (an int8 DIV by zero)
+        raise PorterError(f"op {op.index} {op.type}: {e}") from None
     return out.reshape(g.tensor(op.outputs[0]).shape).astype(g.tensor(op.outputs[0]).dtype, copy=False)
 
 
