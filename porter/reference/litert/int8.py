@@ -16,10 +16,16 @@ files, read from TFLite's kernels and measured op by op against LiteRT itself
   output multiplier; MUL multiplies the offset inputs and applies one multiplier;
 - MEAN takes the int32 sum less count * zero point through one multiplier with the count
   folded into it (the older float division of TFLite's reference kernel misses ~40%);
+- SUM is still float (round(sum * scale + bias)); DIV multiplies by gemmlowp's fixed-point
+  reciprocal of the divisor;
 - RSQRT runs gemmlowp's fixed-point Newton iteration per input value;
 - SOFTMAX takes a float table of exp(-scale * d) for the 256 distances d from the row's
   maximum, sums it in order in float32 and rounds each probability to the output scale;
-- GELU (and LOGISTIC / TANH) are 256-entry tables filled by the float function at Prepare.
+- GELU (and LOGISTIC / TANH) are 256-entry tables filled by the float function at Prepare,
+  SQRT's the same but truncated;
+- QUANTIZE (float -> int8, int8 -> int8) and DEQUANTIZE run NEON vector loops through
+  NEON_2_SSE on whole blocks and a scalar loop on the rest, with different roundings, so a value's
+  result depends on where in the tensor it sits.
 
 Every function takes and returns numpy integer arrays (int8 activations, int32 accumulators);
 quantisation parameters are the tensors' float32 scales and integer zero points.
