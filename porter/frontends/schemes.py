@@ -136,7 +136,8 @@ def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | Non
         return f"scale {float(q.scale.ravel()[0]):.3g} zero point {int(q.zero_point.ravel()[0])}"
 
     x = next((t for i, t in enumerate(op.inputs) if t >= 0 and i not in weight_inputs and g.tensor(t).data is None), None)
-    parts = [f"{side} {q}" for side, t in (("in", x), ("out", op.outputs[0])) if t is not None
+    out = op.outputs[0] if op.outputs and op.outputs[0] >= 0 else None
+    parts = [f"{side} {q}" for side, t in (("in", x), ("out", out)) if t is not None
              for q in [quant(t)] if q is not None]
     return ", ".join(parts) or None
 
