@@ -202,7 +202,7 @@ class LiteRTEncoder:
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
         feeds = {name: value.astype(self.inputs[name]["dtype"])
                  for name, value in _feeds(self.signature, ids, mask, types).items()}
-        return _dequantized(self.runner(**feeds)[self.output], self.outputs[self.output])[0]
+        return dequantized_output(self.runner(**feeds)[self.output], self.outputs[self.output])[0]
 
     def facts(self) -> dict:
         """The manifest's record of the runtime, its kernels and the signature it ran."""
@@ -217,9 +217,10 @@ class LiteRTEncoder:
                 "outputs": described(self.outputs)}
 
 
-def _dequantized(out: np.ndarray, detail: dict) -> np.ndarray:
-    """A full-integer graph's int8 / uint8 output as the real values it stands for, as the zoo's
-    goldens record it (graphs/zoo/make_goldens.py): (q - zero_point) in float32, times the scale."""
+def dequantized_output(out: np.ndarray, detail: dict) -> np.ndarray:
+    """A full-integer graph's int8 / uint8 output as the real values it stands for, as porter's
+    runner and the zoo's goldens (graphs/zoo/make_goldens.py) both report it: (q - zero_point) in
+    float32, times the scale, as LiteRT's DEQUANTIZE computes it."""
     if np.issubdtype(out.dtype, np.floating):
         return np.asarray(out, np.float32)
     scale, zero_point = detail["quantization"]
