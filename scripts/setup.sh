@@ -51,7 +51,7 @@ else
     apt_install nodejs npm
 fi
 
-# An OCI registry (the distribution project's, Debian's docker-registry) that tests/test_kube.py
+# An OCI registry (the distribution project's, Debian's docker-registry) that tests/test_generate_service.py
 # runs on loopback to push a built app to with `spin registry push`, as `porter deploy --kube` does.
 if command -v docker-registry >/dev/null 2>&1; then
     log "docker-registry present"

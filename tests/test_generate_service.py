@@ -4,26 +4,34 @@ of examples/tinystories (float32 and Q8_0) once per module, the real `wasmtime s
 fixture, when a spin program is there), and a real HTTP client drives it. Greedy output is checked token for token against the
 decoder crate's own eval module (`porter build` of the rendered decoder/ crate, over
 porter.runtime.decoder_proto) and, for float32, against the onnxruntime golden; text and ids against the
-`tokenizers` library."""
+`tokenizers` library. OpenAI's POST /v1/completions is driven by the `openai` package (whole and
+streamed) and must give the same tokens as /generate; `porter deploy --kube` writes the SpinKube
+manifest and pushes the built app with the real `spin registry push` to a registry on loopback."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import shlex
+import shutil
+import subprocess
+import sys
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from tokenizers import Tokenizer
 
 from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter
 from porter.runtime import decoder_proto
 from porter.serve.deploy import porter_program, served
 from porter.serve.generate import generate_build
-from porter.serve.host import http_request, parse_server_timing
+from porter.serve.host import free_port, http_request, parse_server_timing, stop_server
+from porter.toolchain.discover import find_spin
 
 EXAMPLE = REPO / "examples" / "tinystories"
 MODEL = EXAMPLE / "model" / "tinystories.onnx"
@@ -505,3 +513,90 @@ def test_completions_wrong_method_is_an_openai_error(service):
     status, headers, raw = service.request("GET", "/v1/completions")
     assert (status, headers["allow"]) == (405, "POST")
     assert json.loads(raw)["error"]["type"] == "invalid_request_error"
+
+
+# --- porter deploy --kube: the SpinKube manifest and `spin registry push` -----------------------
+
+
+def deploy_kube(out_dir, *args):
+    return subprocess.run([sys.executable, str(REPO / "cli.py"), "deploy", str(out_dir), "--kube", *args],
+                          capture_output=True, text=True, cwd=REPO)
+
+
+def test_deploy_kube_dry_run_prints_the_manifest_and_the_push(builds):
+    out = builds["q8_0"][0]
+    image = "localhost:5000/tinystories:0.1.0"
+    result = deploy_kube(out, "--image", image, "--autoscaler", "hpa", "--replicas", "1", "--max-replicas", "6",
+                         "--cpu-limit", "1", "--memory-limit", "256Mi", "--dry-run", "--", "--insecure")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index(f"wrote {out / 'spinapp.yaml'}:")
+    printed = "\n".join(lines[start + 1:-1]) + "\n"
+    assert printed == (out / "spinapp.yaml").read_text()
+    app, hpa = yaml.safe_load_all(printed)
+    assert app["spec"] == {"image": image, "executor": "containerd-shim-spin", "enableAutoscaling": True,
+                           "resources": {"limits": {"cpu": "1", "memory": "256Mi"}}}
+    assert (hpa["kind"], hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == ("HorizontalPodAutoscaler", 1, 6)
+    assert shlex.split(lines[-1].removeprefix("would run: ")) == [
+        "spin", "registry", "push", "--from", str(out / "spin.toml"), "--insecure", image]
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """An OCI registry (Debian's docker-registry, the distribution project's) on a loopback port;
+    yields its host:port."""
+    program = shutil.which("docker-registry")
+    if program is None:
+        pytest.skip("no docker-registry program (scripts/setup.sh installs Debian's)")
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    log_path = tmp_path / "registry.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen([program, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not registry_answers(port):
+                assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+            yield f"localhost:{port}"
+        finally:
+            stop_server(server)
+
+
+def registry_answers(port: int) -> bool:
+    try:
+        return http_request(port, "GET", "/v2/")[0] == 200
+    except OSError:
+        return False
+
+
+def test_deploy_kube_pushes_the_component_to_a_registry(builds, registry):
+    """The real `spin registry push` (over plain HTTP: --insecure, passed through after `--`) of
+    the built app: the registry then holds the component itself as the artifact's wasm layer."""
+    finding = find_spin()
+    if not finding.ok:
+        pytest.skip(f"no spin: {finding.install}")
+    out, facts, _ = builds["q8_0"]
+    image = f"{registry}/tinystories:0.1.0"
+    result = deploy_kube(out, "--image", image, "--", "--insecure")
+    assert result.returncode == 0, result.stderr
+    assert f"pushed {image}" in result.stdout
+    port = int(registry.rsplit(":", 1)[1])
+    status, _, raw = http_request(port, "GET", "/v2/tinystories/manifests/0.1.0",
+                                  headers={"accept": "application/vnd.oci.image.manifest.v1+json"})
+    assert status == 200, raw
+    wasm = [layer for layer in json.loads(raw)["layers"] if layer["mediaType"].endswith("+wasm")]
+    assert [(layer["digest"], layer["size"]) for layer in wasm] == [
+        ("sha256:" + facts["component_sha256"], facts["component_bytes"])]
+    assert yaml.safe_load((out / "spinapp.yaml").read_text())["spec"]["image"] == image
+
+
+def test_deploy_kube_names_a_failed_push(builds):
+    """Nothing listens on the reference's port: one line naming the reference, exit 2."""
+    if not find_spin().ok:
+        pytest.skip("no spin")
+    image = f"localhost:{free_port()}/tinystories:0.1.0"
+    assert_one_line_error(deploy_kube(builds["q8_0"][0], "--image", image, "--", "--insecure"),
+                          f"spin registry push {image} failed")

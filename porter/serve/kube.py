@@ -31,6 +31,10 @@ _DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 REFERENCE = re.compile(rf"^(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
                        r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$")
+# A string YAML reads back as that string when written plain: a letter first, no YAML syntax,
+# and not one of YAML 1.1's words for booleans and null (checked apart).
+PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9./_-]*$")
+YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 # A Kubernetes resource quantity: 500m, 1, 0.5, 128Mi, 1G.
 QUANTITY = re.compile(r"^[0-9]+(?:\.[0-9]+)?(?:m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
@@ -119,8 +123,9 @@ def _autoscaler(name: str, scaling: Scaling) -> dict:
 
 
 def to_yaml(documents: list[dict]) -> str:
-    """Block-style YAML, documents separated by `---`; strings are JSON-quoted, which YAML reads
-    as double-quoted scalars, so no value can turn into another type."""
+    """Block-style YAML, documents separated by `---`. A string is written plain only where YAML
+    reads it back as that string; otherwise JSON-quoted, which YAML reads as a double-quoted
+    scalar, so no value can turn into another type."""
     return "---\n".join("\n".join(_yaml_lines(document, 0)) + "\n" for document in documents)
 
 
@@ -147,6 +152,8 @@ def _scalar(value) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if PLAIN.match(value) and value.lower() not in YAML_WORDS:
+        return value
     return json.dumps(value)
 
 
