@@ -441,7 +441,8 @@ def test_completions_stream_is_server_sent_events(service):
     connection = http.client.HTTPConnection("127.0.0.1", service.port, timeout=REQUEST_TIMEOUT_S)
     try:
         connection.request("POST", "/v1/completions", body=json.dumps(
-            {"prompt": "Never trust", "max_tokens": 8, "temperature": 0, "stream": True, "ignore_eos": True}))
+            {"prompt": "Never trust", "max_tokens": 8, "temperature": 0, "stream": True, "ignore_eos": True,
+             "return_token_ids": True}))
         response = connection.getresponse()
         assert response.status == 200
         assert response.getheader("content-type") == "text/event-stream"
@@ -453,6 +454,9 @@ def test_completions_stream_is_server_sent_events(service):
     assert all(event.startswith("data: {") for event in events[:-2])
     assert {chunk["object"] for chunk in chunks} == {"text_completion"}
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    generated = service.generate(prompt="Never trust", maxTokens=8, stopAtEndOfText=False)
+    assert chunks[-1]["choices"][0]["token_ids"] == generated["tokens"]
+    assert "".join(chunk["choices"][0]["text"] for chunk in chunks) == generated["text"]
 
 
 LONG_PROMPT = "Tom ran. " * 40
