@@ -427,18 +427,44 @@ def serve(out_dir, port, timeout_s):
 @click.option("--listen", metavar="HOST:PORT", help="Where `spin up` listens (Spin's default: 127.0.0.1:3000).")
 @click.option("--manifest", type=click.Path(path_type=Path),
               help="Where to write the Spin manifest (default: OUT_DIR/spin.toml).")
-@click.option("--dry-run", is_flag=True, help="Write the manifest and print the spin command instead of running it.")
-def deploy(out_dir, spin_args, modes, plugin, listen, manifest, dry_run):
+@click.option("--kube", "modes", flag_value="kube", multiple=True,
+              help="SpinKube: write OUT_DIR/spinapp.yaml (a SpinApp) and push the app to --image with "
+                   "`spin registry push`; porter runs no cluster (apply it with kubectl).")
+@click.option("--image", metavar="REF", help="--kube: the OCI reference to push to and pull from, "
+                                             "e.g. ghcr.io/you/generate:0.1.0.")
+@click.option("--replicas", type=int, default=2, show_default=True,
+              help="--kube: the pods to run (with --autoscaler: the fewest).")
+@click.option("--max-replicas", type=int, default=3, show_default=True, help="--kube --autoscaler: the most pods.")
+@click.option("--autoscaler", type=click.Choice(["hpa", "keda"]),
+              help="--kube: scale on CPU and memory utilisation with a HorizontalPodAutoscaler or a KEDA "
+                   "ScaledObject (needs --cpu-limit and --memory-limit).")
+@click.option("--cpu-limit", metavar="QUANTITY", help="--kube: each pod's CPU limit, e.g. 500m.")
+@click.option("--memory-limit", metavar="QUANTITY", help="--kube: each pod's memory limit, e.g. 256Mi.")
+@click.option("--cpu-request", metavar="QUANTITY", help="--kube: each pod's CPU request.")
+@click.option("--memory-request", metavar="QUANTITY", help="--kube: each pod's memory request.")
+@click.option("--dry-run", is_flag=True, help="Write the manifests and print the spin command instead of running it.")
+def deploy(out_dir, spin_args, modes, plugin, listen, manifest, image, replicas, max_replicas, autoscaler, cpu_limit,
+           memory_limit, cpu_request, memory_request, dry_run):
     """Write spin.toml for OUT_DIR and hand it to spin: `spin up` (--up, the default), `spin build`
-    (--build) or `spin PLUGIN deploy` (--cloud). Arguments after `--` go to spin unchanged, e.g.
+    (--build), `spin PLUGIN deploy` (--cloud) or `spin registry push` with a SpinKube manifest
+    (--kube). Arguments after `--` go to spin unchanged, e.g.
     `porter deploy OUT --listen 0.0.0.0:8080 -- --runtime-config-file rc.toml`."""
-    from porter.serve.deploy import deploy as run_deploy
+    from porter.serve.deploy import deploy as run_deploy, deploy_kube
+    from porter.serve.kube import Scaling
 
     chosen = set(modes) | ({"cloud"} if plugin else set())
     if len(chosen) > 1:
-        raise PorterError(f"choose one of --up, --build and --cloud (got {', '.join(sorted('--' + m for m in chosen))})")
-    run_deploy(out_dir, chosen.pop() if chosen else "up", manifest, listen, plugin or "aka", spin_args,
-               dry_run, click.echo)
+        raise PorterError(f"choose one of --up, --build, --cloud and --kube (got {', '.join(sorted('--' + m for m in chosen))})")
+    mode = chosen.pop() if chosen else "up"
+    scaling = Scaling(replicas, max_replicas, autoscaler, cpu_limit, memory_limit, cpu_request, memory_request)
+    if mode != "kube" and (image is not None or scaling != Scaling()):
+        raise PorterError(f"--image, --replicas, --autoscaler and the limits are for --kube; they do not apply to --{mode}")
+    if mode == "kube":
+        if listen is not None:
+            raise PorterError("--listen is an address for `spin up`; it does not apply to --kube")
+        deploy_kube(out_dir, image, scaling, manifest, spin_args, dry_run, click.echo)
+        return
+    run_deploy(out_dir, mode, manifest, listen, plugin or "aka", spin_args, dry_run, click.echo)
 
 
 @main.command()

@@ -51,6 +51,15 @@ else
     apt_install nodejs npm
 fi
 
+# An OCI registry (the distribution project's, Debian's docker-registry) that tests/test_generate_service.py
+# runs on loopback to push a built app to with `spin registry push`, as `porter deploy --kube` does.
+if command -v docker-registry >/dev/null 2>&1; then
+    log "docker-registry present"
+else
+    log "installing Debian packages: docker-registry"
+    apt_install docker-registry
+fi
+
 # Python: one virtual environment in the checkout, porter installed editable with its test extras.
 py=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

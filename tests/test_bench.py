@@ -9,9 +9,12 @@ import pytest
 
 from fixtures import assert_one_line_error, require, run_porter, spec
 from porter.bench.bench import PORTER, make_cases
+from porter.bench.machine import cache_sizes, host_cpu, machine_line, microarchitecture
 from porter.bench.roofline import stage_work
 from porter.codegen.encoder import build_forward_crate
 from porter.codegen.compile import compile_model
+from porter.codegen.tuning import Tuning
+from porter.reference.litert.floats import host_l1d_bytes
 
 TINY = spec.TINY.path("litert-dq8.tflite")
 TINY_ONNX = spec.TINY.path("dq8pc.onnx")
@@ -25,6 +28,22 @@ def compiled(toolchain, tmp_path_factory):
     compile_model(require(TINY), out)
     build_forward_crate(out, toolchain)
     return out
+
+
+def test_the_machine_is_named_by_its_family_and_caches(tmp_path):
+    """A cloud CPU's bare "AMD EPYC" is told apart by family and model: Zen 3 (Milan, model 1),
+    Zen 4 (Genoa, model 0x11), an Intel Sapphire Rapids; caches as sysfs writes them."""
+    assert [microarchitecture("AuthenticAMD", 25, m) for m in (0x01, 0x11, 0x61, 0x30)] == \
+        ["Zen 3", "Zen 4", "Zen 4", "unknown"]
+    assert microarchitecture("GenuineIntel", 6, 0x8F) == "Sapphire Rapids"
+    for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"),
+                                             ("2", "Unified", "2048K"), ("3", "Unified", "105M")]):
+        index = tmp_path / f"index{i}"
+        index.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (index / name).write_text(value + "\n")
+    assert cache_sizes(str(tmp_path)) == {"l1d_bytes": 48 * 1024, "l2_bytes": 2 * 1024 * 1024}
+    assert cache_sizes(str(tmp_path / "none")) == {"l1d_bytes": None, "l2_bytes": None}
 
 
 def test_cases_come_from_the_window():
@@ -58,6 +77,12 @@ def test_bench_runs_every_peer_and_reports_ratios(compiled, tmp_path):
     assert 0 < startup["instantiate"]["min"] <= startup["instantiate"]["median"]
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "x porter" in result.stdout and "porter start-up: instantiate" in result.stdout
+    # What it ran on, and with which kernels, beside the figures.
+    cpu = report["machine"]["cpu"]
+    assert cpu == host_cpu() and cpu["l1d_bytes"] == host_l1d_bytes()
+    assert report["kernel_variant"] == {"gemm_tile": [Tuning().tile_rows, Tuning().tile_outs],
+                                        "attention_query_rows": Tuning().query_rows, "chosen_by": "default"}
+    assert machine_line(cpu, report["kernel_variant"]) in result.stdout.splitlines()
     assert_roofline(report, json.loads((compiled / "ir.json").read_text()))
     assert "roofline: floors in wasm under wasmtime" in result.stdout
 

@@ -4,26 +4,34 @@ of examples/tinystories (float32 and Q8_0) once per module, the real `wasmtime s
 fixture, when a spin program is there), and a real HTTP client drives it. Greedy output is checked token for token against the
 decoder crate's own eval module (`porter build` of the rendered decoder/ crate, over
 porter.runtime.decoder_proto) and, for float32, against the onnxruntime golden; text and ids against the
-`tokenizers` library."""
+`tokenizers` library. OpenAI's POST /v1/completions is driven by the `openai` package (whole and
+streamed) and must give the same tokens as /generate; `porter deploy --kube` writes the SpinKube
+manifest and pushes the built app with the real `spin registry push` to a registry on loopback."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import shlex
+import shutil
+import subprocess
+import sys
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from tokenizers import Tokenizer
 
 from fixtures import REPO, assert_one_line_error, deployed_manifest, run_porter
 from porter.runtime import decoder_proto
 from porter.serve.deploy import porter_program, served
 from porter.serve.generate import generate_build
-from porter.serve.host import http_request, parse_server_timing
+from porter.serve.host import free_port, http_request, parse_server_timing, stop_server
+from porter.toolchain.discover import find_spin
 
 EXAMPLE = REPO / "examples" / "tinystories"
 MODEL = EXAMPLE / "model" / "tinystories.onnx"
@@ -315,3 +323,284 @@ def test_a_wordpiece_tokenizer_is_refused(tmp_path):
     wordpiece.write_text(json.dumps(spec))
     result = run_porter("generate-build", MODEL, "--tokenizer", wordpiece, "-o", tmp_path / "out")
     assert_one_line_error(result, "WordPiece", "byte-level BPE")
+
+
+# --- OpenAI's POST /v1/completions, through the `openai` package ------------------------------
+
+
+@pytest.fixture(scope="module")
+def clients(services):
+    """quant -> an `openai.OpenAI` client of that service."""
+    import openai
+
+    return {quant: openai.OpenAI(base_url=f"http://127.0.0.1:{service.port}/v1", api_key="unused", max_retries=0,
+                                 timeout=REQUEST_TIMEOUT_S)
+            for quant, (service, _) in services.items()}
+
+
+def complete(client, prompt, **options):
+    """One completion with its generated ids (the vLLM-style return_token_ids extension)."""
+    extra = {key: options.pop(key) for key in ("top_k", "ignore_eos") if key in options}
+    completion = client.completions.create(model="tinystories", prompt=prompt,
+                                           extra_body={"return_token_ids": True, **extra}, **options)
+    assert (completion.object, completion.model, len(completion.choices)) == ("text_completion", "tinystories", 1)
+    assert completion.id.startswith("cmpl-")
+    choice = completion.choices[0]
+    tokens = choice.model_extra["token_ids"]
+    assert completion.usage.completion_tokens == len(tokens)
+    assert completion.usage.total_tokens == completion.usage.prompt_tokens + len(tokens)
+    return choice, tokens
+
+
+@pytest.mark.parametrize("quant", ["float32", "q8_0"])
+def test_completions_greedy_equals_generate_and_the_golden(clients, services, crate_greedy, tokenizer, quant):
+    """temperature 0 through the openai client: the decoder crate's ids (and the onnxruntime
+    golden's, for float32) token for token, and /generate's for the same settings."""
+    for i, prompt in enumerate(PROMPTS):
+        choice, tokens = complete(clients[quant], prompt, max_tokens=STEPS, temperature=0, ignore_eos=True)
+        assert tokens == crate_greedy[quant][i], prompt
+        if quant == "float32":
+            assert tokens == GOLDEN[f"p{i}_generated_ids"].tolist(), prompt
+        assert choice.text == tokenizer.decode(tokens)
+        assert choice.finish_reason == "length"
+        generated = services[quant][0].generate(prompt=prompt, maxTokens=STEPS, stopAtEndOfText=False)
+        assert (generated["tokens"], generated["text"]) == (tokens, choice.text)
+
+
+def test_completions_stop_at_end_of_text(clients, service):
+    for prompt in PROMPTS:
+        choice, tokens = complete(clients["float32"], [prompt], max_tokens=STEPS, temperature=0)
+        generated = service.generate(prompt=prompt, maxTokens=STEPS)
+        assert tokens == generated["tokens"]
+        assert choice.finish_reason == {"endoftext": "stop", "length": "length"}[generated["stop"]]
+
+
+@pytest.mark.parametrize("options", [{"temperature": 1.2, "seed": 3}, {"temperature": 0.8, "seed": 11, "top_k": 40}])
+def test_completions_sampling_equals_generate(clients, service, tokenizer, options):
+    """The same seed and sampling give /generate's tokens, and the same tokens every time."""
+    prompt = "Once upon a time"
+    choice, tokens = complete(clients["float32"], prompt, max_tokens=24, ignore_eos=True, **options)
+    generated = service.generate(prompt=prompt, maxTokens=24, stopAtEndOfText=False, temperature=options["temperature"],
+                                 seed=options["seed"], topK=options.get("top_k", 0))
+    assert tokens == generated["tokens"]
+    assert choice.text == generated["text"] == tokenizer.decode(tokens)
+    assert complete(clients["float32"], prompt, max_tokens=24, ignore_eos=True, **options) == (choice, tokens)
+
+
+def test_top_p_keeps_the_nucleus(clients):
+    prompt, settings = "Love is", {"max_tokens": 20, "ignore_eos": True, "temperature": 1.0}
+    greedy = complete(clients["float32"], prompt, max_tokens=20, ignore_eos=True, temperature=0)[1]
+    # A nucleus of one token is greedy, whatever the seed.
+    assert all(complete(clients["float32"], prompt, top_p=1e-9, seed=seed, **settings)[1] == greedy for seed in (1, 2))
+    nucleus = [complete(clients["float32"], prompt, top_p=0.5, seed=seed, **settings)[1] for seed in (1, 2, 3, 4)]
+    assert complete(clients["float32"], prompt, top_p=0.5, seed=1, **settings)[1] == nucleus[0]
+    assert any(tokens != nucleus[0] for tokens in nucleus[1:])
+
+
+def stop_texts(text: str) -> list[str]:
+    """Stop texts taken out of a generated text: one that spans several tokens in the middle, one
+    that comes only after it (so the first to be generated is also the first in the text), and
+    one that never comes."""
+    middle = len(text) // 3
+    first, later = text[middle:middle + 7], text[2 * middle:2 * middle + 3]
+    return [first, "never in it \x01"] + ([later] if text.find(later) >= middle + len(first) else [])
+
+
+def test_stop_cuts_the_text_before_the_first_stop(clients):
+    client = clients["float32"]
+    for prompt in PROMPTS:
+        whole = complete(client, prompt, max_tokens=STEPS, temperature=0, ignore_eos=True)[0].text
+        stops = stop_texts(whole)
+        expected = whole[:min(i for i in (whole.find(s) for s in stops) if i >= 0)]
+        choice, _ = complete(client, prompt, max_tokens=STEPS, temperature=0, ignore_eos=True, stop=stops)
+        assert (choice.text, choice.finish_reason) == (expected, "stop"), prompt
+        streamed = client.completions.create(model="tinystories", prompt=prompt, max_tokens=STEPS, temperature=0,
+                                             stop=stops, stream=True, extra_body={"ignore_eos": True})
+        chunks = list(streamed)
+        assert "".join(c.choices[0].text for c in chunks) == expected
+        assert [c.choices[0].finish_reason for c in chunks][-1] == "stop"
+
+
+@pytest.mark.parametrize("stop", [None, "\n"])
+def test_completions_stream_equals_the_whole_text(clients, stop):
+    client = clients["float32"]
+    settings = {"model": "tinystories", "prompt": "The secret of life is", "max_tokens": STEPS, "temperature": 0.9,
+                "seed": 5, "stop": stop}
+    whole = client.completions.create(**settings)
+    chunks = list(client.completions.create(**settings, stream=True, stream_options={"include_usage": True}))
+    *texts, usage = chunks
+    assert len(texts) > 2
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("cmpl-")
+    assert "".join(c.choices[0].text for c in texts) == whole.choices[0].text
+    assert [c.choices[0].finish_reason for c in texts] == [None] * (len(texts) - 1) + [whole.choices[0].finish_reason]
+    assert usage.choices == [] and usage.usage == whole.usage
+
+
+def test_completions_stream_is_server_sent_events(service):
+    """The wire format a non-openai client reads: `data: {json}` events, then `data: [DONE]`."""
+    connection = http.client.HTTPConnection("127.0.0.1", service.port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        connection.request("POST", "/v1/completions", body=json.dumps(
+            {"prompt": "Never trust", "max_tokens": 8, "temperature": 0, "stream": True, "ignore_eos": True,
+             "return_token_ids": True}))
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.getheader("content-type") == "text/event-stream"
+        events = response.read().decode().split("\n\n")
+    finally:
+        connection.close()
+    assert events[-2:] == ["data: [DONE]", ""]
+    chunks = [json.loads(event.removeprefix("data: ")) for event in events[:-2]]
+    assert all(event.startswith("data: {") for event in events[:-2])
+    assert {chunk["object"] for chunk in chunks} == {"text_completion"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    generated = service.generate(prompt="Never trust", maxTokens=8, stopAtEndOfText=False)
+    assert chunks[-1]["choices"][0]["token_ids"] == generated["tokens"]
+    assert "".join(chunk["choices"][0]["text"] for chunk in chunks) == generated["text"]
+
+
+LONG_PROMPT = "Tom ran. " * 40
+BAD_COMPLETIONS = [
+    ("{not json", 400, None),
+    ("[1, 2]", 400, None),
+    (json.dumps({"model": "m"}), 400, "prompt"),
+    (json.dumps({"prompt": 5}), 400, "prompt"),
+    (json.dumps({"prompt": ["a", "b"]}), 400, "prompt"),
+    (json.dumps({"prompt": ""}), 400, "prompt"),
+    (json.dumps({"prompt": "a", "max_tokens": 0}), 400, "max_tokens"),
+    (json.dumps({"prompt": "a", "max_tokens": N_CTX}), 400, "max_tokens"),
+    (json.dumps({"prompt": "a", "max_tokens": "5"}), 400, "max_tokens"),
+    (json.dumps({"prompt": "a", "max_tokens": 1.5}), 400, "max_tokens"),
+    (json.dumps({"prompt": "a", "temperature": 2.5}), 400, "temperature"),
+    (json.dumps({"prompt": "a", "temperature": "hot"}), 400, "temperature"),
+    (json.dumps({"prompt": "a", "top_p": 0}), 400, "top_p"),
+    (json.dumps({"prompt": "a", "top_k": 2049}), 400, "top_k"),
+    (json.dumps({"prompt": "a", "seed": -1}), 400, "seed"),
+    (json.dumps({"prompt": "a", "stop": 7}), 400, "stop"),
+    (json.dumps({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]}), 400, "stop"),
+    (json.dumps({"prompt": "a", "stop": [""]}), 400, "stop"),
+    (json.dumps({"prompt": "a", "stream": "yes"}), 400, "stream"),
+    (json.dumps({"prompt": "a", "stream_options": {"include_usage": 1}}), 400, "include_usage"),
+    (json.dumps({"prompt": "a", "n": 2}), 400, "n"),
+    (json.dumps({"prompt": "a", "model": 3}), 400, "model"),
+    (json.dumps({"prompt": "a", "logit_bias": {"5": 1}}), 400, "logit_bias"),
+    (json.dumps({"prompt": "a", "maxTokens": 5}), 400, "maxTokens"),
+    (json.dumps({"prompt": LONG_PROMPT, "max_tokens": 100}), 400, "prompt"),
+    (json.dumps({"prompt": LONG}), 413, "prompt"),
+    (json.dumps({"prompt": "a", "user": "x" * MAX_BODY_BYTES}), 413, None),
+]
+
+
+@pytest.mark.parametrize("body, status, param", BAD_COMPLETIONS)
+def test_bad_completions_get_openai_errors(service, body, status, param):
+    got, headers, raw = service.request("POST", "/v1/completions", body, {"content-type": "application/json"})
+    reply = json.loads(raw)
+    assert got == status, reply
+    assert set(reply) == {"error"} and set(reply["error"]) == {"message", "type", "param", "code"}
+    assert reply["error"]["type"] == "invalid_request_error" and reply["error"]["message"]
+    assert reply["error"]["param"] == param
+    assert "total" in parse_server_timing(headers["server-timing"])
+
+
+def test_the_openai_client_raises_the_errors(clients):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as raised:
+        clients["float32"].completions.create(model="tinystories", prompt=LONG_PROMPT, max_tokens=100)
+    assert raised.value.code == "context_length_exceeded" and raised.value.param == "prompt"
+    with pytest.raises(openai.BadRequestError) as raised:
+        clients["float32"].completions.create(model="tinystories", prompt="a", max_tokens=N_CTX, stream=True)
+    assert raised.value.param == "max_tokens"
+
+
+def test_completions_wrong_method_is_an_openai_error(service):
+    status, headers, raw = service.request("GET", "/v1/completions")
+    assert (status, headers["allow"]) == (405, "POST")
+    assert json.loads(raw)["error"]["type"] == "invalid_request_error"
+
+
+# --- porter deploy --kube: the SpinKube manifest and `spin registry push` -----------------------
+
+
+def deploy_kube(out_dir, *args):
+    return subprocess.run([sys.executable, str(REPO / "cli.py"), "deploy", str(out_dir), "--kube", *args],
+                          capture_output=True, text=True, cwd=REPO)
+
+
+def test_deploy_kube_dry_run_prints_the_manifest_and_the_push(builds):
+    out = builds["q8_0"][0]
+    image = "localhost:5000/tinystories:0.1.0"
+    result = deploy_kube(out, "--image", image, "--autoscaler", "hpa", "--replicas", "1", "--max-replicas", "6",
+                         "--cpu-limit", "1", "--memory-limit", "256Mi", "--dry-run", "--", "--insecure")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index(f"wrote {out / 'spinapp.yaml'}:")
+    printed = "\n".join(lines[start + 1:-1]) + "\n"
+    assert printed == (out / "spinapp.yaml").read_text()
+    app, hpa = yaml.safe_load_all(printed)
+    assert app["spec"] == {"image": image, "executor": "containerd-shim-spin", "enableAutoscaling": True,
+                           "resources": {"limits": {"cpu": "1", "memory": "256Mi"}}}
+    assert (hpa["kind"], hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == ("HorizontalPodAutoscaler", 1, 6)
+    assert shlex.split(lines[-1].removeprefix("would run: ")) == [
+        "spin", "registry", "push", "--from", str(out / "spin.toml"), "--insecure", image]
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """An OCI registry (Debian's docker-registry, the distribution project's) on a loopback port;
+    yields its host:port."""
+    program = shutil.which("docker-registry")
+    if program is None:
+        pytest.skip("no docker-registry program (scripts/setup.sh installs Debian's)")
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    log_path = tmp_path / "registry.log"
+    with open(log_path, "wb") as log:
+        server = subprocess.Popen([program, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not registry_answers(port):
+                assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+            yield f"localhost:{port}"
+        finally:
+            stop_server(server)
+
+
+def registry_answers(port: int) -> bool:
+    try:
+        return http_request(port, "GET", "/v2/")[0] == 200
+    except OSError:
+        return False
+
+
+def test_deploy_kube_pushes_the_component_to_a_registry(builds, registry):
+    """The real `spin registry push` (over plain HTTP: --insecure, passed through after `--`) of
+    the built app: the registry then holds the component itself as the artifact's wasm layer."""
+    finding = find_spin()
+    if not finding.ok:
+        pytest.skip(f"no spin: {finding.install}")
+    out, facts, _ = builds["q8_0"]
+    image = f"{registry}/tinystories:0.1.0"
+    result = deploy_kube(out, "--image", image, "--", "--insecure")
+    assert result.returncode == 0, result.stderr
+    assert f"pushed {image}" in result.stdout
+    port = int(registry.rsplit(":", 1)[1])
+    status, _, raw = http_request(port, "GET", "/v2/tinystories/manifests/0.1.0",
+                                  headers={"accept": "application/vnd.oci.image.manifest.v1+json"})
+    assert status == 200, raw
+    wasm = [layer for layer in json.loads(raw)["layers"] if layer["mediaType"].endswith("+wasm")]
+    assert [(layer["digest"], layer["size"]) for layer in wasm] == [
+        ("sha256:" + facts["component_sha256"], facts["component_bytes"])]
+    assert yaml.safe_load((out / "spinapp.yaml").read_text())["spec"]["image"] == image
+
+
+def test_deploy_kube_names_a_failed_push(builds):
+    """Nothing listens on the reference's port: one line naming the reference, exit 2."""
+    if not find_spin().ok:
+        pytest.skip("no spin")
+    image = f"localhost:{free_port()}/tinystories:0.1.0"
+    assert_one_line_error(deploy_kube(builds["q8_0"][0], "--image", image, "--", "--insecure"),
+                          f"spin registry push {image} failed")

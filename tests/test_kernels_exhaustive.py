@@ -344,13 +344,10 @@ def test_scalar_int4_linear_matches_numpy(checks_wasm, wasm_runtime):
 def test_mutated_int4_output_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """The offset's term with the two scales multiplied first (the int8 layer's order, not the
     4-bit kernels'): the numpy comparison must see it."""
-    crate = render_checks_crate(tmp_path / "mutant")
-    path = crate / "src" / "kernels" / "common" / "gemm.rs"
-    text = path.read_text()
-    original = "let first = offset as f32 * row_scale * self.scale_of(o);"
-    assert text.count(original) == 1
-    path.write_text(text.replace(original, "let first = offset as f32 * (row_scale * self.scale_of(o));"))
-    assert _int4_mismatches(wasm_runtime, build_forward_crate(crate, toolchain, checks=True))
+    mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", "src/kernels/common/gemm.rs",
+                          "let first = offset as f32 * row_scale * self.scale_of(o);",
+                          "let first = offset as f32 * (row_scale * self.scale_of(o));")
+    assert _int4_mismatches(wasm_runtime, mutant)
 
 
 def test_scalar_float_linear_matches_numpy(checks_wasm, wasm_runtime):
@@ -617,55 +614,54 @@ def test_mutated_onnxruntime_lanes_fail_their_check(toolchain, wasm_runtime, tmp
 
 def assert_mutant_fails(toolchain, wasm_runtime, tmp_path, unmutated, fixture, source, original, mutated, check):
     assert_check_passes(wasm_runtime, unmutated, *check)  # the unmutated kernel passes it
-    crate = render_checks_crate(tmp_path / "mutant", fixture)
-    path = crate / source
-    text = path.read_text()
-    assert text.count(original) == 1, f"mutation site not found in {source}"
-    path.write_text(text.replace(original, mutated))
-    mutant = build_forward_crate(crate, toolchain, checks=True)
+    mutant = build_mutant(toolchain, tmp_path, fixture, source, original, mutated)
     code, out = run_check(wasm_runtime, mutant, *check)
     print(out.strip())
     assert code == 1 and "MISMATCH" in out
 
 
-def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
-    """AVX-512F's sum folding its sixteen lanes in adjacent pairs instead of halves: the numpy
-    comparison of the 16-lane softmax must see it."""
-    crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
-    path = crate / "src" / "kernels" / "ort" / "float" / "math.rs"
+def build_mutant(toolchain, tmp_path, fixture, source, original, mutated):
+    """The checks module of `fixture`'s crate with `original` (found exactly once) replaced in `source`."""
+    crate = render_checks_crate(tmp_path / "mutant", fixture)
+    path = crate / source
     text = path.read_text()
-    original = "core::array::from_fn(|i| wide[i + 8] + wide[i])"
-    assert text.count(original) == 1
-    path.write_text(text.replace(original, "core::array::from_fn(|i| wide[2 * i] + wide[2 * i + 1])"))
-    mutant = build_forward_crate(crate, toolchain, checks=True)
+    assert text.count(original) == 1, f"mutation site not found in {source}"
+    path.write_text(text.replace(original, mutated))
+    return build_forward_crate(crate, toolchain, checks=True)
+
+
+# Mutants the numpy comparisons below must see (their checks compare against numpy, not a scalar twin).
+NUMPY_MUTATIONS = {
+    # AVX-512F's sum folding its sixteen lanes in adjacent pairs instead of halves.
+    "ort softmax fold": ("dq8pc.onnx", "src/kernels/ort/float/math.rs",
+                         "core::array::from_fn(|i| wide[i + 8] + wide[i])",
+                         "core::array::from_fn(|i| wide[2 * i] + wide[2 * i + 1])"),
+    # erf's polynomial switch point moved by one ulp.
+    "ort erf switch": ("litert-dq8.tflite", "src/kernels/ort/float/math.rs",
+                       "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000);",
+                       "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0001);"),
+    # glibc's overflow threshold made inclusive: exp(log(2^128)'s float) must stay finite.
+    "expf overflow inclusive": ("litert-dq8.tflite", "src/kernels/litert/libm.rs",
+                                "if x > OVERFLOW_ABOVE {", "if x >= OVERFLOW_ABOVE {"),
+}
+
+
+def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    mutant = build_mutant(toolchain, tmp_path, *NUMPY_MUTATIONS["ort softmax fold"])
     x = (np.random.default_rng(6).standard_normal((40, 48)) * 8).astype(np.float32)
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-softmax-avx512", x), "<f4").reshape(x.shape)
     assert not np.array_equal(ours.view(np.uint32), OF.softmax(x, AVX512_FLOATS).view(np.uint32))
 
 
 def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
-    """erf's polynomial switch point moved by one ulp: the numpy comparison must see it."""
-    crate = render_checks_crate(tmp_path / "mutant")
-    path = crate / "src" / "kernels" / "ort" / "float" / "math.rs"
-    text = path.read_text()
-    original = "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0000);"
-    assert text.count(original) == 1
-    path.write_text(text.replace(original, "pub(super) const ERF_SPLIT: f32 = f32::from_bits(0x3f6c0001);"))
-    mutant = build_forward_crate(crate, toolchain, checks=True)
+    mutant = build_mutant(toolchain, tmp_path, *NUMPY_MUTATIONS["ort erf switch"])
     x = np.uint32([0x3F6C0001, 0xBF6C0001, 0x3F6C0002]).view(np.float32)  # just past the switch
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-erf", x[None, :]), "<f4")
     assert not np.array_equal(ours.view(np.uint32), OF.erf(x).view(np.uint32))
 
 
 def test_mutated_expf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
-    """glibc's overflow threshold made inclusive: exp(log(2^128)'s float) must stay finite."""
-    crate = render_checks_crate(tmp_path / "mutant")
-    path = crate / "src" / "kernels" / "litert" / "libm.rs"
-    text = path.read_text()
-    original = "if x > OVERFLOW_ABOVE {"
-    assert text.count(original) == 1
-    path.write_text(text.replace(original, "if x >= OVERFLOW_ABOVE {"))
-    mutant = build_forward_crate(crate, toolchain, checks=True)
+    mutant = build_mutant(toolchain, tmp_path, *NUMPY_MUTATIONS["expf overflow inclusive"])
     x = np.uint32([0x42B17217, 0x42B17216]).view(np.float32)  # the threshold and just below
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "exp-op", x[None, :]), "<f4")
     assert not np.array_equal(ours.view(np.uint32), LF.exp_op(x).view(np.uint32))

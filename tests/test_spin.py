@@ -78,7 +78,7 @@ def test_the_build_command_runs_porter_from_any_directory(built, tmp_path):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--up", "--build"], ["choose one of --up, --build and --cloud", "--build, --up"]),
+    (["--up", "--build"], ["choose one of --up, --build, --cloud and --kube", "--build, --up"]),
     (["--build", "--listen", "127.0.0.1:3000"], ["--listen", "does not apply to --build"]),
     (["--listen", "3000"], ["--listen '3000'", "HOST:PORT"]),
     (["--cloud", "heroku"], ["--cloud heroku", "aka, cloud"]),

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ZOO.parent.parent))
 
 import members as zm  # noqa: E402
 import fixture_info  # noqa: E402
+from porter.check.references import dequantized_output  # noqa: E402
 from porter.fsutil import reproducible_npz, write_atomic  # noqa: E402
 
 WINDOWS = 6
@@ -155,15 +156,6 @@ def litert_resolver(mode: str):
     }[mode]
 
 
-def dequantized(out: np.ndarray, detail: dict) -> np.ndarray:
-    """An int8 / uint8 output (a full-integer graph's) as the real values it stands for:
-    scale * (q - zero_point), in float32 as LiteRT's DEQUANTIZE computes it."""
-    if np.issubdtype(out.dtype, np.floating):
-        return out
-    scale, zero_point = detail["quantization"]
-    return ((out.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)).astype(np.float32)
-
-
 def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io: bool = False):
     """LiteRT signature runner, one window per call: outputs stacked [N, ...] (float32)."""
     from ai_edge_litert.interpreter import Interpreter
@@ -181,7 +173,7 @@ def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io:
     results = []
     for i in range(len(windows["input_ids"])):
         feed = {n: windows[r][i][None].astype(ins[n]["dtype"]) for n, r in role_of.items()}
-        out = dequantized(runner(**feed)[out_name], outs[out_name])
+        out = dequantized_output(runner(**feed)[out_name], outs[out_name])
         results.append(np.asarray(out, dtype=np.float32)[0])
     if not with_io:
         return np.stack(results)

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from porter import package_path
+from porter.bench.machine import host_cpu, kernel_variant, machine_line
 from porter.bench.roofline import measure_floors, roofline_lines, roofline_report
 from porter.runtime import evalproto
 
@@ -431,7 +432,8 @@ def build_report(module, onnx_path: Path | None, cases: list[Case], runners: lis
     return {"format": BENCH_FORMAT, "wasm": str(module.wasm), "model": str(module.model),
             "onnx": str(onnx_path) if onnx_path else None, "seq": module.seq,
             "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                        "cpus": os.cpu_count()},
+                        "cpus": os.cpu_count(), "cpu": host_cpu()},
+            "kernel_variant": kernel_variant(module.compiled_dir),
             "rounds": rounds, "iterations_per_round": iterations, "threads": 1,
             "cases": results, "porter_startup_ms": startup, "skipped": skipped,
             "peer_startup_ms": {runner.name: {case: _summary(ms) for case, ms in runner.load_ms.items()}
@@ -439,7 +441,8 @@ def build_report(module, onnx_path: Path | None, cases: list[Case], runners: lis
 
 
 def report_lines(report: dict) -> list[str]:
-    lines = []
+    cpu = report.get("machine", {}).get("cpu")
+    lines = [machine_line(cpu, report.get("kernel_variant"))] if cpu else []
     for case, r in report["cases"].items():
         lines.append(f"{case}:" if "live_tokens" not in r else
                      f"{case} ({r['live_tokens']} live tokens of {report['seq']}):")

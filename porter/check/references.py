@@ -202,7 +202,7 @@ class LiteRTEncoder:
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None = None) -> np.ndarray:
         feeds = {name: value.astype(self.inputs[name]["dtype"])
                  for name, value in _feeds(self.signature, ids, mask, types).items()}
-        return _dequantized(self.runner(**feeds)[self.output], self.outputs[self.output])[0]
+        return dequantized_output(self.runner(**feeds)[self.output], self.outputs[self.output])[0]
 
     def facts(self) -> dict:
         """The manifest's record of the runtime, its kernels and the signature it ran."""
@@ -233,15 +233,16 @@ def quantized_logits(logits: np.ndarray, quantization: tuple[str, float, int]) -
     most 16 bits, so dividing by the scale and rounding recovers it; checked by dequantising back."""
     dtype, scale, zero_point = quantization
     q = (np.rint(logits.astype(np.float64) / scale) + zero_point).astype(dtype)
-    back = ((q.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)).astype(np.float32)
+    back = dequantized_output(q, {"quantization": (scale, zero_point)})
     if not np.array_equal(back.view(np.uint32), np.asarray(logits, np.float32).view(np.uint32)):
         raise PorterError("internal: dequantised logits do not come back from their integer values")
     return q
 
 
-def _dequantized(out: np.ndarray, detail: dict) -> np.ndarray:
-    """A full-integer graph's int8 / uint8 output as the real values it stands for, as the zoo's
-    goldens record it (graphs/zoo/make_goldens.py): (q - zero_point) in float32, times the scale."""
+def dequantized_output(out: np.ndarray, detail: dict) -> np.ndarray:
+    """A full-integer graph's int8 / uint8 output as the real values it stands for, as porter's
+    runner and the zoo's goldens (graphs/zoo/make_goldens.py) both report it: (q - zero_point) in
+    float32, times the scale, as LiteRT's DEQUANTIZE computes it."""
     if np.issubdtype(out.dtype, np.floating):
         return np.asarray(out, np.float32)
     scale, zero_point = detail["quantization"]

@@ -1,6 +1,7 @@
 """`porter deploy` and `porter serve`: a built service (redaction or generation) handed to Spin or
 served locally by `wasmtime serve`, and `served`, which runs it under either host for the tests
-and `porter bench --service`.
+and `porter bench --service`. `porter deploy --kube` (porter.serve.kube) writes the SpinKube
+manifest and pushes the app with `spin registry push`.
 
 Each kind of service is one entry of APPS, keyed by the format its service.json records.
 """
@@ -20,7 +21,7 @@ from typing import Callable, Iterator
 
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
-from porter.serve import encoder, generate, redact
+from porter.serve import encoder, generate, kube, redact
 from porter.serve.host import (MAX_COMPONENT_BYTES, free_port, read_facts, serve_command, spin_program, stop_server,
                                wait_until_serving, wasmtime_program)
 
@@ -170,6 +171,32 @@ def deploy(out_dir: Path, mode: str = "up", manifest: Path | None = None, listen
     echo("running: " + shlex.join([str(spin), *arguments]))
     sys.stdout.flush()
     os.execv(spin, [str(spin), *arguments])
+
+
+def deploy_kube(out_dir: Path, image: str | None, scaling: kube.Scaling, manifest: Path | None = None,
+                extra: tuple[str, ...] = (), dry_run: bool = False, echo=print) -> Path:
+    """Writes spin.toml and the SpinApp manifest beside it, then pushes the app to `image` with
+    `spin registry push` (arguments after `--` go to it, e.g. --insecure); with dry_run, prints
+    the manifest and the push command instead. Returns the SpinApp manifest's path."""
+    image = kube.check_reference(image)
+    kube.check_scaling(scaling)
+    manifest = write_manifest(out_dir, manifest, echo)
+    spinapp = manifest.parent / kube.SPINAPP_YAML
+    text = kube.to_yaml(kube.spinapp_documents(image, scaling))
+    write_atomic(spinapp, text.encode())
+    arguments = kube.push_arguments(manifest, image, extra)
+    if dry_run:
+        echo(f"wrote {spinapp}:\n{text.rstrip()}")
+        echo("would run: " + shlex.join(["spin", *arguments]))
+        return spinapp
+    spin = spin_program()
+    echo("running: " + shlex.join([str(spin), *arguments]))
+    pushed = subprocess.run([str(spin), *arguments], capture_output=True, text=True)
+    if pushed.returncode != 0:
+        reason = (pushed.stderr.strip() or pushed.stdout.strip()).splitlines()
+        raise PorterError(f"spin registry push {image} failed: {reason[-1] if reason else f'exit {pushed.returncode}'}")
+    echo(f"pushed {image}; wrote {spinapp}: apply it to a cluster with SpinKube installed: kubectl apply -f {spinapp}")
+    return spinapp
 
 
 def serve(out_dir: Path, port: int, timeout_s: float, echo=print) -> None:

@@ -27,6 +27,7 @@ from porter import TEMPLATES_DIR
 from porter.errors import PorterError
 from porter.fsutil import copy_atomic
 from porter.tokenize.bpe import bpe_blob
+from porter.serve.encoder import rust_string
 from porter.serve.host import BODY_DEADLINE_MS, SERVICE_CRATE, record_component, render_common_crate, write_workspace
 
 TEMPLATE = TEMPLATES_DIR / "generate_service"
@@ -74,7 +75,7 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     decoder_dir = render_decoder_crate(ir, out_dir / "decoder", quant)
     files = {"bpe.bin": blob}
     variables = {"crate_name": "porter-generate-service", "decoder_package": crate_name(ir.source, decoder_dir),
-                 "end_of_text": end_of_text, "max_body_bytes": max_body_bytes,
+                 "model_id": rust_string(model.name), "end_of_text": end_of_text, "max_body_bytes": max_body_bytes,
                  "max_prompt_bytes": max_prompt_bytes, "body_deadline_ms": BODY_DEADLINE_MS,
                  **render_common_crate(out_dir)}
     files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))

@@ -8,7 +8,9 @@
 use decoder::model::{N_CTX, VOCAB};
 use serde_json::{Map, Value};
 
-use crate::{config, json};
+use crate::config;
+use crate::generate::{Refusal, Settings};
+use crate::sample::Sampling;
 
 const FIELDS: &[&str] = &["prompt", "maxTokens", "temperature", "topK", "seed", "stream", "stopAtEndOfText"];
 const DEFAULT_MAX_TOKENS: u64 = 32;
@@ -25,14 +27,13 @@ fn out_of_range(message: impl Into<String>) -> ApiError {
 }
 
 pub struct GenerateRequest {
-    pub prompt: String,
-    pub max_tokens: usize,
-    pub temperature: f64,
-    pub top_k: usize,
-    pub seed: u64,
+    pub settings: Settings,
     pub stream: bool,
-    /// false: keep generating past <|endoftext|> (as the decoder crate's greedy protocol does).
-    pub stop_at_end_of_text: bool,
+}
+
+/// A request the context cannot hold, in this API's words (422).
+pub fn refused(refusal: Refusal) -> ApiError {
+    out_of_range(refusal.message("maxTokens"))
 }
 
 /// /tokenize takes {"prompt"} only.
@@ -60,15 +61,14 @@ pub fn parse_generate(body: &[u8]) -> Result<GenerateRequest, ApiError> {
     if top_k > VOCAB as u64 {
         return Err(out_of_range(format!("\"topK\" must lie in 0..={VOCAB} (0 = every token)")));
     }
-    Ok(GenerateRequest {
+    let settings = Settings {
         prompt,
         max_tokens: max_tokens as usize,
-        temperature,
-        top_k: top_k as usize,
+        sampling: Sampling { temperature, top_k: top_k as usize, top_p: 1.0 },
         seed: take_integer(&mut object, "seed", 0)?,
-        stream: take_bool(&mut object, "stream", false)?,
         stop_at_end_of_text: take_bool(&mut object, "stopAtEndOfText", true)?,
-    })
+    };
+    Ok(GenerateRequest { settings, stream: take_bool(&mut object, "stream", false)? })
 }
 
 fn take_prompt(object: &mut Map<String, Value>) -> Result<String, ApiError> {

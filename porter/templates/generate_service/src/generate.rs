@@ -1,8 +1,8 @@
 //! One generation: the prompt pass, then one decoder step per token, the decoder crate's own
 //! `step` with its KV cache (so greedy output is the decoder crate's, token for token).
 //!
-//! A request is checked against the context before any model work: prompt tokens + maxTokens
-//! must fit in N_CTX. The last token is only chosen, never fed back, so the cache never holds
+//! A request is checked against the context before any model work: prompt tokens + max_tokens
+//! must fit in N_CTX (else a `Refusal`, which each API words in its own error shape). The last token is only chosen, never fed back, so the cache never holds
 //! more than N_CTX - 1 positions.
 
 use std::time::Instant;
@@ -10,7 +10,6 @@ use std::time::Instant;
 use decoder::decoder::{step, Cache, Scratch};
 use decoder::model::{Model, N_CTX, VOCAB};
 
-use crate::api::{ApiError, GenerateRequest};
 use crate::bpe::Bpe;
 use crate::config::END_OF_TEXT;
 use crate::sample::{choose, Sampling, SplitMix64};
@@ -37,6 +36,39 @@ impl Stop {
     }
 }
 
+/// What a generation needs, whichever API asked for it.
+pub struct Settings {
+    pub prompt: String,
+    pub max_tokens: usize,
+    pub sampling: Sampling,
+    pub seed: u64,
+    /// false: keep generating past <|endoftext|> (as the decoder crate's greedy protocol does).
+    pub stop_at_end_of_text: bool,
+}
+
+/// Why a request cannot be generated, found before any model work.
+pub enum Refusal {
+    /// The prompt's tokens and max_tokens do not fit in the context.
+    Context { prompt_tokens: usize, max_tokens: usize },
+    /// The tokenizer gave an id the model has no row for.
+    Vocabulary { token: u32 },
+}
+
+impl Refusal {
+    /// The message, naming the request's field for the number of tokens to generate.
+    pub fn message(&self, max_tokens_field: &str) -> String {
+        match self {
+            Refusal::Context { prompt_tokens, max_tokens } => format!(
+                "the prompt is {prompt_tokens} tokens; with \"{max_tokens_field}\" {max_tokens} that exceeds the \
+                 context of {N_CTX} tokens"
+            ),
+            Refusal::Vocabulary { token } => {
+                format!("the prompt has token {token}, past the model's vocabulary of {VOCAB}")
+            }
+        }
+    }
+}
+
 pub struct Generation {
     bpe: Bpe,
     model: Model<'static>,
@@ -57,20 +89,16 @@ pub struct Generation {
 
 /// Tokenizes the prompt, checks it against the context, loads the model and runs the prompt
 /// pass; records tokenizer, model and prompt in `timing`.
-pub fn start(request: &GenerateRequest, timing: &mut ServerTiming) -> Result<Generation, ApiError> {
+pub fn start(settings: &Settings, timing: &mut ServerTiming) -> Result<Generation, Refusal> {
     let clock = Instant::now();
     let bpe = Bpe::embedded();
-    let ids = bpe.encode(&request.prompt);
+    let ids = bpe.encode(&settings.prompt);
     timing.record("tokenizer", clock, Some(format!("{} tokens", ids.len())));
-    if ids.len() + request.max_tokens > N_CTX {
-        return Err(ApiError::new(
-            422,
-            format!("the prompt is {} tokens; with \"maxTokens\" {} that exceeds the context of {N_CTX} tokens",
-                    ids.len(), request.max_tokens),
-        ));
+    if ids.len() + settings.max_tokens > N_CTX {
+        return Err(Refusal::Context { prompt_tokens: ids.len(), max_tokens: settings.max_tokens });
     }
-    if let Some(bad) = ids.iter().find(|&&id| id as usize >= VOCAB) {
-        return Err(ApiError::new(422, format!("the prompt has token {bad}, past the model's vocabulary of {VOCAB}")));
+    if let Some(&token) = ids.iter().find(|&&id| id as usize >= VOCAB) {
+        return Err(Refusal::Vocabulary { token });
     }
     let clock = Instant::now();
     let model = Model::load_embedded();
@@ -80,8 +108,8 @@ pub fn start(request: &GenerateRequest, timing: &mut ServerTiming) -> Result<Gen
 
     let clock = Instant::now();
     let logits = step(&model, &mut cache, &ids, 1, &mut scratch);
-    let sampling = Sampling { temperature: request.temperature, top_k: request.top_k };
-    let mut rng = SplitMix64::new(request.seed);
+    let sampling = settings.sampling;
+    let mut rng = SplitMix64::new(settings.seed);
     let first = choose(&logits, &sampling, &mut rng);
     timing.record("prompt", clock, Some(format!("{} tokens", ids.len())));
     Ok(Generation {
@@ -91,11 +119,11 @@ pub fn start(request: &GenerateRequest, timing: &mut ServerTiming) -> Result<Gen
         scratch,
         rng,
         sampling,
-        max_tokens: request.max_tokens,
-        stop_at_end_of_text: request.stop_at_end_of_text,
+        max_tokens: settings.max_tokens,
+        stop_at_end_of_text: settings.stop_at_end_of_text,
         pending: Some(first),
         prompt_tokens: ids.len(),
-        tokens: Vec::with_capacity(request.max_tokens),
+        tokens: Vec::with_capacity(settings.max_tokens),
         stop: None,
         decode_ms: 0.0,
     })

@@ -6,7 +6,9 @@
 //!                   "stopAtEndOfText"?} -> {"text", "tokens", "promptTokens", "stop"}, or with
 //!                   "stream": true the generated text itself, streamed as it is produced;
 //!   POST /tokenize  {"prompt"} -> {"tokens", "promptTokens", "text"} (the ids, and the text
-//!                   decoded back from them).
+//!                   decoded back from them);
+//!   POST /v1/completions  OpenAI's completions API (completions.rs, openai.rs), its errors in
+//!                   OpenAI's shape.
 //! Every response carries a Server-Timing header; errors are JSON.
 //!
 //! The platform starts a fresh instance for every request, so nothing is cached between
@@ -20,8 +22,10 @@ compile_error!("built without simd128: porter's generated .cargo/config.toml set
 
 mod api;
 mod bpe;
+mod completions;
 mod config;
 mod generate;
+mod openai;
 mod sample;
 mod stream;
 mod text;
@@ -50,6 +54,9 @@ impl wasi::exports::http::incoming_handler::Guest for Service {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
         let started = Instant::now();
         let mut timing = ServerTiming::default();
+        if http::path(&request) == "/v1/completions" {
+            return completions::handle(request, response_out, timing, started);
+        }
         let (status, body, headers) = match route(request, &mut timing) {
             Ok(Reply::Json(body)) => (200, body, Vec::new()),
             Ok(Reply::Stream(generation)) => return stream_text(response_out, generation, timing, started),
@@ -73,7 +80,7 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
             http::expect_method(&method, Method::Post, "POST")?;
             let body = http::read_body(request, config::MAX_BODY_BYTES, config::BODY_DEADLINE)?;
             let parsed = api::parse_generate(&body)?;
-            let generation = generate::start(&parsed, timing)?;
+            let generation = generate::start(&parsed.settings, timing).map_err(api::refused)?;
             if parsed.stream {
                 return Ok(Reply::Stream(generation));
             }
@@ -84,7 +91,7 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
             let body = http::read_body(request, config::MAX_BODY_BYTES, config::BODY_DEADLINE)?;
             Ok(Reply::Json(tokenize_json(&api::parse_tokenize(&body)?, timing)))
         }
-        _ => Err(ApiError::new(404, format!("no route {path}; try POST /generate, POST /tokenize or GET /ping"))),
+        _ => Err(ApiError::new(404, format!("no route {path}; try POST /generate, POST /v1/completions, POST /tokenize or GET /ping"))),
     }
 }
 
