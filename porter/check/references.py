@@ -242,7 +242,8 @@ def quantized_logits(logits: np.ndarray, quantization: tuple[str, float, int]) -
 def dequantized_output(out: np.ndarray, detail: dict) -> np.ndarray:
     """A full-integer graph's int8 / uint8 output as the real values it stands for, as porter's
     runner and the zoo's goldens (graphs/zoo/make_goldens.py) both report it: (q - zero_point) in
-    float32, times the scale, as LiteRT's DEQUANTIZE computes it."""
+    float32, times the scale. (That is LiteRT's scalar DEQUANTIZE; its vector loop computes
+    q * s - z * s and rounds differently, so this is a reporting convention, not an op's bits.)"""
     if np.issubdtype(out.dtype, np.floating):
         return np.asarray(out, np.float32)
     scale, zero_point = detail["quantization"]
