@@ -18,7 +18,7 @@ BINARY = {"ADD": "add", "SUB": "sub", "MUL": "mul", "DIV": "div", "MAXIMUM": "ma
                   "GREATER_EQUAL": "greater_equal", "LESS": "less", "LESS_EQUAL": "less_equal",
                   "LOGICAL_AND": "logical_and", "LOGICAL_OR": "logical_or", "FLOOR_DIV": "div"}
 UNARY = {"RSQRT": "rsqrt", "SQRT": "sqrt", "ABS": "abs", "NEG": "neg", "EXP": "exp",
-                 "TANH": "tanh", "LOGISTIC": "sigmoid", "RELU": "relu", "LOGICAL_NOT": "logical_not"}
+                 "TANH": "tanh", "LOG": "log", "LOGISTIC": "sigmoid", "RELU": "relu", "LOGICAL_NOT": "logical_not"}
 _TFLITE_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max",
                   "REDUCE_PROD": "reduce_prod"}
 _FUSED = {"NONE": None, "RELU": "relu"}
