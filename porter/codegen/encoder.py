@@ -302,9 +302,6 @@ class _Variables:
         if a.mask == MaskMode.REPLACE and self.p.reference == Reference.ONNXRUNTIME_CPU:
             raise PorterError(f"{a.name}: a mask that replaces scores has no Rust kernel under onnxruntime's "
                               "arithmetic yet")
-        if a.score_terms and self.p.reference == Reference.ONNXRUNTIME_CPU:
-            raise PorterError(f"{a.name}: attention with score terms has no Rust kernel under onnxruntime's "
-                              "arithmetic yet")
         scale = a.q_scale if a.q_scale is not None else a.score_scale if a.score_scale is not None else 1.0
         return {"q": self.index[a.inputs[0]], "k": self.index[a.inputs[1]], "v": self.index[a.inputs[2]],
                 "heads": a.heads, "head_dim": a.head_dim, "scale": f32_literal(scale),

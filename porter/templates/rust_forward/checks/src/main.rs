@@ -519,9 +519,13 @@ fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
         mask_value: -3.402_823_5e38,
         window: keys,
     };
-    ort_float::attention(&p, &q, &k, &v, Some(&keep), rows, keys, &mut cut,
+    // a relative-position bias on half the trials: the cut context must hold with it too
+    let bias: Vec<f32> = (0..heads * keys * keys).map(|_| rng.unit() * 4.0).collect();
+    let bias_arrays = [&bias[..]];
+    let terms = if trial % 4 < 2 { ScoreTerms { arrays: &bias_arrays, window: keys } } else { ScoreTerms::NONE };
+    ort_float::attention(&p, &q, &k, &v, Some(&keep), terms, rows, keys, &mut cut,
                          ort_float::OrtAttentionScratch { scores: &mut scores, keys_t: &mut keys_t, scaled: &mut scaled });
-    ort_float::attention_all_keys(&p, &q, &k, &v, Some(&keep), rows, keys, &mut full,
+    ort_float::attention_all_keys(&p, &q, &k, &v, Some(&keep), terms, rows, keys, &mut full,
                                   ort_float::OrtAttentionScratch { scores: &mut scores, keys_t: &mut keys_t, scaled: &mut scaled });
     tally.record(same_values(&cut, &full), || {
         format!("ort attention {floats:?} h={heads} d={d} keys={keys} live={live} rows={rows} trial={trial}")

@@ -10,6 +10,7 @@ use core::arch::wasm32::*;
 
 use super::eigen::{eigen_sum, eigen_sum_scalar};
 use crate::kernels::ort::float as ort_float;
+pub use crate::kernels::ort::float::ScoreTerms;
 use super::mathfn::{exp_in_place, exp_scalar};
 use crate::model::SEQ;
 use crate::tuning::ATTENTION_QUERY_ROWS;
@@ -33,29 +34,6 @@ pub struct AttentionParams {
     /// onnxruntime's arithmetic (ort_float::attention) with that CPU's float kernels, instead
     /// of LiteRT's.
     pub onnxruntime: Option<ort_float::OrtFloats>,
-}
-
-/// Constant terms the graph adds to the scaled scores before the mask (a relative-position
-/// bias), each [heads, window, window], added one after the other in the graph's order.
-#[derive(Clone, Copy)]
-pub struct ScoreTerms<'t> {
-    pub arrays: &'t [&'t [f32]],
-    pub window: usize,
-}
-
-impl<'t> ScoreTerms<'t> {
-    pub const NONE: ScoreTerms<'static> = ScoreTerms { arrays: &[], window: 0 };
-
-    /// Adds every term's values for query row `i` of `head` to that row's scores.
-    fn add_to_row(&self, head: usize, i: usize, scores: &mut [f32]) {
-        let start = (head * self.window + i) * self.window;
-        let end = start + scores.len();
-        for term in self.arrays {
-            for (s, &t) in scores.iter_mut().zip(&term[start..end]) {
-                *s += t;
-            }
-        }
-    }
 }
 
 /// Work buffers, allocated once per forward pass.
@@ -190,7 +168,6 @@ pub fn attention_in_blocks<const Q: usize>(
     assert!(q.len() >= rows * hidden && k.len() >= keys * hidden && v.len() >= keys * hidden);
     assert!(ctx.len() >= rows * hidden && scratch.key_t.len() >= p.head_dim * keys && scratch.probs.len() >= Q * keys);
     if let Some(floats) = p.onnxruntime {
-        assert!(terms.arrays.is_empty(), "score terms under onnxruntime's arithmetic have no kernel (porter's codegen refuses them)");
         let ort_scratch = ort_float::OrtAttentionScratch { scores: &mut scratch.probs, keys_t: &mut scratch.key_t, scaled: &mut scratch.query };
         let ort = ort_float::OrtAttention {
             floats,
@@ -202,7 +179,7 @@ pub fn attention_in_blocks<const Q: usize>(
             mask_value: p.mask_value,
             window: SEQ,
         };
-        return ort_float::attention(&ort, q, k, v, keep, rows, keys, ctx, ort_scratch);
+        return ort_float::attention(&ort, q, k, v, keep, terms, rows, keys, ctx, ort_scratch);
     }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
