@@ -19,9 +19,10 @@ from fixtures import REPO, assert_one_line_error, run_porter
 from porter.check.golden import load_golden
 from porter.errors import PorterError
 from porter.frontends import load_graph
-from porter.ir.encoder import Attention
+from porter.ir.encoder import Attention, Reference
 from porter.recover.encoder import recover_encoder
 from porter.reference import execute
+from porter.reference.ops import Unsupported, evaluate
 from porter.reference.litert import floats as LF
 
 ZOO = REPO / "graphs" / "zoo"
@@ -87,3 +88,25 @@ def test_a_score_term_computed_from_the_inputs_is_refused_naming_it(tmp_path):
     with pytest.raises(PorterError, match=r"is added to the scores besides the mask \(computed from "):
         recover_encoder(load_graph(path))
     assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out"), "does not compute a term")
+
+
+@pytest.mark.parametrize("ref", list(Reference))
+def test_bucket_ops_fold_as_the_runtimes_compute_them(ref):
+    """The ops relative-position buckets are made of, on constants: an integer ABS stays integer,
+    CEIL / FLOOR round, SIGN is (0 < x) - (x < 0) in x's type, and a float cast to int truncates,
+    with x86's integer indefinite for -inf (log(0) in MPNet's buckets) and NaN."""
+    ints = np.array([-5, 0, 7], np.int32)
+    assert evaluate("abs", {}, [ints], ref).dtype == np.int32
+    assert evaluate("abs", {}, [ints], ref).tolist() == [5, 0, 7]
+    assert evaluate("sign", {}, [ints], ref).tolist() == [-1, 0, 1]
+    floats = np.float32([-2.5, -0.0, 0.25, 3.0])
+    assert evaluate("ceil", {}, [floats], ref).tolist() == [-2.0, 0.0, 1.0, 3.0]
+    assert evaluate("floor", {}, [floats], ref).tolist() == [-3.0, -0.0, 0.0, 3.0]
+    assert evaluate("sign", {}, [floats], ref).tolist() == [-1.0, 0.0, 1.0, 1.0]
+    cast = evaluate("cast", {"to": "int32"}, [np.float32([-2.7, 2.7, -np.inf, np.nan, 3e9])], ref)
+    assert cast.tolist() == [-2, 2, -2 ** 31, -2 ** 31, -2 ** 31]
+    if ref == Reference.ONNXRUNTIME_CPU:
+        with pytest.raises(Unsupported):
+            evaluate("sign", {}, [np.float32([np.nan])], ref)
+        with pytest.raises(Unsupported):  # onnxruntime's Log (Eigen's plog) is not emulated
+            evaluate("log", {}, [floats], ref)

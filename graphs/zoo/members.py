@@ -93,9 +93,14 @@ REFUSED_SCHEMES = {
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).
 REFUSED_FORMS = {
-    "mpnet-tok": ("additive score terms", "MPNet adds a log-bucketed relative-position bias (a learned value "
-                  "per head) to every layer's scores besides the mask; porter's attention takes Q.K^T, one "
-                  "factor and a mask, and the bias's LOG / bucket ops are not folded in LiteRT's arithmetic"),
+    "deberta-tok": ("does not compute a term from the model's inputs yet",
+                    "DeBERTa's disentangled attention adds content-to-position and position-to-content "
+                    "terms to the scores: products of the queries and keys with the projected relative "
+                    "embeddings (a BATCH_MATMUL / MatMul with a constant operand), gathered by the "
+                    "log-bucketed relative positions (GATHER_ND / GatherElements at constant indices), "
+                    "scaled and transposed. Their position parts fold to constants; porter's attention "
+                    "adds constant terms (MPNet's relative-position bias), and these steps over "
+                    "[heads, seq, seq] tensors have no op-by-op kernels yet"),
 }
 # The weight-only schemes and hybrid int4, on three members each (two heads and the real MiniLM).
 WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite")

@@ -80,6 +80,14 @@ def _abs(attrs, x, ref):
     return _unary_float(lambda v, r: np.abs(v))(attrs, x, ref)
 
 
+def _sign(attrs, x, ref):
+    """(0 < x) - (x < 0) in x's type: TFLite's SIGN, onnxruntime's Sign (a NaN gives 0 here)."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and ref == Reference.ONNXRUNTIME_CPU and np.isnan(x).any():
+        raise Unsupported("Sign of a NaN under onnxruntime")
+    return ((x > 0).astype(np.int8) - (x < 0).astype(np.int8)).astype(x.dtype)
+
+
 def _rsqrt(x, ref):
     return (F32(1) / np.sqrt(x)).astype(F32)  # both runtimes: 1 / sqrt(x), two roundings
 
@@ -399,7 +407,10 @@ COMPARISONS = {
 UNARY = {
     "neg": _unary_float(lambda x, ref: -x), "abs": _abs,
     "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),
-    "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "log": _unary_float(_log), "erf": _unary_float(_erf),
+    "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "log": _unary_float(_log),
+    # exact in float32: both runtimes round to an integer and nothing else
+    "ceil": _unary_float(lambda x, ref: np.ceil(x)), "floor": _unary_float(lambda x, ref: np.floor(x)),
+    "sign": _sign, "erf": _unary_float(_erf),
     "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
     "reciprocal": _unary_float(lambda x, ref: F32(1) / x),
     "sin": _unary_float(_trig("sin")), "cos": _unary_float(_trig("cos")),

@@ -158,6 +158,7 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     scores = _parse_scores(g, softmax.inputs[0], claimed)
     if scores is None:
         return None
+    _refuse_computed_terms(g, scores, where)
     qk = g.ops[scores.product]
     # probabilities -> P . V
     p_t = softmax.outputs[0]
@@ -283,13 +284,9 @@ def _constant_terms(g: Graph, scores: Scores, shape: tuple[int, int, int], where
     arithmetic; broadcasting it to every head and query moves no value. A term computed from
     an input is refused naming it."""
     terms = []
+    _refuse_computed_terms(g, scores, where)
     for term in reversed(scores.terms):  # walked back from the softmax
-        value = g.const(term)
-        if value is None:
-            raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
-                              f"({_term_origin(g, term)}); porter's attention adds score terms that fold to "
-                              "constants, and does not compute a term from the model's inputs yet")
-        value = np.asarray(value, np.float32)
+        value = np.asarray(g.const(term), np.float32)
         while value.ndim > 3 and value.shape[0] == 1:  # a batch axis of one
             value = value[0]
         try:
@@ -298,6 +295,16 @@ def _constant_terms(g: Graph, scores: Scores, shape: tuple[int, int, int], where
             raise PorterError(f"{where}: the score term {g.tensor(term).describe()} does not broadcast to "
                               f"{list(shape)} (heads, queries, keys)") from None
     return terms
+
+
+def _refuse_computed_terms(g: Graph, scores: Scores, where: str) -> None:
+    """A term computed from the inputs (DeBERTa's content-to-position and position-to-content
+    products) is refused naming it, before anything else about the block is checked."""
+    for term in reversed(scores.terms):
+        if g.const(term) is None:
+            raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
+                              f"({_term_origin(g, term)}); porter's attention adds score terms that fold to "
+                              "constants, and does not compute a term from the model's inputs yet")
 
 
 def _term_origin(g: Graph, term: int) -> str:
