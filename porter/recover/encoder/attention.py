@@ -281,10 +281,9 @@ def _constant_terms(g: Graph, scores: Scores, shape: tuple[int, int, int], where
     """The terms added to the scores besides the mask, in data-flow order, as [heads, seq, seq]
     arrays. A term that depends on no input (a relative-position bias: buckets of j - i, a
     learned value per head) was folded to a constant by canonicalisation, in the reference's
-    arithmetic; broadcasting it to every head and query moves no value. A term computed from
-    an input is refused naming it."""
+    arithmetic; broadcasting it to every head and query moves no value (a term computed from
+    an input was refused by _refuse_computed_terms)."""
     terms = []
-    _refuse_computed_terms(g, scores, where)
     for term in reversed(scores.terms):  # walked back from the softmax
         value = np.asarray(g.const(term), np.float32)
         while value.ndim > 3 and value.shape[0] == 1:  # a batch axis of one
