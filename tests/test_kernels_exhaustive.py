@@ -538,6 +538,11 @@ MUTATIONS = {
                                                  "if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) }",
                                                  "f32x4_add(x, mask_value)",
                                                  ["kernels", 11]),
+    # The score terms (a relative-position bias) of every row of a query block read at the block's
+    # first row: each later row gets another query's bias.
+    "score terms at the block's first row": ("src/kernels/litert/attention.rs",
+                                             "terms.add_to_row(head, i0 + r, row)", "terms.add_to_row(head, i0, row)",
+                                             ["kernels", 11]),
     # Weight-only int8 widened as unsigned bytes: every negative value in the first eight lanes is wrong.
     "dequant widens unsigned": ("src/kernels/common/dequantize.rs",
                                 "i16x8_extend_low_i8x16(v)", "u16x8_extend_low_u8x16(v)", ["dequant", 5, 2000]),
@@ -598,7 +603,7 @@ ORT_MUTATIONS = {
 
 # The weight-only widenings' mutants build a crate each (a minute): under -m slow, so the default
 # suite's added time stays small; their checks themselves run by default.
-SLOW_MUTATIONS = {"dequant widens unsigned", "halves scale dropped"}
+SLOW_MUTATIONS = {"dequant widens unsigned", "halves scale dropped", "score terms at the block's first row"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_MUTATIONS else n

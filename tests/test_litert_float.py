@@ -141,7 +141,7 @@ def test_batch_matmul_matches_litert(a_shape, b_shape, adj_x, adj_y):
 # ---- TANH, LOGISTIC, EXP --------------------------------------------------------------------------
 
 ONE_INPUT = {"tanh": (S.BuiltinOperator.TANH, LF.tanh), "logistic": (S.BuiltinOperator.LOGISTIC, LF.logistic),
-             "exp": (S.BuiltinOperator.EXP, LF.exp_op)}
+             "exp": (S.BuiltinOperator.EXP, LF.exp_op), "log": (S.BuiltinOperator.LOG, LF.log_op)}
 SPECIAL = np.float32([0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 7.9073896, -7.9073896, 7.91, 16.6355324, 16.64,
                       -103.28, -103.5, -103.97, -103.98, -104, -104.1, 88.72, 88.73, 88.0, -88.0])
 

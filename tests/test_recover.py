@@ -249,17 +249,3 @@ def test_porter_inspect_ir_prints_the_program():
     summary = json.loads(run_porter("inspect", "--ir", "--json", path).stdout)
     assert (summary["layers"], summary["heads"], summary["labels"]) == (4, 8, 17)
     assert [s["step"] for s in summary["steps"]].count("Attention") == 4
-
-
-
-def test_a_relative_position_bias_is_refused_naming_the_term(tmp_path):
-    """MPNet adds a log-bucketed relative-position bias to every layer's scores before the mask
-    (graphs/zoo/mpnet-tok): an additive score term porter does not reproduce yet, so it is
-    named, with the op that kept it from folding, instead of a mask op left over later."""
-    from fixtures import REPO
-
-    path = REPO / "graphs" / "zoo" / "mpnet-tok.litert-f32.tflite"
-    with pytest.raises(PorterError, match=r"is added to the scores besides the mask \(a function of positions "
-                                          r"only: a relative-position bias, which porter could not fold at .*LOG"):
-        recover_encoder(load_graph(path))
-    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out"), "additive score terms")

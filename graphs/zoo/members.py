@@ -102,9 +102,14 @@ REFUSED_SCHEMES = {
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).
 REFUSED_FORMS = {
-    "mpnet-tok": ("additive score terms", "MPNet adds a log-bucketed relative-position bias (a learned value "
-                  "per head) to every layer's scores besides the mask; porter's attention takes Q.K^T, one "
-                  "factor and a mask, and the bias's LOG / bucket ops are not folded in LiteRT's arithmetic"),
+    "deberta-tok": ("does not compute a term from the model's inputs yet",
+                    "DeBERTa's disentangled attention adds content-to-position and position-to-content "
+                    "terms to the scores: products of the queries and keys with the projected relative "
+                    "embeddings (a BATCH_MATMUL / MatMul with a constant operand), gathered by the "
+                    "log-bucketed relative positions (GATHER_ND / GatherElements at constant indices), "
+                    "scaled and transposed. Their position parts fold to constants; porter's attention "
+                    "adds constant terms (MPNet's relative-position bias), and these steps over "
+                    "[heads, seq, seq] tensors have no op-by-op kernels yet"),
 }
 # The weight-only schemes and hybrid int4, on three members each (two heads and the real MiniLM).
 WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite")
@@ -119,6 +124,7 @@ CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "d
 # RoBERTa/XLM-R: <s> 0, <pad> 1, </s> 2, <unk> 3 (position ids start at padding_idx + 1 = 2).
 BERT_IDS = (0, 101, 102, 104)
 ROBERTA_IDS = (1, 0, 2, 4)
+DEBERTA_IDS = (0, 1, 2, 4)  # DeBERTa-v3's spm vocabulary: [PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3
 
 # The real MiniLM, cut to the zoo's size: all-MiniLM-L6-v2's first layer, its first
 # MINILM_FFN of 1536 intermediate units (W1 rows, b1, W2 columns), the first `seq` position rows,
@@ -134,7 +140,7 @@ MINILM_WORD_ROWS_FROM = 1996
 @dataclass(frozen=True)
 class Encoder:
     name: str
-    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet
+    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet | deberta-v2
     # tok: ...ForTokenClassification; seq: ...ForSequenceClassification; bare: BertModel
     # (last_hidden_state); st-mean: mean pooling over the mask + L2 normalisation
     # (sentence-transformers Pooling('mean') + Normalize); st-cls: sentence-transformers
@@ -166,6 +172,8 @@ class Encoder:
 
     @property
     def ids(self) -> tuple[int, int, int, int]:
+        if self.family == "deberta-v2":
+            return DEBERTA_IDS
         return ROBERTA_IDS if self.family in ("roberta", "xlm-roberta", "mpnet") else BERT_IDS
 
     @property
@@ -268,7 +276,12 @@ ENCODERS = [
     # head) added to every layer's scores; position-only, so it folds to a constant.
     Encoder("mpnet-tok", "mpnet", "tok", "random", "eager", True, False,
             2, 64, 4, 128, 256, 64, 5,
-            ("litert-f32.tflite", "litert-dq8.tflite"), seed=81),
+            C, seed=81),
+    # --- DeBERTa-v3 (DebertaV2ForTokenClassification): disentangled attention, c2p and p2c terms
+    # gathered by log-bucketed relative positions, scaled by 1 / sqrt(3 d); no absolute positions.
+    Encoder("deberta-tok", "deberta-v2", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 64, 5,
+            C, seed=91),
     # --- Sentence embeddings: the real MiniLM as sentence-transformers runs it, and two BERTs.
     # The real MiniLM keeps only its int8 files: at hidden 384 one float file is 3.2 MiB (the
     # attention weights alone 2.4), the pair 6.3 MiB, a quarter of the zoo's budget; graphs/ already

@@ -114,6 +114,16 @@ def _config(m: zm.Encoder):
                              intermediate_size=m.ffn, max_position_embeddings=m.seq + 2,
                              relative_attention_num_buckets=32, layer_norm_eps=1e-5, pad_token_id=1,
                              bos_token_id=0, eos_token_id=2, **common)
+    if m.family == "deberta-v2":
+        # DeBERTa-v3's layout: no absolute positions, disentangled attention (c2p and p2c terms from
+        # the shared Q / K projections of LayerNorm-ed relative embeddings), log-bucketed relative
+        # positions computed in the graph; position_buckets 32 < seq, so the log buckets are used.
+        return T.DebertaV2Config(hidden_size=m.hidden, num_hidden_layers=m.layers, num_attention_heads=m.heads,
+                                 intermediate_size=m.ffn, max_position_embeddings=m.seq, type_vocab_size=0,
+                                 relative_attention=True, position_buckets=32, max_relative_positions=-1,
+                                 pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                 norm_rel_ebd="layer_norm", share_att_key=True, layer_norm_eps=1e-7,
+                                 pad_token_id=m.pad_id, hidden_act=m.hidden_act, **common)
     raise ValueError(m.family)
 
 
@@ -131,6 +141,7 @@ HF_CLASSES = {
     ("mpnet", "tok"): "MPNetForTokenClassification",
     ("mpnet", "seq"): "MPNetForSequenceClassification",
     ("albert", "tok"): "AlbertForTokenClassification",
+    ("deberta-v2", "tok"): "DebertaV2ForTokenClassification",
 }
 
 

@@ -309,6 +309,7 @@ class _Variables:
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
                 "masked": a.mask != MaskMode.NONE, "mask_replaces": a.mask == MaskMode.REPLACE,
                 "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
+                "terms": [self.array(name) for name in a.arrays()],
                 "onnxruntime": _ort_floats(self.p)}
 
     def elementwise(self, step: ElementwiseStep) -> dict:

@@ -29,7 +29,8 @@ def _attention(a: Attention) -> str:
         scale.append(f"scores / {a.score_divisor:.6g}")
     mask = {MaskMode.NONE: "no mask", MaskMode.ADD: f"mask adds {a.drop_value:g} to padded keys",
             MaskMode.REPLACE: f"mask sets padded keys to {a.drop_value:g}"}[a.mask]
-    return f"attention {a.heads} heads x {a.head_dim}, {', '.join(scale) or 'unscaled'}, {mask}"
+    terms = f", + {a.score_terms} constant score term{'s' if a.score_terms > 1 else ''}" if a.score_terms else ""
+    return f"attention {a.heads} heads x {a.head_dim}, {', '.join(scale) or 'unscaled'}{terms}, {mask}"
 
 
 def _step(step) -> str:

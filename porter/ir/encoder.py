@@ -222,7 +222,7 @@ class LayerNorm(Step):
 
 @dataclass
 class Attention(Step):
-    """softmax(scale(q_heads . k_heads^T) + mask) . v_heads, heads merged back: inputs q, k, v
+    """softmax(scale(q_heads . k_heads^T) + terms + mask) . v_heads, heads merged back: inputs q, k, v
     [rows, heads * head_dim] buffers, output the merged context.
 
     The scalar factors are applied where the graph applies them (each is exact elementwise work
@@ -239,6 +239,12 @@ class Attention(Step):
     keep_value: float  # MaskMode.ADD: added to kept keys (0 adds nothing)
     drop_value: float  # added to (ADD) or replacing (REPLACE) dropped keys' scores
     softmax_beta: float = 1.0
+    # Terms the graph adds to the scaled scores before the mask (a relative-position bias), in
+    # data-flow order: arrays <name>.term0, <name>.term1, ... of [heads, seq, seq] float32.
+    score_terms: int = 0
+
+    def arrays(self) -> list[str]:
+        return [f"{self.name}.term{i}" for i in range(self.score_terms)]
 
 
 @dataclass

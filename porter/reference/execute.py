@@ -77,7 +77,9 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     if isinstance(step, LayerNorm):
         return layer_norm(step, w, values[step.inputs[0]], ref)
     if isinstance(step, Attention):
-        return [attention(step, ref, *(values[t] for t in step.inputs[:3]), values[INPUT_MASK], _floats(program))]
+        terms = [w[name] for name in step.arrays()]
+        return [attention(step, ref, *(values[t] for t in step.inputs[:3]), values[INPUT_MASK], _floats(program),
+                          terms)]
     if isinstance(step, GeluStep):
         return [gelu(step.kind, values[step.inputs[0]])]
     if isinstance(step, ElementwiseStep):
@@ -185,8 +187,10 @@ def gelu(kind: Gelu, x: np.ndarray) -> np.ndarray:
     raise ValueError(f"no executor for GELU {kind.value}")
 
 
-def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = None) -> np.ndarray:
-    """floats: onnxruntime's float kernel family (porter.reference.ort.cpu), for ONNXRUNTIME_CPU."""
+def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = None,
+              terms: list[np.ndarray] = ()) -> np.ndarray:
+    """floats: onnxruntime's float kernel family (porter.reference.ort.cpu), for ONNXRUNTIME_CPU;
+    terms: the score terms ([heads, seq, seq]), each one float addition in the graph's order."""
     mask = np.asarray(mask).reshape(-1)
     seq = mask.shape[0]
     split = lambda t: np.asarray(t, F32).reshape(seq, a.heads, a.head_dim).transpose(1, 0, 2)  # noqa: E731
@@ -207,6 +211,8 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
             scores = (scores * F32(a.score_scale)).astype(F32)
     if a.score_divisor is not None:
         scores = (scores / F32(a.score_divisor)).astype(F32)
+    for term in terms:
+        scores = (scores + np.asarray(term, F32)).astype(F32)
     kept = mask != 0
     if a.mask == MaskMode.ADD:
         bias = np.where(kept, F32(a.keep_value), F32(a.drop_value))

@@ -74,6 +74,20 @@ def _unary_float(fn):
     return apply
 
 
+def _abs(attrs, x, ref):
+    if np.asarray(x).dtype.kind in "iu":  # an integer ABS (relative positions) stays integer
+        return np.abs(np.asarray(x))
+    return _unary_float(lambda v, r: np.abs(v))(attrs, x, ref)
+
+
+def _sign(attrs, x, ref):
+    """(0 < x) - (x < 0) in x's type: TFLite's SIGN, onnxruntime's Sign (a NaN gives 0 here)."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and ref == Reference.ONNXRUNTIME_CPU and np.isnan(x).any():
+        raise Unsupported("Sign of a NaN under onnxruntime")
+    return ((x > 0).astype(np.int8) - (x < 0).astype(np.int8)).astype(x.dtype)
+
+
 def _rsqrt(x, ref):
     return (F32(1) / np.sqrt(x)).astype(F32)  # both runtimes: 1 / sqrt(x), two roundings
 
@@ -86,6 +100,12 @@ def _exp(x, ref):
     if ref == Reference.LITERT_BUILTIN:
         return LF.exp_op(x)  # EXP is reference_ops::Exp, libm's expf per value
     raise Unsupported("exp under onnxruntime (its kernel is not emulated yet)")
+
+
+def _log(x, ref):
+    if ref == Reference.LITERT_BUILTIN:
+        return LF.log_op(x)  # LOG is reference_ops' std::log per value, libm's logf
+    raise Unsupported("log under onnxruntime (its kernel is not emulated yet)")
 
 
 def _erf(x, ref):
@@ -309,7 +329,20 @@ def _cast(attrs, x, ref):
     to = attrs["to"]
     if to not in _CAST:
         raise Unsupported(f"cast to {to}")
-    return np.asarray(x).astype(_CAST[to])
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and to in ("int32", "int64"):
+        return _float_to_int(x, _CAST[to])
+    return x.astype(_CAST[to])
+
+
+def _float_to_int(x: np.ndarray, to) -> np.ndarray:
+    """Both runtimes' static_cast: truncation toward zero; a NaN or out-of-range value gives
+    x86's integer indefinite (the type's minimum), as cvttss2si does (log(0) = -inf cast to
+    int in a relative-position bucket is one)."""
+    info = np.iinfo(to)
+    inside = np.isfinite(x) & (x > info.min - 1.0) & (x < info.max + 1.0)
+    with np.errstate(invalid="ignore"):
+        return np.where(inside, np.trunc(np.where(inside, x, 0)).astype(to), to(info.min))
 
 
 def _slice(attrs, x, ref):
@@ -372,9 +405,12 @@ COMPARISONS = {
     "logical_and": np.logical_and, "logical_or": np.logical_or,
 }
 UNARY = {
-    "neg": _unary_float(lambda x, ref: -x), "abs": _unary_float(lambda x, ref: np.abs(x)),
+    "neg": _unary_float(lambda x, ref: -x), "abs": _abs,
     "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),
-    "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "erf": _unary_float(_erf),
+    "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "log": _unary_float(_log),
+    # exact in float32: both runtimes round to an integer and nothing else
+    "ceil": _unary_float(lambda x, ref: np.ceil(x)), "floor": _unary_float(lambda x, ref: np.floor(x)),
+    "sign": _sign, "erf": _unary_float(_erf),
     "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
     "reciprocal": _unary_float(lambda x, ref: F32(1) / x),
     "sin": _unary_float(_trig("sin")), "cos": _unary_float(_trig("cos")),

@@ -18,7 +18,7 @@ BINARY = {"ADD": "add", "SUB": "sub", "MUL": "mul", "DIV": "div", "MAXIMUM": "ma
                   "GREATER_EQUAL": "greater_equal", "LESS": "less", "LESS_EQUAL": "less_equal",
                   "LOGICAL_AND": "logical_and", "LOGICAL_OR": "logical_or", "FLOOR_DIV": "div"}
 UNARY = {"RSQRT": "rsqrt", "SQRT": "sqrt", "ABS": "abs", "NEG": "neg", "EXP": "exp",
-                 "TANH": "tanh", "LOGISTIC": "sigmoid", "RELU": "relu", "LOGICAL_NOT": "logical_not"}
+                 "TANH": "tanh", "LOG": "log", "CEIL": "ceil", "FLOOR": "floor", "SIGN": "sign", "LOGISTIC": "sigmoid", "RELU": "relu", "LOGICAL_NOT": "logical_not"}
 _TFLITE_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max",
                   "REDUCE_PROD": "reduce_prod"}
 _FUSED = {"NONE": None, "RELU": "relu"}
@@ -62,10 +62,9 @@ def _tflite_fully_connected(b: Builder, op: Op) -> None:
 
 
 def _tflite_batch_matmul(b: Builder, op: Op) -> None:
+    # a constant operand (DeBERTa's projected relative embeddings) stays a product, as ONNX's MatMul
+    # does: attention names it where it feeds the scores, the encoder where nothing takes it
     attrs = {"adj_a": bool(op.options.get("adj_x")), "adj_b": bool(op.options.get("adj_y"))}
-    if b.const(op.inputs[1]) is not None and b.const(op.inputs[0]) is None:
-        raise fail(b.g, op, "a BATCH_MATMUL with a constant operand (a dense layer written as a "
-                             "batch matmul) is not supported")
     b.emit("matmul", op.inputs[:2], op.outputs, [op.index], **attrs)
 
 

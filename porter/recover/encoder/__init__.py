@@ -91,7 +91,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     claimed |= embed.ops
     attention_ops = set()
     for found in attention.find(cg, c.reference, seq, inputs.mask, claimed):
-        blocks.append(Block(found.step, found.ops))
+        blocks.append(Block(found.step, found.ops, found.arrays))
         attention_ops |= found.ops
     for found in norms.find(cg, c.reference, claimed, skip_fuses):
         arrays = {}

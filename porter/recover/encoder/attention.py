@@ -137,6 +137,7 @@ class FoundAttention:
     step: Attention
     ops: set[int]
     mask_tensor: int | None  # the bias / condition tensor the mask path computes
+    arrays: dict = field(default_factory=dict)  # the score terms, term0, term1, ... [heads, seq, seq]
 
 
 def find(g: Graph, ref: Reference, seq: int, mask_input: int | None, claimed: set[int]) -> list[FoundAttention]:
@@ -157,6 +158,7 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     scores = _parse_scores(g, softmax.inputs[0], claimed)
     if scores is None:
         return None
+    _refuse_computed_terms(g, scores, where)
     qk = g.ops[scores.product]
     # probabilities -> P . V
     p_t = softmax.outputs[0]
@@ -196,7 +198,12 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     if got is None or not np.array_equal(got.reshape(-1), expected_merge):
         raise PorterError(f"{where}: the data movement after P.V ({g.tensor(merged).describe()}) is not "
                           f"a merge of {heads} heads back into rows of {hidden}")
-    refuse_terms(g, scores, where)
+    bias = g.const(scores.bias) if scores.bias is not None else None
+    if bias is not None and np.any(bias != 0) and not np.any(bias <= DROP_BELOW):
+        # a constant that drops no key is a score term, the last one added
+        scores.terms.insert(0, scores.bias)
+        scores.bias = None
+    terms = _constant_terms(g, scores, (heads, seq, seq), where)
     mask, keep, drop, mask_ops, mask_tensor = _mask(g, ref, seq, mask_input, scores, where)
     q_scale = _one_scalar(q.scalars, where, "Q")
     k_scale = _one_scalar(k.scalars, where, "K")
@@ -204,10 +211,11 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
         raise PorterError(f"{where}: V is scaled before P.V; porter's attention does not do that")
     step = Attention("attention", [f"t{q.source}", f"t{k.source}", f"t{v.source}"],
                      [f"t{merged}"], [], heads, head_dim, q_scale, k_scale, scores.scale,
-                     scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)))
+                     scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)),
+                     score_terms=len(terms))
     ops = ({softmax.index, qk.index, pv.index} | scores.ops | q.ops | k.ops | v.ops | set(view_ops)
            | set(merge_ops) | mask_ops)
-    return FoundAttention(step, ops, mask_tensor)
+    return FoundAttention(step, ops, mask_tensor, {f"term{i}": t for i, t in enumerate(terms)})
 
 
 def _nan_guard(g: Graph, p: int) -> tuple[int, list[int]] | None:
@@ -269,22 +277,53 @@ def _parse_scores(g: Graph, t: int, claimed: set[int]) -> Scores | None:
     return None
 
 
-def refuse_terms(g: Graph, scores: Scores, where: str) -> None:
-    """Scores with terms added besides the mask are refused naming the term and what it depends
-    on: porter's attention is a product, one factor and a mask."""
-    if not scores.terms:
-        return
-    term = scores.terms[0]
+def _constant_terms(g: Graph, scores: Scores, shape: tuple[int, int, int], where: str) -> list[np.ndarray]:
+    """The terms added to the scores besides the mask, in data-flow order, as [heads, seq, seq]
+    arrays. A term that depends on no input (a relative-position bias: buckets of j - i, a
+    learned value per head) was folded to a constant by canonicalisation, in the reference's
+    arithmetic; broadcasting it to every head and query moves no value (a term computed from
+    an input was refused by _refuse_computed_terms)."""
+    terms = []
+    for term in reversed(scores.terms):  # walked back from the softmax
+        value = np.asarray(g.const(term), np.float32)
+        while value.ndim > 3 and value.shape[0] == 1:  # a batch axis of one
+            value = value[0]
+        try:
+            terms.append(np.ascontiguousarray(np.broadcast_to(value, shape)))
+        except ValueError:
+            raise PorterError(f"{where}: the score term {g.tensor(term).describe()} does not broadcast to "
+                              f"{list(shape)} (heads, queries, keys)") from None
+    return terms
+
+
+def _refuse_computed_terms(g: Graph, scores: Scores, where: str) -> None:
+    """A term computed from the inputs (DeBERTa's content-to-position and position-to-content
+    products) is refused naming it, before anything else about the block is checked."""
+    for term in reversed(scores.terms):
+        if g.const(term) is None:
+            raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
+                              f"({_term_origin(g, term)}); porter's attention adds score terms that fold to "
+                              "constants, and does not compute a term from the model's inputs yet")
+
+
+def _term_origin(g: Graph, term: int) -> str:
+    """What a score term depends on, for a refusal."""
     ops = probe.region(g, term)
     if g.const(term) is not None or not probe.leaves(g, ops):
         unfolded = next((probe.describe_op(g, i) for i in ops), None)
-        kind = "a function of positions only: a relative-position bias" + \
+        return "a function of positions only: a relative-position bias" + \
             (f", which porter could not fold at {unfolded}" if unfolded else "")
-    else:
-        kind = "computed from " + ", ".join(g.tensor(x).describe() for x in sorted(probe.leaves(g, ops)))
-    raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
-                      f"({kind}); porter's attention takes Q.K^T, one scalar factor and a mask, and "
-                      "does not reproduce additive score terms yet")
+    return "computed from " + ", ".join(g.tensor(x).describe() for x in sorted(probe.leaves(g, ops)))
+
+
+def refuse_terms(g: Graph, scores: Scores, where: str) -> None:
+    """Scores with terms added besides the mask are refused naming the term and what it depends
+    on (the decoder's attention is a product, one factor and a mask)."""
+    if scores.terms:
+        term = scores.terms[0]
+        raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
+                          f"({_term_origin(g, term)}); porter's attention takes Q.K^T, one scalar factor "
+                          "and a mask, and does not reproduce additive score terms yet")
 
 
 def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
@@ -296,8 +335,6 @@ def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
     if const is not None:
         if scores.bias is not None and np.all(const == 0):
             return MaskMode.NONE, 0.0, 0.0, set(), tensor
-        if scores.bias is not None and not np.any(const <= DROP_BELOW):  # drops no key: a score term
-            refuse_terms(g, Scores(scores.product, terms=[tensor]), where)
         raise PorterError(f"{where}: the scores get a constant {'bias' if scores.bias is not None else 'selection'} "
                           f"{g.tensor(tensor).describe()} that drops keys (a causal or fixed mask); an "
                           "encoder's mask must come from its mask input")

@@ -562,6 +562,55 @@ def exp_op(x: np.ndarray) -> np.ndarray:
     return np.where(large, special, out).astype(F32)
 
 
+# LOG is reference_ops' elementwise std::log, i.e. the host libm's logf: glibc 2.28 and later
+# (sysdeps/ieee754/flt-32/e_logf.c). x = 2^k * z with z in [0x3f330000, 2 * that) exactly;
+# log(x) = log1p(z / c - 1) + log(c) + k ln 2, where 1/c and log(c) come from a table of 16
+# subintervals and log1p(r) is r + a cubic in r, all in double, rounded once to float. As for
+# expf, the FMA host runs __logf_fma, where GCC fused r = z * invc - 1, y0 = logc + k * ln2 and
+# the three multiply-adds of the polynomial.
+_LOGF_INVC_LOGC = np.array([float.fromhex(h) for pair in (
+    ("0x1.661ec79f8f3bep+0", "-0x1.57bf7808caadep-2"), ("0x1.571ed4aaf883dp+0", "-0x1.2bef0a7c06ddbp-2"),
+    ("0x1.49539f0f010bp+0", "-0x1.01eae7f513a67p-2"), ("0x1.3c995b0b80385p+0", "-0x1.b31d8a68224e9p-3"),
+    ("0x1.30d190c8864a5p+0", "-0x1.6574f0ac07758p-3"), ("0x1.25e227b0b8eap+0", "-0x1.1aa2bc79c81p-3"),
+    ("0x1.1bb4a4a1a343fp+0", "-0x1.a4e76ce8c0e5ep-4"), ("0x1.12358f08ae5bap+0", "-0x1.1973c5a611cccp-4"),
+    ("0x1.0953f419900a7p+0", "-0x1.252f438e10c1ep-5"), ("0x1p+0", "0x0p+0"),
+    ("0x1.e608cfd9a47acp-1", "0x1.aa5aa5df25984p-5"), ("0x1.ca4b31f026aap-1", "0x1.c5e53aa362eb4p-4"),
+    ("0x1.b2036576afce6p-1", "0x1.526e57720db08p-3"), ("0x1.9c2d163a1aa2dp-1", "0x1.bc2860d22477p-3"),
+    ("0x1.886e6037841edp-1", "0x1.1058bc8a07ee1p-2"), ("0x1.767dcf5534862p-1", "0x1.4043057b6ee09p-2"))
+    for h in pair]).reshape(16, 2)
+_LOGF_LN2 = np.float64(float.fromhex("0x1.62e42fefa39efp-1"))
+_LOGF_A = [np.float64(float.fromhex(h)) for h in ("-0x1.00ea348b88334p-2", "0x1.5575b0be00b6ap-2",
+                                                  "-0x1.ffffef20a4123p-2")]
+_LOGF_OFF = 0x3F330000
+_X86_DEFAULT_NAN = np.uint32(0xFFC00000).view(F32)  # what 0 / 0 gives on x86 (glibc's invalid)
+
+
+@np.errstate(all="ignore")
+def log_op(x: np.ndarray) -> np.ndarray:
+    """LOG: std::log per value, the host libm's logf (glibc's __logf_fma)."""
+    x = _f(x)
+    ix = x.view(np.uint32).astype(np.int64)
+    subnormal = (ix > 0) & (ix < 0x00800000)
+    # a subnormal x is scaled by 2^23 into the normal range, its exponent taken back from k
+    ix = np.where(subnormal, (x * F32(2.0 ** 23)).view(np.uint32).astype(np.int64) - (23 << 23), ix)
+    tmp = (ix - _LOGF_OFF) & 0xFFFFFFFF
+    i = (tmp >> 19) % 16
+    k = (tmp.astype(np.uint32).view(np.int32) >> 23).astype(np.float64)
+    z = ((ix - (tmp & 0xFF800000)) & 0xFFFFFFFF).astype(np.uint32).view(F32).astype(np.float64)
+    invc, logc = _LOGF_INVC_LOGC[i, 0], _LOGF_INVC_LOGC[i, 1]
+    r = _fma64(z, invc, -1.0)
+    y0 = _fma64(k, _LOGF_LN2, logc)
+    r2 = r * r
+    a0, a1, a2 = _LOGF_A
+    y = _fma64(a0, r2, _fma64(a1, r, a2))
+    out = _fma64(y, r2, y0 + r).astype(F32)
+    bits = x.view(np.uint32)
+    special = np.select([bits == 0x3F800000, (bits & 0x7FFFFFFF) == 0, bits == 0x7F800000, np.isnan(x),
+                         bits >= 0x80000000],
+                        [F32(0), F32(-np.inf), x, x + x, _X86_DEFAULT_NAN], out)
+    return special.astype(F32)
+
+
 # ---- SUM, MEAN, REDUCE_MAX, L2_NORMALIZATION ---------------------------------------------------
 #
 # reduce.cc's optimized kernels first normalise the shape (reduce_utils::ResolveAxis: size-one

@@ -11,7 +11,7 @@
 //! their scores are masked too) instead of being computed. `porter verify` checks the claim on
 //! every window it runs.
 
-use crate::kernels::litert::attention::{attention, AttentionScratch};
+use crate::kernels::litert::attention::{attention, AttentionScratch, ScoreTerms};
 use crate::kernels::common::generic;
 use crate::kernels::litert::activation::gelu_tanh_in_place;
 use crate::kernels::litert::mathfn::gelu_in_place;
@@ -171,7 +171,7 @@ fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Cou
             }
             Phase::Other
         }
-        Step::Attention { q, k, v, out, rows, params } => {
+        Step::Attention { q, k, v, out, rows, params, terms } => {
             // keys past the last kept one, up to KEY_BLOCK: zero K and V rows (the slots may hold
             // an earlier buffer's values there)
             let hidden = params.heads * params.head_dim;
@@ -180,8 +180,9 @@ fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Cou
             }
             let mut y = s.take(*out);
             let keep = params.masked.then_some(&keep[..counts.keys]);
-            attention(params, &s.buffers[*q], &s.buffers[*k], &s.buffers[*v], keep, counts.of(*rows), counts.keys,
-                      &mut y, &mut s.attention);
+            let terms = ScoreTerms { arrays: terms, window: SEQ };
+            attention(params, &s.buffers[*q], &s.buffers[*k], &s.buffers[*v], keep, terms, counts.of(*rows),
+                      counts.keys, &mut y, &mut s.attention);
             s.buffers[*out] = y;
             Phase::Attention
         }

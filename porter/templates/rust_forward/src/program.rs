@@ -168,7 +168,8 @@ pub enum Step<'a> {
     /// `tensor_rows`: the input tensor's rows (Eigen picks a float product's order by them).
     Linear { x: usize, out: usize, x_rows: Rows, rows: Rows, tensor_rows: usize, linear: Linear<'a> },
     LayerNorm { x: usize, out: usize, normalised: Option<usize>, rows: Rows, params: LayerNormParams<'a> },
-    Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams },
+    /// `terms`: the constant score terms, each [heads, SEQ, SEQ] (kernels::litert::attention::ScoreTerms).
+    Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams, terms: Vec<&'a [f32]> },
     /// x has `row` values per token row (0: `len` values, no token rows).
     Gelu { x: usize, out: usize, rows: Rows, row: usize, len: usize, kind: Gelu },
     /// `shape`: the output's, four axes; `token_axis`: its token axis (4 when it has none).

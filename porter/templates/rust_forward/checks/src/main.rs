@@ -65,7 +65,7 @@ mod tiles;
 use std::io::{Read, Write};
 use std::process::exit;
 
-use kernels::litert::attention::{attention, attention_scalar, AttentionParams, AttentionScratch};
+use kernels::litert::attention::{attention, attention_scalar, AttentionParams, AttentionScratch, ScoreTerms};
 use kernels::litert::eigen::{eigen_sum_from, eigen_sum_from_scalar};
 use kernels::common::dequantize::{dequantize_rows, dequantize_rows_scalar, half_to_f32, widen_halves, widen_halves_scalar};
 use kernels::common::gemm::{gemm, gemm_int4, gemm_int4_scalar, gemm_scalar, Int8Weights};
@@ -463,14 +463,18 @@ fn check_kernels(seed: u64) -> ! {
         let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
         let keep: Vec<bool> = (0..keys).map(|j| j == 0 || rng.below(4) != 0).collect();
         let keep = (trial % 3 != 0).then_some(&keep[..]);
+        // a relative-position bias on every other trial: [heads, keys, keys]
+        let bias = rand(&mut rng, heads * keys * keys);
+        let bias_arrays = [&bias[..]];
+        let terms = if trial % 2 == 0 { ScoreTerms { arrays: &bias_arrays, window: keys } } else { ScoreTerms::NONE };
         let (mut c1, mut c2) = (vec![0.0; rows * hidden], vec![0.0; rows * hidden]);
         let mut scratch = AttentionScratch::new(keys, keys, head_dim);
-        attention(&p, &q, &k, &v, keep, rows, keys, &mut c1, &mut scratch);
-        attention_scalar(&p, &q, &k, &v, keep, rows, keys, &mut c2);
+        attention(&p, &q, &k, &v, keep, terms, rows, keys, &mut c1, &mut scratch);
+        attention_scalar(&p, &q, &k, &v, keep, terms, rows, keys, &mut c2);
         tally.record(same_values(&c1, &c2), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
         for &(query_rows, attention_in_blocks) in &tiles::QUERY_ROWS {
             let mut scratch = AttentionScratch::for_query_rows(keys, keys, head_dim, query_rows);
-            attention_in_blocks(&p, &q, &k, &v, keep, rows, keys, &mut c1, &mut scratch);
+            attention_in_blocks(&p, &q, &k, &v, keep, terms, rows, keys, &mut c1, &mut scratch);
             tally.record(same_values(&c1, &c2), || {
                 format!("attention h={heads} d={head_dim} keys={keys} rows={rows} in blocks of {query_rows} query rows")
             });
@@ -515,9 +519,13 @@ fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
         mask_value: -3.402_823_5e38,
         window: keys,
     };
-    ort_float::attention(&p, &q, &k, &v, Some(&keep), rows, keys, &mut cut,
+    // a relative-position bias on half the trials: the cut context must hold with it too
+    let bias: Vec<f32> = (0..heads * keys * keys).map(|_| rng.unit() * 4.0).collect();
+    let bias_arrays = [&bias[..]];
+    let terms = if trial % 4 < 2 { ScoreTerms { arrays: &bias_arrays, window: keys } } else { ScoreTerms::NONE };
+    ort_float::attention(&p, &q, &k, &v, Some(&keep), terms, rows, keys, &mut cut,
                          ort_float::OrtAttentionScratch { scores: &mut scores, keys_t: &mut keys_t, scaled: &mut scaled });
-    ort_float::attention_all_keys(&p, &q, &k, &v, Some(&keep), rows, keys, &mut full,
+    ort_float::attention_all_keys(&p, &q, &k, &v, Some(&keep), terms, rows, keys, &mut full,
                                   ort_float::OrtAttentionScratch { scores: &mut scores, keys_t: &mut keys_t, scaled: &mut scaled });
     tally.record(same_values(&cut, &full), || {
         format!("ort attention {floats:?} h={heads} d={d} keys={keys} live={live} rows={rows} trial={trial}")

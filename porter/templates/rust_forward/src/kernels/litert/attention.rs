@@ -1,4 +1,4 @@
-//! Multi-head attention: softmax(scale * Q.K^T + mask) . V per head, as LiteRT computes it.
+//! Multi-head attention: softmax(scale * Q.K^T + terms + mask) . V per head, as LiteRT computes it.
 //!
 //! Every score and every context value is a float sum whose order is fixed by the reference
 //! (BATCH_MATMUL: the first product, then each next product added in k order). The SIMD version
@@ -10,6 +10,7 @@ use core::arch::wasm32::*;
 
 use super::eigen::{eigen_sum, eigen_sum_scalar};
 use crate::kernels::ort::float as ort_float;
+pub use crate::kernels::ort::float::ScoreTerms;
 use super::mathfn::{exp_in_place, exp_scalar};
 use crate::model::SEQ;
 use crate::tuning::ATTENTION_QUERY_ROWS;
@@ -79,6 +80,7 @@ pub fn attention_scalar(
     k: &[f32],
     v: &[f32],
     keep: Option<&[bool]>,
+    terms: ScoreTerms,
     rows: usize,
     keys: usize,
     ctx: &mut [f32],
@@ -96,7 +98,7 @@ pub fn attention_scalar(
                 }
                 scores[j] = s;
             }
-            finish_scores_scalar(p, keep, &mut scores);
+            finish_scores_scalar(p, keep, |s: &mut [f32]| terms.add_to_row(h, i, s), &mut scores);
             for c in 0..d {
                 let mut acc = scores[0] * v[h * d + c];
                 for j in 1..keys {
@@ -108,13 +110,14 @@ pub fn attention_scalar(
     }
 }
 
-/// Scores -> probabilities: scale, mask, then softmax in the reference's order.
-fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, s: &mut [f32]) {
+/// Scores -> probabilities: scale, the score terms, mask, then softmax in the reference's order.
+fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, add_terms: impl Fn(&mut [f32]), s: &mut [f32]) {
     if !p.scale_on_query {
         for v in s.iter_mut() {
             *v *= p.scale;
         }
     }
+    add_terms(s);
     if let Some(keep) = keep {
         for (v, &kept) in s.iter_mut().zip(keep) {
             if !kept {
@@ -141,9 +144,9 @@ fn finish_scores_scalar(p: &AttentionParams, keep: Option<&[bool]>, s: &mut [f32
 
 /// Attention for the first `rows` query rows against all `keys` keys; ctx is [rows, hidden].
 /// Query rows go in the crate's blocks (tuning.rs).
-pub fn attention(p: &AttentionParams, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
-                 ctx: &mut [f32], scratch: &mut AttentionScratch) {
-    attention_in_blocks::<ATTENTION_QUERY_ROWS>(p, q, k, v, keep, rows, keys, ctx, scratch)
+pub fn attention(p: &AttentionParams, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, terms: ScoreTerms,
+                 rows: usize, keys: usize, ctx: &mut [f32], scratch: &mut AttentionScratch) {
+    attention_in_blocks::<ATTENTION_QUERY_ROWS>(p, q, k, v, keep, terms, rows, keys, ctx, scratch)
 }
 
 /// `attention` with Q query rows a block: the kernel-check module runs it for every candidate
@@ -155,6 +158,7 @@ pub fn attention_in_blocks<const Q: usize>(
     k: &[f32],
     v: &[f32],
     keep: Option<&[bool]>,
+    terms: ScoreTerms,
     rows: usize,
     keys: usize,
     ctx: &mut [f32],
@@ -175,7 +179,7 @@ pub fn attention_in_blocks<const Q: usize>(
             mask_value: p.mask_value,
             window: SEQ,
         };
-        return ort_float::attention(&ort, q, k, v, keep, rows, keys, ctx, ort_scratch);
+        return ort_float::attention(&ort, q, k, v, keep, terms, rows, keys, ctx, ort_scratch);
     }
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
@@ -187,11 +191,11 @@ pub fn attention_in_blocks<const Q: usize>(
         gather_queries(p, q, rows, hidden, h, &mut scratch.query);
         let mut i = 0;
         while i + Q <= rows {
-            query_block::<Q>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
+            query_block::<Q>(p, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
             i += Q;
         }
         while i < rows {
-            query_block::<1>(p, i, h, v, keep.is_some(), keys, ctx, scratch);
+            query_block::<1>(p, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
             i += 1;
         }
     }
@@ -213,6 +217,7 @@ fn query_block<const R: usize>(
     head: usize,
     v: &[f32],
     masked: bool,
+    terms: ScoreTerms,
     keys: usize,
     ctx: &mut [f32],
     s: &mut AttentionScratch,
@@ -221,7 +226,8 @@ fn query_block<const R: usize>(
     // SAFETY: query holds rows >= i0 + R rows of d; key_t holds d x keys; probs R x keys.
     unsafe { scores_block::<R>(s.query.as_ptr().add(i0 * d), s.key_t.as_ptr(), d, keys, s.probs.as_mut_ptr()) };
     for r in 0..R {
-        finish_scores(p, masked.then_some(&s.keep_lanes[..keys]), &mut s.probs[r * keys..(r + 1) * keys]);
+        let add_terms = |row: &mut [f32]| terms.add_to_row(head, i0 + r, row);
+        finish_scores(p, masked.then_some(&s.keep_lanes[..keys]), add_terms, &mut s.probs[r * keys..(r + 1) * keys]);
     }
     let hidden = p.heads * d;
     // SAFETY: v holds keys x hidden; ctx holds (i0 + R) x hidden; probs R x keys.
@@ -326,11 +332,25 @@ unsafe fn score_step<const R: usize, const U: usize>(query: *const f32, key_t: *
 }
 
 /// The vector form of finish_scores_scalar.
-fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32]) {
+fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, add_terms: impl Fn(&mut [f32]), s: &mut [f32]) {
     let n = s.len();
     let full = n / 4 * 4;
     let ptr = s.as_mut_ptr();
     let scale = f32x4_splat(p.scale);
+    if !p.scale_on_query {
+        // SAFETY: all accesses below `full` <= n.
+        unsafe {
+            let mut j = 0;
+            while j < full {
+                v128_store(ptr.add(j) as *mut v128, f32x4_mul(v128_load(ptr.add(j) as *const v128), scale));
+                j += 4;
+            }
+        }
+        for x in &mut s[full..] {
+            *x *= p.scale;
+        }
+    }
+    add_terms(s);
     let mask_value = f32x4_splat(p.mask_value);
     let dropped = |x: v128| if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) };
     let mut max_x4 = f32x4_splat(f32::NEG_INFINITY);
@@ -339,9 +359,6 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32])
         let mut j = 0;
         while j < full {
             let mut x = v128_load(ptr.add(j) as *const v128);
-            if !p.scale_on_query {
-                x = f32x4_mul(x, scale);
-            }
             if let Some(keep) = keep_lanes {
                 let kept = v128_load(keep.as_ptr().add(j) as *const v128);
                 x = v128_bitselect(x, dropped(x), kept);
@@ -359,9 +376,6 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, s: &mut [f32])
     }
     for j in full..n {
         let mut x = s[j];
-        if !p.scale_on_query {
-            x *= p.scale;
-        }
         if keep_lanes.is_some_and(|keep| keep[j] == 0) {
             x = if p.mask_replaces { p.mask_value } else { x + p.mask_value };
         }

@@ -4,6 +4,29 @@ use super::masked_tail::{absorbs, magnitude_exponent, masked_suffix_start};
 use super::math::{softmax, OrtFloats};
 use super::sgemm::{m1_columns, sgemm_columns, stride_k};
 
+/// Constant terms the graph adds to the scaled scores before the mask (a relative-position
+/// bias), each [heads, window, window], added one after the other in the graph's order.
+#[derive(Clone, Copy)]
+pub struct ScoreTerms<'t> {
+    pub arrays: &'t [&'t [f32]],
+    pub window: usize,
+}
+
+impl<'t> ScoreTerms<'t> {
+    pub const NONE: ScoreTerms<'static> = ScoreTerms { arrays: &[], window: 0 };
+
+    /// Adds every term's values for query row `i` of `head` to that row's scores.
+    pub fn add_to_row(&self, head: usize, i: usize, scores: &mut [f32]) {
+        let start = (head * self.window + i) * self.window;
+        let end = start + scores.len();
+        for term in self.arrays {
+            for (s, &t) in scores.iter_mut().zip(&term[start..end]) {
+                *s += t;
+            }
+        }
+    }
+}
+
 /// Work buffers of `attention`, the caller's, allocated once per forward pass.
 pub struct OrtAttentionScratch<'a> {
     /// One query row's scores: at least keys.
@@ -38,23 +61,24 @@ pub struct OrtAttention {
 /// context by MatMul (SGEMM, or the M = 1 kernel for a one-row window). The context leaves out
 /// a masked suffix of keys where that changes no bit (masked_tail.rs).
 #[allow(clippy::too_many_arguments)]
-pub fn attention(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
-                 ctx: &mut [f32], scratch: OrtAttentionScratch) {
-    attention_from(p, q, k, v, keep, rows, keys, masked_suffix_start(keep, keys), ctx, scratch)
+#[allow(clippy::too_many_arguments)]
+pub fn attention(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, terms: ScoreTerms, rows: usize,
+                 keys: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
+    attention_from(p, q, k, v, keep, terms, rows, keys, masked_suffix_start(keep, keys), ctx, scratch)
 }
 
 /// `attention` with every key in every context chain: the definition the kernel check holds the
 /// shortened chains to.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_all_keys(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize,
-                          keys: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
-    attention_from(p, q, k, v, keep, rows, keys, keys, ctx, scratch)
+pub fn attention_all_keys(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, terms: ScoreTerms,
+                          rows: usize, keys: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
+    attention_from(p, q, k, v, keep, terms, rows, keys, keys, ctx, scratch)
 }
 
 /// Attention whose context chains may stop at key `tail` (every key from it on masked).
 #[allow(clippy::too_many_arguments)]
-fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, rows: usize, keys: usize,
-                  tail: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
+fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Option<&[bool]>, terms: ScoreTerms, rows: usize,
+                  keys: usize, tail: usize, ctx: &mut [f32], scratch: OrtAttentionScratch) {
     let d = p.head_dim;
     let (score_block, context_block) = (stride_k(p.window, d, false), stride_k(d, p.window, false));
     let one_row_kernel = p.window == 1;
@@ -82,6 +106,7 @@ fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Optio
                 (query, alpha) = (&*scaled, 1.0);
             }
             sgemm_columns(query, keys_t, keys, keys, score_block, alpha, scores);
+            terms.add_to_row(h, i, scores);
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {

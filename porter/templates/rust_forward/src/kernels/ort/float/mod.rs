@@ -25,7 +25,7 @@ mod masked_tail;
 mod math;
 mod sgemm;
 
-pub use attention::{attention, attention_all_keys, OrtAttention, OrtAttentionScratch};
+pub use attention::{attention, attention_all_keys, OrtAttention, OrtAttentionScratch, ScoreTerms};
 pub use lanes::fused_madd;
 pub use layer_norm::{layer_norm_row, skip_layer_norm_row};
 pub use math::{apply_in_place, apply_in_place_scalar, erf, fast_gelu, fast_gelu_in_place, fma, gelu_erf, gelu_erf_in_place,
