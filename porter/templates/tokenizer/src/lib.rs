@@ -33,7 +33,7 @@ mod unigram;
 mod wordpiece;
 
 pub use blob::{BlobError, Tokenizer};
-pub use encode::Encoding;
+pub use encode::{Encoding, PairError, PairTruncation};
 
 /// The tokenizer.bin this crate was rendered with.
 pub static TOKENIZER_BLOB: &[u8] = include_bytes!("../tokenizer.bin");
