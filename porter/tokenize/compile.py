@@ -496,6 +496,13 @@ def _post_template(processor: dict | None, builder: _BlobBuilder) -> list[int]:
     return [v for template in (single, pair) for v in (len(template), *(x for item in template for x in item))]
 
 
+def pair_type_ids(tokenizer_json: str, name: str = "tokenizer.json") -> set[int] | None:
+    """The token types the tokenizer's pair template gives, None when it has no pair template."""
+    builder = _BlobBuilder(name)
+    _, pair = _templates(json.loads(tokenizer_json).get("post_processor"), builder)
+    return {type_id for _, type_id in pair} if pair else None
+
+
 def _templates(processor: dict | None, builder: _BlobBuilder) -> tuple[list, list]:
     if processor is None:
         return [(SEQUENCE_A, 0)], [(SEQUENCE_A, 0), (SEQUENCE_B, 1)]
