@@ -438,8 +438,8 @@ def pipeline_groups(text: str, tokens: list[dict], logits: np.ndarray, strategy:
             groups[-1][1].append((score, end))
         else:
             groups.append((tag, [(score, end)], label, start))
-    return [(label.split("-")[-1], start, members[-1][1], np.float32(np.nanmean([m[0] for m in members])))
-            for tag, members, label, start in groups if label.split("-")[-1] != "O"]
+    return [(label.split("-", 1)[-1], start, members[-1][1], np.float32(np.nanmean([m[0] for m in members])))
+            for tag, members, label, start in groups if label.split("-", 1)[-1] != "O"]
 
 
 @pytest.mark.parametrize("strategy", ["simple", "first", "average", "max"])
@@ -453,9 +453,56 @@ def test_aggregation_strategies_are_the_pipelines(tagger_service, strategy):
     assert sum(1 for t in tokens if not t["special"]) > len(AGGREGATION_TEXT.split()) + 3, "the text needs sub-words"
     got = client.token_classification(AGGREGATION_TEXT, aggregation_strategy=strategy)
     expected = pipeline_groups(AGGREGATION_TEXT, tokens, logits, strategy)
+    assert len(expected) > 1, "the text should make entities"
     assert [(e.entity_group, e.start, e.end) for e in got] == [g[:3] for g in expected]
     assert [np.float32(e.score) for e in got] == pytest.approx([g[3] for g in expected], abs=1e-6)
     assert all(e.word == AGGREGATION_TEXT[e.start:e.end] for e in got)
+
+
+EXPORT_PYTHON = Path.home() / ".cache" / "porter" / "export-venv" / "bin" / "python"
+# transformers' own TokenClassificationPipeline.postprocess on the service's tokens and the
+# executor's logits (a randomly initialised BertForTokenClassification only gives the pipeline its
+# labels; the logits are handed in): stdin {"tokenizer", "labels", "text", "ids", "offsets",
+# "special", "logits", "strategy"}, stdout the entities.
+PIPELINE_SCRIPT = """
+import json, sys, warnings
+import torch
+from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast, TokenClassificationPipeline
+warnings.simplefilter("ignore")
+job = json.load(sys.stdin)
+labels = job["labels"]
+config = BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
+                    num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+tokenizer = PreTrainedTokenizerFast(tokenizer_file=job["tokenizer"], unk_token="[UNK]")
+pipe = TokenClassificationPipeline(model=BertForTokenClassification(config), tokenizer=tokenizer)
+outputs = {"logits": torch.tensor([job["logits"]], dtype=torch.float32), "sentence": job["text"],
+           "input_ids": torch.tensor([job["ids"]]), "offset_mapping": torch.tensor([job["offsets"]]),
+           "special_tokens_mask": torch.tensor([job["special"]])}
+entities = pipe.postprocess([outputs], aggregation_strategy=job["strategy"])
+print(json.dumps([{k: (float(v) if k == "score" else v) for k, v in e.items()} for e in entities]))
+"""
+
+
+@pytest.mark.parametrize("strategy", ["simple", "first", "average", "max"])
+def test_aggregation_is_the_real_pipelines(tagger_service, strategy):
+    """The same comparison against transformers' own pipeline code (the export venv's), where it
+    is installed: entity groups and offsets equal, scores within float32 rounding of numpy's exp."""
+    if not EXPORT_PYTHON.exists():
+        pytest.skip("no export venv with transformers (~/.cache/porter/export-venv)")
+    tokens, logits = tagger_expected(tagger_service, AGGREGATION_TEXT)
+    job = {"tokenizer": str(minilm_tokenizer_json()), "labels": TAGGER_LABELS, "text": AGGREGATION_TEXT,
+           "ids": [t["id"] for t in tokens], "special": [int(t["special"]) for t in tokens],
+           "offsets": [[t["start"] or 0, t["stop"] or 0] for t in tokens],
+           "logits": logits[:len(tokens)].tolist(), "strategy": strategy}
+    ran = subprocess.run([str(EXPORT_PYTHON), "-c", PIPELINE_SCRIPT], input=json.dumps(job), capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    expected = json.loads(ran.stdout.splitlines()[-1])
+    assert len(expected) > 1, "the text should make entities"
+    got = tagger_service.ok("/", {"inputs": AGGREGATION_TEXT, "parameters": {"aggregation_strategy": strategy}})
+    assert [(e["entity_group"], e["start"], e["end"]) for e in got] == \
+        [(e["entity_group"], e["start"], e["end"]) for e in expected]
+    assert [e["score"] for e in got] == pytest.approx([e["score"] for e in expected], abs=1e-6)
 
 
 # --- cross-encoder reranking ---------------------------------------------------------------------

@@ -13,7 +13,7 @@
 //!   token order) and that mean, or of the token with the highest score;
 //! - every strategy but "none": consecutive entities group while their tags (B-X and I-X: X; any
 //!   other label itself) agree and the later one does not begin with B-; a group is named by its
-//!   first label after the last "-", its score the mean of its members' (numpy's pairwise sum, as
+//!   first label after the first "-", its score the mean of its members' (numpy's pairwise sum, as
 //!   np.nanmean adds a float32 array);
 //! - entities or groups whose label is in ignore_labels (default ["O"]) are left out.
 //! Offsets are code points into the original text, end exclusive; "word" is the text between
@@ -169,7 +169,7 @@ pub fn to_json(text: &str, tokens: &[Token], aggregation: Aggregation, ignore: &
     }
     json::array(groups(&entities).into_iter().filter_map(|group| {
         let label = LABELS[group[0].label];
-        let name = label.rsplit('-').next().unwrap_or(label);
+        let name = label.split_once('-').map_or(label, |(_, rest)| rest);
         if ignored(name) {
             return None;
         }
