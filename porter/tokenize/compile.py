@@ -10,7 +10,7 @@ Supported (anything else is refused with a one-line PorterError naming the compo
                   a regex that repeats one literal character `c{n,}` / `c+`), Sequence of these
   pre-tokenizers  BertPreTokenizer, WhitespaceSplit, Metaspace, Sequence of these
   models          WordPiece, Unigram (byte_fallback off)
-  post-processor  TemplateProcessing (single sequence), BertProcessing, none
+  post-processor  TemplateProcessing (its single and pair templates), BertProcessing, none
   added tokens    matched in the original text (normalized=false, single_word=false), lstrip/rstrip
 Truncation and padding in the file are ignored: the caller decides how to window the ids.
 
@@ -34,7 +34,9 @@ Blob layout (little-endian; every section starts on an 8-byte boundary):
     PARAMS         u32 x len(Param)
     NORMALIZER     n x (op u32, arg u32)                   applied in order
     PRE_TOKENIZER  n x (op u32, a u32, b u32, c u32)       applied in order
-    POST_TEMPLATE  u32 list: a token id, or SEQUENCE_A for the encoded text
+    POST_TEMPLATE  the single template, then the pair template, each: n u32 | n x (item u32,
+                   type id u32), an item a token id or SEQUENCE_A / SEQUENCE_B for the encoded
+                   texts (n 0: the file has no pair template)
     ADDED_TOKENS   n x (string offset u32, length u32, id u32, flags u32), longest first
     STRINGS        UTF-8 bytes referenced by (offset, length) pairs from other sections
     TRIE           node_count u32 | first_child u32 x (node_count + 1) | token_id i32 x node_count
@@ -75,9 +77,10 @@ from porter.fsutil import cache_dir, write_atomic
 from porter.tokenize.blob import TOTAL_SIZE, sectioned_blob, u32s
 
 MAGIC = b"PTOK"
-VERSION = 1
+VERSION = 2
 BLOB_NAME = "tokenizer.bin"
 SEQUENCE_A = 0xFFFF_FFFF  # in POST_TEMPLATE: where the encoded text goes
+SEQUENCE_B = 0xFFFF_FFFE  # in a pair template: where the second text goes
 UNICODE_SIZE = 0x110000
 SURROGATES = range(0xD800, 0xE000)
 
@@ -246,7 +249,7 @@ class _BlobBuilder:
     strings: bytearray = field(default_factory=bytearray)
     normalizer_ops: list[tuple[int, int]] = field(default_factory=list)
     pre_tokenizer_ops: list[tuple[int, int, int, int]] = field(default_factory=list)
-    post_template: list[int] = field(default_factory=list)
+    post_template: list[int] = field(default_factory=list)  # the section's words
     added_tokens: list[tuple[int, int, int, int]] = field(default_factory=list)
     trie: bytes = b""
     scores: bytes = b""
@@ -486,28 +489,58 @@ def _metaspace(pre_tokenizer: dict, builder: _BlobBuilder) -> tuple[int, int, in
 
 
 def _post_template(processor: dict | None, builder: _BlobBuilder) -> list[int]:
+    """The POST_TEMPLATE section: the single and the pair template as tokenizers applies them,
+    each item with its type id (a missing post-processor: the texts alone, the pair's second
+    with type 1, as tokenizers encodes a pair without one)."""
+    single, pair = _templates(processor, builder)
+    return [v for template in (single, pair) for v in (len(template), *(x for item in template for x in item))]
+
+
+def pair_type_ids(tokenizer_json: str, name: str = "tokenizer.json") -> set[int] | None:
+    """The token types the tokenizer's pair template gives, None when it has no pair template."""
+    builder = _BlobBuilder(name)
+    _, pair = _templates(json.loads(tokenizer_json).get("post_processor"), builder)
+    return {type_id for _, type_id in pair} if pair else None
+
+
+def _templates(processor: dict | None, builder: _BlobBuilder) -> tuple[list, list]:
     if processor is None:
-        return [SEQUENCE_A]
+        return [(SEQUENCE_A, 0)], [(SEQUENCE_A, 0), (SEQUENCE_B, 1)]
     kind = processor.get("type")
     if kind == "BertProcessing":
         (_, cls_id), (_, sep_id) = processor["cls"], processor["sep"]
-        return [cls_id, SEQUENCE_A, sep_id]
+        single = [(cls_id, 0), (SEQUENCE_A, 0), (sep_id, 0)]
+        return single, single + [(SEQUENCE_B, 1), (sep_id, 1)]
     if kind != "TemplateProcessing":
         raise builder.fail(f"unsupported post-processor {kind!r}")
     special = processor.get("special_tokens") or {}
+    single = _template(processor.get("single") or [], "single", ("A",), special, builder)
+    pair = _template(processor.get("pair") or [], "pair", ("A", "B"), special, builder)
+    return single, pair
+
+
+def _template(items: list, which: str, sequences: tuple[str, ...], special: dict, builder: _BlobBuilder) -> list:
+    """[(token id or SEQUENCE_A / SEQUENCE_B, type id)] of one TemplateProcessing template."""
+    marker = {"A": SEQUENCE_A, "B": SEQUENCE_B}
     template = []
-    for item in processor.get("single") or []:
+    for item in items:
         if "Sequence" in item:
-            if item["Sequence"].get("id") != "A":
-                raise builder.fail(f"post-processor single template names sequence {item['Sequence']!r}")
-            template.append(SEQUENCE_A)
+            name = item["Sequence"].get("id")
+            if name not in sequences:
+                raise builder.fail(f"post-processor {which} template names sequence {item['Sequence']!r}")
+            template.append((marker[name], int(item["Sequence"].get("type_id", 0))))
             continue
-        name = (item.get("SpecialToken") or {}).get("id")
+        token = item.get("SpecialToken") or {}
+        name = token.get("id")
         if name not in special:
             raise builder.fail(f"post-processor uses special token {name!r} that it does not define")
-        template += [int(i) for i in special[name]["ids"]]
-    if template.count(SEQUENCE_A) != 1:
-        raise builder.fail("post-processor single template must contain sequence A once")
+        template += [(int(i), int(token.get("type_id", 0))) for i in special[name]["ids"]]
+    found = [value for value, _ in template if value in marker.values()]
+    if which == "pair" and not items:
+        return []  # no pair template: the service refuses pairs
+    if sorted(found) != sorted(marker[name] for name in sequences):
+        raise builder.fail(f"post-processor {which} template must contain "
+                           + " and ".join(f"sequence {name}" for name in sequences) + " once")
     return template
 
 

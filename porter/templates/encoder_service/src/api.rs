@@ -1,11 +1,12 @@
 //! Request bodies of the encoder service's routes, in the field names of the APIs they follow:
 //! Text Embeddings Inference (/embed, /predict, /tokenize), OpenAI (/v1/embeddings) and the
 //! Hugging Face Inference API (POST /). 400 for malformed JSON, a wrong type or an unknown field;
-//! 422 for a value the service cannot honour (text pairs, another dimension count).
+//! 422 for a value the service cannot honour (text pairs to an embedding model, another dimension
+//! count).
 
 use serde_json::{Map, Value};
 
-use crate::encode::Truncation;
+use crate::encode::{Sequence, Truncation};
 use crate::error::{parse_object, ApiError};
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -30,7 +31,9 @@ pub struct EmbedRequest {
 }
 
 pub struct PredictRequest {
-    pub inputs: Inputs,
+    pub inputs: Vec<Sequence>,
+    /// Whether the reply is one input's labels (TEI: a string or one [a, b] pair) or a list.
+    pub single: bool,
     pub raw_scores: bool,
     pub truncation: Truncation,
     /// The Hugging Face API's top_k (None: every label).
@@ -67,19 +70,83 @@ pub fn parse_openai(body: &[u8], width: usize) -> Result<EmbedRequest, ApiError>
     Ok(EmbedRequest { inputs, normalize: true, truncation: no_truncation, base64 })
 }
 
-/// TEI's POST /predict: {"inputs", "raw_scores", "truncate", "truncation_direction"}.
+/// TEI's POST /predict: {"inputs", "raw_scores", "truncate", "truncation_direction"}, its inputs
+/// as TEI reads them: "a" or ["a"] one text, ["a", "b"] one pair, [["a"], ["a", "b"], ...] a batch
+/// of texts and pairs.
 pub fn parse_predict(body: &[u8]) -> Result<PredictRequest, ApiError> {
     let mut object = parse_object(body, &["inputs", "raw_scores", "truncate", "truncation_direction"])?;
-    let inputs = texts(object.remove("inputs"), "inputs")?;
+    let (inputs, single) = predict_inputs(object.remove("inputs"))?;
     let raw_scores = flag(&mut object, "raw_scores", false)?;
-    Ok(PredictRequest { inputs, raw_scores, truncation: truncation(&mut object)?, top_k: None })
+    Ok(PredictRequest { inputs, single, raw_scores, truncation: truncation(&mut object)?, top_k: None })
+}
+
+fn predict_inputs(value: Option<Value>) -> Result<(Vec<Sequence>, bool), ApiError> {
+    const EXPECTED: &str = "\"inputs\" must be a string, a pair [string, string] or a batch [[string], [string, string], ...]";
+    match value {
+        Some(Value::String(text)) => Ok((vec![Sequence::Single(text)], true)),
+        Some(Value::Array(values)) if values.first().is_some_and(Value::is_string) => Ok((vec![sequence(values)?], true)),
+        Some(Value::Array(values)) => {
+            let batch = values.into_iter().map(|v| match v {
+                Value::Array(strings) => sequence(strings),
+                _ => Err(bad(EXPECTED)),
+            });
+            Ok((batch.collect::<Result<_, _>>()?, false))
+        }
+        None => Err(bad("missing \"inputs\"")),
+        Some(_) => Err(bad(EXPECTED)),
+    }
+}
+
+/// ["a"] or ["a", "b"].
+fn sequence(values: Vec<Value>) -> Result<Sequence, ApiError> {
+    let mut strings = values.into_iter().map(|v| match v {
+        Value::String(s) => Ok(s),
+        _ => Err(bad("a sequence must be [string] or [string, string]")),
+    });
+    match (strings.next(), strings.next(), strings.next()) {
+        (Some(a), None, None) => Ok(Sequence::Single(a?)),
+        (Some(a), Some(b), None) => Ok(Sequence::Pair(a?, b?)),
+        _ => Err(bad("a sequence must be [string] or [string, string]")),
+    }
+}
+
+pub struct RerankRequest {
+    pub query: String,
+    pub texts: Vec<String>,
+    pub raw_scores: bool,
+    pub return_text: bool,
+    pub truncation: Truncation,
+}
+
+/// TEI's POST /rerank: {"query", "texts", "truncate", "truncation_direction", "raw_scores",
+/// "return_text"}; no texts is TEI's 400 "Empty".
+pub fn parse_rerank(body: &[u8]) -> Result<RerankRequest, ApiError> {
+    let allowed = ["query", "texts", "truncate", "truncation_direction", "raw_scores", "return_text"];
+    let mut object = parse_object(body, &allowed)?;
+    let query = match object.remove("query") {
+        Some(Value::String(query)) => query,
+        None => return Err(bad("missing \"query\"")),
+        Some(_) => return Err(bad("\"query\" must be a string")),
+    };
+    let texts = match texts(object.remove("texts"), "texts")? {
+        Inputs { single: true, .. } => return Err(bad("\"texts\" must be an array of strings")),
+        Inputs { texts, .. } => texts,
+    };
+    if texts.is_empty() {
+        let mut error = ApiError::new(400, "`texts` cannot be empty");
+        error.error_type = Some("Empty");
+        return Err(error);
+    }
+    let raw_scores = flag(&mut object, "raw_scores", false)?;
+    let return_text = flag(&mut object, "return_text", false)?;
+    Ok(RerankRequest { query, texts, raw_scores, return_text, truncation: truncation(&mut object)? })
 }
 
 /// The Hugging Face Inference API's text classification (POST /): {"inputs", "parameters":
 /// {"top_k", "function_to_apply": "softmax" | "sigmoid" | "none"}}.
 pub fn parse_hf_classification(body: &[u8]) -> Result<PredictRequest, ApiError> {
     let mut object = parse_object(body, &["inputs", "parameters"])?;
-    let inputs = texts(object.remove("inputs"), "inputs")?;
+    let inputs = texts(object.remove("inputs"), "inputs")?.texts.into_iter().map(Sequence::Single).collect();
     let mut parameters = match object.remove("parameters") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(map)) => map,
@@ -105,7 +172,7 @@ pub fn parse_hf_classification(body: &[u8]) -> Result<PredictRequest, ApiError> 
         }
     };
     let no_truncation = Truncation { enabled: false, from_left: false };
-    Ok(PredictRequest { inputs, raw_scores, truncation: no_truncation, top_k })
+    Ok(PredictRequest { inputs, single: false, raw_scores, truncation: no_truncation, top_k })
 }
 
 /// TEI's POST /tokenize: {"inputs", "add_special_tokens"}.
@@ -123,7 +190,7 @@ fn texts(value: Option<Value>, key: &str) -> Result<Inputs, ApiError> {
             for value in values {
                 match value {
                     Value::String(text) => texts.push(text),
-                    Value::Array(_) => return Err(unsupported(format!("\"{key}\": text pairs need token type ids, which this service does not feed yet"))),
+                    Value::Array(_) => return Err(unsupported(format!("\"{key}\": text pairs are for POST /predict of a sequence classifier"))),
                     _ => return Err(bad(format!("\"{key}\" must be a string or an array of strings"))),
                 }
             }
@@ -198,12 +265,9 @@ pub fn parse_token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
         None | Some(Value::Null) => Aggregation::None,
         Some(Value::String(s)) if s == "none" => Aggregation::None,
         Some(Value::String(s)) if s == "simple" => Aggregation::Simple,
-        Some(Value::String(s)) if ["first", "average", "max"].contains(&s.as_str()) => {
-            return Err(unsupported(format!(
-                "aggregation_strategy \"{s}\" groups the sub-tokens of each word, and this service's tokenizer does not \
-                 report words yet; use \"none\" or \"simple\""
-            )))
-        }
+        Some(Value::String(s)) if s == "first" => Aggregation::First,
+        Some(Value::String(s)) if s == "average" => Aggregation::Average,
+        Some(Value::String(s)) if s == "max" => Aggregation::Max,
         Some(_) => return Err(bad("\"aggregation_strategy\" must be none, simple, first, average or max")),
     };
     let ignore_labels = match parameters.remove("ignore_labels") {

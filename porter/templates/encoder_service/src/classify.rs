@@ -1,9 +1,11 @@
-//! Sequence classification: TEI's POST /predict and the Hugging Face API's text classification.
+//! Sequence classification: TEI's POST /predict and the Hugging Face API's text classification,
+//! and a cross-encoder's TEI POST /rerank (its one logit per (query, text) pair).
 //!
 //! Scores are the softmax of the model's logits (the sigmoid for a one-output model), computed in
 //! float32: the largest logit subtracted, exp, summed in label order, divided; `raw_scores` (or
 //! function_to_apply "none") returns the logits themselves, the forward pass's numbers. Each
-//! input's labels come sorted by score, highest first, as TEI sorts them.
+//! input's labels come sorted by score, highest first, as TEI sorts them; /rerank's texts too, as
+//! TEI sorts them (ascending, stable, then reversed: equal scores come later text first).
 
 use crate::config::LABELS;
 use crate::embed::floats;
@@ -34,4 +36,25 @@ pub fn ranked(scores: &[f32], top_k: Option<usize>) -> String {
         let score = floats(&scores[i..=i]);
         json::Object::new().string("label", LABELS[i]).raw("score", &score[1..score.len() - 1]).finish()
     }))
+}
+
+/// TEI's /rerank reply: [{"index", "text"?, "score"}] by score, highest first.
+pub fn ranks(scores: &[f32], texts: Option<&[String]>) -> Result<String, crate::error::ApiError> {
+    if scores.iter().any(|s| s.is_nan()) {
+        let mut error = crate::error::ApiError::new(500, "score is NaN");
+        error.error_type = Some("Backend");
+        return Err(error);
+    }
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[a].partial_cmp(&scores[b]).unwrap_or(std::cmp::Ordering::Equal));
+    order.reverse();
+    Ok(json::array(order.into_iter().map(|i| {
+        let object = json::Object::new().number("index", i);
+        let object = match texts {
+            Some(texts) => object.string("text", &texts[i]),
+            None => object,
+        };
+        let score = floats(&scores[i..=i]);
+        object.raw("score", &score[1..score.len() - 1]).finish()
+    })))
 }

@@ -3,7 +3,9 @@
 //! A window is PREFIX_IDS + the text's tokens + SUFFIX_IDS, padded with PAD_ID, the mask 1 on the
 //! live tokens: the rule the model's goldens were made with (porter/check/windows.py). A text
 //! whose tokens do not fit is cut to fit when the request says `truncate` (from the end, or from
-//! the start with truncation_direction "Left"), and otherwise refused with TEI's 413.
+//! the start with truncation_direction "Left"), and otherwise refused with TEI's 413. A pair of
+//! texts (a cross-encoder's query and passage, TEI's [[a, b]]) is the tokenizer's pair template
+//! with its token types, cut by tokenizers' longest_first truncation when asked.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +13,7 @@ use encoder::forward;
 use encoder::model::Model;
 use encoder::profile::Profile;
 
-use crate::config::{MAX_BATCH, PAD_ID, PREFIX_IDS, REQUEST_BUDGET_MS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
+use crate::config::{MAX_BATCH, PAD_ID, PAIRS, PREFIX_IDS, REQUEST_BUDGET_MS, SUFFIX_IDS, UNK_ID, VOCAB, WINDOW};
 use crate::error::ApiError;
 use crate::{budget, timing::ServerTiming};
 
@@ -24,13 +26,22 @@ pub struct Truncation {
     pub from_left: bool,
 }
 
-/// A text's tokens as the model sees them: ids (after the vocabulary fallback) and code-point
-/// ranges, special tokens included (their ranges are empty).
+/// One input: a text, or a pair of texts.
+pub enum Sequence {
+    Single(String),
+    Pair(String, String),
+}
+
+/// A text's tokens as the model sees them: ids (after the vocabulary fallback), token types and
+/// code-point ranges, special tokens included (their ranges are empty).
 pub struct Tokens {
     pub ids: Vec<u32>,
+    pub types: Vec<u32>,
     pub offsets: Vec<(u32, u32)>,
     /// Which of them are the post-processor's special tokens.
     pub special: Vec<bool>,
+    /// The code points of each token's vocabulary entry (tokenizer::Encoding::token_chars).
+    pub token_chars: Vec<u32>,
 }
 
 pub fn validation(status: u16, message: String) -> ApiError {
@@ -41,7 +52,7 @@ pub fn validation(status: u16, message: String) -> ApiError {
 
 /// Every text tokenized and fitted to the window; 413 for a batch over MAX_BATCH or a text too
 /// long without `truncate`, 422 for an empty batch.
-pub fn tokenize_all(texts: &[String], truncation: Truncation, timing: &mut ServerTiming) -> Result<Vec<Tokens>, ApiError> {
+pub fn tokenize_all(texts: &[Sequence], truncation: Truncation, timing: &mut ServerTiming) -> Result<Vec<Tokens>, ApiError> {
     if texts.is_empty() {
         return Err(validation(422, "`inputs` cannot be empty".into()));
     }
@@ -52,7 +63,13 @@ pub fn tokenize_all(texts: &[String], truncation: Truncation, timing: &mut Serve
     let tokenizer = tokenizer::embedded().map_err(|e| ApiError::new(500, e.to_string()))?;
     timing.record("tokenizer", started, None);
     let started = Instant::now();
-    let all = texts.iter().map(|text| fit(tokenize(&tokenizer, text)?, truncation)).collect::<Result<Vec<_>, _>>()?;
+    let all = texts
+        .iter()
+        .map(|sequence| match sequence {
+            Sequence::Single(text) => fit(tokenize(&tokenizer, text)?, truncation),
+            Sequence::Pair(a, b) => tokenize_pair(&tokenizer, a, b, truncation),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     timing.record("encode", started, Some(format!("{} tokens", all.iter().map(|t| t.ids.len()).sum::<usize>())));
     Ok(all)
 }
@@ -65,10 +82,30 @@ pub fn tokenize(tokenizer: &tokenizer::Tokenizer<'_>, text: &str) -> Result<Toke
     if ids.len() < PREFIX_IDS.len() + SUFFIX_IDS.len() || !ids.starts_with(PREFIX_IDS) || !ids.ends_with(SUFFIX_IDS) {
         return Err(ApiError::new(500, "the tokenizer's special tokens differ from the ones this service was built with"));
     }
-    let text_range = PREFIX_IDS.len()..ids.len() - SUFFIX_IDS.len();
-    let special = (0..ids.len()).map(|i| !text_range.contains(&i)).collect();
-    let ids = ids.iter().map(|&id| if id < VOCAB { id } else { UNK_ID }).collect();
-    Ok(Tokens { ids, offsets: encoding.char_offsets.clone(), special })
+    Ok(tokens_of(encoding))
+}
+
+fn tokens_of(encoding: tokenizer::Encoding) -> Tokens {
+    let ids = encoding.ids.iter().map(|&id| if id < VOCAB { id } else { UNK_ID }).collect();
+    Tokens { ids, types: encoding.type_ids, offsets: encoding.char_offsets, special: encoding.special, token_chars: encoding.token_chars }
+}
+
+/// A pair through the tokenizer's pair template (config::PAIRS: the build found one whose token
+/// types the model reads), cut to the window by longest_first when `truncate` asks.
+fn tokenize_pair(tokenizer: &tokenizer::Tokenizer<'_>, a: &str, b: &str, truncation: Truncation) -> Result<Tokens, ApiError> {
+    if !PAIRS {
+        return Err(validation(422, "this model reads no text pairs: its tokenizer has no pair template, or the template's token types are more than the model's".into()));
+    }
+    let cut = truncation.enabled.then_some(tokenizer::PairTruncation { max_length: WINDOW, from_left: truncation.from_left });
+    let encoding = tokenizer.encode_pair(a, b, cut).map_err(|e| ApiError::new(500, e.to_string()))?;
+    if encoding.ids.len() > WINDOW {
+        return Err(too_long(encoding.ids.len()));
+    }
+    Ok(tokens_of(encoding))
+}
+
+fn too_long(tokens: usize) -> ApiError {
+    validation(413, format!("Input validation error: `inputs` must have less than {WINDOW} tokens. Given: {tokens}"))
 }
 
 fn fit(mut tokens: Tokens, truncation: Truncation) -> Result<Tokens, ApiError> {
@@ -77,15 +114,14 @@ fn fit(mut tokens: Tokens, truncation: Truncation) -> Result<Tokens, ApiError> {
         return Ok(tokens);
     }
     if !truncation.enabled {
-        return Err(validation(
-            413,
-            format!("Input validation error: `inputs` must have less than {WINDOW} tokens. Given: {}", tokens.ids.len()),
-        ));
+        return Err(too_long(tokens.ids.len()));
     }
     let text_start = PREFIX_IDS.len();
     let cut = if truncation.from_left { text_start..text_start + excess } else { text_start + ROOM..text_start + ROOM + excess };
     tokens.ids.drain(cut.clone());
+    tokens.types.drain(cut.clone());
     tokens.offsets.drain(cut.clone());
+    tokens.token_chars.drain(cut.clone());
     tokens.special.drain(cut);
     Ok(tokens)
 }
@@ -104,7 +140,7 @@ pub fn run_all(inputs: &[Tokens], request_started: Instant, timing: &mut ServerT
     for (done, tokens) in inputs.iter().enumerate() {
         budget::go_on(request_started, last, inputs.len() - done, inputs.len(), "inputs", REQUEST_BUDGET_MS)?;
         let window_started = Instant::now();
-        let (output, window_phases) = run_window(&model, &tokens.ids);
+        let (output, window_phases) = run_window(&model, tokens);
         last = window_started.elapsed();
         outputs.push(output);
         for (total, phase) in phases.iter_mut().zip(window_phases) {
@@ -121,12 +157,15 @@ pub fn run_all(inputs: &[Tokens], request_started: Instant, timing: &mut ServerT
 
 /// One window through the model: (its output, [matmul, attention, other] ms). The one call of
 /// the forward pass in this crate.
-fn run_window(model: &Model, live_ids: &[u32]) -> (Vec<f32>, [f64; 3]) {
+fn run_window(model: &Model, tokens: &Tokens) -> (Vec<f32>, [f64; 3]) {
+    let live = tokens.ids.len();
     let mut ids = vec![PAD_ID; WINDOW];
+    let mut types = vec![0u32; WINDOW];
     let mut mask = vec![0i32; WINDOW];
-    ids[..live_ids.len()].copy_from_slice(live_ids);
-    mask[..live_ids.len()].fill(1);
+    ids[..live].copy_from_slice(&tokens.ids);
+    types[..live].copy_from_slice(&tokens.types);
+    mask[..live].fill(1);
     let mut profile = Profile::start();
-    let (output, _) = forward::forward(model, &ids, &mask, live_ids.len(), forward::Extent::Live, &mut profile);
+    let (output, _) = forward::forward_with_types(model, &ids, &types, &mask, live, forward::Extent::Live, &mut profile);
     (output, profile.ms)
 }

@@ -7,7 +7,10 @@
 //!   POST /tokenize            TEI's: {"inputs", "add_special_tokens"} -> [[{"id", "text",
 //!                             "special", "start", "stop"}]] (code-point offsets);
 //!   embeddings:               POST /embed (TEI), POST /v1/embeddings (OpenAI), POST / (= /embed);
-//!   sequence-classification:  POST /predict (TEI), POST / (the Hugging Face API's shape);
+//!   sequence-classification:  POST /predict (TEI: texts and [a, b] pairs), POST / (the Hugging Face
+//!                             API's shape);
+//!   rerank (one output):      POST /rerank (TEI: a query against texts, sorted), POST / (= /rerank),
+//!                             POST /predict;
 //!   token-classification:     POST /predict and POST / (the Hugging Face pipeline's shape, tokens.rs).
 //! Every response carries a Server-Timing header; every error is JSON {"error", "error_type",
 //! "status"} (TEI's fields). Each input is one model window; a batch is bounded by MAX_BATCH,
@@ -30,6 +33,7 @@ use std::time::Instant;
 
 use wasi::http::types::{IncomingRequest, Method, ResponseOutparam};
 
+use encode::Sequence;
 use encoder::model::WIDTH;
 use error::ApiError;
 use timing::ServerTiming;
@@ -44,17 +48,12 @@ wasi::http::proxy::export!(Service);
 
 impl wasi::exports::http::incoming_handler::Guest for Service {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
-        let started = Instant::now();
-        let mut timing = ServerTiming::default();
-        let (status, body, headers) = match route(request, started, &mut timing) {
-            Ok(body) => (200, body, Vec::new()),
-            Err(mut error) => {
+        http::handle(request, response_out, |request, started, timing| {
+            route(request, started, timing).map_err(|mut error| {
                 error.error_type.get_or_insert(error_type(error.status));
-                (error.status, error.to_json(), error.headers())
-            }
-        };
-        timing.record("total", started, None);
-        http::respond(response_out, status, &body, &timing.header(), &headers);
+                error
+            })
+        });
     }
 }
 
@@ -71,6 +70,7 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
     let path = http::path(&request);
     let method = request.method();
     let embeddings = config::TASK == "embeddings";
+    let rerank = config::TASK == "rerank";
     let tokens = config::TOKEN_OUTPUT;
     match path.as_str() {
         "/health" | "/ping" => {
@@ -99,9 +99,17 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
             let parsed = api::parse_token_request(&post_body(request, &method)?)?;
             predict_tokens(&parsed, started, timing)
         }
+        "/" | "/rerank" if rerank => {
+            let parsed = api::parse_rerank(&post_body(request, &method)?)?;
+            let pairs: Vec<Sequence> = parsed.texts.iter().map(|t| Sequence::Pair(parsed.query.clone(), t.clone())).collect();
+            let inputs = encode::tokenize_all(&pairs, parsed.truncation, timing)?;
+            let logits = encode::run_all(&inputs, started, timing)?;
+            let scores: Vec<f32> = logits.iter().map(|l| classify::scores(l, parsed.raw_scores)[0]).collect();
+            classify::ranks(&scores, parsed.return_text.then_some(&parsed.texts[..]))
+        }
         "/predict" if !embeddings => {
             let parsed = api::parse_predict(&post_body(request, &method)?)?;
-            predict(&parsed, started, timing, parsed.inputs.single)
+            predict(&parsed, started, timing, parsed.single)
         }
         "/" if !embeddings => {
             // The Hugging Face API answers one list of labels per input, a single text included.
@@ -109,7 +117,11 @@ fn route(request: IncomingRequest, started: Instant, timing: &mut ServerTiming) 
             predict(&parsed, started, timing, false)
         }
         _ => {
-            let routes = if embeddings { "POST /embed, POST /v1/embeddings" } else { "POST /predict" };
+            let routes = match () {
+                _ if embeddings => "POST /embed, POST /v1/embeddings",
+                _ if rerank => "POST /rerank, POST /predict",
+                _ => "POST /predict",
+            };
             Err(ApiError::new(404, format!("no route {path}; this {} service has {routes}, POST /, POST /tokenize, GET /info and GET /health", config::TASK)))
         }
     }
@@ -122,25 +134,32 @@ fn post_body(request: IncomingRequest, method: &Method) -> Result<Vec<u8>, ApiEr
 
 /// The rows of an embedding request, and how many tokens its windows held (OpenAI's usage).
 fn embed_rows(request: &api::EmbedRequest, started: Instant, timing: &mut ServerTiming) -> Result<(Vec<Vec<f32>>, usize), ApiError> {
-    let inputs = encode::tokenize_all(&request.inputs.texts, request.truncation, timing)?;
+    let inputs = encode::tokenize_all(&singles(&request.inputs.texts), request.truncation, timing)?;
     let tokens = inputs.iter().map(|t| t.ids.len()).sum();
     let rows = encode::run_all(&inputs, started, timing)?;
     Ok((embed::finish(rows, request.normalize), tokens))
 }
 
 fn predict(request: &api::PredictRequest, started: Instant, timing: &mut ServerTiming, single: bool) -> Result<String, ApiError> {
-    let inputs = encode::tokenize_all(&request.inputs.texts, request.truncation, timing)?;
+    let inputs = encode::tokenize_all(&request.inputs, request.truncation, timing)?;
     let logits = encode::run_all(&inputs, started, timing)?;
     let mut ranked = logits.iter().map(|l| classify::ranked(&classify::scores(l, request.raw_scores), request.top_k));
     Ok(if single { ranked.next().unwrap_or_default() } else { json::array(ranked) })
 }
 
+fn singles(texts: &[String]) -> Vec<Sequence> {
+    texts.iter().cloned().map(Sequence::Single).collect()
+}
+
 fn predict_tokens(request: &api::TokenRequest, started: Instant, timing: &mut ServerTiming) -> Result<String, ApiError> {
-    let inputs = encode::tokenize_all(&request.inputs.texts, encode::Truncation { enabled: false, from_left: false }, timing)?;
+    let no_truncation = encode::Truncation { enabled: false, from_left: false };
+    let inputs = encode::tokenize_all(&singles(&request.inputs.texts), no_truncation, timing)?;
     let logits = encode::run_all(&inputs, started, timing)?;
+    let tokenizer = tokenizer::embedded().map_err(|e| ApiError::new(500, e.to_string()))?;
+    let word_aware = tokenizer.continuing_subword_prefix().is_some();
     let mut replies = request.inputs.texts.iter().zip(&inputs).zip(&logits).map(|((text, tokens), logits)| {
-        let entities = tokens::entities(tokens, logits, request.raw_scores);
-        tokens::to_json(text, &entities, request.aggregation, &request.ignore_labels)
+        let text_tokens = tokens::text_tokens(text, tokens, logits, request.raw_scores, word_aware);
+        tokens::to_json(text, &text_tokens, request.aggregation, &request.ignore_labels)
     });
     Ok(if request.inputs.single { replies.next().unwrap_or_default() } else { json::array(replies) })
 }
@@ -177,7 +196,8 @@ fn info() -> String {
         let id2label = config::LABELS.iter().enumerate().fold(json::Object::new(), |o, (i, l)| o.string(&i.to_string(), l));
         let label2id = config::LABELS.iter().enumerate().fold(json::Object::new(), |o, (i, l)| o.number(l, i));
         let classifier = json::Object::new().raw("id2label", &id2label.finish()).raw("label2id", &label2id.finish());
-        json::Object::new().raw("classifier", &classifier.finish()).finish()
+        let kind = if config::TASK == "rerank" { "reranker" } else { "classifier" };
+        json::Object::new().raw(kind, &classifier.finish()).finish()
     };
     json::Object::new()
         .string("model_id", config::MODEL_ID)

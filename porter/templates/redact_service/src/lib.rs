@@ -44,14 +44,7 @@ wasi::http::proxy::export!(Service);
 
 impl wasi::exports::http::incoming_handler::Guest for Service {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
-        let started = Instant::now();
-        let mut timing = ServerTiming::default();
-        let (status, body, headers) = match route(request, started, &mut timing) {
-            Ok(body) => (200, body, Vec::new()),
-            Err(error) => (error.status, error.to_json(), error.headers()),
-        };
-        timing.record("total", started, None);
-        http::respond(response_out, status, &body, &timing.header(), &headers);
+        http::handle(request, response_out, route);
     }
 }
 

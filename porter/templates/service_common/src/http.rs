@@ -1,7 +1,7 @@
-//! The wasi:http glue: reading a bounded request body within a deadline, checking the method and
-//! writing one JSON response.
+//! The wasi:http glue: one request answered (`handle`), reading a bounded request body within a
+//! deadline, checking the method and writing one JSON response.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasi::clocks::monotonic_clock;
 use wasi::http::types::{Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam};
@@ -9,6 +9,23 @@ use wasi::io::poll;
 use wasi::io::streams::StreamError;
 
 use crate::error::ApiError;
+use crate::timing::ServerTiming;
+
+/// A service's wasi:http handler: `route` answers the request (its start and the Server-Timing it
+/// fills are handed in), its body or its error is the one JSON response, timed in total.
+pub fn handle<F>(request: IncomingRequest, response_out: ResponseOutparam, route: F)
+where
+    F: FnOnce(IncomingRequest, Instant, &mut ServerTiming) -> Result<String, ApiError>,
+{
+    let started = Instant::now();
+    let mut timing = ServerTiming::default();
+    let (status, body, headers) = match route(request, started, &mut timing) {
+        Ok(body) => (200, body, Vec::new()),
+        Err(error) => (error.status, error.to_json(), error.headers()),
+    };
+    timing.record("total", started, None);
+    respond(response_out, status, &body, &timing.header(), &headers);
+}
 
 /// Bytes asked for per read; the host may return fewer.
 const READ_CHUNK: u64 = 64 * 1024;

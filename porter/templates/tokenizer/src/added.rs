@@ -4,8 +4,9 @@
 use crate::blob::{Tokenizer, ADDED_LSTRIP, ADDED_RSTRIP};
 
 impl Tokenizer<'_> {
-    /// (start, end, Some(id) for an added token) covering the text, in bytes.
-    pub(crate) fn split_added_tokens(&self, text: &str) -> Vec<(usize, usize, Option<u32>)> {
+    /// (start, end, Some((id, the token's own length in bytes)) for an added token) covering the
+    /// text, in bytes (an added token's range takes the whitespace it strips).
+    pub(crate) fn split_added_tokens(&self, text: &str) -> Vec<(usize, usize, Option<(u32, usize)>)> {
         let mut splits = Vec::new();
         let mut done = 0;
         let mut position = 0;
@@ -26,7 +27,7 @@ impl Tokenizer<'_> {
             if done < start {
                 splits.push((done, start, None));
             }
-            splits.push((start, stop, Some(id)));
+            splits.push((start, stop, Some((id, length))));
             done = stop;
             position = stop;
         }

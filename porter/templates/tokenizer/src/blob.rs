@@ -5,8 +5,9 @@
 //! its numbers.
 
 const MAGIC: &[u8; 4] = b"PTOK";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 pub(crate) const SEQUENCE_A: u32 = u32::MAX;
+pub(crate) const SEQUENCE_B: u32 = u32::MAX - 1;
 const SECTION_COUNT: usize = 13;
 const HEADER_WORDS: usize = 5;
 
@@ -182,7 +183,10 @@ pub struct Tokenizer<'a> {
     pub(crate) params: Words<'a>,
     pub(crate) normalizer: Words<'a>,
     pub(crate) pre_tokenizer: Words<'a>,
-    pub(crate) post_template: Words<'a>,
+    /// The post-processor's templates: (item, type id) pairs, an item a token id or SEQUENCE_A /
+    /// SEQUENCE_B; the pair template is empty when the tokenizer.json has none.
+    pub(crate) single_template: Words<'a>,
+    pub(crate) pair_template: Words<'a>,
     pub(crate) added_tokens: Words<'a>,
     pub(crate) strings: &'a [u8],
     pub(crate) trie: Trie<'a>,
@@ -194,6 +198,17 @@ pub struct Tokenizer<'a> {
     pub(crate) charsmap_text: &'a [u8],
     pub(crate) replace_rules: Words<'a>,
     pub(crate) min_score: f64,
+}
+
+/// One template of POST_TEMPLATE (n, then n (item, type id) pairs) and the words after it.
+fn template(words: Words<'_>) -> Result<(Words<'_>, Words<'_>), BlobError> {
+    let count = if words.len() == 0 { None } else { Some(words.get(0) as usize) };
+    match count {
+        Some(count) if count <= (words.len() - 1) / 2 => {
+            Ok((Words(&words.0[4..4 + 8 * count]), Words(&words.0[4 + 8 * count..])))
+        }
+        _ => Err(BlobError("the post-processor's templates are truncated".into())),
+    }
 }
 
 impl<'a> Tokenizer<'a> {
@@ -235,13 +250,16 @@ impl<'a> Tokenizer<'a> {
         if char_props.len() == 0 || char_props.len() < 1 + 2 * char_props.get(0) as usize {
             return Err(BlobError("character properties are truncated".into()));
         }
+        let (single_template, rest) = template(Words(sections[POST_TEMPLATE]))?;
+        let (pair_template, _) = template(rest)?;
         let min_score = f64::from_bits((params.get(MIN_SCORE_HIGH) as u64) << 32 | params.get(MIN_SCORE_LOW) as u64);
         Ok(Tokenizer {
             model,
             params,
             normalizer: Words(sections[NORMALIZER]),
             pre_tokenizer: Words(sections[PRE_TOKENIZER]),
-            post_template: Words(sections[POST_TEMPLATE]),
+            single_template,
+            pair_template,
             added_tokens: Words(sections[ADDED_TOKENS]),
             strings: sections[STRINGS],
             trie: Trie::new(sections[TRIE])?,

@@ -4,7 +4,9 @@
 //! slices into the blob; `encode(text)` returns the ids and, for every id, the offsets of the
 //! original text it came from: `offsets` in UTF-8 bytes (exact) and `char_offsets` in Unicode
 //! code points (what Python's `tokenizers` reports, converted the way it converts them). Special
-//! tokens added by the post-processor have offsets (0, 0).
+//! tokens added by the post-processor have offsets (0, 0). `encode_pair(a, b, truncation)` is the
+//! pair template's encoding (each text's offsets into that text, the template's token types),
+//! optionally cut by tokenizers' longest_first truncation.
 //!
 //! Everything here mirrors the Hugging Face `tokenizers` library step by step, including its
 //! alignment bookkeeping (each normalized character remembers the original byte range it came
@@ -33,7 +35,7 @@ mod unigram;
 mod wordpiece;
 
 pub use blob::{BlobError, Tokenizer};
-pub use encode::Encoding;
+pub use encode::{Encoding, PairError, PairTruncation};
 
 /// The tokenizer.bin this crate was rendered with.
 pub static TOKENIZER_BLOB: &[u8] = include_bytes!("../tokenizer.bin");
