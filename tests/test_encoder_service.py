@@ -485,9 +485,10 @@ print(json.dumps({strategy: [{k: (float(v) if k == "score" else v) for k, v in e
 """
 
 
+@pytest.mark.slow  # needs the export venv (graphs/make_fixtures.sh), which CI's machines do not have
 def test_aggregation_is_the_real_pipelines(tagger_service):
-    """The same comparison against transformers' own pipeline code (the export venv's), where it
-    is installed: entity groups and offsets equal, scores within float32 rounding of numpy's exp."""
+    """The same comparison against transformers' own pipeline code (the export venv's): entity
+    groups and offsets equal, scores within float32 rounding of numpy's exp."""
     if not EXPORT_PYTHON.exists():
         pytest.skip("no export venv with transformers (~/.cache/porter/export-venv)")
     tokens, logits = tagger_expected(tagger_service, AGGREGATION_TEXT)
