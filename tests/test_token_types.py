@@ -163,6 +163,16 @@ def test_a_pair_golden_is_reproduced_by_the_wasm_module(model, golden, flags, to
     assert b"token type 2 is outside the model's token types [0, 2)" in done.stderr
 
 
+def test_the_float_cross_encoder_is_reproduced_by_the_wasm_module(toolchain, tmp_path):
+    """A float head with one output on one pooled row is Eigen's inner product: the module must
+    take the row's k values from a buffer that holds the whole window (it once read past them)."""
+    out = _build(require(REPO / "graphs" / "cross" / "bert-cross.litert-f32.tflite"), tmp_path / "m")
+    golden = REPO / "golden" / "cross" / "bert-cross.litert-f32.tflite.builtin.npz"
+    verified = run_porter("verify", out, "--golden", golden, "--max-abs", "0")
+    assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
+    assert "porter verify: PASS" in verified.stdout and "max |dlogit| 0 " in verified.stdout
+
+
 # --- 33.1: a golden's CPU record matters only where its reference's arithmetic depends on it ---------
 
 

@@ -261,7 +261,7 @@ pub fn linear_f32_rows(x: &[f32], rows: usize, tensor_rows: usize, w: &FloatWeig
     let k = w.k;
     assert!(rows <= tensor_rows && x.len() >= rows * k && out.len() >= rows * w.outs && w.w.len() >= w.outs * k);
     match product(tensor_rows, w.outs, k) {
-        Product::InnerProduct if rows == 1 => out[0] = 0.0 + inner_product(x, &w.w[..k]),
+        Product::InnerProduct if rows == 1 => out[0] = 0.0 + inner_product(&x[..k], &w.w[..k]),
         Product::GemvOverOutputs if rows == 1 => gemv(&w.w[..w.outs * k], &x[..k], k, &mut out[..w.outs]),
         Product::GemvOverRows => gemv(&x[..rows * k], &w.w[..k], k, &mut out[..rows]),
         Product::Gebp { depth_block } => gebp(x, rows, tensor_rows, w, depth_block, out, x_t),
