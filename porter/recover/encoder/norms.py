@@ -143,7 +143,8 @@ def _found(g: Graph, ref: Reference, form: NormForm, m: Match, skip_fuses=None) 
         outputs = [f"t{out}", f"t{normalised}"] if out != normalised else [f"t{out}"]
     else:
         outputs = [f"t{m['out']}"]
-    ort_skip = g.ops[m.ops["out"]].options.get("ort_skip", False)  # the file's own SkipLayerNormalization
+    # the file's own SkipLayerNormalization (porter.recover.canonical.ort_contrib)
+    ort_skip = "out" in m.ops and g.ops[m.ops["out"]].options.get("ort_skip", False)
     if ref == Reference.ONNXRUNTIME_CPU and (ort_skip or _is_skip(g, x, ops)
                                               and (skip_fuses is None or skip_fuses(g.producer(x)))):
         form = NormForm.ONNX_SKIP
