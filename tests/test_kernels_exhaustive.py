@@ -426,7 +426,8 @@ def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(ort_check
 
 
 @pytest.mark.parametrize("op, numpy_kernel", [("ort-layer-norm", OF.layer_norm),
-                                               ("ort-skip-layer-norm", OF.skip_layer_norm)])
+                                               ("ort-skip-layer-norm", OF.skip_layer_norm),
+                                               ("ort-embed-layer-norm", OF.embed_layer_norm)])
 def test_rust_layer_norms_match_numpy(ort_checks_wasm, wasm_runtime, op, numpy_kernel):
     """Every lane and tail path: widths of 8 to 390, row scales and offsets far apart."""
     rng = np.random.default_rng(11)

@@ -65,6 +65,7 @@ class NormForm(str, enum.Enum):
     KERAS = "keras"  # inv = r * gamma; x * inv + (beta - mean * inv)       (tf.nn.batch_normalization)
     ONNX = "onnx"  # onnxruntime's LayerNormalization kernel
     ONNX_SKIP = "onnx_skip"  # its SkipLayerNormalization (a residual Add fused in)
+    ORT_EMBED = "ort_embed"  # its EmbedLayerNormalization's loop (the embedding sum normalised)
 
 
 class TableKind(str, enum.Enum):

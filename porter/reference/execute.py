@@ -145,8 +145,9 @@ def layer_norm(step: LayerNorm, weights: dict, x: np.ndarray, ref: Reference) ->
     x = np.asarray(x, F32).reshape(-1, step.width)
     gamma = weights.get(f"{step.name}.gamma")
     beta = weights.get(f"{step.name}.beta")
-    if step.form in (NormForm.ONNX, NormForm.ONNX_SKIP):
-        fn = OF.layer_norm if step.form == NormForm.ONNX else OF.skip_layer_norm
+    if step.form in (NormForm.ONNX, NormForm.ONNX_SKIP, NormForm.ORT_EMBED):
+        fn = {NormForm.ONNX: OF.layer_norm, NormForm.ONNX_SKIP: OF.skip_layer_norm,
+              NormForm.ORT_EMBED: OF.embed_layer_norm}[step.form]
         out = fn(x, gamma, beta, step.eps)
         return [out, out][: len(step.outputs)]
     mean = LF.mean_last_axis(x)
