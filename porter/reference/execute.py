@@ -20,7 +20,7 @@ import numpy as np
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Attention, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
                                L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
-                               TableKind)
+                               TableKind, kept_keys)
 from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
 from porter.reference import ops
@@ -208,7 +208,7 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
             scores = (scores * F32(a.score_scale)).astype(F32)
     if a.score_divisor is not None:
         scores = (scores / F32(a.score_divisor)).astype(F32)
-    kept = mask != 0
+    kept = kept_keys(a.key_rule, mask)
     if a.mask == MaskMode.ADD:
         bias = np.where(kept, F32(a.keep_value), F32(a.drop_value))
         scores = np.where(kept & (F32(a.keep_value) == 0), scores, (scores + bias).astype(F32))

@@ -109,9 +109,10 @@ def attention(b: Builder, op: Op) -> None:
     = alpha * Q . K^T with the mask as C (alpha = scale, or 1 / sqrtf(head_size)), MLAS's softmax,
     P . V, heads merged. Kept keys get exactly alpha * dot; a dropped key gets the mask filter
     value added (onnxruntime fuses it into the GEMM, which changes its last bits, never its
-    exp, which underflows either way). The mask forms: none, or the raw 2-D [batch, keys] mask
-    (a key is kept where mask > 0); a 1-D mask_index (key lengths) keeps the first keys however
-    the mask is spelled and is refused."""
+    exp, which underflows either way). The mask forms: none, the raw 2-D [batch, keys] mask (a
+    key is kept where mask > 0), or 1-D key lengths [batch] (a key is kept before that position;
+    EmbedLayerNormalization's mask_index counts the mask's 1s, so the first that many keys are
+    kept however the mask is spelled: porter's attention records that rule, KeyRule.LEADING_COUNT)."""
     o = op.options
     for name in ("unidirectional", "do_rotary", "past_present_share_buffer"):
         if o.get(name, 0):
@@ -165,16 +166,27 @@ def attention(b: Builder, op: Op) -> None:
 
 
 def _masked(b: Builder, op: Op, scores: int, shape) -> int:
+    """scores + (0 for a kept key, mask_filter_value for a dropped one), the mask's forms as
+    onnxruntime's PrepareMask reads them."""
     mask = op.inputs[3]
     dims = b.tensor(mask).shape
-    if len(dims) != 2:
-        raise fail(b.g, op, f"Attention's mask_index {b.tensor(mask).describe()} is of the "
-                            f"{len(dims)}-D form ({'key lengths: the first n keys kept, however the mask is spelled' if len(dims) == 1 else 'per query'}); "
-                            "porter reproduces the raw 2-D mask (the optimizer's use_raw_attention_mask)")
+    batch, seq = shape[0], shape[-1]
+    if len(dims) == 2 and tuple(dims) == (batch, seq):
+        zero = _like(b, mask, "zero", (), b.tensor(mask).dtype, np.zeros((), b.tensor(mask).dtype))
+        kept = _like(b, mask, "kept", dims, "bool")
+        b.emit("greater", [mask, zero], [kept], [op.index])  # a raw mask keeps a key where it is > 0
+    elif len(dims) == 1 and dims[0] == batch:
+        # key lengths (right padding): a key is kept before its window's end position
+        positions = _like(b, mask, "positions", (1, seq), "int32", np.arange(seq, dtype=np.int32)[None])
+        ends = _like(b, mask, "ends", (batch, 1), b.tensor(mask).dtype)
+        b.emit("view", [mask], [ends], [op.index], shape=(batch, 1))
+        kept = _like(b, mask, "kept", (batch, seq), "bool")
+        b.emit("less", [positions, ends], [kept], [op.index])
+        dims = (batch, seq)
+    else:
+        raise fail(b.g, op, f"Attention's mask_index {b.tensor(mask).describe()} is of a form porter does not "
+                            "reproduce (it takes a raw 2-D [batch, keys] mask or 1-D key lengths [batch])")
     filter_value = np.float32(op.options.get("mask_filter_value", -10000.0))
-    zero = _like(b, mask, "zero", (), b.tensor(mask).dtype, np.zeros((), b.tensor(mask).dtype))
-    kept = _like(b, mask, "kept", dims, "bool")
-    b.emit("greater", [mask, zero], [kept], [op.index])
     keep_value = _like(b, mask, "keep_value", (), "float32", np.zeros((), np.float32))
     drop_value = _like(b, mask, "drop_value", (), "float32", np.asarray(filter_value))
     row = _like(b, mask, "mask_row", dims, "float32")
