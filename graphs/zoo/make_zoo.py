@@ -532,7 +532,8 @@ def export_ort_optimized(m: zm.Encoder, module, out: Path, src: Path, opt_level:
         _onnx_finish(p)
 
     atomic(out, write, suffix=".onnx")
-    return dict(exporter="torch.onnx.export(dynamo=True) + onnxruntime.transformers optimize_model",
+    exporter = "torch.onnx.export(dynamo=False, dynamic_axes)" if "dyn" in src.name else "torch.onnx.export(dynamo=True)"
+    return dict(exporter=f"{exporter} + onnxruntime.transformers optimize_model",
                 recipe=f"optimize_model(model_type='bert', num_heads, hidden_size, opt_level={opt_level}), "
                        "default fusion options",
                 source=src.name, source_sha256=fixture_info.sha256(src),
@@ -555,6 +556,7 @@ ENCODER_EXPORTERS = {
     "ortgelu-f32.onnx": lambda m, mod, out, src: export_ort_gelu_fusions(m, mod, out, src),
     "ortopt-f32.onnx": lambda m, mod, out, src: export_ort_optimized(m, mod, out, src),
     "ortopt2-f32.onnx": lambda m, mod, out, src: export_ort_optimized(m, mod, out, src, opt_level=2),
+    "ortopt-dyn-f32.onnx": lambda m, mod, out, src: export_ort_optimized(m, mod, out, src),
     "dq8pt.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=False),
     "dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
     "tf-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False),
@@ -572,7 +574,7 @@ for _f in ("aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite
 SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
           "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx",
           "ortgelu-f32.onnx": "dynamo-f32.onnx", "ortopt-f32.onnx": "dynamo-f32.onnx",
-          "ortopt2-f32.onnx": "dynamo-f32.onnx",
+          "ortopt2-f32.onnx": "dynamo-f32.onnx", "ortopt-dyn-f32.onnx": "ts-dyn-f32.onnx",
           "aeq-wo8.tflite": "litert-f32.tflite",
           "aeq-f16.tflite": "litert-f32.tflite", "aeq-dq4.tflite": "litert-f32.tflite",
           "aeq-si8.tflite": "litert-f32.tflite", "aeq-wo4.tflite": "litert-f32.tflite", "qdq8pc.onnx": "dynamo-f32.onnx",
@@ -583,7 +585,7 @@ SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
          "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx", "ortopt-f32.onnx",
-         "ortopt2-f32.onnx", "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
+         "ortopt2-f32.onnx", "ortopt-dyn-f32.onnx", "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
          "aeq-si8.tflite", "qdq8pc.onnx", "f16.onnx"]
 
 

@@ -63,6 +63,9 @@ FLAVOURS = {
                        "SkipLayerNormalization, Gelu",
     "ortopt2-f32.onnx": "the same at opt_level=2 (MatMulAddFusion off): SkipLayerNormalization with the "
                         "Linear's bias, BiasGelu",
+    "ortopt-dyn-f32.onnx": "the ts-dyn-f32 file (dynamic axes) through the same optimize_model defaults: "
+                           "on BERT com.microsoft EmbedLayerNormalization (its mask_index the count of the "
+                           "mask's 1s) and Attention reading it as key lengths",
     "aeq-wo8.tflite": "the litert-f32 file through ai-edge-quantizer recipe.weight_only_wi8_afp32() "
                       "(int8 per-channel constants -> DEQUANTIZE -> float ops)",
     "aeq-f16.tflite": "the litert-f32 file through ai-edge-quantizer's FLOAT_CASTING at 16 bits "
@@ -105,7 +108,6 @@ REFUSED_FORMS = {
 # The weight-only schemes and hybrid int4, on three members each (two heads and the real MiniLM).
 WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite")
 # onnxruntime.transformers' optimizer at its default opt_level and at 2 (issue 30.2)
-# (RoBERTa's opt_level 2 file has an EmbedLayerNormalization, which porter refuses: not a member)
 ORT_OPTIMIZED = ("ortopt-f32.onnx", "ortopt2-f32.onnx")
 CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
 
@@ -223,7 +225,7 @@ ENCODERS = [
     Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
             2, 64, 4, 256, 320, 64, 5,
             C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite") + DYNAMIC_FLAVOURS + WEIGHT_ONLY
-            + tuple(REFUSED_SCHEMES) + ORT_OPTIMIZED, seed=11,
+            + tuple(REFUSED_SCHEMES) + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",), seed=11,
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,
@@ -237,11 +239,11 @@ ENCODERS = [
             C + ("dq8pt.onnx",) + ORT_OPTIMIZED, seed=21),
     Encoder("distilbert-seq", "distilbert", "seq", "random", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 2,
-            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS, seed=22, xnnpack=("litert-dq8.tflite",)),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ("ortopt-dyn-f32.onnx",), seed=22, xnnpack=("litert-dq8.tflite",)),
     # --- RoBERTa / XLM-R: position ids from the ids (padding_idx 1), the RoBERTa classification head.
     Encoder("roberta-tok", "roberta", "tok", "random", "sdpa", True, False,
             2, 64, 4, 128, 320, 64, 7,
-            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ("ortopt-f32.onnx",), seed=31),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",), seed=31),
     Encoder("roberta-seq", "roberta", "seq", "default", "eager", False, False,
             2, 64, 4, 128, 320, 32, 4,
             C + ("dq8pt.onnx",), seed=32),
@@ -370,7 +372,7 @@ SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
          "ts-dyn-f32.onnx": "ts-dyn-f32", "dyn-dq8pc.onnx": "dyn-dq8pc", "dynamo-dyn-f32.onnx": "dynamo-dyn-f32",
          "dynamo20-f32.onnx": "dynamo20-f32",
          "ortgelu-f32.onnx": "ortgelu-f32", "ortopt-f32.onnx": "ortopt-f32",
-         "ortopt2-f32.onnx": "ortopt2-f32",
+         "ortopt2-f32.onnx": "ortopt2-f32", "ortopt-dyn-f32.onnx": "ortopt-dyn-f32",
          **{f: f.split(".")[0] for f in (*WEIGHT_ONLY, *REFUSED_SCHEMES)}}
 
 
