@@ -4,7 +4,8 @@ canonical ops with onnxruntime's CPU arithmetic (porter.recover.canonical.ort_co
 The zoo's ortopt-f32 (optimize_model's defaults) and ortopt2-f32 (opt_level 2) files go through
 recovery and the executor against their goldens for both CPU targets in tests/test_zoo.py, one
 of them through wasm; here: what the translation makes of SkipLayerNormalization, that the
-kernel it picks is the one that makes the bits, and the one-line refusals.
+kernel it picks is the one that makes the bits, Attention's key lengths on masks no golden
+holds, and the one-line refusals.
 """
 
 import numpy as np
@@ -13,13 +14,16 @@ import pytest
 
 from fixtures import REPO, assert_one_line_error, recovered, run_porter
 from porter.frontends import load_graph
-from porter.ir.encoder import LayerNorm, NormForm
+from porter.ir.encoder import KeyRule, LayerNorm, NormForm
+from porter.recover.encoder import recover_encoder
 from porter.recover.canonical import canonicalise
 from porter.reference import execute
 from porter.reference.ort import cpu as ort_cpus
 
 ZOO = REPO / "graphs" / "zoo"
 BIASED = ZOO / "bert-tok.ortopt2-f32.onnx"  # SkipLayerNormalization with the Linear's bias
+FUSED = ZOO / "bert-tok.ortopt-dyn-f32.onnx"  # EmbedLayerNormalization + Attention (1-D mask_index)
+WINDOW = 64
 
 
 def _norms(program) -> list[LayerNorm]:
@@ -98,9 +102,38 @@ def test_a_contrib_op_porter_does_not_know_is_refused_naming_it(tmp_path):
     assert "does not know this onnxruntime contrib op" in line
 
 
-def test_fused_attention_and_embeddings_are_refused_naming_the_op_and_attribute(tmp_path):
-    """onnxruntime.transformers' full BERT fusion (graphs/zoo/make_refused.py) holds an
-    EmbedLayerNormalization and Attention, which porter does not translate yet."""
-    path = ZOO / "refused" / "bert-tok.ortopt-f32.onnx"
+def test_attention_with_a_form_porter_does_not_reproduce_is_refused_naming_it(tmp_path):
+    def unidirectional(model):
+        attention = next(n for n in model.graph.node if n.op_type == "Attention")
+        attention.attribute.append(onnx.helper.make_attribute("unidirectional", 1))
+    model = onnx.load(str(FUSED))
+    unidirectional(model)
+    path = tmp_path / "causal.onnx"
+    onnx.save(model, str(path))
     assert_one_line_error(run_porter("compile", path, "--window", "64", "-o", tmp_path / "out"),
-                          "com.microsoft EmbedLayerNormalization (epsilon=", "is not reproduced")
+                          "com.microsoft.Attention", "unidirectional=1 is not reproduced")
+
+
+@pytest.mark.parametrize("holes", ["right-padded", "holed", "left-padded"])
+def test_key_lengths_keep_the_leading_count_as_onnxruntime_does(holes):
+    """BERT through the optimizer's defaults: Attention reads EmbedLayerNormalization's
+    mask_index, the count of the mask's 1s, as key lengths, so a holed or left-padded mask keeps
+    the first that many keys. The executor against onnxruntime itself on such masks, every row."""
+    import onnxruntime as ort
+
+    program = recover_encoder(load_graph(FUSED), ort_cpus.host_target().name, window=WINDOW)
+    assert {a.key_rule for a in program.attentions()} == {KeyRule.LEADING_COUNT}
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(FUSED), options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(len(holes))
+    ids = rng.integers(104, program.vocab, WINDOW)
+    mask = (np.arange(WINDOW) < 40).astype(np.int64)
+    if holes == "holed":
+        mask[[3, 17]] = 0
+    elif holes == "left-padded":
+        mask = mask[::-1].copy()
+    types = np.zeros(WINDOW, np.int64)
+    (expected,) = session.run(None, {"input_ids": ids[None], "attention_mask": mask[None], "token_type_ids": types[None]})
+    ours = execute.run(program, ids, mask, types=types)
+    assert np.array_equal(ours, expected.reshape(ours.shape))

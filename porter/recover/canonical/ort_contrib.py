@@ -7,11 +7,18 @@ canonical ops that compute what onnxruntime's CPU kernels compute (contrib_ops/c
   with a bias) and a `layer_norm` marked `ort_skip`, which the norm recogniser takes as that
   kernel whatever reads the sum. The sum is the optional fourth output
   (input_skip_bias_sum); the mean and inverse deviation outputs are refused when read.
+- EmbedLayerNormalization(ids, segment ids, word, position, segment, gamma, beta [, mask]
+  [, position ids]): the three rows gathered and added left to right, then the kernel's own
+  LayerNorm loop (`layer_norm` marked `ort_embed`: NormForm.ORT_EMBED); its mask_index output is
+  the count of the mask's 1s.
+- Attention: three Linears (the per-head GEMMs with the bias as C), the head split, Q . K^T
+  times alpha, the mask added, MLAS's softmax, P . V, the merge (`attention` below), which the
+  attention recogniser takes by role like any other spelling.
 - FastGelu, BiasGelu, Gelu: porter.recover.canonical.onnx (the bias added first, then the kernel).
 
-Every other com.microsoft op, and a form of these porter does not reproduce, is refused in one
-line naming the op and the input or attribute: Attention and EmbedLayerNormalization (fused
-QKV with a mask index, the embedding sum with its own LayerNorm loop) are among them.
+Every other com.microsoft op, and a form of these porter does not reproduce (a read mean output,
+unidirectional or past inputs, a 3-D mask), is refused in one line naming the op and the input
+or attribute.
 """
 
 from __future__ import annotations
