@@ -644,6 +644,24 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
     assert not np.array_equal(ours.view(np.uint32), OF.softmax(x, AVX512_FLOATS).view(np.uint32))
 
 
+def test_mutated_embed_layer_norm_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    """EmbedLayerNormalization's squared deviations fused into one fma each (the CPU provider's
+    contrib kernels are built without fma): the numpy comparison must see it."""
+    crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
+    path = crate / "src" / "kernels" / "ort" / "float" / "layer_norm.rs"
+    text = path.read_text()
+    original = "squares += d * d;"
+    assert text.count(original) == 1
+    path.write_text(text.replace(original, "squares = fma(d, d, squares);"))
+    mutant = build_forward_crate(crate, toolchain, checks=True)
+    rng = np.random.default_rng(12)
+    gamma, beta = rng.uniform(0.5, 1.5, (2, 64)).astype(np.float32)
+    x = (rng.standard_normal((60, 64)) * 3).astype(np.float32)
+    data = np.concatenate([gamma[None], beta[None], x])
+    ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-embed-layer-norm", data), "<f4").reshape(x.shape)
+    assert not np.array_equal(ours.view(np.uint32), OF.embed_layer_norm(x, gamma, beta, 1e-12).view(np.uint32))
+
+
 def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """erf's polynomial switch point moved by one ulp: the numpy comparison must see it."""
     crate = render_checks_crate(tmp_path / "mutant")
