@@ -629,16 +629,21 @@ def assert_mutant_fails(toolchain, wasm_runtime, tmp_path, unmutated, fixture, s
     assert code == 1 and "MISMATCH" in out
 
 
+def _ort_float_mutant(toolchain, tmp_path, source: str, original: str, mutated: str):
+    """The checks crate built with one change to kernels/ort/float/<source>."""
+    crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
+    path = crate / "src" / "kernels" / "ort" / "float" / source
+    text = path.read_text()
+    assert text.count(original) == 1
+    path.write_text(text.replace(original, mutated))
+    return build_forward_crate(crate, toolchain, checks=True)
+
+
 def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """AVX-512F's sum folding its sixteen lanes in adjacent pairs instead of halves: the numpy
     comparison of the 16-lane softmax must see it."""
-    crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
-    path = crate / "src" / "kernels" / "ort" / "float" / "math.rs"
-    text = path.read_text()
-    original = "core::array::from_fn(|i| wide[i + 8] + wide[i])"
-    assert text.count(original) == 1
-    path.write_text(text.replace(original, "core::array::from_fn(|i| wide[2 * i] + wide[2 * i + 1])"))
-    mutant = build_forward_crate(crate, toolchain, checks=True)
+    mutant = _ort_float_mutant(toolchain, tmp_path, "math.rs", "core::array::from_fn(|i| wide[i + 8] + wide[i])",
+                               "core::array::from_fn(|i| wide[2 * i] + wide[2 * i + 1])")
     x = (np.random.default_rng(6).standard_normal((40, 48)) * 8).astype(np.float32)
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-softmax-avx512", x), "<f4").reshape(x.shape)
     assert not np.array_equal(ours.view(np.uint32), OF.softmax(x, AVX512_FLOATS).view(np.uint32))
@@ -647,13 +652,8 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
 def test_mutated_embed_layer_norm_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     """EmbedLayerNormalization's squared deviations fused into one fma each (the CPU provider's
     contrib kernels are built without fma): the numpy comparison must see it."""
-    crate = render_checks_crate(tmp_path / "mutant", "dq8pc.onnx")
-    path = crate / "src" / "kernels" / "ort" / "float" / "layer_norm.rs"
-    text = path.read_text()
-    original = "squares += d * d;"
-    assert text.count(original) == 1
-    path.write_text(text.replace(original, "squares = fma(d, d, squares);"))
-    mutant = build_forward_crate(crate, toolchain, checks=True)
+    mutant = _ort_float_mutant(toolchain, tmp_path, "layer_norm.rs", "squares += d * d;",
+                               "squares = fma(d, d, squares);")
     rng = np.random.default_rng(12)
     gamma, beta = rng.uniform(0.5, 1.5, (2, 64)).astype(np.float32)
     x = (rng.standard_normal((60, 64)) * 3).astype(np.float32)
