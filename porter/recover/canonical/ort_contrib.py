@@ -73,6 +73,10 @@ def embed_layer_norm(b: Builder, op: Op) -> None:
         if not _given(op, position) or b.const(op.inputs[position]) is None:
             raise fail(b.g, op, f"EmbedLayerNormalization needs a constant {what} input ({position})")
     ids = op.inputs[0]
+    tables = [b.const(op.inputs[p]) for p in (2, 3)] + ([b.const(op.inputs[4])] if _given(op, 4) else [])
+    if len(b.tensor(ids).shape) != 2 or any(t is None or t.ndim != 2 or t.shape[1] != tables[0].shape[1] for t in tables):
+        raise fail(b.g, op, f"EmbedLayerNormalization's ids {b.tensor(ids).describe()} and tables are not "
+                            "[batch, seq] and [rows, hidden] of one width")
     batch, seq = b.tensor(ids).shape
     out = op.outputs[0]
     hidden = b.tensor(op.inputs[2]).shape[1]
@@ -136,6 +140,9 @@ def attention(b: Builder, op: Op) -> None:
         raise fail(b.g, op, f"Attention with qkv_hidden_sizes={sizes} and num_heads={heads} is not reproduced "
                             "(porter's attention takes equal Q, K and V widths split into heads)")
     x, out = op.inputs[0], op.outputs[0]
+    if len(b.tensor(x).shape) != 3 or weights.shape[0] != b.tensor(x).shape[-1] or bias.shape != (weights.shape[1],):
+        raise fail(b.g, op, f"Attention's input {b.tensor(x).describe()}, weights {list(weights.shape)} and bias "
+                            f"{list(bias.shape)} are not [batch, seq, D], [D, 3H] and [3H]")
     batch, seq, _ = b.tensor(x).shape
     hidden, head_dim = sizes[0], sizes[0] // heads
     rows = (batch, seq, hidden)
