@@ -423,7 +423,8 @@ def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(ort_check
 
 
 @pytest.mark.parametrize("op, numpy_kernel", [("ort-layer-norm", OF.layer_norm),
-                                               ("ort-skip-layer-norm", OF.skip_layer_norm)])
+                                               ("ort-skip-layer-norm", OF.skip_layer_norm),
+                                               ("ort-embed-layer-norm", OF.embed_layer_norm)])
 def test_rust_layer_norms_match_numpy(ort_checks_wasm, wasm_runtime, op, numpy_kernel):
     """Every lane and tail path: widths of 8 to 390, row scales and offsets far apart."""
     rng = np.random.default_rng(11)
@@ -648,6 +649,10 @@ NUMPY_MUTATIONS = {
     # glibc's overflow threshold made inclusive: exp(log(2^128)'s float) must stay finite.
     "expf overflow inclusive": ("litert-dq8.tflite", "src/kernels/litert/libm.rs",
                                 "if x > OVERFLOW_ABOVE {", "if x >= OVERFLOW_ABOVE {"),
+    # EmbedLayerNormalization's squared deviations fused into one fma each (the CPU provider's
+    # contrib kernels are built without fma).
+    "embed layer norm fused squares": ("dq8pc.onnx", "src/kernels/ort/float/layer_norm.rs",
+                                       "squares += d * d;", "squares = fma(d, d, squares);"),
 }
 
 
@@ -656,6 +661,16 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
     x = (np.random.default_rng(6).standard_normal((40, 48)) * 8).astype(np.float32)
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-softmax-avx512", x), "<f4").reshape(x.shape)
     assert not np.array_equal(ours.view(np.uint32), OF.softmax(x, AVX512_FLOATS).view(np.uint32))
+
+
+def test_mutated_embed_layer_norm_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    mutant = build_mutant(toolchain, tmp_path, *NUMPY_MUTATIONS["embed layer norm fused squares"])
+    rng = np.random.default_rng(12)
+    gamma, beta = rng.uniform(0.5, 1.5, (2, 64)).astype(np.float32)
+    x = (rng.standard_normal((60, 64)) * 3).astype(np.float32)
+    data = np.concatenate([gamma[None], beta[None], x])
+    ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-embed-layer-norm", data), "<f4").reshape(x.shape)
+    assert not np.array_equal(ours.view(np.uint32), OF.embed_layer_norm(x, gamma, beta, 1e-12).view(np.uint32))
 
 
 def test_mutated_onnxruntime_erf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):

@@ -31,7 +31,8 @@ WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "s
                "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx",
                "bert-tok.dyn-dq8pc.onnx",  # dynamic axes: the window from the position table
                "bert-tanh-tok.litert-dq8.tflite", "bert-tok.aeq-wo8.tflite",
-               "mpnet-tok.litert-dq8.tflite"]  # a relative-position bias: a constant score term
+               "mpnet-tok.litert-dq8.tflite",  # a relative-position bias: a constant score term
+               "bert-tok.ortopt-dyn-f32.onnx"]  # onnxruntime.transformers' optimizer: contrib ops
 
 
 @pytest.fixture(scope="module")

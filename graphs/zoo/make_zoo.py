@@ -516,6 +516,31 @@ def export_ort_gelu_fusions(m: zm.Encoder, module, out: Path, src: Path) -> dict
                 versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
 
 
+def export_ort_optimized(m: zm.Encoder, module, out: Path, src: Path, opt_level: int | None = None) -> dict:
+    """onnxruntime.transformers' optimizer as a user runs it: model_type 'bert', the member's heads
+    and width, its default fusion options, its default opt_level (1: com.microsoft
+    SkipLayerNormalization and Gelu beside Gemm) or 2 (MatMulAddFusion off: SkipLayerNormalization
+    with the Linear's bias, BiasGelu), the opset domains it declares, no value_info."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    assert src.exists(), f"{out.name}: needs {src.name} first"
+    t0 = time.perf_counter()
+
+    def write(p):
+        optimize_model(str(src), model_type="bert", num_heads=m.heads, hidden_size=m.hidden,
+                       opt_level=opt_level).save_model_to_file(str(p))
+        _onnx_finish(p)
+
+    atomic(out, write, suffix=".onnx")
+    exporter = "torch.onnx.export(dynamo=False, dynamic_axes)" if "dyn" in src.name else "torch.onnx.export(dynamo=True)"
+    return dict(exporter=f"{exporter} + onnxruntime.transformers optimize_model",
+                recipe=f"optimize_model(model_type='bert', num_heads, hidden_size, opt_level={opt_level}), "
+                       "default fusion options",
+                source=src.name, source_sha256=fixture_info.sha256(src),
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxruntime", *TORCH_PACKAGES))
+
+
 def export_tf(m: zm.Encoder, module, out: Path, keras_layers: bool, float16: bool = False,
               full_integer: bool = False) -> dict:
     import zoo_tf
@@ -531,6 +556,9 @@ ENCODER_EXPORTERS = {
     "ts-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=False),
     "dynamo20-f32.onnx": lambda m, mod, out, src: export_onnx_f32(m, mod, out, dynamo=True, opset=20),
     "ortgelu-f32.onnx": lambda m, mod, out, src: export_ort_gelu_fusions(m, mod, out, src),
+    "ortopt-f32.onnx": lambda m, mod, out, src: export_ort_optimized(m, mod, out, src),
+    "ortopt2-f32.onnx": lambda m, mod, out, src: export_ort_optimized(m, mod, out, src, opt_level=2),
+    "ortopt-dyn-f32.onnx": lambda m, mod, out, src: export_ort_optimized(m, mod, out, src),
     "dq8pt.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=False),
     "dq8pc.onnx": lambda m, mod, out, src: export_ort_dq8(m, mod, out, src, per_channel=True),
     "tf-dq8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False),
@@ -548,7 +576,8 @@ for _f in ("aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite
 # The quantised flavours read a float file of the same member.
 SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.onnx",
           "dq8pt.onnx": "dynamo-f32.onnx", "dyn-dq8pc.onnx": "ts-dyn-f32.onnx",
-          "ortgelu-f32.onnx": "dynamo-f32.onnx",
+          "ortgelu-f32.onnx": "dynamo-f32.onnx", "ortopt-f32.onnx": "dynamo-f32.onnx",
+          "ortopt2-f32.onnx": "dynamo-f32.onnx", "ortopt-dyn-f32.onnx": "ts-dyn-f32.onnx",
           "aeq-wo8.tflite": "litert-f32.tflite",
           "aeq-f16.tflite": "litert-f32.tflite", "aeq-dq4.tflite": "litert-f32.tflite",
           "aeq-si8.tflite": "litert-f32.tflite", "aeq-wo4.tflite": "litert-f32.tflite", "qdq8pc.onnx": "dynamo-f32.onnx",
@@ -558,8 +587,8 @@ SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
 # Sources first.
 ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx", "dq8pt.onnx",
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
-         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx",
-         "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
+         "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx", "ortopt-f32.onnx",
+         "ortopt2-f32.onnx", "ortopt-dyn-f32.onnx", "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
          "aeq-si8.tflite", "tf-si8.tflite", "qdq8pc.onnx", "f16.onnx"]
 
 

@@ -58,6 +58,14 @@ FLAVOURS = {
     "ortgelu-f32.onnx": "the dynamo-f32 file through onnxruntime.transformers optimize_model(model_type='bert', "
                         "opt_level=0) with only its GELU fusions enabled (enable_gelu, enable_bias_gelu): "
                         "com.microsoft FastGelu / BiasGelu with the Linear's bias",
+    "ortopt-f32.onnx": "the dynamo-f32 file through onnxruntime.transformers optimize_model(model_type='bert', "
+                       "num_heads, hidden_size) with its defaults (opt_level 1): com.microsoft "
+                       "SkipLayerNormalization, Gelu",
+    "ortopt2-f32.onnx": "the same at opt_level=2 (MatMulAddFusion off): SkipLayerNormalization with the "
+                        "Linear's bias, BiasGelu",
+    "ortopt-dyn-f32.onnx": "the ts-dyn-f32 file (dynamic axes) through the same optimize_model defaults: "
+                           "on BERT com.microsoft EmbedLayerNormalization (its mask_index the count of the "
+                           "mask's 1s) and Attention reading it as key lengths",
     "aeq-wo8.tflite": "the litert-f32 file through ai-edge-quantizer recipe.weight_only_wi8_afp32() "
                       "(int8 per-channel constants -> DEQUANTIZE -> float ops)",
     "aeq-f16.tflite": "the litert-f32 file through ai-edge-quantizer's FLOAT_CASTING at 16 bits "
@@ -117,6 +125,8 @@ WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tfl
 # TFLiteConverter's full-integer mean pooling divides by the live count as an int8 DIV whose
 # divisor quantises to its zero point, which LiteRT refuses to run ("data[i] != zero_point").
 FULL_INTEGER = ("aeq-si8.tflite", "tf-si8.tflite")
+# onnxruntime.transformers' optimizer at its default opt_level and at 2 (issue 30.2)
+ORT_OPTIMIZED = ("ortopt-f32.onnx", "ortopt2-f32.onnx")
 CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
 
 # Token-id conventions of the families: (pad, cls-like first id, sep-like last id, first
@@ -236,7 +246,7 @@ ENCODERS = [
     Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
             2, 64, 4, 256, 320, 64, 5,
             C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite") + DYNAMIC_FLAVOURS + WEIGHT_ONLY
-            + tuple(REFUSED_SCHEMES), seed=11,
+            + tuple(REFUSED_SCHEMES) + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",), seed=11,
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,
@@ -248,14 +258,14 @@ ENCODERS = [
     # --- DistilBERT: no token types, q_lin/k_lin/v_lin/out_lin, sa_layer_norm.
     Encoder("distilbert-tok", "distilbert", "tok", "default", "eager", True, False,
             2, 64, 4, 192, 256, 64, 9,
-            C + ("dq8pt.onnx",), seed=21),
+            C + ("dq8pt.onnx",) + ORT_OPTIMIZED, seed=21),
     Encoder("distilbert-seq", "distilbert", "seq", "random", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 2,
-            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS, seed=22, xnnpack=("litert-dq8.tflite",)),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ("ortopt-dyn-f32.onnx",), seed=22, xnnpack=("litert-dq8.tflite",)),
     # --- RoBERTa / XLM-R: position ids from the ids (padding_idx 1), the RoBERTa classification head.
     Encoder("roberta-tok", "roberta", "tok", "random", "sdpa", True, False,
             2, 64, 4, 128, 320, 64, 7,
-            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS, seed=31),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",), seed=31),
     Encoder("roberta-seq", "roberta", "seq", "default", "eager", False, False,
             2, 64, 4, 128, 320, 32, 4,
             C + ("dq8pt.onnx",), seed=32),
@@ -298,7 +308,7 @@ ENCODERS = [
             C + ("tf-dq8.tflite",), seed=62),
     Encoder("st-bert-cls", "bert", "st-cls", "random", "eager", False, False,
             2, 64, 4, 128, 256, 32, 0,
-            C + ("keras-dq8.tflite", "dq8pt.onnx"), seed=63),
+            C + ("keras-dq8.tflite", "dq8pt.onnx", "ortopt2-f32.onnx"), seed=63),
     # --- tanh GELU (issue 30.3): litert-torch lowers F.gelu(approximate="tanh") to GELU
     # approximate=True; torch.onnx writes it out below opset 20 (FastGeluFusion's spelling) and
     # emits Gelu(approximate="tanh") at 20. ALBERT's gelu_new is the formula in torch ops.
@@ -389,7 +399,8 @@ SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
          "ts-f32.onnx": "ts-f32", "dq8pt.onnx": "dq8pt", "dq8pc.onnx": "dq8pc",
          "ts-dyn-f32.onnx": "ts-dyn-f32", "dyn-dq8pc.onnx": "dyn-dq8pc", "dynamo-dyn-f32.onnx": "dynamo-dyn-f32",
          "dynamo20-f32.onnx": "dynamo20-f32",
-         "ortgelu-f32.onnx": "ortgelu-f32",
+         "ortgelu-f32.onnx": "ortgelu-f32", "ortopt-f32.onnx": "ortopt-f32",
+         "ortopt2-f32.onnx": "ortopt2-f32", "ortopt-dyn-f32.onnx": "ortopt-dyn-f32",
          **{f: f.split(".")[0] for f in (*WEIGHT_ONLY, *REFUSED_SCHEMES)}}
 
 

@@ -28,7 +28,7 @@ from porter.codegen.render import render_crate
 from porter.codegen.tuning import Tuning, candidate_variables, tuning_variables
 from porter.errors import PorterError
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwise, ElementwiseStep, Embed,
-                               EncoderProgram, Gelu, GeluStep, IntegerDot, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
+                               EncoderProgram, Gelu, GeluStep, IntegerDot, KeyRule, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
@@ -79,7 +79,8 @@ def arithmetic(program: EncoderProgram) -> str:
 
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
 TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float32": "Float32"}
-FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip"}
+FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip",
+         "ort_embed": "OrtEmbed"}
 GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul", Gelu.LITERT_TANH: "LitertTanh",
          Gelu.ORT_FAST_GELU: "OrtFastGelu"}
 REDUCES = {Reduce.SUM: "Sum", Reduce.MEAN: "Mean", Reduce.MAX: "Max", Reduce.L2: "L2"}
@@ -355,6 +356,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "slots": slots,
         "widest": max(widths), "max_head_dim": max(head_dims),
         "uses_mask": any(a.mask != MaskMode.NONE for a in program.attentions()),
+        "keys_by_leading_count": _keys_by_leading_count(program),
         "padding_is_inert": program.padding_is_inert,
         "gemm_depths": gemm_depths(program),
         # relaxed_madd for onnxruntime's products (Cargo feature fused-madd); never beside
@@ -367,6 +369,17 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         **candidate_variables(),
     }
 
+
+
+def _keys_by_leading_count(program: EncoderProgram) -> bool:
+    """Whether the masked attentions keep the first count(mask == 1) keys (KeyRule.LEADING_COUNT)
+    rather than the keys the mask keeps: one rule for the whole module, which computes the kept
+    keys once per window."""
+    rules = {a.key_rule for a in program.attentions() if a.mask != MaskMode.NONE}
+    if len(rules) > 1:
+        raise PorterError("attention blocks that keep keys by different rules (the mask's own, and "
+                          "onnxruntime's leading count) have no Rust kernel yet")
+    return rules == {KeyRule.LEADING_COUNT}
 
 def render_forward_crate(program: EncoderProgram, out_dir: str | Path, tuning: Tuning = Tuning()) -> Path:
     """Writes the crate, model.bin, layout.json and ir.json into out_dir, replacing it whole."""

@@ -65,6 +65,7 @@ class NormForm(str, enum.Enum):
     KERAS = "keras"  # inv = r * gamma; x * inv + (beta - mean * inv)       (tf.nn.batch_normalization)
     ONNX = "onnx"  # onnxruntime's LayerNormalization kernel
     ONNX_SKIP = "onnx_skip"  # its SkipLayerNormalization (a residual Add fused in)
+    ORT_EMBED = "ort_embed"  # its EmbedLayerNormalization's loop (the embedding sum normalised)
 
 
 class TableKind(str, enum.Enum):
@@ -90,6 +91,25 @@ class MaskMode(str, enum.Enum):
     NONE = "none"  # every key is attended (no mask input, or a constant all-keep bias)
     ADD = "add"  # scores + keep_value / drop_value per key, from the mask input
     REPLACE = "replace"  # dropped keys' scores replaced by drop_value (masked_fill / where)
+
+
+class KeyRule(str, enum.Enum):
+    """Which keys a mask keeps (MaskMode ADD / REPLACE)."""
+
+    NONZERO = "nonzero"  # the keys whose mask value is not 0
+    # the first n keys, n the count of 1s in the mask (onnxruntime's Attention reading a 1-D
+    # mask_index of key lengths, as EmbedLayerNormalization computes it)
+    LEADING_COUNT = "leading_count"
+
+
+def kept_keys(rule: "KeyRule", mask) -> "np.ndarray":
+    """The keys a mask keeps under the rule (booleans, one per key)."""
+    import numpy as np
+
+    mask = np.asarray(mask).reshape(-1)
+    if rule == KeyRule.LEADING_COUNT:
+        return np.arange(mask.size) < np.count_nonzero(mask == 1)
+    return mask != 0
 
 
 class Rows(str, enum.Enum):
@@ -239,6 +259,7 @@ class Attention(Step):
     keep_value: float  # MaskMode.ADD: added to kept keys (0 adds nothing)
     drop_value: float  # added to (ADD) or replacing (REPLACE) dropped keys' scores
     softmax_beta: float = 1.0
+    key_rule: KeyRule = KeyRule.NONZERO
     # Terms the graph adds to the scaled scores before the mask (a relative-position bias), in
     # data-flow order: arrays <name>.term0, <name>.term1, ... of [heads, seq, seq] float32.
     score_terms: int = 0

@@ -20,7 +20,7 @@ import numpy as np
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Attention, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
                                L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
-                               TableKind)
+                               TableKind, kept_keys)
 from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
 from porter.reference import ops
@@ -147,8 +147,9 @@ def layer_norm(step: LayerNorm, weights: dict, x: np.ndarray, ref: Reference) ->
     x = np.asarray(x, F32).reshape(-1, step.width)
     gamma = weights.get(f"{step.name}.gamma")
     beta = weights.get(f"{step.name}.beta")
-    if step.form in (NormForm.ONNX, NormForm.ONNX_SKIP):
-        fn = OF.layer_norm if step.form == NormForm.ONNX else OF.skip_layer_norm
+    if step.form in (NormForm.ONNX, NormForm.ONNX_SKIP, NormForm.ORT_EMBED):
+        fn = {NormForm.ONNX: OF.layer_norm, NormForm.ONNX_SKIP: OF.skip_layer_norm,
+              NormForm.ORT_EMBED: OF.embed_layer_norm}[step.form]
         out = fn(x, gamma, beta, step.eps)
         return [out, out][: len(step.outputs)]
     mean = LF.mean_last_axis(x)
@@ -213,7 +214,7 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
         scores = (scores / F32(a.score_divisor)).astype(F32)
     for term in terms:
         scores = (scores + np.asarray(term, F32)).astype(F32)
-    kept = mask != 0
+    kept = kept_keys(a.key_rule, mask)
     if a.mask == MaskMode.ADD:
         bias = np.where(kept, F32(a.keep_value), F32(a.drop_value))
         scores = np.where(kept & (F32(a.keep_value) == 0), scores, (scores + bias).astype(F32))

@@ -8,6 +8,7 @@ import numpy as np
 
 from porter.frontends.graph import Op
 from porter.ir.encoder import ActivationQuant, IntegerDot, WeightFormat
+from porter.recover.canonical import ort_contrib
 from porter.recover.canonical.builder import Builder, const_ints, fail
 from porter.recover.schemes import weight_scheme
 
@@ -287,8 +288,13 @@ def _onnx_matmul_integer(b: Builder, op: Op) -> None:
 
 
 def translate_onnx(b: Builder, op: Op) -> None:
-    kind = op.type.split(".")[-1] if op.type.startswith("com.microsoft.") else op.type
-    if kind in BINARY:
+    contrib = op.type.startswith("com.microsoft.")
+    kind = op.type.split(".")[-1] if contrib else op.type
+    if contrib and kind in ort_contrib.CONTRIB:
+        ort_contrib.CONTRIB[kind](b, op)
+    elif contrib and kind not in ONNX:
+        ort_contrib.refuse(b, op)
+    elif kind in BINARY:
         b.emit(BINARY[kind], op.inputs[:2], op.outputs, [op.index])
     elif kind in UNARY:
         b.emit(UNARY[kind], op.inputs[:1], op.outputs, [op.index])

@@ -25,6 +25,8 @@ from porter.frontends.graph import Graph
 # through these alone is read at positions (0, 1, ..., or a constant buffer sliced to the length).
 _SHAPE_ONLY = {"Shape", "SHAPE", "Size"}
 _LOOKUPS = {"Gather", "GATHER", "EMBEDDING_LOOKUP"}
+# onnxruntime's fused embeddings: without a position ids input it reads rows 0 .. S-1 of input 3
+_EMBED_LAYER_NORM = "com.microsoft.EmbedLayerNormalization"
 
 
 def dynamic_dims(g: Graph) -> list[tuple[str, int, str]]:
@@ -46,6 +48,9 @@ def position_table_rows(g: Graph) -> int | None:
     producers = {out: op for op in g.ops for out in op.outputs}
     rows = []
     for op in g.ops:
+        if op.type == _EMBED_LAYER_NORM and len(op.inputs) > 3 and g.const(op.inputs[3]) is not None \
+                and (len(op.inputs) < 9 or op.inputs[8] < 0):
+            rows.append(g.tensor(op.inputs[3]).shape[0])  # it reads its positions 0 .. S-1
         if op.type not in _LOOKUPS or len(op.inputs) < 2:
             continue
         table, index = (op.inputs[1], op.inputs[0]) if op.type == "EMBEDDING_LOOKUP" else op.inputs[:2]

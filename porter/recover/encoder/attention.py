@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.encoder import Attention, MaskMode, Reference
+from porter.ir.encoder import Attention, KeyRule, MaskMode, Reference, kept_keys
 from porter.recover import probe
 from porter.reference.ops import Unsupported
 
@@ -204,14 +204,14 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
         scores.terms.insert(0, scores.bias)
         scores.bias = None
     terms = _constant_terms(g, scores, (heads, seq, seq), where)
-    mask, keep, drop, mask_ops, mask_tensor = _mask(g, ref, seq, mask_input, scores, where)
+    mask, keep, drop, mask_ops, mask_tensor, key_rule = _mask(g, ref, seq, mask_input, scores, where)
     q_scale = _one_scalar(q.scalars, where, "Q")
     k_scale = _one_scalar(k.scalars, where, "K")
     if v.scalars:
         raise PorterError(f"{where}: V is scaled before P.V; porter's attention does not do that")
     step = Attention("attention", [f"t{q.source}", f"t{k.source}", f"t{v.source}"],
                      [f"t{merged}"], [], heads, head_dim, q_scale, k_scale, scores.scale,
-                     scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)),
+                     scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)), key_rule,
                      score_terms=len(terms))
     ops = ({softmax.index, qk.index, pv.index} | scores.ops | q.ops | k.ops | v.ops | set(view_ops)
            | set(merge_ops) | mask_ops)
@@ -327,14 +327,15 @@ def refuse_terms(g: Graph, scores: Scores, where: str) -> None:
 
 
 def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
-    """(mode, keep value, drop value, the mask path's ops, the tensor it computes)."""
+    """(mode, keep value, drop value, the mask path's ops, the tensor it computes, which keys it
+    keeps: those the mask keeps, or onnxruntime's leading count of 1s)."""
     if scores.bias is None and scores.select is None:
-        return MaskMode.NONE, 0.0, 0.0, set(), None
+        return MaskMode.NONE, 0.0, 0.0, set(), None, KeyRule.NONZERO
     tensor = scores.bias if scores.bias is not None else scores.select[0]
     const = g.const(tensor)
     if const is not None:
         if scores.bias is not None and np.all(const == 0):
-            return MaskMode.NONE, 0.0, 0.0, set(), tensor
+            return MaskMode.NONE, 0.0, 0.0, set(), tensor, KeyRule.NONZERO
         raise PorterError(f"{where}: the scores get a constant {'bias' if scores.bias is not None else 'selection'} "
                           f"{g.tensor(tensor).describe()} that drops keys (a causal or fixed mask); an "
                           "encoder's mask must come from its mask input")
@@ -344,7 +345,7 @@ def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
         names = ", ".join(g.tensor(t).describe() for t in sorted(sources))
         raise PorterError(f"{where}: the attention mask {g.tensor(tensor).describe()} is computed from "
                           f"{names or 'nothing'}, not from the mask input alone")
-    keep_values, drop_values = set(), set()
+    values = {rule: (set(), set()) for rule in KeyRule}  # rule -> (kept keys' values, dropped ones')
     mask_t = g.tensor(mask_input)
     for m in probe.probe_masks(seq):
         feed = m.reshape(mask_t.shape).astype(mask_t.dtype)
@@ -363,18 +364,23 @@ def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
             if not np.array_equal(keep, m != 0):
                 raise PorterError(f"{where}: the mask selects other keys than the mask input keeps")
             continue
-        keep_values |= {float(v) for v in row[m != 0]}
-        drop_values |= {float(v) for v in row[m == 0]}
+        for rule, (keep_values, drop_values) in values.items():
+            kept = kept_keys(rule, m)
+            keep_values |= {float(v) for v in row[kept]}
+            drop_values |= {float(v) for v in row[~kept]}
+    # the rule under which every probe keeps its keys with one value and drops them with another
+    rule = next((r for r, (k, d) in values.items() if len(k) == 1 and len(d) <= 1), KeyRule.NONZERO)
+    keep_values, drop_values = values[rule]
     if scores.select is not None:
         fill = float(np.asarray(g.const(scores.select[1]), np.float32).reshape(-1)[0])
         _check_drop(fill, where)
-        return MaskMode.REPLACE, 0.0, fill, set(ops), tensor
+        return MaskMode.REPLACE, 0.0, fill, set(ops), tensor, KeyRule.NONZERO
     if len(keep_values) != 1 or len(drop_values) > 1:
         raise PorterError(f"{where}: kept keys get {sorted(keep_values)} and padded keys "
                           f"{sorted(drop_values)}; expected one value each")
     drop = drop_values.pop() if drop_values else float("-inf")
     _check_drop(drop, where)
-    return MaskMode.ADD, keep_values.pop(), drop, set(ops), tensor
+    return MaskMode.ADD, keep_values.pop(), drop, set(ops), tensor, rule
 
 
 def _check_drop(drop: float, where: str) -> None:

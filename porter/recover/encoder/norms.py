@@ -143,7 +143,12 @@ def _found(g: Graph, ref: Reference, form: NormForm, m: Match, skip_fuses=None) 
         outputs = [f"t{out}", f"t{normalised}"] if out != normalised else [f"t{out}"]
     else:
         outputs = [f"t{m['out']}"]
-    if ref == Reference.ONNXRUNTIME_CPU and _is_skip(g, x, ops) and (skip_fuses is None or skip_fuses(g.producer(x))):
+    # the file's own SkipLayerNormalization (porter.recover.canonical.ort_contrib)
+    ort_skip = "out" in m.ops and g.ops[m.ops["out"]].options.get("ort_skip", False)
+    if "out" in m.ops and g.ops[m.ops["out"]].options.get("ort_embed", False):
+        form = NormForm.ORT_EMBED  # the file's own EmbedLayerNormalization
+    elif ref == Reference.ONNXRUNTIME_CPU and (ort_skip or _is_skip(g, x, ops)
+                                              and (skip_fuses is None or skip_fuses(g.producer(x)))):
         form = NormForm.ONNX_SKIP
     step = LayerNorm("layer_norm", [f"t{x}"], outputs, [], form, eps, width,
                      gamma is not None, beta is not None)

@@ -215,6 +215,24 @@ def skip_layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: flo
     return ((normalised * gamma).astype(F32) + beta).astype(F32)
 
 
+def embed_layer_norm(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """EmbedLayerNormalization's float loop (contrib_ops/cpu/bert/embed_layer_norm.cc) on the
+    embedding sum v, all float32 and left to right, no fma: sum the row, mean = sum / n;
+    d = v - mean, sum d * d; e = sqrtf(sum / n + eps); out = d / e * gamma + beta."""
+    v = np.asarray(v, F32)
+    n = v.shape[-1]
+    total = np.zeros(v.shape[:-1], F32)
+    for k in range(n):
+        total = (total + v[..., k]).astype(F32)
+    mean = (total / F32(n)).astype(F32)[..., None]
+    d = (v - mean).astype(F32)
+    total = np.zeros(v.shape[:-1], F32)
+    for k in range(n):
+        total = (total + (d[..., k] * d[..., k]).astype(F32)).astype(F32)
+    e = np.sqrt(((total / F32(n)).astype(F32) + F32(eps)).astype(F32)).astype(F32)[..., None]
+    return ((((d / e).astype(F32)) * gamma).astype(F32) + beta).astype(F32)
+
+
 # MLAS's exp for softmax (mlas/lib/compute.cpp, MlasComputeSumExpVector): range reduction by
 # 2^m, then a degree-6 polynomial, every step an fma. Its AVX2 kernel (MlasComputeSumExpF32KernelFma3)
 # builds 2^m from m's bits, which gives 0 from m = -127 down (the input clamp -88.376 reaches

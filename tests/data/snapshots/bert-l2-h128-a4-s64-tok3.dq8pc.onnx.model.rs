@@ -47,6 +47,9 @@ pub const GEMM_DEPTHS: [usize; 2] = [128, 512];
 pub const EIGEN_L1_BYTES: usize = 32768;
 /// Some attention drops the mask input's padded keys.
 pub const USES_MASK: bool = true;
+/// The kept keys are the first count(mask == 1) (onnxruntime's Attention reading a 1-D
+/// mask_index of key lengths), not the keys whose mask is nonzero.
+pub const KEYS_BY_LEADING_COUNT: bool = false;
 /// Rows past the last kept token cannot change a live row (porter.recover.rows): the steps may
 /// leave them uncomputed.
 pub const PADDING_IS_INERT: bool = false;

@@ -60,6 +60,17 @@ impl Counts {
     }
 }
 
+/// The keys attention keeps: those whose mask is nonzero, or (KEYS_BY_LEADING_COUNT) the first
+/// count(mask == 1), as onnxruntime's Attention reads a 1-D mask_index.
+fn kept_keys(mask: &[i32]) -> Vec<bool> {
+    if KEYS_BY_LEADING_COUNT {
+        let count = mask.iter().filter(|&&m| m == 1).count();
+        (0..mask.len()).map(|j| j < count).collect()
+    } else {
+        mask.iter().map(|&m| m != 0).collect()
+    }
+}
+
 pub fn rows_to_compute(mask: &[i32], live: usize, extent: Extent) -> Counts {
     if extent == Extent::WholeWindow || !PADDING_IS_INERT {
         return Counts { output: live, live: SEQ, used: SEQ, keys: SEQ };
@@ -124,7 +135,7 @@ pub fn forward_with_types(model: &Model, ids: &[u32], types: &[u32], mask: &[i32
     assert!(types.iter().all(|&t| (t as usize) < TYPE_VOCAB), "token type outside [0, TYPE_VOCAB)");
     let counts = rows_to_compute(mask, live, extent);
     let mut s = State::new(&counts);
-    let keep: Vec<bool> = mask.iter().map(|&m| m != 0).collect();
+    let keep = kept_keys(mask);
     s.buffers[MASK_BUFFER] = mask.iter().map(|&m| m as f32).collect();
     for step in &model.steps {
         let phase = run_step(step, ids, types, &keep, &counts, &mut s);

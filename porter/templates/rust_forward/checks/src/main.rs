@@ -647,8 +647,12 @@ fn reference(op: &str, args: &[String]) -> ! {
         std::io::stdout().write_all(&out).expect("write stdout");
         exit(0)
     }
-    if op == "ort-layer-norm" || op == "ort-skip-layer-norm" {
-        let kernel = if op == "ort-layer-norm" { ort_float::layer_norm_row } else { ort_float::skip_layer_norm_row };
+    if op == "ort-layer-norm" || op == "ort-skip-layer-norm" || op == "ort-embed-layer-norm" {
+        let kernel = match op {
+            "ort-layer-norm" => ort_float::layer_norm_row,
+            "ort-skip-layer-norm" => ort_float::skip_layer_norm_row,
+            _ => ort_float::embed_layer_norm_row,
+        };
         let (gamma, rest) = data.split_at(cols);
         let (beta, x) = rest.split_at(cols);
         let mut y = vec![0.0f32; cols];

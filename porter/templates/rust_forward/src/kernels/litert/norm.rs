@@ -23,6 +23,8 @@ pub enum Form {
     Onnx,
     /// onnxruntime's SkipLayerNormalization, both rows the same
     OnnxSkip,
+    /// onnxruntime's EmbedLayerNormalization loop, both rows the same
+    OrtEmbed,
 }
 
 /// Rows of work space.
@@ -65,6 +67,7 @@ pub fn layer_norm(
         match p.form {
             Form::Onnx => ort_float::layer_norm_row(row, both(p.gamma), both(p.beta), p.eps, out),
             Form::OnnxSkip => ort_float::skip_layer_norm_row(row, both(p.gamma), both(p.beta), p.eps, out),
+            Form::OrtEmbed => ort_float::embed_layer_norm_row(row, both(p.gamma), both(p.beta), p.eps, out),
             _ => {
                 let pre = match normalised.as_deref_mut() {
                     Some(buffer) => &mut buffer[span],
@@ -115,7 +118,7 @@ fn layer_norm_row(p: &LayerNormParams, x: &[f32], normalised: &mut [f32], affine
                 affine[i] = v;
             }
         }
-        Form::Onnx | Form::OnnxSkip => unreachable!("layer_norm hands the onnxruntime forms to ort_float"),
+        Form::Onnx | Form::OnnxSkip | Form::OrtEmbed => unreachable!("layer_norm hands the onnxruntime forms to ort_float"),
     }
 }
 

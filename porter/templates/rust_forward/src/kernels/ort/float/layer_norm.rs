@@ -68,3 +68,23 @@ pub fn skip_layer_norm_row(v: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out
         out[i] = (v[i] - mean) / std * gamma[i] + beta[i];
     }
 }
+
+/// onnxruntime's EmbedLayerNormalization float loop on one row of the embedding sum: every sum
+/// in float32 left to right, no fma; out = (v - mean) / sqrt(var + eps) * gamma + beta.
+pub fn embed_layer_norm_row(v: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out: &mut [f32]) {
+    let n = v.len() as f32;
+    let mut sum = 0.0f32;
+    for &x in v {
+        sum += x;
+    }
+    let mean = sum / n;
+    let mut squares = 0.0f32;
+    for &x in v {
+        let d = x - mean;
+        squares += d * d;
+    }
+    let e = (squares / n + eps).sqrt();
+    for i in 0..v.len() {
+        out[i] = (v[i] - mean) / e * gamma[i] + beta[i];
+    }
+}
