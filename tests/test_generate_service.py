@@ -352,6 +352,7 @@ def complete(client, prompt, **options):
     return choice, tokens
 
 
+@pytest.mark.spin_representative  # the generation service's one test under spin up in the default suite
 @pytest.mark.parametrize("quant", ["float32", "q8_0"])
 def test_completions_greedy_equals_generate_and_the_golden(clients, services, crate_greedy, tokenizer, quant):
     """temperature 0 through the openai client: the decoder crate's ids (and the onnxruntime
