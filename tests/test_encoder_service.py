@@ -613,3 +613,23 @@ def test_pairs_are_refused_where_the_model_reads_no_token_types(classify_service
     cannot read, so a pair is a JSON 422, not a silently different score."""
     status, _, body = classify_service.post("/predict", {"inputs": ["a", "b"]})
     assert status == 422 and "pairs" in body["error"], body
+
+
+# --- porter bench --service, every task ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("build_fixture, route", [("embed_build", "/embed"), ("classify_build", "/predict"),
+                                                  ("tagger_build", "/predict"), ("cross_build", "/rerank")])
+def test_bench_times_each_tasks_main_route(request, build_fixture, route):
+    """porter bench --service on each task's service: a 20-token and a one-window request to its
+    main route (a reranker's pair split between query and text), timed by Server-Timing."""
+    from porter.bench.service import bench_service
+
+    built = request.getfixturevalue(build_fixture)
+    report = bench_service(built.out_dir, 20, runs=1, hosts=("wasmtime",), echo=lambda *_: None)
+    assert (report["task"], report["route"]) == (built.facts["task"], route)
+    cases = report["hosts"]["wasmtime"]["cases"]
+    assert {name: case["tokens"] for name, case in cases.items()} == {"20 tokens": 20, "full window": built.ir.seq}
+    for case in cases.values():
+        total = case["server_ms"]["total"]
+        assert total["runs"] == 1 and 0 < total["min"] <= case["client_ms"]["median"]

@@ -605,3 +605,17 @@ def test_deploy_kube_names_a_failed_push(builds):
     image = f"localhost:{free_port()}/tinystories:0.1.0"
     assert_one_line_error(deploy_kube(builds["q8_0"][0], "--image", image, "--", "--insecure"),
                           f"spin registry push {image} failed")
+
+
+def test_bench_times_a_prompt_of_20_tokens_and_one_filling_the_context(builds):
+    """porter bench --service on the generation service: /v1/completions generating one token
+    after a 20-token prompt and after one that fills the context, timed by Server-Timing."""
+    from porter.bench.service import bench_service
+
+    out, facts, _ = builds["q8_0"]
+    report = bench_service(out, 20, runs=1, hosts=("wasmtime",), echo=lambda *_: None)
+    assert (report["task"], report["route"]) == ("generate", "/v1/completions")
+    cases = report["hosts"]["wasmtime"]["cases"]
+    assert {name: case["tokens"] for name, case in cases.items()} == {"20 tokens": 20, "full window": facts["n_ctx"] - 1}
+    for case in cases.values():
+        assert 0 < case["server_ms"]["total"]["min"] <= case["client_ms"]["median"]

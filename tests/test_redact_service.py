@@ -465,9 +465,10 @@ def test_bench_times_requests_of_exact_token_counts(fixture_service):
     assert cases["full window"]["tokens"] == facts["window"]
 
 
-def test_bench_refuses_a_service_that_is_not_a_redaction_service(tmp_path):
-    (tmp_path / "service.json").write_text(json.dumps({"format": "porter.generate/1"}))
-    with pytest.raises(PorterError, match="redaction service"):
+def test_bench_refuses_what_is_not_a_service_porter_built(tmp_path):
+    (tmp_path / "service.json").write_text(json.dumps({"format": "porter.encoder/1", "task": "translate"}))
+    with pytest.raises(PorterError, match="a service built by porter serve-build or generate-build, "
+                                          "not porter.encoder/1 translate"):
         bench_service(tmp_path, 20, runs=1)
 
 

@@ -510,9 +510,9 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
     if onnx_path is not None and not onnx_path.is_file():
         raise PorterError(f"{onnx_path}: no such ONNX file")
     if service_dir is not None:
-        from porter.bench.service import redaction_facts
+        from porter.bench.service import service_plan
 
-        redaction_facts(service_dir)  # fail before the long part
+        service_plan(service_dir, SHORT_TOKENS)  # fail before the long part
     module = locate_module(target)
     ir = json.loads((module.compiled_dir / "ir.json").read_text())
     timings = Timings()

@@ -41,8 +41,11 @@ LITERT_MODES = {
 ORT_MODE = "ort"
 ORT_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
               "tensor(bool)": np.bool_}
-# op type -> (position of the indices, position of the table) for the embedding lookups
-LOOKUPS = {"GATHER": (1, 0), "EMBEDDING_LOOKUP": (0, 1), "Gather": (1, 0)}
+# op type -> (position of the indices, position of the table) of each embedding lookup it does
+# (onnxruntime's EmbedLayerNormalization looks up the ids in the word table and the segment ids
+# in the segment table itself)
+LOOKUPS = {"GATHER": ((1, 0),), "EMBEDDING_LOOKUP": ((0, 1),), "Gather": ((1, 0),),
+           "com.microsoft.EmbedLayerNormalization": ((0, 2), (1, 4))}
 # Ops whose output carries the ids on to the lookup: reshapes and casts (first input), the
 # branches of a select, and a constant offset (Keras wraps negative ids: where(ids < 0, ids + vocab, ids)).
 PASS_THROUGH = {"RESHAPE", "CAST", "SQUEEZE", "EXPAND_DIMS", "Reshape", "Cast", "Squeeze", "Unsqueeze",
@@ -115,8 +118,10 @@ def _lookup_rows(graph, tensor: int) -> int:
     while frontier:
         t = frontier.pop()
         for op in graph.users(t):
-            if op.type in LOOKUPS and op.inputs[LOOKUPS[op.type][0]] == t:
-                rows = max(rows, _table_rows(graph, op.inputs[LOOKUPS[op.type][1]]))
+            tables = [table for index, table in LOOKUPS.get(op.type, ()) if len(op.inputs) > table
+                      and op.inputs[index] == t]
+            if tables:
+                rows = max(rows, *(_table_rows(graph, op.inputs[table]) for table in tables))
             elif _carries_ids(graph, op, t) and op.outputs[0] not in seen:
                 seen.add(op.outputs[0])
                 frontier.append(op.outputs[0])
