@@ -45,7 +45,7 @@ TAGGER_LABELS = ["O", "B-PER", "I-PER"]
 TAGGER_TEXT = "My name is John Doe, I live in Paris, and my email is john.doe@example.com."
 # A cross-encoder reranker's shape (graphs/cross: one logit, real token_type_ids) with a WordPiece
 # tokenizer that fits its 320-row vocabulary (graphs/cross/make_tokenizer.py).
-CROSS = REPO / "graphs" / "cross" / "bert-cross.litert-dq8.tflite"  # its f32 sibling's module misses its golden
+CROSS = REPO / "graphs" / "cross" / "bert-cross.litert-dq8.tflite"
 CROSS_TOKENIZER = REPO / "graphs" / "cross" / "tokenizer.json"
 QUERY = "Where is the station?"
 PASSAGES = ["The station is north of here, by the river.", "A dog runs in the park.", "",
