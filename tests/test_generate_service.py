@@ -10,6 +10,7 @@ manifest and pushes the built app with the real `spin registry push` to a regist
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import shlex
@@ -155,6 +156,25 @@ def test_ping_answers_without_the_model(service):
     status, headers, body = service.request("GET", "/ping")
     assert (status, json.loads(body)) == (200, {"status": "ok"})
     assert list(parse_server_timing(headers["server-timing"])) == ["total"]
+
+
+def test_health_info_and_the_main_route(service, builds):
+    """GET /health as /ping; GET /info names the model, its window and the reference; POST / is
+    /v1/completions (the main route, as Hugging Face's endpoints answer)."""
+    status, _, body = service.request("GET", "/health")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    status, _, body = service.request("GET", "/info")
+    info = json.loads(body)
+    _, facts, _ = builds["float32"]
+    assert status == 200 and info["task"] == "text-generation" and info["model_id"] == MODEL.name
+    assert info["model_sha"] == hashlib.sha256(MODEL.read_bytes()).hexdigest()
+    assert info["max_input_length"] == facts["n_ctx"] - 1 and info["vocab"] == facts["vocab"]
+    assert "onnxruntime" in info["reference"] and "float32 weights" in info["reference"]
+    request = {"prompt": PROMPTS[0], "max_tokens": 8, "temperature": 0}
+    main, _, via_root = service.post("/", request)
+    direct, _, completions = service.post("/v1/completions", request)
+    assert (main, direct) == (200, 200)
+    assert via_root["choices"][0]["text"] == completions["choices"][0]["text"]
 
 
 def test_component_fits_spin(services):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from porter import TEMPLATES_DIR
+from porter import TEMPLATES_DIR, __version__
 from porter.errors import PorterError
 from porter.fsutil import copy_atomic
 from porter.tokenize.bpe import bpe_blob
@@ -75,7 +75,9 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     decoder_dir = render_decoder_crate(ir, out_dir / "decoder", quant)
     files = {"bpe.bin": blob}
     variables = {"crate_name": "porter-generate-service", "decoder_package": crate_name(ir.source, decoder_dir),
-                 "model_id": rust_string(model.name), "end_of_text": end_of_text, "max_body_bytes": max_body_bytes,
+                 "model_id": rust_string(model.name), "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+                 "porter_version": __version__, "reference": rust_string(_reference(ir, quant)),
+                 "end_of_text": end_of_text, "max_body_bytes": max_body_bytes,
                  "max_prompt_bytes": max_prompt_bytes, "body_deadline_ms": BODY_DEADLINE_MS,
                  **render_common_crate(out_dir)}
     files.update(cargo_config_file(toolchain, CrateKind.HTTP_COMPONENT))
@@ -85,6 +87,12 @@ def generate_build(model: Path, tokenizer_json: Path, out_dir: Path, *, quant: s
     component = copy_atomic(build_crate(crate, toolchain), out_dir / COMPONENT_NAME)
     facts = _facts(model, tokenizer_json, component, ir, quant, end_of_text, max_body_bytes, max_prompt_bytes)
     return record_component(out_dir, component, facts, echo)
+
+
+def _reference(ir, quant: str) -> str:
+    """What GET /info says the numbers reproduce."""
+    weights = "Q8_0 weights" if quant != "float32" else "float32 weights"
+    return f"onnxruntime CPU execution provider ({ir.ort_cpu or 'avx2'} target), {weights}"
 
 
 def _facts(model, tokenizer_json, component, ir, quant, end_of_text, max_body_bytes, max_prompt_bytes) -> dict:

@@ -54,7 +54,8 @@ impl wasi::exports::http::incoming_handler::Guest for Service {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
         let started = Instant::now();
         let mut timing = ServerTiming::default();
-        if http::path(&request) == "/v1/completions" {
+        // POST / is the main route (OpenAI's completions), as Hugging Face's endpoints answer.
+        if matches!(http::path(&request).as_str(), "/v1/completions" | "/") {
             return completions::handle(request, response_out, timing, started);
         }
         let (status, body, headers) = match route(request, &mut timing) {
@@ -72,9 +73,13 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
     let path = http::path(&request);
     let method = request.method();
     match path.as_str() {
-        "/ping" => {
+        "/health" | "/ping" => {
             http::expect_method(&method, Method::Get, "GET")?;
             Ok(Reply::Json(json::Object::new().string("status", "ok").finish()))
+        }
+        "/info" => {
+            http::expect_method(&method, Method::Get, "GET")?;
+            Ok(Reply::Json(info()))
         }
         "/generate" => {
             http::expect_method(&method, Method::Post, "POST")?;
@@ -91,8 +96,21 @@ fn route(request: IncomingRequest, timing: &mut ServerTiming) -> Result<Reply, A
             let body = http::read_body(request, config::MAX_BODY_BYTES, config::BODY_DEADLINE)?;
             Ok(Reply::Json(tokenize_json(&api::parse_tokenize(&body)?, timing)))
         }
-        _ => Err(ApiError::new(404, format!("no route {path}; try POST /generate, POST /v1/completions, POST /tokenize or GET /ping"))),
+        _ => Err(ApiError::new(404, format!("no route {path}; try POST /v1/completions (or /), POST /generate, POST /tokenize, GET /info or GET /health"))),
     }
+}
+
+/// TEI's /info fields that apply to a decoder: what it is, how long an input may be, what it reproduces.
+fn info() -> String {
+    json::Object::new()
+        .string("model_id", config::MODEL_ID)
+        .string("model_sha", config::MODEL_SHA256)
+        .string("task", "text-generation")
+        .number("max_input_length", decoder::model::N_CTX - 1)
+        .number("vocab", decoder::model::VOCAB)
+        .string("version", config::PORTER_VERSION)
+        .string("reference", config::REFERENCE)
+        .finish()
 }
 
 fn generate_json(mut generation: Generation, timing: &mut ServerTiming) -> String {
