@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from porter.reference.litert.floats import SYSFS_CPU0_CACHES, parse_cache_size
+from porter.reference.litert.floats import SYSFS_CPU0_CACHES, cache_sizes
 
 CPUINFO = "/proc/cpuinfo"
 # (vendor, family, first model, last model) -> microarchitecture; what is not listed is "unknown".
@@ -44,22 +44,6 @@ def microarchitecture(vendor: str, family: int | None, model: int | None) -> str
         if v == vendor and f == family and model is not None and first <= model <= last:
             return name
     return "unknown"
-
-
-def cache_sizes(caches: str = SYSFS_CPU0_CACHES) -> dict:
-    """The first core's L1 data and L2 cache sizes in bytes (None where sysfs does not say)."""
-    sizes = {"l1d_bytes": None, "l2_bytes": None}
-    for index in sorted(Path(caches).glob("index*")):
-        try:
-            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
-            value = parse_cache_size(size)
-        except (OSError, ValueError):
-            continue
-        if level == "1" and kind in ("Data", "Unified"):
-            sizes["l1d_bytes"] = value
-        elif level == "2":
-            sizes["l2_bytes"] = value
-    return sizes
 
 
 def kernel_variant(compiled_dir: Path) -> dict | None:

@@ -97,10 +97,11 @@ def service_plan(out_dir: Path, short_tokens: int) -> tuple[dict, str, str, dict
     route, body = tasks[task]
     tokenizer = Path(facts["tokenizer"])
     pair = task == "rerank"
-    specials = Tokenizer.from_file(str(tokenizer)).post_processor
-    specials = specials.num_special_tokens_to_add(pair) if specials is not None else 0
-    if facts["format"] == "porter.service/1":
+    if facts["format"] == "porter.service/1":  # the redaction service records its special ids
         specials = len(facts["prefix_ids"]) + len(facts["suffix_ids"])
+    else:
+        processor = Tokenizer.from_file(str(tokenizer)).post_processor
+        specials = processor.num_special_tokens_to_add(pair) if processor is not None else 0
     window = int(facts.get("window") or facts["n_ctx"] - 1)  # a decoder keeps a slot for the token it generates
     cases = {}
     for name, tokens in ((f"{short_tokens} tokens", short_tokens), ("full window", window)):

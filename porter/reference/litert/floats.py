@@ -131,16 +131,25 @@ SYSFS_CPU0_CACHES = "/sys/devices/system/cpu/cpu0/cache"
 def host_l1d_bytes(caches: str = SYSFS_CPU0_CACHES) -> int:
     """This machine's L1 data cache size (what Eigen's CPUID query finds), from sysfs; the
     reference host's 32 KiB where the kernel does not say."""
+    return cache_sizes(caches)["l1d_bytes"] or EIGEN_L1_BYTES
+
+
+def cache_sizes(caches: str = SYSFS_CPU0_CACHES) -> dict:
+    """The first core's L1 data and L2 cache sizes in bytes, from sysfs (None where it does not say)."""
     from pathlib import Path
 
+    sizes = {"l1d_bytes": None, "l2_bytes": None}
     for index in sorted(Path(caches).glob("index*")):
         try:
             level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
-        except OSError:
+            value = parse_cache_size(size)
+        except (OSError, ValueError):
             continue
-        if level == "1" and kind in ("Data", "Unified"):
-            return parse_cache_size(size)
-    return EIGEN_L1_BYTES
+        if level == "1" and kind in ("Data", "Unified") and sizes["l1d_bytes"] is None:
+            sizes["l1d_bytes"] = value
+        elif level == "2" and sizes["l2_bytes"] is None:
+            sizes["l2_bytes"] = value
+    return sizes
 
 
 def golden_l1d(manifest: dict) -> int:
