@@ -321,7 +321,10 @@ def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, pr
 @click.option("--host", "hosts", default="wasmtime", show_default=True, metavar="wasmtime,spin",
               help="What serves --service: wasmtime (`porter serve`), spin (`spin up` from the manifest "
                    "`porter deploy` writes), or both, comma-separated: served at once, requests alternating.")
-def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir, hosts):
+@click.option("--also", "also", type=click.Path(path_type=Path), multiple=True,
+              help="Another built module of the same network (another scheme or export), timed in the same "
+                   "interleaved rounds; repeatable.")
+def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir, hosts, also):
     """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side; and/or a
     served redaction component (--service)."""
     from porter.bench.service import parse_hosts
@@ -344,7 +347,7 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
 
     chosen = [p.strip() for p in peers.split(",") if p.strip()]
     run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo, service_dir,
-              chosen_hosts)
+              chosen_hosts, also)
 
 
 @main.command("serve-build")

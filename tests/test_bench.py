@@ -129,3 +129,49 @@ def test_bad_options_are_one_line_errors(compiled, args, fragment):
 
 def test_a_directory_without_a_module_is_a_one_line_error(tmp_path):
     assert_one_line_error(run_porter("bench", tmp_path), "no built eval module")
+
+
+TINY_F32 = spec.TINY.path("f32.tflite")
+
+
+@pytest.fixture(scope="module")
+def compiled_f32(toolchain, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "tiny-f32"
+    compile_model(require(TINY_F32), out)
+    build_forward_crate(out, toolchain)
+    return out
+
+
+def test_also_times_another_scheme_of_the_network_in_the_same_rounds(compiled, compiled_f32, tmp_path):
+    """--also: the float32 build of TINY beside its hybrid int8 build, each with its size,
+    scheme and stages, interleaved with LiteRT."""
+    json_path = tmp_path / "bench.json"
+    result = run_porter("bench", compiled, "--also", compiled_f32, "--peers", "litert-builtin", "--rounds", "2",
+                        "--iterations", "1", "--json", json_path, "--png", tmp_path / "bench.png")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(json_path.read_text())
+    other = f"porter {TINY_F32.name}"
+    for case in report["cases"].values():
+        assert set(case["runners"]) == {PORTER, other, "LiteRT builtin"}
+        assert case["runners"][other]["runs"] == 2
+    hybrid, f32 = report["modules"]
+    assert (hybrid["name"], f32["name"]) == (PORTER, other)
+    assert hybrid["scheme"] == "weights int8_per_channel, activations tflite_hybrid_symmetric"
+    assert f32["scheme"] == "weights float32, activations float"
+    assert f32["wasm_bytes"] > hybrid["wasm_bytes"]  # float weights take four bytes where int8 take one
+    assert set(f32["stages_ms"]) == set(report["cases"])
+    assert f"{other}: {f32['wasm_bytes'] / 2**20:.1f} MiB module, {f32['scheme']}" in result.stdout
+
+
+def test_also_refuses_a_module_of_another_window(compiled, tmp_path):
+    """The window is read from the other module's ir.json (SMALL's, 128 tokens) before anything
+    runs; the .wasm beside it is TINY's, as the check never gets to it."""
+    import shutil
+
+    other = tmp_path / "small"
+    compile_model(require(spec.SMALL.path("litert-dq8.tflite")), other)
+    wasm = next(compiled.glob("*.wasm"))
+    shutil.copy(wasm, other / wasm.name)
+    result = run_porter("bench", compiled, "--also", other, "--peers", "litert-builtin", "--rounds", "1",
+                        "--iterations", "1", "--json", tmp_path / "b.json", "--png", tmp_path / "b.png")
+    assert_one_line_error(result, "window 128 and vocabulary 8192, not 64 and 4096")

@@ -114,10 +114,12 @@ def make_cases(seq: int, vocab: int) -> list[Case]:
 
 
 class PorterRunner:
-    name = PORTER
+    """One built eval module. The module under test records its stages in timings.stages (the
+    roofline reads them); a module given with --also, under its own name, in its own dict."""
 
-    def __init__(self, wasm_path: Path, timings: Timings):
-        self.wasm_path, self.timings = wasm_path, timings
+    def __init__(self, wasm_path: Path, timings: Timings, ir: dict, name: str = PORTER, stages: dict | None = None):
+        self.wasm_path, self.timings, self.ir, self.name = wasm_path, timings, ir, name
+        self.stages = timings.stages if stages is None else stages
         self.runtime = wasm.default_runtime()
 
     def run(self, case: Case, n: int) -> list[float]:
@@ -128,7 +130,7 @@ class PorterRunner:
             raise PorterError(f"{self.wasm_path.name} exited with {done.exit_code}: "
                               f"{done.stderr.decode(errors='replace').strip()[-300:]}")
         results, load_ms = evalproto.decode_reply(done.stdout)
-        stages = self.timings.stages.setdefault(case.name, {})
+        stages = self.stages.setdefault(case.name, {})
         for r in results:
             for part in ("matmul", "attention", "other"):
                 stages.setdefault(part, []).append(getattr(r, f"{part}_ms"))
@@ -401,8 +403,9 @@ def warm_up(runners: list, cases: list, skipped: dict, echo=print) -> list:
 
 def run_rounds(runners: list, cases: list[Case], rounds: int, iterations: int, timings: Timings,
                after_round=lambda: None) -> None:
-    for stages in timings.stages.values():
-        stages.clear()
+    kept = [timings.stages, *(runner.stages for runner in runners if isinstance(runner, PorterRunner))]
+    for stages in (by_part for by_case in kept for by_part in by_case.values()):
+        stages.clear()  # the warm-up's stage times are not kept
     for _ in range(rounds):
         for case in cases:
             for runner in runners:
@@ -446,9 +449,10 @@ def report_lines(report: dict) -> list[str]:
     for case, r in report["cases"].items():
         lines.append(f"{case}:" if "live_tokens" not in r else
                      f"{case} ({r['live_tokens']} live tokens of {report['seq']}):")
-        lines.append(f"  {'runner':28s} {'min ms':>9s} {'median ms':>10s} {'x porter':>9s}")
+        width = max(28, *map(len, r["runners"]))
+        lines.append(f"  {'runner':{width}s} {'min ms':>9s} {'median ms':>10s} {'x porter':>9s}")
         for name, s in r["runners"].items():
-            lines.append(f"  {name:28s} {s['min']:9.2f} {s['median']:10.2f} {s['ratio_to_porter']:9.2f}")
+            lines.append(f"  {name:{width}s} {s['min']:9.2f} {s['median']:10.2f} {s['ratio_to_porter']:9.2f}")
         if "porter_stages_ms" not in r:
             if r.get("tokens_per_second"):
                 lines.append("  tokens per second (median): " + ", ".join(
@@ -457,6 +461,7 @@ def report_lines(report: dict) -> list[str]:
         st = r["porter_stages_ms"]
         lines.append(f"  porter stages (median ms): matmul {st['matmul']:.2f}, attention {st['attention']:.2f}, "
                      f"other {st['other']:.2f}; rows computed {r['porter_rows_computed']}")
+    lines += module_lines(report.get("modules", []))
     s = report["porter_startup_ms"]
     lines.append(f"porter start-up: instantiate {s['instantiate']['median']:.3f} ms median "
                  f"(min {s['instantiate']['min']:.3f}), model load {s['model_load']['median']:.4f} ms median")
@@ -465,6 +470,17 @@ def report_lines(report: dict) -> list[str]:
             f"{case} {s['median']:.1f} ms median (min {s['min']:.1f})" for case, s in by_case.items()))
     if report.get("roofline"):
         lines += roofline_lines(report["roofline"])
+    return lines
+
+
+def module_lines(modules: list[dict]) -> list[str]:
+    """Each timed module's size and scheme; with --also, every module's stages too."""
+    lines = []
+    for m in modules:
+        lines.append(f"{m['name']}: {m['wasm_bytes'] / 2**20:.1f} MiB module, {m['scheme']}")
+        if len(modules) > 1:
+            lines += [f"  {case}: matmul {st['matmul']:.2f}, attention {st['attention']:.2f}, other {st['other']:.2f} ms"
+                      for case, st in m["stages_ms"].items()]
     return lines
 
 
@@ -481,7 +497,7 @@ def write_chart(path: Path, report: dict) -> None:
     for ax, case in zip(axes[0], cases):
         runners = report["cases"][case]["runners"]
         medians = [runners[n]["median"] for n in names]
-        ax.barh(names, medians, color=["tab:green" if n == PORTER else "tab:gray" for n in names])
+        ax.barh(names, medians, color=["tab:green" if n.startswith("porter") else "tab:gray" for n in names])
         ax.plot([runners[n]["min"] for n in names], names, "k|", markersize=12, label="min")
         for y, n in enumerate(names):
             ax.text(medians[y], y, f" {medians[y]:.1f} ms ({runners[n]['ratio_to_porter']:.1f}x)", va="center",
@@ -499,9 +515,43 @@ def write_chart(path: Path, report: dict) -> None:
     write_atomic(path, png.getvalue())
 
 
+def scheme_of(ir: dict) -> str:
+    """The Linear layers' weight format and activation quantisation, as ir.json names them."""
+    forms = sorted({(s["linear"]["weights"], s["linear"]["activation_quant"])
+                    for s in ir.get("steps", []) if isinstance(s, dict) and "linear" in s})
+    return "; ".join(f"weights {w}, activations {a}" for w, a in forms) or "no Linear layers"
+
+
+def other_modules(module, ir: dict, also: tuple[Path, ...], timings: Timings) -> list[PorterRunner]:
+    """Runners for --also: other builds of the same network (another scheme, another export),
+    timed in the same interleaved rounds; each must take the same window and vocabulary."""
+    runners = []
+    for target in also:
+        other = locate_module(target)
+        other_ir = json.loads((other.compiled_dir / "ir.json").read_text())
+        if other.kind != module.kind or ir.get("kind") == "decoder":
+            raise PorterError(f"--also {target}: only encoder modules are compared with --also")
+        if (other.seq, other_ir.get("vocab")) != (module.seq, ir.get("vocab")):
+            raise PorterError(f"--also {target}: window {other.seq} and vocabulary {other_ir.get('vocab')}, "
+                              f"not {module.seq} and {ir.get('vocab')} as {module.model.name}'s")
+        runners.append(PorterRunner(other.wasm, timings, other_ir, f"porter {other.model.name}", stages={}))
+    if len({runner.name for runner in runners} | {PORTER}) != len(runners) + 1:
+        raise PorterError("--also: two modules compiled from files of the same name")
+    return runners
+
+
+def module_facts(runner: PorterRunner) -> dict:
+    """A timed module's size, scheme and median stage times per case."""
+    return {"name": runner.name, "model": runner.ir["source"], "wasm_bytes": runner.wasm_path.stat().st_size,
+            "scheme": scheme_of(runner.ir),
+            "stages_ms": {case: {part: statistics.median(by_part[part]) for part in ("matmul", "attention", "other")}
+                          for case, by_part in runner.stages.items() if by_part.get("matmul")}}
+
+
 def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS, rounds: int = 5,
           iterations: int = 3, json_path: Path | None = None, png_path: Path | None = None, echo=print,
-          service_dir: Path | None = None, service_hosts: tuple[str, ...] = ("wasmtime",)) -> dict:
+          service_dir: Path | None = None, service_hosts: tuple[str, ...] = ("wasmtime",),
+          also: tuple[Path, ...] = ()) -> dict:
     if rounds < 1 or iterations < 1:
         raise PorterError("--rounds and --iterations must be at least 1")
     unknown = sorted(set(peers) - set(PEERS))
@@ -523,9 +573,10 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
         skipped = {peer: "decoders are compared with onnxruntime native only" for peer in peers if peer != "ort"}
     else:
         cases = make_cases(module.seq, int(ir["vocab"]))
-        porter = PorterRunner(module.wasm, timings)
+        porter = PorterRunner(module.wasm, timings, ir)
         peer_runners, skipped = make_peers(list(peers), module.model, ir, onnx_path, echo)
-    runners = [porter, *peer_runners]
+    others = other_modules(module, ir, tuple(also), timings)
+    runners = [porter, *others, *peer_runners]
     floor_rounds: list[dict] = []  # the roofline's floors, measured after every round (encoders)
 
     def after_round() -> None:
@@ -544,6 +595,7 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
     startup = {"instantiate": _summary(instantiate_ms(module.wasm, max(10, rounds * iterations))),
                "model_load": _summary(model_load)}
     report = build_report(module, onnx_path, cases, runners, timings, startup, skipped, rounds, iterations)
+    report["modules"] = [module_facts(r) for r in runners if isinstance(r, PorterRunner)]
     if floor_rounds:
         report["roofline"] = roofline_report(ir, {c.name: c.live for c in cases}, timings.stages, floor_rounds)
     for line in report_lines(report):

@@ -78,7 +78,8 @@ def arithmetic(program: EncoderProgram) -> str:
 
 
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
-TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float32": "Float32"}
+TABLES = {"int8_rows": "Int8Rows", "int8_tensor": "Int8Tensor", "uint8_tensor": "Uint8Tensor", "float16": "Float16",
+          "float32": "Float32"}
 FORMS = {"shift": "Shift", "centred": "Centred", "keras": "Keras", "onnx": "Onnx", "onnx_skip": "OnnxSkip",
          "ort_embed": "OrtEmbed"}
 GELUS = {Gelu.LITERT: "Litert", Gelu.ORT_ERF_MUL: "OrtErfMul", Gelu.LITERT_TANH: "LitertTanh",
@@ -193,7 +194,7 @@ class _Variables:
     def lookup(self, lookup: Lookup) -> dict:
         name = lookup.name
         return {"kind": TABLES[lookup.kind.value], "table": self.array(f"{name}.table"),
-                "scale": self.array(f"{name}.scale") if lookup.kind.value != "float32" else None,
+                "scale": self.array(f"{name}.scale") if lookup.kind.value not in ("float32", "float16") else None,
                 "zero_point": self.array(f"{name}.zero_point") if lookup.kind.value == "uint8_tensor" else None,
                 "width": lookup.width}
 

@@ -72,6 +72,7 @@ class TableKind(str, enum.Enum):
     INT8_ROWS = "int8_rows"  # int8 rows, one scale per row (EMBEDDING_LOOKUP)
     INT8_TENSOR = "int8_tensor"  # int8 rows, one scale (GATHER -> DEQUANTIZE)
     UINT8_TENSOR = "uint8_tensor"  # uint8 with one scale and zero point (DequantizeLinear)
+    FLOAT16 = "float16"  # a float16 table DEQUANTIZEd to float32: widened exactly on lookup
     FLOAT32 = "float32"
 
 
@@ -183,7 +184,7 @@ class Lookup:
 
     def arrays(self) -> list[str]:
         names = [f"{self.name}.table"]
-        if self.kind != TableKind.FLOAT32:
+        if self.kind not in (TableKind.FLOAT32, TableKind.FLOAT16):
             names.append(f"{self.name}.scale")
         if self.kind == TableKind.UINT8_TENSOR:
             names.append(f"{self.name}.zero_point")

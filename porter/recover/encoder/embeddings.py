@@ -151,10 +151,15 @@ def _term_lookup(g: Graph, t: int):
 def stored_table(g: Graph, table: int) -> Tensor:
     """The tensor a table is stored as: a float32 table folded from int8 rows with one scale (or
     one per row) and zero point 0 is stored as those rows, whose lookup (float(q) * scale of the
-    row) gives the folded values exactly; any other table as itself."""
+    row) gives the folded values exactly; one folded from float16 values (DEQUANTIZE of a float16
+    constant) as those halves, which widen to it exactly; any other table as itself."""
     t = g.tensor(table)
     stored = g.metadata.get("stored_forms", {}).get(table)
-    if t.dtype != "float32" or stored is None or stored.dtype != "int8" or stored.quant.axis not in (None, 0):
+    if t.dtype != "float32" or stored is None:
+        return t
+    if stored.dtype == "float16" and stored.quant is None and stored.data.shape == t.data.shape:
+        return stored
+    if stored.dtype != "int8" or stored.quant.axis not in (None, 0):
         return t
     return stored
 
@@ -166,6 +171,8 @@ def _lookup_kind(g: Graph, op: Op, table: int, where: str) -> tuple[TableKind, O
     dequantized = len(users) == 1 and users[0].type == "dequantize"
     if t.dtype == "float32":
         return TableKind.FLOAT32, op
+    if t.dtype == "float16":
+        return TableKind.FLOAT16, op
     if op.type == "embedding_lookup" or t.index != table:
         scheme = weight_scheme(g, t, 0, where)
         per_row = scheme in (WeightFormat.INT8_PER_CHANNEL, WeightFormat.INT4_PER_CHANNEL)  # int4: rows * scale too
@@ -299,7 +306,7 @@ def _term(g: Graph, ref, inputs: Inputs, seq: int, t: int, n: int, arrays: dict)
 
 def _dequantized_row(kind: TableKind, arrays: dict, name: str, row: int) -> np.ndarray:
     table = arrays[f"{name}.table"]
-    if kind == TableKind.FLOAT32:
+    if kind in (TableKind.FLOAT32, TableKind.FLOAT16):  # float16 widens exactly
         return np.asarray(table[row], np.float32)
     if kind == TableKind.INT8_ROWS:
         return (table[row].astype(np.float32) * arrays[f"{name}.scale"][row]).astype(np.float32)

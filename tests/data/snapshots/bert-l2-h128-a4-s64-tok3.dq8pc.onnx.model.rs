@@ -141,7 +141,7 @@ impl<'a> Model<'a> {
         // embed0
         let word = Lookup {
                 kind: TableKind::Uint8Tensor,
-                table_f32: &[], table_i8: &[], table_u8: c.u8s(0, 524288),
+                table_f32: &[], table_f16: &[], table_i8: &[], table_u8: c.u8s(0, 524288),
                 scale: c.f32s(524288, 1), zero_point: c.i32s(524304, 1)[0],
                 width: 128,
             };

@@ -141,7 +141,7 @@ impl<'a> Model<'a> {
         // embed0
         let word = Lookup {
                 kind: TableKind::Int8Rows,
-                table_f32: &[], table_i8: c.i8s(0, 524288), table_u8: &[],
+                table_f32: &[], table_f16: &[], table_i8: c.i8s(0, 524288), table_u8: &[],
                 scale: c.f32s(524288, 4096), zero_point: 0,
                 width: 128,
             };

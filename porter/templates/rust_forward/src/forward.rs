@@ -12,6 +12,7 @@
 //! every window it runs.
 
 use crate::kernels::litert::attention::{attention, AttentionScratch, ScoreTerms};
+use crate::kernels::common::dequantize::widen_halves;
 use crate::kernels::common::generic;
 use crate::kernels::litert::activation::gelu_tanh_in_place;
 use crate::kernels::litert::mathfn::gelu_in_place;
@@ -298,6 +299,7 @@ fn lookup_row(l: &Lookup, id: usize, out: &mut [f32]) {
     let w = l.width;
     match l.kind {
         TableKind::Float32 => out.copy_from_slice(&l.table_f32[id * w..(id + 1) * w]),
+        TableKind::Float16 => widen_halves(&l.table_f16[id * w..(id + 1) * w], out),
         TableKind::Uint8Tensor => {
             for (o, &q) in out.iter_mut().zip(&l.table_u8[id * w..(id + 1) * w]) {
                 *o = (q as i32 - l.zero_point) as f32 * l.scale[0];

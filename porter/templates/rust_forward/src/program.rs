@@ -40,14 +40,17 @@ pub enum TableKind {
     Int8Tensor,
     /// uint8 rows, one scale and zero point for the table (DequantizeLinear)
     Uint8Tensor,
+    /// float16 rows (their bits), widened exactly to float32
+    Float16,
     Float32,
 }
 
 /// A table read by ids, in place in model.bin.
 pub struct Lookup<'a> {
     pub kind: TableKind,
-    /// Float rows, or the int8 / uint8 rows' bytes when `kind` is an integer kind.
+    /// Float rows, the float16 rows' bits, or the int8 / uint8 rows' bytes, as `kind` says.
     pub table_f32: &'a [f32],
+    pub table_f16: &'a [u16],
     pub table_i8: &'a [i8],
     pub table_u8: &'a [u8],
     pub scale: &'a [f32],
