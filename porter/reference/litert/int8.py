@@ -422,8 +422,12 @@ def softmax(x: np.ndarray, x_scale: float, beta: float, out_q) -> np.ndarray:
     """int8 SOFTMAX over the last axis, LiteRT's optimized (float table) kernel: each row's exps
     are read from the table at 255 - max + x, summed in order in float32, and every
     probability is table * (1 / (sum * out_scale)) rounded half away from zero plus out_zp."""
+    return softmax_from_table(x, softmax_table(x_scale, beta), out_q)
+
+
+def softmax_from_table(x: np.ndarray, table: np.ndarray, out_q) -> np.ndarray:
+    """softmax with its exp table (softmax_table of the input's scale and beta) given."""
     os_, oz = out_q
-    table = softmax_table(x_scale, beta)
     rows = np.asarray(x, np.int64).reshape(-1, x.shape[-1])
     exps = table[255 - rows.max(axis=-1, keepdims=True) + rows]
     total = np.cumsum(exps, axis=-1, dtype=np.float32)[:, -1:]  # in order, one float32 add at a time
