@@ -59,7 +59,9 @@ class IntegerStep(Step):
     operands' (scale, zero point), None for an unquantised one; `out_quant` the output's.
 
     Arrays by op: FULLY_CONNECTED `<name>.weight` (int8 [out, in]), `<name>.weight_scale` (one
-    per output channel, or one), `<name>.bias` (int32, if any); TABLE `<name>.table` (int8 [256],
+    per output channel, or one), `<name>.multiplier` (int32 [out, 2]: each channel's fixed-point
+    multiplier and shift, x_scale * w_scale / out_scale), `<name>.bias` (int32, if any); DIV
+    `<name>.reciprocal` (int32 [256, 2]: gemmlowp's reciprocal of each divisor 1..255); TABLE `<name>.table` (int8 [256],
     index value + 128); SOFTMAX `<name>.table` (float32 [256]); LOOKUP `<name>.table` ([rows,
     width]); INDEX `<name>.index` (int32, one source position per output value)."""
 

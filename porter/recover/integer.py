@@ -144,6 +144,10 @@ class _Recovery:
             self.fully_connected(op)
         elif op.type == "BATCH_MATMUL":
             self.batch_matmul(op)
+        elif op.type == "DIV":
+            # gemmlowp's reciprocal of every divisor |y - zy| an int8 operand can have
+            reciprocals = np.array([K.reciprocal(b) if b else (0, 0) for b in range(256)], np.int32)
+            self.emit(op, IntegerOp.DIV, op.inputs[:2], {"reciprocal": reciprocals})
         elif op.type in QUANTISED_BINARY:
             self.emit(op, QUANTISED_BINARY[op.type], op.inputs[:2])
         elif op.type in REDUCTIONS:
@@ -205,7 +209,13 @@ class _Recovery:
             raise PorterError(f"op {op.index} FULLY_CONNECTED: weight tensor {w} {g.tensor(w).name!r} has a "
                               "zero point or a channel axis other than 0, which porter's integer kernel does not take")
         self.require_int8(op, op.inputs[0])
-        arrays = {"weight": self.consts[w], "weight_scale": np.asarray(wq.scale, np.float32).ravel()}
+        scales = np.asarray(wq.scale, np.float32).ravel()
+        multipliers = K.fully_connected_multipliers(self.quant(op, op.inputs[0])[0], scales,
+                                                    self.quant(op, op.outputs[0])[0])
+        if len(multipliers) == 1:  # per-tensor weights: one multiplier for every output channel
+            multipliers = multipliers * self.consts[w].shape[0]
+        arrays = {"weight": self.consts[w], "weight_scale": scales,
+                  "multiplier": np.asarray(multipliers, np.int32).reshape(-1, 2)}
         bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
         if bias is not None:
             if bias not in self.consts or g.tensor(bias).dtype != "int32":

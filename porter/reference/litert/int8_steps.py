@@ -25,11 +25,9 @@ def run(step: IntegerStep, weights: dict, ins: list[np.ndarray]) -> np.ndarray:
 def _fully_connected(step, w, ins):
     weight = w[f"{step.name}.weight"]
     bias = w[f"{step.name}.bias"] if step.has_bias else None
-    (xs, xz), (os_, oz) = step.quants[0], step.out_quant
-    mults = K.fully_connected_multipliers(xs, w[f"{step.name}.weight_scale"], os_)
-    if len(mults) == 1:  # per-tensor weights: one multiplier for every output channel
-        mults = mults * weight.shape[0]
-    return K.fully_connected(ins[0].reshape(-1, weight.shape[1]), xz, weight, bias, mults, oz)
+    mults = [(int(m), int(shift)) for m, shift in w[f"{step.name}.multiplier"]]
+    return K.fully_connected(ins[0].reshape(-1, weight.shape[1]), step.quants[0][1], weight, bias, mults,
+                             step.out_quant[1])
 
 
 def _batch_matmul(step, w, ins):

@@ -60,6 +60,10 @@ mod tuning;
 mod model;
 #[path = "../../src/program.rs"]
 mod program;
+#[path = "../../src/integer.rs"]
+mod integer;
+#[path = "../../src/profile.rs"]
+mod profile;
 mod tiles;
 
 use std::io::{Read, Write};
