@@ -560,6 +560,11 @@ MUTATIONS = {
     "ort dot saturation dropped": ("src/kernels/common/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
                                    ["kernels", 11]),
+    # The full-integer int8 dot reading y's upper (zero) lanes: every product of y vanishes.
+    "int8 dot lanes": ("src/kernels/litert/int8/dot.rs",
+                       "let wb = i16x8_sub(i16x8_extend_low_i8x16(vb), zb);",
+                       "let wb = i16x8_sub(i16x8_extend_high_i8x16(vb), zb);",
+                       ["int8", 3]),
 }
 
 
@@ -599,11 +604,6 @@ ORT_MUTATIONS = {
                                   "term_exponent <= biased_exponent(bits).max(1) - 153",
                                   "term_exponent <= biased_exponent(bits).max(1) + 153",
                                   ["kernels", 11]),
-    # The full-integer int8 dot reading y's upper (zero) lanes: every product of y vanishes.
-    "int8 dot lanes": ("src/kernels/litert/int8/dot.rs",
-                       "let wb = i16x8_sub(i16x8_extend_low_i8x16(vb), zb);",
-                       "let wb = i16x8_sub(i16x8_extend_high_i8x16(vb), zb);",
-                       ["int8", 3]),
 }
 
 
