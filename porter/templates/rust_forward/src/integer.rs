@@ -82,39 +82,26 @@ struct State<'a> {
     _model: core::marker::PhantomData<&'a ()>,
 }
 
+/// The accessor of one element type: an operand's values, from its slot or model.bin.
+macro_rules! typed_values {
+    ($name:ident, $t:ty, $variant:ident, $what:literal) => {
+        fn $name<'s>(&'s self, v: &'s Values<'a>) -> &'s [$t] {
+            match v {
+                Values::Slot(s) => match &self.slots[*s] {
+                    Tensor::$variant(x) => x,
+                    _ => panic!("slot {s}: not {}", $what),
+                },
+                Values::$variant(x) => x,
+                _ => panic!("{} operand was expected", $what),
+            }
+        }
+    };
+}
+
 impl<'a> State<'a> {
-    fn i8s<'s>(&'s self, v: &'s Values<'a>) -> &'s [i8] {
-        match v {
-            Values::Slot(s) => match &self.slots[*s] {
-                Tensor::I8(x) => x,
-                _ => panic!("slot {s}: not int8"),
-            },
-            Values::I8(x) => x,
-            _ => panic!("an int8 operand was expected"),
-        }
-    }
-
-    fn f32s<'s>(&'s self, v: &'s Values<'a>) -> &'s [f32] {
-        match v {
-            Values::Slot(s) => match &self.slots[*s] {
-                Tensor::F32(x) => x,
-                _ => panic!("slot {s}: not float32"),
-            },
-            Values::F32(x) => x,
-            _ => panic!("a float32 operand was expected"),
-        }
-    }
-
-    fn i32s<'s>(&'s self, v: &'s Values<'a>) -> &'s [i32] {
-        match v {
-            Values::Slot(s) => match &self.slots[*s] {
-                Tensor::I32(x) => x,
-                _ => panic!("slot {s}: not int32"),
-            },
-            Values::I32(x) => x,
-            _ => panic!("an int32 operand was expected"),
-        }
-    }
+    typed_values!(i8s, i8, I8, "int8");
+    typed_values!(f32s, f32, F32, "float32");
+    typed_values!(i32s, i32, I32, "int32");
 
     /// Value i of an operand of any type, widened (exact for every int32 and float32).
     fn wide(&self, v: &Values<'a>, i: usize) -> f64 {
