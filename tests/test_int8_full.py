@@ -7,7 +7,9 @@
   other than the zoo's (per-channel and per-tensor FULLY_CONNECTED, BATCH_MATMUL, ADD, SUB,
   MUL, SQUARED_DIFFERENCE, MEAN over power-of-two and other counts, SOFTMAX, QUANTIZE);
 - every one-input kernel (RSQRT, GELU, LOGISTIC, TANH, int8 requantize) on all 256 inputs;
-- deliberate mutations of the arithmetic (a rounding direction, the multiplier's form) fail.
+- deliberate mutations of the arithmetic (a rounding direction, the multiplier's form) fail;
+- porter run reproduces each golden through the recovered integer program (porter.ir.integer),
+  and bad input to that recovery is one line naming the op and tensor.
 """
 
 from __future__ import annotations
@@ -96,14 +98,11 @@ def test_every_op_matches_litert_on_a_random_window(golden):
 
 @pytest.mark.parametrize("golden", [pytest.param(g, marks=pytest.mark.slow) if i else g
                                     for i, g in enumerate(GOLDENS)], ids=_id)
-def test_porter_run_reproduces_the_golden_and_compile_refuses_in_one_line(golden, tmp_path):
+def test_porter_run_reproduces_the_golden(golden):
+    """porter run: the recovered integer program (porter.ir.integer) in the numpy executor."""
     result = run_porter("run", _model_of(golden), "--golden", golden)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1].endswith("max |dlogit| 0, mean |dlogit| 0"), result.stdout
-    result = run_porter("compile", _model_of(golden), "-o", tmp_path / "out")
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert lines[0].startswith("porter: error: full-integer int8") and "wasm int8 kernels are not there yet" in lines[0]
 
 
 def test_porter_golden_writes_the_int8_output_beside_the_dequantised_logits(tmp_path):
@@ -502,3 +501,25 @@ def test_mutated_kernel_fails_a_check(monkeypatch, name):
         except AssertionError:
             return
     pytest.fail(f"mutation {name!r} passed every check")
+
+
+def test_bad_full_integer_input_is_one_line_naming_op_and_tensor():
+    """An op with no integer kernel, or an activation scale porter cannot represent, is refused
+    by recovery naming the op and tensor (the file's own ops, altered in memory)."""
+    from dataclasses import replace
+
+    from porter.errors import PorterError
+    from porter.frontends.graph import Quantization
+    from porter.recover.integer import recover_integer
+
+    g = load_graph(_model_of(GOLDENS[0]))
+    softmax = next(op for op in g.ops if op.type == "SOFTMAX")
+    g.ops[g.ops.index(softmax)] = replace(softmax, type="HARD_SWISH")
+    with pytest.raises(PorterError, match=rf"op {softmax.index} HARD_SWISH: no integer kernel .* tensor {softmax.inputs[0]}"):
+        recover_integer(g)
+    g = load_graph(_model_of(GOLDENS[0]))
+    fc = next(op for op in g.ops if op.type == "FULLY_CONNECTED")
+    x = g.tensors[fc.inputs[0]]
+    g.tensors[x.index] = replace(x, quant=Quantization(np.array([0.0], np.float32), np.array([0]), None))
+    with pytest.raises(PorterError, match=rf"^op \d+ [A-Z_]+: tensor {x.index} .* has scale 0.0"):
+        recover_integer(g)

@@ -560,6 +560,11 @@ MUTATIONS = {
     "ort dot saturation dropped": ("src/kernels/common/gemm.rs",
                                    "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
                                    ["kernels", 11]),
+    # The full-integer int8 dot reading y's upper (zero) lanes: every product of y vanishes.
+    "int8 dot lanes": ("src/kernels/litert/int8/dot.rs",
+                       "let wb = i16x8_sub(i16x8_extend_low_i8x16(vb), zb);",
+                       "let wb = i16x8_sub(i16x8_extend_high_i8x16(vb), zb);",
+                       ["int8", 3]),
 }
 
 
@@ -690,3 +695,83 @@ def test_mutated_expf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
     x = np.uint32([0x42B17217, 0x42B17216]).view(np.float32)  # the threshold and just below
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "exp-op", x[None, :]), "<f4")
     assert not np.array_equal(ours.view(np.uint32), LF.exp_op(x).view(np.uint32))
+
+
+# ---- full-integer int8 kernels (kernels/litert/int8/) -------------------------------------------
+
+from porter.reference.litert import int8 as K  # noqa: E402
+
+EVERY_INT8 = np.arange(-128, 128, dtype=np.int64)
+
+
+def int8_reference(wasm_runtime, wasm, op, args, x: np.ndarray) -> bytes:
+    x = np.ascontiguousarray(x, dtype="<f4")
+    stdin = struct.pack("<II", *x.shape) + x.tobytes()
+    result = wasm_runtime.run_command(wasm, ["reference", op, *map(str, args)], stdin)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def int8_params(rng, n):
+    """(scale, zero point) pairs: seeded scales over six decades and zero points over int8."""
+    return [(float(np.float32(10.0 ** rng.uniform(-4, 1))), int(rng.integers(-128, 128))) for _ in range(n)]
+
+
+def test_int8_dot_simd_matches_scalar(wasm_runtime, checks_wasm):
+    assert_check_passes(wasm_runtime, checks_wasm, "int8", 3)
+
+
+def test_int8_requantize_every_input_in_blocks_and_tail(wasm_runtime, checks_wasm):
+    """Every int8 input through the vector loop (a row of 256) and the scalar tail (rows of 15)."""
+    rng = np.random.default_rng(81)
+    tail = np.resize(EVERY_INT8, (18, 15))
+    for x_q, out_q in zip(int8_params(rng, 12), int8_params(rng, 12)):
+        m, shift = K.requantize_multiplier(x_q[0], out_q[0])
+        for rows in (EVERY_INT8[None], tail):
+            ours = np.frombuffer(int8_reference(wasm_runtime, checks_wasm, "int8-requantize",
+                                                [x_q[1], m, shift, out_q[1]], rows), np.int8).reshape(rows.shape)
+            want = np.stack([K.requantize(r, x_q, out_q) for r in rows])
+            assert np.array_equal(ours, want), (x_q, out_q, rows.shape)
+
+
+@pytest.mark.parametrize("op", ["int8-dequantize", "int8-output"])
+def test_int8_dequantize_every_input(wasm_runtime, checks_wasm, op):
+    rng = np.random.default_rng(82)
+    reference = K.dequantize if op == "int8-dequantize" else K.dequantize_output
+    tail = np.resize(EVERY_INT8, (37, 7))
+    for scale, zp in int8_params(rng, 12):
+        bits = int(np.float32(scale).view(np.uint32))
+        for rows in (EVERY_INT8[None], tail):
+            ours = np.frombuffer(int8_reference(wasm_runtime, checks_wasm, op, [zp, bits], rows), "<f4")
+            want = np.concatenate([reference(r, (scale, zp)) for r in rows])
+            assert np.array_equal(ours.view(np.uint32), want.view(np.uint32)), (op, scale, zp)
+
+
+def test_int8_tables_every_input(wasm_runtime, checks_wasm):
+    """RSQRT's, GELU's and TANH's tables (as recovery builds them) read for every input."""
+    rng = np.random.default_rng(83)
+    for (x_q, out_q) in zip(int8_params(rng, 3), int8_params(rng, 3)):
+        for table in (K.rsqrt_table(x_q, out_q), K.lookup_table(x_q, out_q, K.gelu_exact),
+                      K.lookup_table(x_q, out_q, K.libm("tanhf"))):
+            ours = np.frombuffer(int8_reference(wasm_runtime, checks_wasm, "int8-table", [],
+                                                np.stack([table, EVERY_INT8])), np.int8)
+            assert np.array_equal(ours, K.apply_table(EVERY_INT8, table))
+
+
+@pytest.mark.parametrize("combine", ["add", "sub", "squared-difference", "mul"])
+def test_int8_binary_every_input_pair(wasm_runtime, checks_wasm, combine):
+    """ADD, SUB, SQUARED_DIFFERENCE and MUL on all 65,536 int8 pairs, under seeded quantisations."""
+    rng = np.random.default_rng(84)
+    x, y = (a.ravel() for a in np.meshgrid(EVERY_INT8, EVERY_INT8))
+    kernels = {"add": K.add_sub, "sub": lambda *a: K.add_sub(*a, subtract=True),
+               "squared-difference": K.squared_difference, "mul": K.mul}
+    for x_q, y_q, out_q in zip(int8_params(rng, 3), int8_params(rng, 3), int8_params(rng, 3)):
+        if combine == "mul":
+            shift, mx, my, mo = 0, (0, 0), (0, 0), K.mul_multiplier(x_q[0], y_q[0], out_q[0])
+        else:
+            squared = combine == "squared-difference"
+            shift = K.SQUARED_DIFFERENCE_LEFT_SHIFT if squared else K.ADD_LEFT_SHIFT
+            mx, my, mo = K.rescale_multipliers(x_q[0], y_q[0], out_q[0], shift, squared)
+        args = [combine, x_q[1], y_q[1], shift, *mx, *my, *mo, out_q[1]]
+        ours = np.frombuffer(int8_reference(wasm_runtime, checks_wasm, "int8-binary", args, np.stack([x, y])), np.int8)
+        assert np.array_equal(ours, kernels[combine](x, x_q, y, y_q, out_q)), (combine, x_q, y_q, out_q)

@@ -98,10 +98,18 @@ def encoder_row(path: Path, ort_cpu: str = BASE_ORT_CPU) -> Row:
 
 def _check_architecture(path: Path, program) -> None:
     """The shapes porter read from the graph are the member's (no shape is assumed)."""
+    from porter.ir.encoder import INPUT_IDS
+    from porter.ir.integer import IntegerOp
+
     spec = _manifest(path)["member_spec"]
     attentions = program.attentions()
-    got = (len(attentions), attentions[0].heads, attentions[0].heads * attentions[0].head_dim,
-           program.vocab, program.seq)
+    softmaxes = [s for s in program.steps if getattr(s, "op", None) == IntegerOp.SOFTMAX]
+    if softmaxes:  # a full-integer program: one int8 softmax a layer over [batch, heads, seq, seq]
+        word = next(s for s in program.steps if s.table_rows(INPUT_IDS))
+        got = (len(softmaxes), softmaxes[0].shape[-3], word.table_shape[1], program.vocab, program.seq)
+    else:
+        got = (len(attentions), attentions[0].heads, attentions[0].heads * attentions[0].head_dim,
+               program.vocab, program.seq)
     want = (spec["layers"], spec["heads"], spec["hidden"], spec["vocab"], spec["seq"])
     if got != want:
         raise AssertionError(f"{path.name}: recovered (layers, heads, hidden, vocab, seq) {got}, spec {want}")
@@ -111,7 +119,8 @@ def _blocks(program) -> str:
     counts: dict[str, int] = {}
     for step in program.steps:
         kind = type(step).__name__.removesuffix("Step")
-        name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None)}.get(kind)
+        name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None),
+                "Integer": getattr(step, "op", None)}.get(kind)
         label = f"{kind.lower()} {name.value}" if name is not None else kind.lower()
         counts[label] = counts.get(label, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -149,6 +158,13 @@ def render(rows: list[Row]) -> str:
         "(tests/test_zoo.py builds a subset by default and every file under `-m slow`). Every ONNX",
         "encoder is also exact against onnxruntime on an AVX-512 VNNI CPU (golden/zoo/avx512vnni/, made",
         "by graphs/zoo/cpu_goldens.py on an Intel Xeon with AMX), compiled for that target.",
+        "",
+        "Full-integer int8 TFLite files (`*.aeq-si8.tflite`, `*.tf-si8.tflite`) are recovered op by op",
+        "into integer steps, LiteRT's integer kernels on int8 activations with the file's scales and zero",
+        "points (porter/recover/integer.py; the blocks column counts them by kernel). Their int8 softmax",
+        "weighs every key of the window, padding included (the mask's term is lost in calibration:",
+        "docs/arithmetic.md), so the whole window is computed, never only the live rows; the int8 output",
+        "is reported dequantised, (q - zero point) x scale, as the golden records it.",
         "",
         f"{len(rows)} files: {exact} exact, {len(refused)} refused.",
         "",

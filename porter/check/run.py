@@ -20,10 +20,7 @@ from porter.errors import PorterError
 from porter.check.golden import (Golden, check_model_matches, check_token_types, cpu_choices, golden_window,
                                  load_golden)
 from porter.frontends import load_graph
-from porter.frontends.schemes import FULL_INTEGER, is_full_integer
 from porter.ir.encoder import INPUT_MASK, EncoderProgram
-from porter.reference.litert import full_integer
-from porter.reference.litert.int8 import dequantize_output
 from porter.reference.ort import cpu as ort_cpus
 
 PAD_ID = 0
@@ -102,7 +99,6 @@ def locate(ir: EncoderProgram, ids: np.ndarray, mask: np.ndarray, echo, types=No
 
 def _reference_tensors(ir: EncoderProgram, ids, mask, types, tensors: list[int]) -> dict[int, np.ndarray]:
     """The reference runtime's values of graph tensors on one window."""
-    from porter.frontends import load_graph
 
     g = load_graph(ir.source)
     feeds = {ir.ids_input: ids[None]}
@@ -170,53 +166,20 @@ def _ort_options(ort):
     return options
 
 
-def full_integer_golden(model: Path, golden_path: Path | None, echo) -> Agreement:
-    """A full-integer TFLite file, which porter does not recover into its IR yet, run op by op by
-    porter's reference of LiteRT's integer kernels (porter.reference.litert.full_integer) on a
-    golden's windows, its int8 output dequantised as the golden records it."""
-    if golden_path is None:
-        raise PorterError(f"{FULL_INTEGER}: porter run checks such a file against a golden only "
-                          "(--golden FILE); it has no IR to run --ids, --dump or --locate on yet")
-    g = load_graph(model)
-    golden = load_golden(golden_path)
-    check_model_matches(golden, model)
-    arrays = {"input_ids": golden.ids, "attention_mask": golden.attention_mask,
-              "token_type_ids": golden.token_type_ids}
-    roles = golden.manifest.get("input_roles") or {name: name for name in g.inputs}
-    (output, tensor), = g.outputs.items()
-    q = g.tensor(tensor).quant
-    echo(f"{FULL_INTEGER}: no IR yet; every op run by porter's reference of LiteRT's integer kernels")
-    if q is not None:
-        echo(f"output {output}: {g.tensor(tensor).dtype}, reported dequantised (scale "
-             f"{float(q.scale.ravel()[0]):.6g}, zero point {int(q.zero_point.ravel()[0])})")
-    total = Agreement(0, 0, 0.0, 0.0)
-    for w in range(golden.windows):
-        feeds = {name: arrays[roles[name]][w:w + 1] for name in g.inputs}
-        out = full_integer.run(g, feeds)[output]
-        if q is not None and out.dtype != np.float32:
-            out = dequantize_output(out, (float(q.scale.ravel()[0]), int(q.zero_point.ravel()[0])))
-        a = agreement(out.reshape(golden.logits[w].shape), golden.logits[w], golden.output_rows(w))
-        echo(f"  window {w:3d} (text {int(golden.text_index[w])}): {a.line()}")
-        total = total.merge(a)
-    echo(f"overall vs {golden.label} ({golden.windows} windows): {total.line()}")
-    return total
-
-
 def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
                 dump: Path | None, do_locate: bool, echo, ort_cpu: str = ort_cpus.AUTO,
                 l1d: str = ort_cpus.AUTO) -> None:
     """ort_cpu and l1d auto take the golden's CPU where a golden is given."""
-    if Path(model).suffix == ".tflite" and is_full_integer(load_graph(model)):
-        if dump is not None or do_locate or ids_text is not None:
-            golden_path = None  # refused below: only the golden comparison runs without an IR
-        full_integer_golden(model, golden_path, echo)
-        return
     window = None
     if golden_path is not None:
         golden = load_golden(golden_path)
         ort_cpu, l1d = cpu_choices(model, golden.manifest, golden.path.name, ort_cpu, l1d)
         window = golden_window(golden_path)
     ir = recover(model, ort_cpu, l1d, window)
+    if ir.output_quant is not None:
+        scale, zero_point = ir.output_quant
+        echo(f"full-integer int8: LiteRT's integer kernels, every window whole; output {ir.output}: int8, "
+             f"reported dequantised (scale {scale:.6g}, zero point {zero_point})")
     if ir.ort_cpu is not None:
         echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")
     if golden_path is not None:

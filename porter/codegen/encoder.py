@@ -31,6 +31,8 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwi
                                EncoderProgram, Gelu, GeluStep, IntegerDot, KeyRule, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
+from porter.codegen.literals import f32_literal, pad4, strides_for
+from porter.codegen.integer import integer_variables, is_integer_program
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.reference.ort import cpu as ort_cpus
 from porter.reference.litert.floats import EIGEN_L1_BYTES
@@ -39,12 +41,6 @@ from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
 CHECKS_DIR = "checks"
-
-
-def f32_literal(value: float) -> str:
-    """An exact Rust f32 expression: the float32 bit pattern, so nothing rounds twice."""
-    bits = int(np.float32(value).view(np.uint32))
-    return f"f32::from_bits({bits:#010x})"
 
 
 def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
@@ -110,27 +106,10 @@ class _Arrays:
                 "bytes": e["size"]}
 
 
-def _pad4(shape) -> list[int]:
-    shape = list(shape)
-    if len(shape) > 4:
-        squeezed = [d for d in shape if d != 1]
-        if len(squeezed) > 4:
-            raise PorterError(f"an elementwise step over a rank-{len(shape)} tensor {shape}")
-        shape = squeezed
-    return [1] * (4 - len(shape)) + shape
-
-
-def _strides_for(operand_shape, out_shape) -> list[int]:
-    """An operand's strides along the output's four axes (0 where it is broadcast)."""
-    op4, out4 = _pad4(operand_shape), _pad4(out_shape)
-    natural = [int(np.prod(op4[a + 1:])) for a in range(4)]
-    return [0 if op4[a] == 1 and out4[a] != 1 else natural[a] for a in range(4)]
-
-
 def _token_axis(shape, buffer) -> int:
     if not buffer.tokens:
         return 4
-    padded = _pad4(shape)
+    padded = pad4(shape)
     return next((a for a, d in enumerate(padded) if d != 1), 4)
 
 
@@ -189,7 +168,7 @@ class _Variables:
 
     def operand(self, o: Operand, out_shape) -> dict:
         source = {"buffer": self.index[o.buffer]} if o.buffer else {"const": self.array(o.array)}
-        return {**source, "strides": _strides_for(o.shape, out_shape)}
+        return {**source, "strides": strides_for(o.shape, out_shape)}
 
     def lookup(self, lookup: Lookup) -> dict:
         name = lookup.name
@@ -231,7 +210,7 @@ class _Variables:
         if isinstance(step, ElementwiseStep):
             return {**common, "kind": "elementwise", **self.elementwise(step)}
         if isinstance(step, ReduceStep):
-            shape, rank = _pad4(step.operand.shape), len(step.operand.shape)
+            shape, rank = pad4(step.operand.shape), len(step.operand.shape)
             if rank > 4:
                 raise PorterError(f"{step.name}: a reduction over a rank-{rank} tensor")
             axes = [a in set(step.axes) for a in range(rank - 4, rank)]
@@ -252,14 +231,14 @@ class _Variables:
             rank = len(step.operand.shape)
             if rank > 4:
                 raise PorterError(f"{step.name}: a slice of a rank-{rank} tensor")
-            ranges = [[0, 1, d] for d in _pad4(step.operand.shape)]
+            ranges = [[0, 1, d] for d in pad4(step.operand.shape)]
             for axis, start, stop, stride in step.slices:
                 count = len(range(start, stop, stride))
                 ranges[axis + 4 - rank] = [start, stride, count]
             if any(r[1] < 0 for r in ranges):
                 raise PorterError(f"{step.name}: a slice with a negative step")
             return {**common, "kind": "slice", "x": self.operand(step.operand, step.operand.shape),
-                    "shape": _pad4(step.operand.shape), "ranges": ranges}
+                    "shape": pad4(step.operand.shape), "ranges": ranges}
         raise PorterError(f"{step.name}: no Rust code for {type(step).__name__}")
 
     def reduce_order(self, step: ReduceStep, last_only: bool) -> str:
@@ -322,7 +301,7 @@ class _Variables:
                               "arithmetic yet")
         a, *b = step.operands
         return {"op": rust, "a": self.operand(a, step.shape), "b": self.operand(b[0], step.shape) if b else None,
-                "shape": _pad4(step.shape), "token_axis": _token_axis(step.shape, self.p.buffers[step.outputs[0]])}
+                "shape": pad4(step.shape), "token_axis": _token_axis(step.shape, self.p.buffers[step.outputs[0]])}
 
 
 def gemm_depths(program: EncoderProgram) -> list[int]:
@@ -335,7 +314,8 @@ def gemm_depths(program: EncoderProgram) -> list[int]:
 def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning = Tuning(),
                        crate_dir: Path | None = None) -> dict:
     v = _Variables(program, manifest)
-    steps = [v.step(s) for s in program.steps]
+    integer = is_integer_program(program)  # its steps are rendered by porter.codegen.integer
+    steps = [] if integer else [v.step(s) for s in program.steps]
     widths = [b.cols for b in program.buffers.values()] + [lin.in_features for lin in program.linears()]
     head_dims = [a.head_dim for a in program.attentions()] or [1]
     slots = [{"len": 0, "row": 0, "row_all": 0} for _ in range(max(v.index.values()) + 1)]
@@ -366,6 +346,7 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
         "model_bytes": manifest["total_size"], "align": manifest["align"],
         "array_count": len(manifest["arrays"]),
         "steps": steps,
+        **(integer_variables(program, manifest) if integer else {"integer": False}),
         **tuning_variables(tuning),
         **candidate_variables(),
     }

@@ -32,12 +32,10 @@ DATA_MOVEMENT = {"GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "RESHAPE", "SQUEEZE"
                  "QUANTIZE", "Gather", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity",
                  "DequantizeLinear", "QuantizeLinear", "Cast", "CAST", "Shape", "SHAPE"}
 INTEGER_ACTIVATIONS = ("int8", "uint8", "int16")
-FULL_INTEGER = "full-integer int8"
-FULL_INTEGER_STATUS = ("porter's numpy reference of LiteRT's integer kernels reproduces such a file op by op "
-                       "(porter run FILE --golden G), but its recovery into porter's IR and the wasm int8 "
-                       "kernels are not there yet")
-REPRODUCED = ("porter reproduces float32, float16 and int8 weights with float activations, and "
-              "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic)")
+FULL_INTEGER = "full-integer"
+REPRODUCED = ("porter reproduces float32, float16 and int8 weights with float activations, "
+              "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic), "
+              "and full-integer TFLite with int8 activations (LiteRT's integer kernels)")
 
 
 @dataclass(frozen=True)
@@ -145,18 +143,20 @@ def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | Non
 def assert_scheme_reproduced(g: Graph) -> None:
     """Refuses a file whose quantisation scheme porter does not reproduce, naming the scheme and
     the first op that shows it; returns quietly for every scheme porter does reproduce."""
-    problem = _int4_weights(g) or _static_activations(g) or _float16_compute(g)
+    static = _static_activations(g)
+    if is_full_integer(g):  # int8 activations: porter.recover.integer takes it op by op
+        static = None
+    problem = _int4_weights(g) or static or _float16_compute(g)
     if problem is not None:
         scheme, evidence = problem
-        if scheme.startswith(FULL_INTEGER):
-            raise PorterError(f"{scheme}: not reproduced in wasm ({evidence}); {FULL_INTEGER_STATUS}")
         raise PorterError(f"{scheme}: not reproduced ({evidence}); {REPRODUCED}")
 
 
 def is_full_integer(g: Graph) -> bool:
-    """A TFLite file whose ops compute with static int8 activations (full-integer quantisation)."""
+    """A TFLite file whose ops compute with static int8 activations (full-integer int8
+    quantisation; int16 or uint8 activations are another scheme)."""
     problem = _static_activations(g)
-    return g.format == "tflite" and problem is not None and problem[0].startswith(FULL_INTEGER)
+    return g.format == "tflite" and problem is not None and problem[0] == f"{FULL_INTEGER} int8 (static int8 activations)"
 
 
 # The ops whose int4 weights porter reproduces: LiteRT's hybrid (dynamic-range) 4-bit kernels.
@@ -194,7 +194,7 @@ def _static_activations(g: Graph):
             if x is not None and x.data is None and x.dtype in INTEGER_ACTIVATIONS and x.quant is not None:
                 if g.producer(t) is not None and g.producer(t).type == "DynamicQuantizeLinear":
                     continue
-                return (f"{FULL_INTEGER} (static int8 activations)",
+                return (f"{FULL_INTEGER} {x.dtype} (static {x.dtype} activations)",
                         f"op {op.index} {op.type} computes with {_short(x)}, scale "
                         f"{float(x.quant.scale.ravel()[0]):.3g}, zero point {int(x.quant.zero_point.ravel()[0])}")
     return None

@@ -172,6 +172,10 @@ class Step:
     def arrays(self) -> list[str]:
         return []
 
+    def table_rows(self, ids: str) -> int | None:
+        """The rows of the table this step indexes by the buffer `ids`, if it indexes one."""
+        return None
+
 
 @dataclass
 class Lookup:
@@ -215,6 +219,11 @@ class Embed(Step):
 
     def arrays(self) -> list[str]:
         return self.word.arrays() + [a for t in self.terms for a in t.arrays()]
+
+    def table_rows(self, ids: str) -> int | None:
+        if ids == INPUT_TYPES:
+            return next((t.lookup.rows for t in self.terms if t.kind == "types"), None)
+        return self.word.rows if ids == INPUT_IDS else None
 
 
 @dataclass
@@ -360,6 +369,7 @@ class Buffer:
     cols: int
     tokens: bool  # one row per window position
     extent: Rows = Rows.ALL  # the rows the program computes (porter.recover.rows)
+    dtype: str = "float32"  # int8 / int32 / bool buffers: a full-integer program's (porter.ir.integer)
 
 
 INPUT_IDS = "input.ids"
@@ -390,6 +400,9 @@ class EncoderProgram:
     eigen_l1d: int | None = None
     # the graph's token-type input, where it has one (its values index the Embed step's types term)
     types_input: str | None = None
+    # a full-integer program's int8 output: its (scale, zero point); the output buffer holds it
+    # dequantised as (q - zero point) * scale (porter.ir.integer)
+    output_quant: tuple[float, int] | None = None
 
     def first_unwritten_read(self) -> tuple[Step, str] | None:
         """The first step that reads a buffer neither the program's inputs nor an earlier step
@@ -415,8 +428,7 @@ class EncoderProgram:
     @property
     def type_vocab(self) -> int:
         """Rows of the token-type table (valid type ids are below it); 1 without a types input."""
-        return next((t.lookup.rows for s in self.steps if isinstance(s, Embed) for t in s.terms
-                     if t.kind == "types"), 1)
+        return next((rows for s in self.steps for rows in [s.table_rows(INPUT_TYPES)] if rows), 1)
 
     @property
     def mask(self) -> MaskMode:
@@ -458,6 +470,7 @@ class EncoderProgram:
             "ids_input": self.ids_input, "mask_input": self.mask_input, "types_input": self.types_input,
             "type_vocab": self.type_vocab, "output": self.output,
             "mask": self.mask.value, "padding_is_inert": self.padding_is_inert,
+            "output_quant": list(self.output_quant) if self.output_quant else None,
             "layers": len(attentions),
             "heads": attentions[0].heads if attentions else 0,
             "steps": [_step_summary(s) for s in self.steps],

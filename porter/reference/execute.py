@@ -21,7 +21,9 @@ from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Attention, El
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
                                L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
                                TableKind, kept_keys)
+from porter.ir.integer import IntegerStep
 from porter.reference.litert import floats as LF
+from porter.reference.litert import int8_steps
 from porter.reference.ort import floats as OF
 from porter.reference import ops
 from porter.reference.ort import cpu as ort_cpu
@@ -68,6 +70,8 @@ def _floats(program: EncoderProgram) -> str | None:
 def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     w = program.weights
     ref = program.reference
+    if isinstance(step, IntegerStep):
+        return [int8_steps.run(step, w, [operand_value(o, w, values) for o in step.operands])]
     if isinstance(step, Embed):
         return [embed(step, w, values[INPUT_IDS], values.get(INPUT_TYPES))]
     if isinstance(step, LinearStep):

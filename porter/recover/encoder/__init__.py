@@ -21,12 +21,14 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
+from porter.frontends.schemes import is_full_integer
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, L2NormalizeStep, LayerNorm, Linear, LinearStep, MaskMode,
                                Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
 from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
 from porter.recover.encoder.skip_bias import fuse_skip_biases
+from porter.recover.integer import recover_integer
 from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices, ort_shapes
 from porter.recover.canonical.ort_activations import fast_gelu_at
 from porter.recover.engine import AnyOf, Const, Op, Var, match
@@ -75,6 +77,8 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     "48K", or auto: this machine's). window: the tokens a window holds, for a graph whose
     sequence dimension is symbolic (porter.recover.canonical.window; None: its position
     table's size)."""
+    if is_full_integer(g):  # int8 activations: LiteRT's integer kernels op by op, no float blocks
+        return recover_integer(g, window)
     eigen_l1d = _eigen_l1d_of(g, l1d)
     c = canonicalise(g, _ort_cpu_of(g, ort_cpu), window)
     cg = c.graph

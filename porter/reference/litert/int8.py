@@ -151,24 +151,41 @@ def _scale(q) -> float:
     return float(np.float32(q))
 
 
+ADD_LEFT_SHIFT, SQUARED_DIFFERENCE_LEFT_SHIFT = 20, 7
+
+
+def rescale_multipliers(x_scale: float, y_scale: float, out_scale: float, left_shift: int, squared: bool):
+    """ADD / SUB (squared False) and SQUARED_DIFFERENCE: each input's multiplier to twice the
+    larger scale, and the output's (the scale squared, and the shift twice, for a square)."""
+    twice_max = 2.0 * max(_scale(x_scale), _scale(y_scale))
+    mx = quantize_multiplier(_scale(x_scale) / twice_max)
+    my = quantize_multiplier(_scale(y_scale) / twice_max)
+    if squared:
+        mo = quantize_multiplier(twice_max * twice_max / (float(1 << (2 * left_shift)) * _scale(out_scale)))
+    else:
+        mo = quantize_multiplier(twice_max / (float(1 << left_shift) * _scale(out_scale)))
+    return mx, my, mo
+
+
 def add_sub(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, subtract: bool = False) -> np.ndarray:
     """int8 ADD / SUB: both inputs rescaled to twice the larger scale at 2^20, summed, rescaled."""
     (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    left_shift = 20
-    twice_max = 2.0 * max(_scale(xs), _scale(ys))
-    mx = quantize_multiplier(_scale(xs) / twice_max)
-    my = quantize_multiplier(_scale(ys) / twice_max)
-    mo = quantize_multiplier(twice_max / (float(1 << left_shift) * _scale(os_)))
+    left_shift = ADD_LEFT_SHIFT
+    mx, my, mo = rescale_multipliers(xs, ys, os_, left_shift, squared=False)
     sx = multiply_double_rounding((np.asarray(x, np.int64) - xz) << left_shift, *mx)
     sy = multiply_double_rounding((np.asarray(y, np.int64) - yz) << left_shift, *my)
     raw = sx - sy if subtract else sx + sy
     return _saturate(multiply_double_rounding(raw, *mo) + oz)
 
 
+def mul_multiplier(x_scale: float, y_scale: float, out_scale: float):
+    return quantize_multiplier(_scale(x_scale) * _scale(y_scale) / _scale(out_scale))
+
+
 def mul(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     """int8 MUL: (x - zx)(y - zy) by one multiplier x_scale * y_scale / out_scale."""
     (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    m = quantize_multiplier(_scale(xs) * _scale(ys) / _scale(os_))
+    m = mul_multiplier(xs, ys, os_)
     prod = (np.asarray(x, np.int64) - xz) * (np.asarray(y, np.int64) - yz)
     return _saturate(multiply_double_rounding(prod, *m) + oz)
 
@@ -176,11 +193,8 @@ def mul(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
 def squared_difference(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     """int8 SQUARED_DIFFERENCE: inputs rescaled at 2^7, the difference squared, rescaled."""
     (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    left_shift = 7
-    twice_max = 2.0 * max(_scale(xs), _scale(ys))
-    mx = quantize_multiplier(_scale(xs) / twice_max)
-    my = quantize_multiplier(_scale(ys) / twice_max)
-    mo = quantize_multiplier(twice_max * twice_max / (float(1 << (2 * left_shift)) * _scale(os_)))
+    left_shift = SQUARED_DIFFERENCE_LEFT_SHIFT
+    mx, my, mo = rescale_multipliers(xs, ys, os_, left_shift, squared=True)
     sx = multiply_double_rounding((np.asarray(x, np.int64) - xz) << left_shift, *mx)
     sy = multiply_double_rounding((np.asarray(y, np.int64) - yz) << left_shift, *my)
     diff = sx - sy
@@ -194,10 +208,21 @@ def mean(x: np.ndarray, x_q, axes: tuple[int, ...], out_q, keep_dims: bool) -> n
     (xs, xz), (os_, oz) = x_q, out_q
     count = math.prod(x.shape[a] for a in axes)
     total = np.sum(np.asarray(x, np.int64), axis=axes, keepdims=keep_dims) - count * xz
-    m, shift = quantize_multiplier(_scale(xs) / _scale(os_))
+    return _saturate(multiply_double_rounding(total, *mean_multiplier(xs, os_, count)) + oz)
+
+
+def mean_multiplier(x_scale: float, out_scale: float, count: int):
+    """MEAN's multiplier in_scale / out_scale with the count folded in."""
+    m, shift = quantize_multiplier(_scale(x_scale) / _scale(out_scale))
     fold = min(count.bit_length() - 1, 32, 31 + shift)
-    m, shift = (m << fold) // count, shift - fold
-    return _saturate(multiply_double_rounding(total, m, shift) + oz)
+    return (m << fold) // count, shift - fold
+
+
+def sum_scale_bias(x_q, out_scale: float, count) -> tuple[np.float32, np.float32]:
+    """SUM's float32 scale in_scale / out_scale and bias -in_zp * scale * count."""
+    xs, xz = x_q
+    scale = np.float32(xs) / np.float32(out_scale)
+    return scale, np.float32(-xz) * scale * np.float32(count)
 
 
 def reduce_sum(x: np.ndarray, x_q, axes: tuple[int, ...], out_q, keep_dims: bool) -> np.ndarray:
@@ -208,8 +233,7 @@ def reduce_sum(x: np.ndarray, x_q, axes: tuple[int, ...], out_q, keep_dims: bool
     (xs, xz), (os_, oz) = x_q, out_q
     count = np.float32(math.prod(x.shape[a] for a in axes))
     total = np.sum(np.asarray(x, np.int64), axis=axes, keepdims=keep_dims)
-    scale = np.float32(xs) / np.float32(os_)
-    bias = np.float32(-xz) * scale * count
+    scale, bias = sum_scale_bias(x_q, os_, count)
     return _saturate(_round_half_away(total.astype(np.float32) * scale + bias).astype(np.int64) + oz)
 
 
@@ -241,12 +265,16 @@ def reciprocal(value: int) -> tuple[int, int]:
     return _one_over_one_plus_x(shifted_minus_one), 31 - headroom_plus_one
 
 
+def divide_multiplier(x_scale: float, y_scale: float, out_scale: float):
+    return quantize_multiplier(_scale(x_scale) / (_scale(y_scale) * _scale(out_scale)))
+
+
 def divide(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     """int8 DIV (reference DivElementwise): both offsets negated where the divisor's is negative,
     then x - zx (shifted left by its headroom) times gemmlowp's reciprocal of y - zy, then the
     multiplier x_scale / (y_scale * out_scale) with the reciprocal's and the headroom's shifts."""
     (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    m, shift = quantize_multiplier(_scale(xs) / (_scale(ys) * _scale(os_)))
+    m, shift = divide_multiplier(xs, ys, os_)
     a, b = np.broadcast_arrays(np.asarray(x, np.int64) - xz, np.asarray(y, np.int64) - yz)
     if (b == 0).any():
         raise ValueError("int8 DIV by its divisor's zero point (LiteRT refuses it)")
@@ -422,8 +450,12 @@ def softmax(x: np.ndarray, x_scale: float, beta: float, out_q) -> np.ndarray:
     """int8 SOFTMAX over the last axis, LiteRT's optimized (float table) kernel: each row's exps
     are read from the table at 255 - max + x, summed in order in float32, and every
     probability is table * (1 / (sum * out_scale)) rounded half away from zero plus out_zp."""
+    return softmax_from_table(x, softmax_table(x_scale, beta), out_q)
+
+
+def softmax_from_table(x: np.ndarray, table: np.ndarray, out_q) -> np.ndarray:
+    """softmax with its exp table (softmax_table of the input's scale and beta) given."""
     os_, oz = out_q
-    table = softmax_table(x_scale, beta)
     rows = np.asarray(x, np.int64).reshape(-1, x.shape[-1])
     exps = table[255 - rows.max(axis=-1, keepdims=True) + rows]
     total = np.cumsum(exps, axis=-1, dtype=np.float32)[:, -1:]  # in order, one float32 add at a time
@@ -464,12 +496,16 @@ def _requantize_vector(x: np.ndarray, m: int, shift: int) -> np.ndarray:
     return (high + np.int64(1 << (right - 1))) >> right if right else high
 
 
+def requantize_multiplier(x_scale: float, out_scale: float):
+    return quantize_multiplier(_scale(x_scale) / _scale(out_scale))
+
+
 def requantize(x: np.ndarray, x_q, out_q) -> np.ndarray:
     """int8 -> int8 QUANTIZE (a change of scale): (q - in_zp) by one multiplier in_scale /
     out_scale, plus out_zp; whole blocks of 16 by the vector loop's rounding, the rest (flat
     size mod 16) by gemmlowp's, which differ where the first rounding lands on a half."""
     (xs, xz), (os_, oz) = x_q, out_q
-    m, shift = quantize_multiplier(_scale(xs) / _scale(os_))
+    m, shift = requantize_multiplier(xs, os_)
     flat = np.asarray(x, np.int64).ravel() - xz
     vector = (flat.size // REQUANTIZE_BLOCK) * REQUANTIZE_BLOCK
     out = np.concatenate([_requantize_vector(flat[:vector], m, shift),

@@ -53,6 +53,11 @@ pub const KEYS_BY_LEADING_COUNT: bool = false;
 /// Rows past the last kept token cannot change a live row (porter.recover.rows): the steps may
 /// leave them uncomputed.
 pub const PADDING_IS_INERT: bool = true;
+/// A full-integer program (integer.rs): LiteRT's integer kernels over typed buffers, each in a
+/// slot of its own, the output (dequantised) in INTEGER_OUTPUT.
+pub const INTEGER: bool = false;
+pub const INTEGER_SLOTS: usize = 0;
+pub const INTEGER_OUTPUT: usize = 0;
 /// model.bin's size; `include_bytes!` into this array type fails to compile on any other size.
 pub const MODEL_BYTES: usize = 1022368;
 const ALIGN: usize = 16;

@@ -134,6 +134,9 @@ pub fn forward_with_types(model: &Model, ids: &[u32], types: &[u32], mask: &[i32
                           profile: &mut Profile) -> (Vec<f32>, usize) {
     assert!(ids.len() == SEQ && types.len() == SEQ && mask.len() == SEQ && live <= SEQ);
     assert!(types.iter().all(|&t| (t as usize) < TYPE_VOCAB), "token type outside [0, TYPE_VOCAB)");
+    if INTEGER {
+        return crate::integer::forward(model, ids, types, mask, live, profile);
+    }
     let counts = rows_to_compute(mask, live, extent);
     let mut s = State::new(&counts);
     let keep = kept_keys(mask);
@@ -258,6 +261,7 @@ fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Cou
             s.buffers[*out] = y;
             Phase::Other
         }
+        Step::Integer(_) => unreachable!("integer steps run in integer.rs"),
     }
 }
 

@@ -11,6 +11,7 @@
 compile_error!("built without simd128: porter's generated .cargo/config.toml sets -C target-feature=+simd128");
 
 pub mod forward;
+pub mod integer;
 pub mod kernels;
 pub mod linear;
 pub mod model;

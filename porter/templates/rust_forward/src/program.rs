@@ -183,4 +183,6 @@ pub enum Step<'a> {
     L2Normalize { x: usize, out: usize, rows: Rows, cols: usize, width: usize },
     /// (start, step, count) per axis of x's `shape`.
     Slice { x: Operand<'a>, out: usize, shape: [usize; 4], ranges: [(usize, usize, usize); 4] },
+    /// A full-integer program's step (integer.rs): a program holds these only.
+    Integer(crate::integer::IntStep<'a>),
 }

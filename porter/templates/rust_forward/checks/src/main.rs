@@ -24,6 +24,9 @@
 //!                                     with 0 65536), in slices of 1 to 40, SIMD against scalar
 //!   int4                              int4 unpacking (unpack_int4): every byte value in every lane of
 //!                                     a block, SIMD against scalar
+//!   int8 SEED                         the full-integer kernels' int8 dot (kernels/litert/int8/dot.rs),
+//!                                     alone on every length to 300 and in FULLY_CONNECTED and
+//!                                     BATCH_MATMUL (each adjoint), simd128 against scalar
 //!   kernels SEED                      GEMM (int8 and LiteRT's int4 output), attention, Eigen sums, float Linear (every Eigen
 //!                                     product and GEBP block, live rows of longer tensors, depth
 //!                                     blocks), onnxruntime's
@@ -44,7 +47,11 @@
 //!                                     onnxruntime's: ort-erf ort-gelu ort-fast-gelu ort-exp ort-exp-scalef
 //!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
 //!                                     kernels') ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
-//!                                     first two rows are gamma and beta, eps 1e-12)
+//!                                     first two rows are gamma and beta, eps 1e-12); the full-integer
+//!                                     kernels' (int8/): int8-requantize XZ M SHIFT OZ, int8-dequantize and
+//!                                     int8-output ZP SCALE_BITS, int8-table (the first 256 values the
+//!                                     table), int8-binary add|sub|squared-difference|mul XZ YZ
+//!                                     LEFT_SHIFT MX SX MY SY MO SO OZ (rows x and y))
 //!
 //! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
 //! NaN results compare equal to each other whatever their payload.
@@ -60,7 +67,12 @@ mod tuning;
 mod model;
 #[path = "../../src/program.rs"]
 mod program;
+#[path = "../../src/integer.rs"]
+mod integer;
+#[path = "../../src/profile.rs"]
+mod profile;
 mod tiles;
+mod int8;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -602,6 +614,10 @@ fn reference(op: &str, args: &[String]) -> ! {
     let (rows, cols) = (word(0) as usize, word(1) as usize);
     let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
     let mut out = Vec::new();
+    if let Some(bytes) = int8::reference_int8(op, args, &data, cols) {
+        std::io::stdout().write_all(&bytes).expect("write stdout");
+        exit(0)
+    }
     if op == "linear-f32" {
         let arg = |i: usize| -> usize { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()) };
         let (live, tensor_rows, outs, bias) = (arg(0), arg(1), arg(2), arg(3) == 1);
@@ -742,7 +758,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
     exit(2)
 }
 
@@ -765,6 +781,7 @@ fn main() {
         Some("dequant") => check_dequant(number(1), number(2)),
         Some("halves") => check_halves(number(1), number(2)),
         Some("int4") => check_int4(),
+        Some("int8") => int8::check_int8(number(1)),
         Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }

@@ -1,0 +1,168 @@
+"""Codegen of a full-integer program (porter.ir.integer): each IntegerStep as the Rust value
+model.rs builds (templates/rust_forward/src/integer.rs), with the fixed-point parameters of its
+kernel computed from the step's scales and zero points by LiteRT's own rules
+(porter.reference.litert.int8), so the crate and the numpy executor share one definition.
+
+Every buffer has a slot of its own (slots 0, 1, 2: the ids, mask and token types); model.bin's
+arrays are read in its order, each into a local the steps refer to.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from porter.codegen.literals import f32_literal, pad4, strides_for
+from porter.errors import PorterError
+from porter.ir.encoder import INPUT_IDS, INPUT_MASK, INPUT_TYPES, EncoderProgram
+from porter.ir.integer import IntegerOp, IntegerStep
+from porter.reference.litert import int8 as K
+
+DTYPES = {"int8": "I8", "bool": "Bool", "int32": "I32", "float32": "F32"}
+READERS = {"int8": "i8s", "uint8": "i8s", "bool": "i8s", "int32": "i32s", "float32": "f32s"}
+COMBINE = {IntegerOp.ADD: "Add", IntegerOp.SUB: "Sub", IntegerOp.SQUARED_DIFFERENCE: "SquaredDifference",
+           IntegerOp.MUL: "Mul", IntegerOp.DIV: "Div", IntegerOp.MAXIMUM: "Maximum"}
+
+
+def is_integer_program(program: EncoderProgram) -> bool:
+    return any(isinstance(s, IntegerStep) for s in program.steps)
+
+
+def integer_slots(program: EncoderProgram) -> dict[str, int]:
+    slots = {INPUT_IDS: 0, INPUT_MASK: 1, INPUT_TYPES: 2}
+    for step in program.steps:
+        for name in step.outputs:
+            slots.setdefault(name, len(slots))
+    return slots
+
+
+def integer_variables(program: EncoderProgram, manifest: dict) -> dict:
+    """The template's variables for a full-integer program: its steps as Rust statements."""
+    entries = {e["name"]: e for e in manifest["arrays"]}
+    slots = integer_slots(program)
+    statements = []
+    taken: dict[str, str] = {}  # array -> its local: an array read by several steps is read once
+    for step in program.steps:
+        if not isinstance(step, IntegerStep):
+            raise PorterError(f"{step.name}: a full-integer program holds integer steps only")
+        w = _Step(step, program, entries, slots, taken)
+        statements.append({"name": step.name, "arrays": w.declarations, "rust": w.rust()})
+    return {"integer": True, "integer_steps": statements, "integer_slots": len(slots),
+            "integer_output": slots[program.output_buffer]}
+
+
+def _mult(m) -> str:
+    return f"Multiplier {{ m: {int(m[0])}, shift: {int(m[1])} }}"
+
+
+class _Step:
+    def __init__(self, step: IntegerStep, program: EncoderProgram, entries: dict, slots: dict, taken: dict):
+        self.s, self.p, self.slots = step, program, slots
+        self.declarations: list[str] = []
+        self.local = taken
+        for name in step.arrays() + [o.array for o in step.operands if o.array]:
+            if name not in self.local:
+                e = entries[name]
+                var = "_a" + "".join(ch if ch.isalnum() else "_" for ch in name)
+                count = int(np.prod(e["shape"], dtype=np.int64))
+                self.declarations.append(f"let {var} = c.{READERS[e['dtype']]}({e['offset']}, {count});")
+                self.local[name] = var
+
+    def array(self, key: str) -> str:
+        return self.local[f"{self.s.name}.{key}"]
+
+    def values(self, o) -> str:
+        if o.buffer is not None:
+            return f"Values::Slot({self.slots[o.buffer]})"
+        kind = {"i8s": "I8", "i32s": "I32", "f32s": "F32"}[READERS[str(self.p.weights[o.array].dtype)]]
+        return f"Values::{kind}({self.local[o.array]})"
+
+    def rust(self) -> str:
+        s = self.s
+        operands = ", ".join(f"IntOperand {{ values: {self.values(o)}, strides: {strides_for(o.shape, s.shape)} }}"
+                             for o in s.operands)
+        return (f"IntStep {{ kernel: {self.kernel()}, operands: vec![{operands}], out: {self.slots[s.outputs[0]]}, "
+                f"dtype: DType::{DTYPES[s.dtype]}, shape: {pad4(s.shape)} }}")
+
+    def kernel(self) -> str:
+        s, op = self.s, self.s.op
+        xq, oq = (s.quants[0] if s.quants else None), s.out_quant
+        if op == IntegerOp.FULLY_CONNECTED:
+            outs, k = self.p.weights[f"{s.name}.weight"].shape
+            bias = f"Some({self.array('bias')})" if s.has_bias else "None"
+            return (f"IntKernel::FullyConnected(FullyConnected {{ w: {self.array('weight')}, bias: {bias}, "
+                    f"multipliers: {self.array('multiplier')}, outs: {outs}, k: {k}, x_zp: {xq[1]}, out_zp: {oq[1]} }})")
+        if op == IntegerOp.BATCH_MATMUL:
+            a, b = s.operands
+            depth = a.shape[-2] if s.adjoint[0] else a.shape[-1]
+            rows, cols = s.shape[-2], s.shape[-1]
+            mult = K.batch_matmul_multiplier(xq[0], s.quants[1][0], oq[0])
+            return (f"IntKernel::BatchMatmul(BatchMatmul {{ batch: {math.prod(s.shape[:-2])}, rows: {rows}, "
+                    f"depth: {depth}, cols: {cols}, adjoint: ({str(s.adjoint[0]).lower()}, {str(s.adjoint[1]).lower()}), "
+                    f"a_zp: {xq[1]}, b_zp: {s.quants[1][1]}, multiplier: {_mult(mult)}, out_zp: {oq[1]} }})")
+        if op in COMBINE:
+            return f"IntKernel::Binary({self.binary()})"
+        if op in (IntegerOp.MEAN, IntegerOp.SUM):
+            shape = s.operands[0].shape
+            if len(shape) > 4:
+                raise PorterError(f"{s.name}: a reduction over a rank-{len(shape)} tensor")
+            count = math.prod(shape[a] for a in s.axes)
+            if op == IntegerOp.MEAN:
+                reduction = (f"Reduction::Mean {{ x_zp: {xq[1]}, count: {count}, "
+                             f"multiplier: {_mult(K.mean_multiplier(xq[0], oq[0], count))}, out_zp: {oq[1]} }}")
+            else:
+                scale, bias = K.sum_scale_bias(xq, oq[0], count)
+                reduction = (f"Reduction::Sum {{ scale: {f32_literal(scale)}, bias: {f32_literal(bias)}, "
+                             f"out_zp: {oq[1]} }}")
+            axes = [a + len(shape) - 4 in s.axes for a in range(4)]
+            return (f"IntKernel::Reduce {{ reduction: {reduction}, shape: {[1] * (4 - len(shape)) + list(shape)}, "
+                    f"axes: [{', '.join(str(a).lower() for a in axes)}] }}")
+        if op == IntegerOp.TABLE:
+            return f"IntKernel::Table({self.array('table')})"
+        if op == IntegerOp.SOFTMAX:
+            return (f"IntKernel::Softmax {{ table: {self.array('table')}, out_scale: {f32_literal(oq[0])}, "
+                    f"out_zp: {oq[1]}, row: {s.shape[-1]} }}")
+        if op == IntegerOp.QUANTIZE:
+            return f"IntKernel::Quantize {{ scale: {f32_literal(oq[0])}, zp: {oq[1]} }}"
+        if op == IntegerOp.REQUANTIZE:
+            return (f"IntKernel::Requantize {{ x_zp: {xq[1]}, multiplier: "
+                    f"{_mult(K.requantize_multiplier(xq[0], oq[0]))}, out_zp: {oq[1]} }}")
+        if op in (IntegerOp.DEQUANTIZE, IntegerOp.OUTPUT):
+            kind = "Dequantize" if op == IntegerOp.DEQUANTIZE else "Output"
+            return f"IntKernel::{kind} {{ scale: {f32_literal(xq[0])}, zp: {xq[1]} }}"
+        if op == IntegerOp.LOOKUP:
+            rows, width = s.table_shape
+            table = self.p.weights[f"{s.name}.table"]
+            kind = {"int8": "I8", "float32": "F32"}.get(str(table.dtype))
+            if kind is None:
+                raise PorterError(f"{s.name}: a {table.dtype} lookup table has no integer kernel in porter")
+            return (f"IntKernel::Lookup {{ table: Values::{kind}({self.array('table')}), rows: {rows}, "
+                    f"width: {width} }}")
+        if op == IntegerOp.INDEX:
+            return f"IntKernel::Index({self.array('index')})"
+        return {IntegerOp.CAST: "IntKernel::Cast", IntegerOp.LOGICAL_AND: "IntKernel::LogicalAnd",
+                IntegerOp.SELECT: "IntKernel::Select", IntegerOp.ABS: "IntKernel::Abs"}[op]
+
+    def binary(self) -> str:
+        s = self.s
+        (xs, xz), (ys, yz), (os_, oz) = s.quants[0], s.quants[1], s.out_quant
+        none = _mult((0, 0))
+        x_mult = y_mult = none
+        shift = 0
+        if s.op in (IntegerOp.ADD, IntegerOp.SUB, IntegerOp.SQUARED_DIFFERENCE):
+            squared = s.op == IntegerOp.SQUARED_DIFFERENCE
+            shift = K.SQUARED_DIFFERENCE_LEFT_SHIFT if squared else K.ADD_LEFT_SHIFT
+            mx, my, mo = K.rescale_multipliers(xs, ys, os_, shift, squared)
+            x_mult, y_mult = _mult(mx), _mult(my)
+        elif s.op == IntegerOp.MUL:
+            mo = K.mul_multiplier(xs, ys, os_)
+        elif s.op == IntegerOp.DIV:
+            mo = K.divide_multiplier(xs, ys, os_)
+        else:  # MAXIMUM compares stored values
+            mo = (0, 0)
+        reciprocals = self.array("reciprocal") if s.op == IntegerOp.DIV else "&[]"
+        return (f"Binary {{ combine: Combine::{COMBINE[s.op]}, "
+                f"x: Rescale {{ zero_point: {xz}, left_shift: {shift}, multiplier: {x_mult} }}, "
+                f"y: Rescale {{ zero_point: {yz}, left_shift: {shift}, multiplier: {y_mult} }}, "
+                f"out: {_mult(mo)}, out_zp: {oz}, reciprocals: {reciprocals} }}")

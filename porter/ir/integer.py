@@ -1,0 +1,87 @@
+"""Integer steps: a full-integer int8 graph as a program of LiteRT's integer kernels.
+
+A full-integer TFLite file (ai-edge-quantizer's static_wi8_ai8, TFLiteConverter's full-integer
+quantisation) computes every layer on int8 activations, each tensor with its own scale and
+zero point, and its int8 softmax weighs every key of the window (docs/arithmetic.md), so no
+block of the float encoder applies and no row can be skipped. Its program is a straight-line
+list of `IntegerStep`s, one kernel of LiteRT's each, over buffers of int8, int32, float32 or
+bool values (`Buffer.dtype`): the step holds the file's quantisation parameters of every
+operand and of its output, and the arrays it reads (weights, tables, index maps) are arrays of
+the program. The numpy semantics of each op are porter.reference.litert.int8_steps (LiteRT's
+kernels in porter.reference.litert.int8); the crate's are kernels/litert/int8/.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from porter.ir.encoder import Operand, Step
+
+# (scale, zero point) of a per-tensor quantised tensor, as the file stores them
+Quant = tuple[float, int]
+
+
+class IntegerOp(str, enum.Enum):
+    FULLY_CONNECTED = "fully_connected"  # int8 x int8 weights [out, in] (+ int32 bias), ruy's rounding
+    BATCH_MATMUL = "batch_matmul"  # int8 [b, m, k] x int8 [b, k, n] (either transposed), gemmlowp's rounding
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    SQUARED_DIFFERENCE = "squared_difference"
+    DIV = "div"
+    MAXIMUM = "maximum"
+    MEAN = "mean"  # over `axes`, fixed point
+    SUM = "sum"  # over `axes`, in float32 as LiteRT's kernel is
+    TABLE = "table"  # one int8 in, one int8 out: a 256-entry table (RSQRT, SQRT, GELU, LOGISTIC, TANH)
+    SOFTMAX = "softmax"  # over the last axis: a float table of exp per distance from the row's maximum
+    QUANTIZE = "quantize"  # float32 -> int8 (blocks of 8 and a scalar tail)
+    REQUANTIZE = "requantize"  # int8 -> int8 at another scale (blocks of 16 and a scalar tail)
+    DEQUANTIZE = "dequantize"  # int8 -> float32, LiteRT's op (blocks of 8 and a scalar tail)
+    OUTPUT = "output"  # int8 -> float32 as the golden reports an int8 output: (q - zp) * scale
+    LOOKUP = "lookup"  # rows of a constant table by int32 ids (GATHER, EMBEDDING_LOOKUP)
+    INDEX = "index"  # out[i] = x[index[i]]: every view (TRANSPOSE, SLICE, STRIDED_SLICE, GATHER_ND)
+    CAST = "cast"  # int32 -> float32 / bool, bool -> int32 ...
+    LOGICAL_AND = "logical_and"
+    SELECT = "select"  # condition ? a : b
+    ABS = "abs"  # float32
+
+
+# the ops of two quantised int8 operands (broadcast against each other)
+BINARY = {IntegerOp.ADD, IntegerOp.SUB, IntegerOp.MUL, IntegerOp.SQUARED_DIFFERENCE, IntegerOp.DIV,
+          IntegerOp.MAXIMUM}
+
+
+@dataclass
+class IntegerStep(Step):
+    """One integer kernel: reads `operands` (buffers or constant arrays, each seen with its shape,
+    of the dtypes `in_dtypes`), writes one buffer of `shape` and `dtype`. `quants` are the
+    operands' (scale, zero point), None for an unquantised one; `out_quant` the output's.
+
+    Arrays by op: FULLY_CONNECTED `<name>.weight` (int8 [out, in]), `<name>.weight_scale` (one
+    per output channel, or one), `<name>.multiplier` (int32 [out, 2]: each channel's fixed-point
+    multiplier and shift, x_scale * w_scale / out_scale), `<name>.bias` (int32, if any); DIV
+    `<name>.reciprocal` (int32 [256, 2]: gemmlowp's reciprocal of each divisor 1..255); TABLE `<name>.table` (int8 [256],
+    index value + 128); SOFTMAX `<name>.table` (float32 [256]); LOOKUP `<name>.table` ([rows,
+    width]); INDEX `<name>.index` (int32, one source position per output value)."""
+
+    op: IntegerOp
+    operands: list[Operand]
+    in_dtypes: list[str]
+    shape: tuple[int, ...]
+    dtype: str
+    quants: list[Quant | None]
+    out_quant: Quant | None
+    axes: tuple[int, ...] = ()  # MEAN / SUM: the reduced axes of operand 0 (kept as size one)
+    has_bias: bool = False  # FULLY_CONNECTED
+    table_shape: tuple[int, ...] = ()  # LOOKUP: its table's [rows, width]
+    adjoint: tuple[bool, bool] = (False, False)  # BATCH_MATMUL: operand a, b transposed (adj_x, adj_y)
+    own_arrays: list[str] = field(default_factory=list)
+
+    def arrays(self) -> list[str]:
+        return list(self.own_arrays)
+
+    def table_rows(self, ids: str) -> int | None:
+        if self.op == IntegerOp.LOOKUP and self.operands[0].buffer == ids:
+            return self.table_shape[0]
+        return None

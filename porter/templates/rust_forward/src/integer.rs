@@ -1,0 +1,279 @@
+//! A full-integer program (porter.ir.integer): LiteRT's integer kernels one step at a time over
+//! typed buffers, every window whole (the int8 softmax weighs every key, padding included, so
+//! no row can be left out). Slots 0, 1 and 2 hold the window's ids, mask and token types.
+
+use crate::kernels::litert::int8::dot::{batch_matmul, dot, fully_connected, BatchMatmul, FullyConnected};
+use crate::kernels::litert::int8::elementwise::{self as ew, binary, reduced, Binary, Reduction};
+use crate::kernels::litert::int8::fixed_point::Multiplier;
+use crate::model::*;
+use crate::profile::{Phase, Profile};
+use crate::program::Step;
+
+pub const IDS_SLOT: usize = 0;
+pub const MASK_SLOT: usize = 1;
+pub const TYPES_SLOT: usize = 2;
+
+/// A buffer's element type (bool values are int8 0 / 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DType {
+    I8,
+    Bool,
+    I32,
+    F32,
+}
+
+/// Where an operand's values are: a buffer's slot, or a constant of model.bin.
+#[derive(Clone, Copy)]
+pub enum Values<'a> {
+    Slot(usize),
+    I8(&'a [i8]),
+    I32(&'a [i32]),
+    F32(&'a [f32]),
+}
+
+/// An operand and, along each of the output's four axes, its step (0 where it is broadcast).
+#[derive(Clone, Copy)]
+pub struct IntOperand<'a> {
+    pub values: Values<'a>,
+    pub strides: [usize; 4],
+}
+
+pub enum IntKernel<'a> {
+    FullyConnected(FullyConnected<'a>),
+    BatchMatmul(BatchMatmul),
+    /// two operands broadcast against each other
+    Binary(Binary<'a>),
+    /// over the flagged axes of operand 0's `shape`
+    Reduce { reduction: Reduction, shape: [usize; 4], axes: [bool; 4] },
+    Table(&'a [i8]),
+    Softmax { table: &'a [f32], out_scale: f32, out_zp: i32, row: usize },
+    Quantize { scale: f32, zp: i32 },
+    Requantize { x_zp: i32, multiplier: Multiplier, out_zp: i32 },
+    Dequantize { scale: f32, zp: i32 },
+    Output { scale: f32, zp: i32 },
+    /// rows of a constant table (I8 or F32) by int32 ids
+    Lookup { table: Values<'a>, rows: usize, width: usize },
+    /// out[i] = x[index[i]]
+    Index(&'a [i32]),
+    Cast,
+    LogicalAnd,
+    /// condition ? a : b, broadcast
+    Select,
+    Abs,
+}
+
+pub struct IntStep<'a> {
+    pub kernel: IntKernel<'a>,
+    pub operands: Vec<IntOperand<'a>>,
+    pub out: usize,
+    pub dtype: DType,
+    /// the output's shape, four axes
+    pub shape: [usize; 4],
+}
+
+pub enum Tensor {
+    I8(Vec<i8>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+}
+
+struct State<'a> {
+    slots: Vec<Tensor>,
+    _model: core::marker::PhantomData<&'a ()>,
+}
+
+/// The accessor of one element type: an operand's values, from its slot or model.bin.
+macro_rules! typed_values {
+    ($name:ident, $t:ty, $variant:ident, $what:literal) => {
+        fn $name<'s>(&'s self, v: &'s Values<'a>) -> &'s [$t] {
+            match v {
+                Values::Slot(s) => match &self.slots[*s] {
+                    Tensor::$variant(x) => x,
+                    _ => panic!("slot {s}: not {}", $what),
+                },
+                Values::$variant(x) => x,
+                _ => panic!("{} operand was expected", $what),
+            }
+        }
+    };
+}
+
+impl<'a> State<'a> {
+    typed_values!(i8s, i8, I8, "int8");
+    typed_values!(f32s, f32, F32, "float32");
+    typed_values!(i32s, i32, I32, "int32");
+
+    /// Value i of an operand of any type, widened (exact for every int32 and float32).
+    fn wide(&self, v: &Values<'a>, i: usize) -> f64 {
+        match v {
+            Values::Slot(s) => match &self.slots[*s] {
+                Tensor::I8(x) => x[i] as f64,
+                Tensor::I32(x) => x[i] as f64,
+                Tensor::F32(x) => x[i] as f64,
+            },
+            Values::I8(x) => x[i] as f64,
+            Values::I32(x) => x[i] as f64,
+            Values::F32(x) => x[i] as f64,
+        }
+    }
+}
+
+/// Every output index of a four-axis shape with each operand's offset there.
+fn for_each_broadcast(shape: [usize; 4], operands: &[IntOperand], mut f: impl FnMut(usize, &[usize; 3])) {
+    let mut i = 0;
+    let mut at = [0usize; 3];
+    for a in 0..shape[0] {
+        for b in 0..shape[1] {
+            for c in 0..shape[2] {
+                for d in 0..shape[3] {
+                    for (o, operand) in operands.iter().enumerate() {
+                        let s = operand.strides;
+                        at[o] = a * s[0] + b * s[1] + c * s[2] + d * s[3];
+                    }
+                    f(i, &at);
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
+fn from_wide(dtype: DType, values: impl Iterator<Item = f64>) -> Tensor {
+    match dtype {
+        DType::Bool => Tensor::I8(values.map(|v| (v != 0.0) as i8).collect()),
+        DType::I8 => Tensor::I8(values.map(|v| v as i64 as i8).collect()),
+        DType::I32 => Tensor::I32(values.map(|v| v as i64 as i32).collect()),
+        DType::F32 => Tensor::F32(values.map(|v| v as f32).collect()),
+    }
+}
+
+fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
+    let len: usize = step.shape.iter().product();
+    let x = step.operands.first().map(|o| &o.values);
+    let mut y8 = vec![0i8; if matches!(step.dtype, DType::I8 | DType::Bool) { len } else { 0 }];
+    let phase = match &step.kernel {
+        IntKernel::FullyConnected(p) => {
+            fully_connected(p, s.i8s(x.unwrap()), &mut y8, dot);
+            Phase::Matmul
+        }
+        IntKernel::BatchMatmul(p) => {
+            batch_matmul(p, s.i8s(x.unwrap()), s.i8s(&step.operands[1].values), &mut y8, dot);
+            Phase::Matmul
+        }
+        IntKernel::Binary(p) => {
+            let (a, b) = (s.i8s(&step.operands[0].values), s.i8s(&step.operands[1].values));
+            for_each_broadcast(step.shape, &step.operands, |i, at| y8[i] = binary(p, a[at[0]], b[at[1]]));
+            Phase::Other
+        }
+        IntKernel::Reduce { reduction, shape, axes } => {
+            let mut totals = vec![0i64; len];
+            let out_strides = {
+                let kept: Vec<usize> = (0..4).map(|a| if axes[a] { 1 } else { shape[a] }).collect();
+                [kept[1] * kept[2] * kept[3], kept[2] * kept[3], kept[3], 1]
+            };
+            let values = s.i8s(x.unwrap());
+            let mut i = 0;
+            for a in 0..shape[0] {
+                for b in 0..shape[1] {
+                    for c in 0..shape[2] {
+                        for d in 0..shape[3] {
+                            let at = [a, b, c, d];
+                            let o: usize = (0..4).map(|k| if axes[k] { 0 } else { at[k] * out_strides[k] }).sum();
+                            totals[o] += values[i] as i64;
+                            i += 1;
+                        }
+                    }
+                }
+            }
+            for (o, &t) in y8.iter_mut().zip(&totals) {
+                *o = reduced(reduction, t);
+            }
+            Phase::Other
+        }
+        IntKernel::Table(table) => {
+            for (o, &v) in y8.iter_mut().zip(s.i8s(x.unwrap())) {
+                *o = ew::table(table, v);
+            }
+            Phase::Other
+        }
+        IntKernel::Softmax { table, out_scale, out_zp, row } => {
+            ew::softmax(table, *out_scale, *out_zp, s.i8s(x.unwrap()), *row, &mut y8, &mut Vec::with_capacity(*row));
+            Phase::Attention
+        }
+        IntKernel::Quantize { scale, zp } => {
+            ew::quantize(s.f32s(x.unwrap()), *scale, *zp, &mut y8);
+            Phase::Other
+        }
+        IntKernel::Requantize { x_zp, multiplier, out_zp } => {
+            ew::requantize(s.i8s(x.unwrap()), *x_zp, *multiplier, *out_zp, &mut y8);
+            Phase::Other
+        }
+        IntKernel::Dequantize { scale, zp } | IntKernel::Output { scale, zp } => {
+            let mut y = vec![0.0f32; len];
+            if matches!(step.kernel, IntKernel::Dequantize { .. }) {
+                ew::dequantize(s.i8s(x.unwrap()), *scale, *zp, &mut y);
+            } else {
+                ew::dequantize_output(s.i8s(x.unwrap()), *scale, *zp, &mut y);
+            }
+            return (Tensor::F32(y), Phase::Other);
+        }
+        IntKernel::Lookup { table, rows, width } => {
+            let ids = s.i32s(x.unwrap());
+            let row_of = |id: i32| -> usize {
+                assert!(id >= 0 && (id as usize) < *rows, "id {id} outside the table's {rows} rows");
+                id as usize * width
+            };
+            return (match table {
+                Values::I8(t) => Tensor::I8(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
+                Values::F32(t) => Tensor::F32(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
+                _ => panic!("a lookup table is int8 or float32"),
+            }, Phase::Other);
+        }
+        IntKernel::Index(index) => {
+            let v = x.unwrap();
+            return (match step.dtype {
+                DType::F32 => Tensor::F32(index.iter().map(|&i| s.f32s(v)[i as usize]).collect()),
+                DType::I32 => Tensor::I32(index.iter().map(|&i| s.i32s(v)[i as usize]).collect()),
+                _ => Tensor::I8(index.iter().map(|&i| s.i8s(v)[i as usize]).collect()),
+            }, Phase::Other);
+        }
+        IntKernel::Cast => return (from_wide(step.dtype, (0..len).map(|i| s.wide(x.unwrap(), i))), Phase::Other),
+        IntKernel::Abs => return (Tensor::F32(s.f32s(x.unwrap()).iter().map(|v| v.abs()).collect()), Phase::Other),
+        IntKernel::LogicalAnd => {
+            let (a, b) = (&step.operands[0].values, &step.operands[1].values);
+            for_each_broadcast(step.shape, &step.operands, |i, at| {
+                y8[i] = (s.wide(a, at[0]) != 0.0 && s.wide(b, at[1]) != 0.0) as i8
+            });
+            Phase::Other
+        }
+        IntKernel::Select => {
+            let (c, a, b) = (&step.operands[0].values, &step.operands[1].values, &step.operands[2].values);
+            let mut wide = vec![0.0f64; len];
+            for_each_broadcast(step.shape, &step.operands, |i, at| {
+                wide[i] = if s.wide(c, at[0]) != 0.0 { s.wide(a, at[1]) } else { s.wide(b, at[2]) }
+            });
+            return (from_wide(step.dtype, wide.into_iter()), Phase::Other);
+        }
+    };
+    (Tensor::I8(y8), phase)
+}
+
+/// One window, whole: the output rows ([live, WIDTH] for a token output, [1, WIDTH] pooled) and
+/// the rows computed (SEQ).
+pub fn forward(model: &Model, ids: &[u32], types: &[u32], mask: &[i32], live: usize, profile: &mut Profile) -> (Vec<f32>, usize) {
+    let mut s = State { slots: (0..INTEGER_SLOTS).map(|_| Tensor::I8(Vec::new())).collect(), _model: Default::default() };
+    s.slots[IDS_SLOT] = Tensor::I32(ids.iter().map(|&v| v as i32).collect());
+    s.slots[MASK_SLOT] = Tensor::I32(mask.to_vec());
+    s.slots[TYPES_SLOT] = Tensor::I32(types.iter().map(|&v| v as i32).collect());
+    for step in &model.steps {
+        let Step::Integer(step) = step else { unreachable!("a full-integer program has integer steps only") };
+        let (out, phase) = run(step, &s);
+        s.slots[step.out] = out;
+        profile.lap(phase);
+    }
+    let Tensor::F32(mut out) = std::mem::replace(&mut s.slots[INTEGER_OUTPUT], Tensor::I8(Vec::new())) else {
+        panic!("the output is float32")
+    };
+    out.truncate(if OUTPUT_TOKENS { live } else { 1 } * WIDTH);
+    (out, SEQ)
+}
