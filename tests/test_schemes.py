@@ -164,12 +164,14 @@ def test_a_dequantize_without_parameters_names_its_real_cause():
 
 
 @pytest.mark.parametrize("flavour, weights, dtype", [("aeq-wo8.tflite", "int8_per_channel", "int8"),
+                                                      ("aeq-wo4.tflite", "int4_per_channel", "int8"),
                                                       ("aeq-f16.tflite", "float16", "float16"),
                                                       ("tf-f16.tflite", "float16", "float16")])
 def test_weight_only_layers_store_the_files_own_narrow_weights(flavour, weights, dtype):
-    """model.bin holds the int8 / float16 values the file computes its weights from (widened in
-    the kernel bit for bit: the zoo's goldens), not float32 copies; an int8 word table is an
-    int8 lookup, a float16 one a float16 lookup."""
+    """model.bin holds the int8 / int4 / float16 values the file computes its weights from
+    (widened in the kernel bit for bit: the zoo's goldens), not float32 copies (int4 values are
+    int8 arrays in the IR, packed two a byte by model.bin's writer); an int8 or int4 word table is
+    an int8 lookup, a float16 one a float16 lookup."""
     from porter.recover.encoder import recover_encoder
 
     program = recover_encoder(load_graph(ZOO / f"bert-tok.{flavour}"))
@@ -196,18 +198,20 @@ def test_a_float16_word_table_is_stored_as_halves_and_stays_exact_through_wasm(t
     assert "porter verify: PASS" in verified.stdout, verified.stdout[-3000:] + verified.stderr[-3000:]
 
 
-def test_int4_weights_are_stored_two_a_byte_and_stay_exact_through_wasm(tmp_path):
+@pytest.mark.parametrize("flavour", ["aeq-dq4.tflite", "aeq-wo4.tflite"])
+def test_int4_weights_are_stored_two_a_byte_and_stay_exact_through_wasm(flavour, tmp_path):
     """model.bin holds every int4 Linear weight packed (half the int8 bytes, to a 32-value block),
-    the Rust kernel unpacks it per forward pass, and the wasm build still matches LiteRT bit for
-    bit."""
-    out = tmp_path / "dq4"
-    assert run_porter("compile", ZOO / "bert-tok.aeq-dq4.tflite", "-o", out).returncode == 0
+    the Rust kernel unpacks it per forward pass (hybrid int4: into the integer GEMM; weight-only
+    int4: then widened as LiteRT's DEQUANTIZE computes it, into the float product), and the wasm
+    build still matches LiteRT bit for bit."""
+    out = tmp_path / "int4"
+    assert run_porter("compile", ZOO / f"bert-tok.{flavour}", "-o", out).returncode == 0
     layout = json.loads((out / "layout.json").read_text())
     int4 = [e for e in layout["arrays"] if e["dtype"] == "int4"]
     assert len(int4) == 13 and all(e["name"].endswith(".weight") for e in int4)
     assert all(e["size"] == -(-int(np.prod(e["shape"])) // 32) * 16 for e in int4)
     built = run_porter("build", out)
     assert built.returncode == 0, built.stderr[-3000:]
-    golden = REPO / "golden" / "zoo" / "bert-tok.aeq-dq4.tflite.builtin.npz"
+    golden = REPO / "golden" / "zoo" / f"bert-tok.{flavour}.builtin.npz"
     verified = run_porter("verify", out, "--golden", golden, "--max-abs", "0")
     assert "porter verify: PASS" in verified.stdout, verified.stdout[-3000:] + verified.stderr[-3000:]

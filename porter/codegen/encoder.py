@@ -253,6 +253,8 @@ class _Variables:
         ort = self.p.reference == Reference.ONNXRUNTIME_CPU
         if lin.weights == WeightFormat.FLOAT32:
             kind = "float_ort" if ort else "float32"
+        elif lin.weights == WeightFormat.INT4_PER_CHANNEL and lin.activation_quant == ActivationQuant.FLOAT:
+            kind = "float_from_int4"  # weight-only int4
         elif lin.weights == WeightFormat.INT4_PER_CHANNEL and not ort:
             kind = "int4"
         elif lin.weights == WeightFormat.FLOAT16:  # weight-only float16

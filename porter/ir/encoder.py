@@ -33,7 +33,8 @@ class WeightFormat(str, enum.Enum):
     INT8_PER_CHANNEL = "int8_per_channel"  # one scale per output row, zero point 0
     INT8_PER_TENSOR = "int8_per_tensor"  # one scale, zero point 0
     FLOAT16 = "float16"  # weight-only float16: widened exactly to float32, float products
-    INT4_PER_CHANNEL = "int4_per_channel"  # values -7..7 (two a byte in model.bin), zero point 0
+    # two a byte in model.bin, zero point 0: -7..7 for the hybrid 4-bit kernels, -8..7 weight-only
+    INT4_PER_CHANNEL = "int4_per_channel"
 
     @property
     def scaled(self) -> bool:

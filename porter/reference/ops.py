@@ -242,10 +242,10 @@ def linear(attrs, x, ref):
     flat = x.reshape(-1, x.shape[-1])
     aq = attrs["activation_quant"]
     if aq == ActivationQuant.FLOAT and attrs["weights"] != WeightFormat.FLOAT32:
-        w = quant.weight_only_float(w, scale)  # weight-only int8: the float32 weights, exactly
+        w = quant.weight_only_float(w, scale)  # weight-only int8 / int4: the float32 weights, exactly
     if aq == ActivationQuant.ORT_DYNAMIC_UINT8:
         y = quant.ort_dynamic_linear(flat, w, scale, bias, IntegerDot(attrs["integer_dot"]).value)
-    elif attrs["weights"] == WeightFormat.INT4_PER_CHANNEL:
+    elif attrs["weights"] == WeightFormat.INT4_PER_CHANNEL and aq != ActivationQuant.FLOAT:
         y = quant.int4_fully_connected(flat, w, scale, bias)
     elif aq != ActivationQuant.FLOAT:
         y = quant.hybrid_fully_connected(flat, w, scale, bias, aq == ActivationQuant.HYBRID_ASYMMETRIC)

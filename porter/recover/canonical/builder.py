@@ -39,8 +39,8 @@ class Builder:
         self.tensors: list[Tensor] = list(g.tensors)
         self.ops: list[Op] = []
         self.origin: list[tuple[int, ...]] = []
-        # A folded float32 constant -> the narrower constant it was computed from exactly (int8
-        # with its quantisation, or float16), which model.bin may store instead.
+        # A folded float32 constant -> the narrower constant it was computed from exactly (int8 or
+        # int4 with its quantisation, or float16), which model.bin may store instead.
         self.stored: dict[int, Tensor] = {}
 
     def emit(self, kind: str, inputs: list[int], outputs: list[int], origin, **attrs) -> Op:

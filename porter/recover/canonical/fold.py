@@ -160,8 +160,8 @@ def settle(b: Builder, g: Graph, op: Op, reference: Reference) -> bool:
 
 
 def _remember_stored_form(b: Builder, op: Op) -> None:
-    """A weight folded from a narrower constant keeps that constant beside it: int8 dequantized
-    with zero point 0 (value = float(q) * scale, one scale or one per index of its axis) or float16
+    """A weight folded from a narrower constant keeps that constant beside it: int8 or int4
+    dequantized with zero point 0 (value = float(q) * scale, one scale or one per index of its axis) or float16
     widened. Whoever stores the weight may store that form, from which the same float32 values
     follow exactly."""
     if op.type not in ("cast", "dequantize"):
@@ -169,7 +169,7 @@ def _remember_stored_form(b: Builder, op: Op) -> None:
     source = b.tensor(op.inputs[0])
     if op.type == "cast" and source.dtype == "float16" and op.options["to"] == "float32":
         b.stored[op.outputs[0]] = source
-    elif op.type == "dequantize" and source.dtype == "int8" \
+    elif op.type == "dequantize" and source.dtype in ("int8", "int4") \
             and not np.any(np.asarray(op.options.get("zero_point", 0))):
         scale = np.asarray(op.options["scale"], np.float32).reshape(-1)
         axis = op.options.get("axis") if scale.size > 1 else None

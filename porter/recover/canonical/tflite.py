@@ -105,14 +105,16 @@ def _tflite_dequantize(b: Builder, op: Op) -> None:
     """DEQUANTIZE: float16 -> float32 is LiteRT's exact half-to-float widening (a cast); an
     integer tensor is scale * (q - zero_point) with its own quantisation (one scale, or one per
     index of its quantized_dimension), or that of the table a GATHER read it from (TensorFlow's
-    int8 embedding tables). Of a constant, either folds into a float32 constant (settle)."""
+    int8 embedding tables). An int4 one is the same on its values: LiteRT unpacks it to one int8
+    per value first (UnpackPackedIntToInt8, as the reader did) and runs the int8 kernel. Of a
+    constant, either folds into a float32 constant (settle)."""
     t = b.tensor(op.inputs[0])
     if t.dtype == "float16":
         b.emit("cast", op.inputs[:1], op.outputs, [op.index], to="float32")
         return
-    if t.dtype not in ("int8", "uint8", "int16"):
-        raise fail(b.g, op, f"DEQUANTIZE of {t.describe()}: LiteRT dequantizes float16, int8, uint8 and "
-                            f"int16 tensors, not {t.dtype}")
+    if t.dtype not in ("int4", "int8", "uint8", "int16"):
+        raise fail(b.g, op, f"DEQUANTIZE of {t.describe()}: LiteRT dequantizes float16, int4, int8, uint8 "
+                            f"and int16 tensors, not {t.dtype}")
     producer = b.g.producer(op.inputs[0])
     source = b.tensor(producer.inputs[0]) if producer is not None and producer.type == "GATHER" else t
     q = source.quant if source.quant is not None else t.quant

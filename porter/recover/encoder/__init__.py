@@ -228,13 +228,14 @@ def _gelus(g: Graph, ref: Reference, claimed: set[int]) -> list[Block]:
 
 
 def _stored_weight(g: Graph, o: dict):
-    """A float Linear whose weight the file computes from narrower constants (weight-only int8 or
-    float16): those values in [out, in] order, their scales (int8) and format, where widening
-    them gives the Linear's float32 weight bit for bit (it does by construction unless a later
-    fusion changed the weight, which keeps it float32); None for any other Linear."""
+    """A float Linear whose weight the file computes from narrower constants (weight-only int8,
+    int4 or float16): those values in [out, in] order, their scales (int8, int4) and format, where
+    widening them gives the Linear's float32 weight bit for bit (it does by construction unless a
+    later fusion changed the weight, which keeps it float32); None for any other Linear. int4 is
+    stored packed with one scale per row (a per-tensor scale repeated: the same products)."""
     stored = g.metadata.get("stored_forms", {}).get(o.get("weight_tensor"))
     if o["weights"] != WeightFormat.FLOAT32 or o["activation_quant"] != ActivationQuant.FLOAT \
-            or stored is None or stored.dtype not in ("int8", "float16"):
+            or stored is None or stored.dtype not in ("int8", "int4", "float16"):
         return None
     w, q = o["weight"], stored.quant
     scale = None if q is None else q.scale
@@ -242,10 +243,14 @@ def _stored_weight(g: Graph, o: dict):
         if values.shape != w.shape or not (q is None or scale.size == 1 or q.axis == out_axis):
             continue
         widened = quant.weight_only_float(values, scale)
-        if np.array_equal(widened.view(np.uint32), np.asarray(w, np.float32).view(np.uint32)):
-            fmt = WeightFormat.FLOAT16 if q is None else \
-                WeightFormat.INT8_PER_TENSOR if scale.size == 1 else WeightFormat.INT8_PER_CHANNEL
-            return np.ascontiguousarray(values), scale, fmt
+        if not np.array_equal(widened.view(np.uint32), np.asarray(w, np.float32).view(np.uint32)):
+            continue
+        if stored.dtype == "int4":
+            return np.ascontiguousarray(values), np.broadcast_to(scale, values.shape[:1]).copy(), \
+                WeightFormat.INT4_PER_CHANNEL
+        fmt = WeightFormat.FLOAT16 if q is None else \
+            WeightFormat.INT8_PER_TENSOR if scale.size == 1 else WeightFormat.INT8_PER_CHANNEL
+        return np.ascontiguousarray(values), scale, fmt
     return None
 
 
@@ -258,7 +263,7 @@ def _linears(g: Graph, claimed: set[int]) -> list[Block]:
         w = o["weight"]
         weights, scale = WeightFormat(o["weights"]), o.get("scale")
         stored = _stored_weight(g, o)
-        if stored is not None:  # weight-only: model.bin holds the int8 / float16 values
+        if stored is not None:  # weight-only: model.bin holds the int8 / int4 / float16 values
             w, scale, weights = stored
         lin = Linear("linear", int(w.shape[1]), int(w.shape[0]), weights,
                      ActivationQuant(o["activation_quant"]), o.get("bias") is not None,

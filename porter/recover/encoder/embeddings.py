@@ -12,7 +12,7 @@ pad + cumsum(ids != pad)).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -149,19 +149,20 @@ def _term_lookup(g: Graph, t: int):
 
 
 def stored_table(g: Graph, table: int) -> Tensor:
-    """The tensor a table is stored as: a float32 table folded from int8 rows with one scale (or
-    one per row) and zero point 0 is stored as those rows, whose lookup (float(q) * scale of the
-    row) gives the folded values exactly; one folded from float16 values (DEQUANTIZE of a float16
-    constant) as those halves, which widen to it exactly; any other table as itself."""
+    """The tensor a table is stored as: a float32 table folded from int8 or int4 rows with one
+    scale (or one per row) and zero point 0 is stored as those rows, one int8 per value (int4
+    values are int8 values), whose lookup (float(q) * scale of the row) gives the folded values
+    exactly; one folded from float16 values (DEQUANTIZE of a float16 constant) as those halves,
+    which widen to it exactly; any other table as itself."""
     t = g.tensor(table)
     stored = g.metadata.get("stored_forms", {}).get(table)
     if t.dtype != "float32" or stored is None:
         return t
     if stored.dtype == "float16" and stored.quant is None and stored.data.shape == t.data.shape:
         return stored
-    if stored.dtype != "int8" or stored.quant.axis not in (None, 0):
+    if stored.dtype not in ("int8", "int4") or stored.quant.axis not in (None, 0):
         return t
-    return stored
+    return replace(stored, dtype="int8")
 
 
 def _lookup_kind(g: Graph, op: Op, table: int, where: str) -> tuple[TableKind, Op]:

@@ -1,6 +1,7 @@
 //! Applying one Linear layer: hybrid int8 or int4 (quantise each row, then the integer GEMM),
 //! onnxruntime's dynamic uint8 (quantise the whole input, then its integer dot), or float (its
-//! weights stored as float32, or as the int8 values a weight-only file computes them from).
+//! weights stored as float32, or as the int8 / int4 / float16 values a weight-only file computes
+//! them from).
 
 use crate::kernels::common::dequantize::{dequantize_rows, widen_halves};
 use crate::kernels::common::gemm::{gemm, gemm_int4, uses_4bit_kernels, Int8Weights};
@@ -24,7 +25,7 @@ impl Linear<'_> {
     pub fn in_features(&self) -> usize {
         match &self.weights {
             Weights::Int8 { weights, .. } | Weights::OrtDynamic { weights, .. } => weights.k,
-            Weights::Int4 { k, .. } => *k,
+            Weights::Int4 { k, .. } | Weights::FloatFromInt4 { k, .. } => *k,
             Weights::Float(weights) | Weights::FloatOrt(weights) => weights.k,
             Weights::FloatFromInt8 { weights, .. } => weights.k,
             Weights::FloatFromF16 { k, .. } => *k,
@@ -66,6 +67,15 @@ impl Linear<'_> {
                 let float = FloatWeights { w: &*w, bias: weights.bias, outs: weights.outs, k: weights.k };
                 float_product(x, rows, tensor_rows, &float, *onnxruntime, out, &mut scratch.transposed, &mut scratch.panel)
             }
+            // unpacked, then widened as int8 values are: LiteRT's DEQUANTIZE of int4 unpacks first
+            Weights::FloatFromInt4 { packed, scale, bias, outs, k, onnxruntime } => {
+                let values = first(&mut scratch.unpacked, 2 * packed.len());
+                unpack_int4(packed, values);
+                let w = first(&mut scratch.widened, outs * k);
+                dequantize_rows(&values[..outs * k], scale, *k, w);
+                let float = FloatWeights { w: &*w, bias: *bias, outs: *outs, k: *k };
+                float_product(x, rows, tensor_rows, &float, *onnxruntime, out, &mut scratch.transposed, &mut scratch.panel)
+            }
             Weights::FloatFromF16 { halves, bias, outs, k, onnxruntime } => {
                 let w = first(&mut scratch.widened, outs * k);
                 widen_halves(halves, w);
@@ -102,7 +112,7 @@ pub struct LinearScratch {
     weight_sums: Vec<i32>,
     transposed: Vec<f32>,
     panel: Vec<f32>,
-    widened: Vec<f32>, // a weight-only int8 layer's float32 weights
+    widened: Vec<f32>, // a weight-only layer's float32 weights
     unpacked: Vec<i8>, // an int4 layer's weights, one int8 each
 }
 

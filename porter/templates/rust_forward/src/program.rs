@@ -81,6 +81,9 @@ pub enum Weights<'a> {
     /// A float product whose float32 weights the file computes from int8 ones (weight-only
     /// int8: DEQUANTIZE / DequantizeLinear of a constant), stored as those int8 values
     FloatFromInt8 { weights: Int8Weights<'a>, onnxruntime: bool },
+    /// The same from int4 weights (weight-only int4: DEQUANTIZE of an int4 constant), stored two a
+    /// byte as the Int4 layer's are
+    FloatFromInt4 { packed: &'a [u8], scale: &'a [f32], bias: Option<&'a [f32]>, outs: usize, k: usize, onnxruntime: bool },
     /// The same from float16 weights (weight-only float16), stored as their bits
     FloatFromF16 { halves: &'a [u16], bias: Option<&'a [f32]>, outs: usize, k: usize, onnxruntime: bool },
     /// onnxruntime's float Gemm
