@@ -157,6 +157,25 @@ def test_a_decoder_without_a_final_norm_matches_onnxruntime(tmp_path):
         assert np.array_equal(ours[1], prompt_logits) and np.array_equal(ours[2], step_logits)
 
 
+def test_rotary_tables_whose_rows_depend_on_the_call_are_refused():
+    """phi-rot6-lm rotates 6 of 16 dims, so its Cos / Sin see 6 values a token: onnxruntime computes
+    the last size % 4 of each call another way (std::cos), so a position's row in a one-token step
+    is not always its row in a prompt, and no one table folded at compile time is both. Measured
+    on onnxruntime's own Cos; the recovery refuses, naming the op and the packet."""
+    from test_decoder_kernels import run_one
+
+    inv_freq = (1.0 / (10000.0 ** (np.arange(0, 6, 2, dtype=np.float32) / 6))).astype(np.float32)
+    freqs = np.arange(64, dtype=np.float32)[:, None] * inv_freq[None, :]
+    table = np.concatenate([freqs, freqs], axis=-1)  # [64 positions, 6]
+    whole = run_one("Cos", table)
+    steps = np.concatenate([run_one("Cos", row[None]) for row in table])
+    assert not same_bits(whole, steps)
+    assert same_bits(whole, OF.cos(table)) and same_bits(steps, np.concatenate([OF.cos(r[None]) for r in table]))
+    name = "phi-rot6-lm.dynamo-f32.onnx"
+    with pytest.raises(PorterError, match=r"Cos\(.*takes packets of 4"):
+        recover_decoder(load_graph(ZOO / name), name, "avx2", context=64)
+
+
 def test_a_rotary_graph_needs_a_context(tmp_path):
     path = ZOO / "llama-lm.dynamo-f32.onnx"
     with pytest.raises(PorterError, match="give the context"):

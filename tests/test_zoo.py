@@ -64,7 +64,7 @@ def test_zoo_scheme_porter_does_not_reproduce_is_refused_by_its_name(path, publi
 
 @pytest.mark.parametrize("path", REFUSED_FORM, ids=lambda p: p.name)
 def test_zoo_form_porter_does_not_take_is_refused_naming_the_cause(path, published_rows):
-    row = coverage.encoder_row(path)
+    row = coverage.row(path)
     assert row.outcome == "refused" and coverage.refused_form(path) in row.detail, row.markdown()
     assert row.markdown() in published_rows, (
         f"docs/coverage.md is out of date for {path.name}: run python graphs/zoo/coverage.py\n{row.markdown()}")

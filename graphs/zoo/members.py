@@ -103,6 +103,11 @@ REFUSED_SCHEMES = {
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).
 REFUSED_FORMS = {
+    "phi-rot6-lm": ("takes packets of 4", "its rotary tables are Cos / Sin over 6 values a token; onnxruntime's "
+                    "Eigen kernels take packets of 4 and compute the last size % 4 values of each call with "
+                    "std::cos / std::sin, so a row of a one-token step differs from the same row in a prompt "
+                    "(measured: 7e-7 in the logits after a few steps), and one table folded at compile time "
+                    "cannot be both; exact glibc sinf / cosf in wasm would be needed"),
     "deberta-tok": ("does not compute a term from the model's inputs yet",
                     "DeBERTa's disentangled attention adds content-to-position and position-to-content "
                     "terms to the scores: products of the queries and keys with the projected relative "
@@ -219,6 +224,7 @@ class Decoder:
     tied_head: bool
     flavour: str  # dynamo-f32.onnx | ts-f32.onnx
     note: str = ""
+    rotary_fraction: float | None = None  # phi: partial_rotary_factor (default 0.5)
     kind = "decoder"
 
     @property
@@ -343,6 +349,10 @@ DECODERS = [
             note="transformers GPTJForCausalLM: partial rotary on interleaved pairs (rotary_dim 8 of "
                  "16), parallel residual with one LayerNorm, q/k/v without biases, gelu_new MLP, "
                  "lm_head with a bias"),
+    Decoder("phi-rot6-lm", "phi", 2, 64, 4, 2, 256, 256, 64, seed=77, tied_head=False,
+            flavour="dynamo-f32.onnx", rotary_fraction=0.4,
+            note="transformers PhiForCausalLM with 2 kv heads and partial_rotary_factor 0.4: 6 of 16 dims "
+                 "rotated, so onnxruntime's Cos / Sin see 6 values a token (refused: see REFUSED_FORMS)"),
 ]
 
 MEMBERS: list[Encoder | Decoder] = [*ENCODERS, *DECODERS]

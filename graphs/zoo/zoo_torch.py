@@ -393,7 +393,7 @@ def build_decoder(d: zm.Decoder) -> nn.Module:
         cfg = T.PhiConfig(vocab_size=d.vocab, hidden_size=d.hidden, intermediate_size=d.ffn,
                           num_hidden_layers=d.layers, num_attention_heads=d.heads,
                           num_key_value_heads=d.kv_heads, max_position_embeddings=d.n_ctx,
-                          partial_rotary_factor=0.5, hidden_act="gelu_new",
+                          partial_rotary_factor=d.rotary_fraction or 0.5, hidden_act="gelu_new",
                           tie_word_embeddings=False, attn_implementation="eager")
         model = T.PhiForCausalLM(cfg)
     elif d.family == "gptj":

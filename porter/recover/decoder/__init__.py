@@ -245,6 +245,8 @@ def _rope_tables(bindings: Bindings, w: Walk, n_ctx: int) -> tuple[np.ndarray, n
     tables = []
     for which in ("cos", "sin"):
         tensors = {getattr(r, which) for r in ropes}
+        for t in tensors:
+            _check_whole_packets(bindings, t, which)
         full = [_table(bindings, t, 0, n_ctx, head_dim, which) for t in sorted(tensors)]
         if any(not np.array_equal(f, full[0]) for f in full):
             raise PorterError(f"the rotary {which} tables differ between layers")
@@ -258,6 +260,42 @@ def _rope_tables(bindings: Bindings, w: Walk, n_ctx: int) -> tuple[np.ndarray, n
             _check_layout(g, r, getattr(r, which), full[0], which)
         tables.append(full[0])
     return tables[0], tables[1]
+
+
+# Eigen's array sin / cos, which onnxruntime's Sin and Cos run, take packets of this many values
+# and leave the last size % PACKET of a call to std::sin / std::cos (porter.reference.ort.floats).
+TRIG_PACKET = 4
+
+
+def _check_whole_packets(bindings: Bindings, t: int, which: str) -> None:
+    """Each Sin / Cos the table is computed by must take whole packets at every token count, or
+    a row's last values would round differently in a one-token call than in a prompt: the
+    table folded once for the whole context would not be the rows onnxruntime computes then.
+    Its size per call is (fixed + tokens * per_token), read at two token counts."""
+    g = bindings.g
+    seen, todo = set(), [t]
+    while todo:
+        op = g.producer(todo.pop())
+        if op is None or op.index in seen:
+            continue
+        seen.add(op.index)
+        todo += [i for i in op.inputs if i >= 0]
+        if op.type not in ("Sin", "Cos"):
+            continue
+        sizes = {}
+        for seq in (1, 4):
+            value = bindings.at(0, seq).graph.const(op.outputs[0])
+            sizes[seq] = None if value is None else int(np.asarray(value).size)
+        if None in sizes.values():
+            continue  # not folded at a binding: nothing was computed at compile time
+        per_token = (sizes[4] - sizes[1]) // 3
+        fixed = sizes[1] - per_token
+        if per_token % TRIG_PACKET or fixed % TRIG_PACKET:
+            raise PorterError(f"the rotary {which} table is computed by {probe.describe_op(g, op.index)} over "
+                              f"{per_token} values a token: onnxruntime's {op.type} takes packets of "
+                              f"{TRIG_PACKET} and computes the last size % {TRIG_PACKET} values of each call "
+                              "another way, so a row differs between a one-token step and a prompt; porter "
+                              "does not reproduce tables that depend on the call")
 
 
 def _table(bindings: Bindings, t: int, past: int, seq: int, head_dim: int, which: str) -> np.ndarray:
