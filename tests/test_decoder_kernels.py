@@ -102,3 +102,26 @@ def test_a_changed_coefficient_is_caught():
         assert not same_bits(run_one("Sigmoid", X), OF.logistic(X))
     finally:
         OF._LOGISTIC_Q[-1] = original
+
+
+def test_fused_matmul_of_one_row_is_mlas_transposed_b_kernel():
+    """FusedMatMul(transB) at alpha 1 on one row of A is MLAS's SgemmKernelM1TransposeBAvx: eight
+    lanes along k, then sums whose order depends on the column's group of four, two or one
+    (MatMulTransposeFusion makes it of OPT's Q.K^T, which has no scale to fuse)."""
+    rng = np.random.default_rng(8)
+    for k in (3, 8, 13, 16, 40, 64):
+        for n in (1, 2, 3, 4, 5, 6, 7, 9, 14):
+            a = (rng.standard_normal((1, k)) * np.exp2(rng.integers(-6, 6, (1, k)))).astype(np.float32)
+            b = (rng.standard_normal((n, k)) * np.exp2(rng.integers(-6, 6, (n, k)))).astype(np.float32)
+            graph = helper.make_graph(
+                [helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", transB=1, alpha=1.0)], "one",
+                [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, k]),
+                 helper.make_tensor_value_info("b", TensorProto.FLOAT, [n, k])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            got = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+                None, {"a": a, "b": b})[0]
+            assert same_bits(got, OF.fused_m1(a, b.T)), (k, n)

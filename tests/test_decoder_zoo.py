@@ -26,7 +26,8 @@ ZOO = REPO / "graphs" / "zoo"
 GOLDEN = REPO / "golden" / "zoo"
 # member file -> the context compile is given (None: the learned position table's rows)
 MEMBERS = {"gpt2-lm.dynamo-f32.onnx": None, "plain-gpt-lm.ts-f32.onnx": None, "llama-lm.dynamo-f32.onnx": 64,
-           "neox-lm.dynamo-f32.onnx": 64, "phi-lm.dynamo-f32.onnx": 64, "gptj-lm.dynamo-f32.onnx": 64}
+           "neox-lm.dynamo-f32.onnx": 64, "phi-lm.dynamo-f32.onnx": 64, "gptj-lm.dynamo-f32.onnx": 64,
+           "opt-lm.dynamo-f32.onnx": None}
 WASM_DEFAULT = "llama-lm.dynamo-f32.onnx"  # the family furthest from tinystories
 WASM_PARALLEL = "neox-lm.dynamo-f32.onnx"  # partial rotary, parallel residual, qkv laid out per head
 
@@ -133,6 +134,21 @@ def test_gptj_partial_rotary_on_interleaved_pairs():
     a, m = ir.layers[0].attention, ir.layers[0].mlp
     assert (a.rotary.style, a.rotary.dims, len(a.projections)) == ("interleaved", 8, 3)
     assert ir.layers[0].parallel and m.norm.name == a.norm.name and ir.head.bias != "none"
+
+
+def test_opt_scaled_queries_a_fused_product_offset_positions_and_a_flattened_stream():
+    """OPT: q_proj(x) * scaling before Q.K^T (a factor on Q, applied after the Linear's bias), no
+    scale on the scores but the K transpose that onnxruntime folds into FusedMatMul (alpha 1,
+    whose one-row kernel a step takes), positions from row 2 of the learned table, the stream
+    flattened to [tokens, hidden] between the residuals (so its MLP Linears are Gemms)."""
+    ir = recovered("opt-lm.dynamo-f32.onnx")
+    a, m = ir.layers[0].attention, ir.layers[0].mlp
+    assert a.q_factor == ("mul", 0.25) and a.k_factor is None and a.scale == 1.0
+    assert ir.positions == "learned" and ir.n_ctx == 64 and ir.tied
+    assert (m.up.bias, m.down.bias, m.activation.kind) == ("gemm", "gemm", "relu")
+    table = next(t for t in load_graph(ZOO / "opt-lm.dynamo-f32.onnx").tensors  # rows 0 and 1 never read
+                 if t.data is not None and t.data.shape == (66, 64))
+    assert np.array_equal(ir.weights["wpe"], table.data[2:])
 
 
 def _without_the_final_norm(graph) -> None:

@@ -462,6 +462,23 @@ def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(ort_checks_wasm
         assert np.array_equal(ours_q, ref_q.ravel().astype(np.int16))
 
 
+def m1_transpose_b_cases(rng):
+    """(A, B rows) for FusedMatMul's one-row transposed-B kernel: depths around its eight lanes,
+    column counts that end in a group of four, a pair and a single, values over wide ranges."""
+    for k in (1, 5, 8, 9, 16, 23, 64):
+        for n in (1, 2, 3, 4, 5, 6, 7, 13):
+            a = (rng.standard_normal(k) * np.exp2(rng.integers(-8, 8, k))).astype(np.float32)
+            b = (rng.standard_normal((n, k)) * np.exp2(rng.integers(-8, 8, (n, k)))).astype(np.float32)
+            yield a, b
+
+
+def test_scalar_onnxruntime_fused_one_row_matches_numpy(ort_checks_wasm, wasm_runtime):
+    for a, b in m1_transpose_b_cases(np.random.default_rng(21)):
+        ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, "ort-m1-transpose-b",
+                                              np.concatenate([a[None], b])), "<f4")
+        assert_same_floats(ours, OF.fused_m1(a[None], b.T)[0])
+
+
 def test_scalar_eigen_sum_matches_numpy(checks_wasm, wasm_runtime):
     rng = np.random.default_rng(2)
     for cols in (1, 3, 4, 5, 8, 12, 13, 16, 33, 383, 384, 1536):
@@ -656,6 +673,10 @@ NUMPY_MUTATIONS = {
     # glibc's overflow threshold made inclusive: exp(log(2^128)'s float) must stay finite.
     "expf overflow inclusive": ("litert-dq8.tflite", "src/kernels/litert/libm.rs",
                                 "if x > OVERFLOW_ABOVE {", "if x >= OVERFLOW_ABOVE {"),
+    # FusedMatMul's one-row kernel summing a pair of columns' lanes as a single column's.
+    "ort fused one row pair order": ("dq8pc.onnx", "src/kernels/ort/float/sgemm.rs",
+                                     "((l[0] + l[2]) + (l[4] + l[6])) + ((l[1] + l[3]) + (l[5] + l[7]))",
+                                     "((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))"),
     # EmbedLayerNormalization's squared deviations fused into one fma each (the CPU provider's
     # contrib kernels are built without fma).
     "embed layer norm fused squares": ("dq8pc.onnx", "src/kernels/ort/float/layer_norm.rs",
@@ -679,6 +700,16 @@ def test_mutated_embed_layer_norm_fails_against_numpy(toolchain, wasm_runtime, t
     data = np.concatenate([gamma[None], beta[None], x])
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-embed-layer-norm", data), "<f4").reshape(x.shape)
     assert not np.array_equal(ours.view(np.uint32), OF.embed_layer_norm(x, gamma, beta, 1e-12).view(np.uint32))
+
+
+@pytest.mark.slow  # the numpy-compared mutants: the softmax fold's runs by default
+def test_mutated_fused_one_row_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
+    mutant = build_mutant(toolchain, tmp_path, *NUMPY_MUTATIONS["ort fused one row pair order"])
+    differs = False
+    for a, b in m1_transpose_b_cases(np.random.default_rng(22)):
+        ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-m1-transpose-b", np.concatenate([a[None], b])), "<f4")
+        differs |= not np.array_equal(ours.view(np.uint32), OF.fused_m1(a[None], b.T)[0].view(np.uint32))
+    assert differs
 
 
 @pytest.mark.slow  # the numpy-compared mutants: the softmax fold's runs by default

@@ -349,6 +349,11 @@ DECODERS = [
             note="transformers GPTJForCausalLM: partial rotary on interleaved pairs (rotary_dim 8 of "
                  "16), parallel residual with one LayerNorm, q/k/v without biases, gelu_new MLP, "
                  "lm_head with a bias"),
+    Decoder("opt-lm", "opt", 2, 64, 4, 4, 256, 256, 64, seed=78, tied_head=True,
+            flavour="dynamo-f32.onnx",
+            note="transformers OPTForCausalLM: q_proj(x) * scaling before Q.K^T (no scale on the scores: "
+                 "onnxruntime runs it as FusedMatMul at alpha 1), learned positions from row 2 of its table, "
+                 "the stream flattened to [tokens, hidden] around the MLP (its Linears then Gemm), ReLU, tied head"),
     Decoder("phi-rot6-lm", "phi", 2, 64, 4, 2, 256, 256, 64, seed=77, tied_head=False,
             flavour="dynamo-f32.onnx", rotary_fraction=0.4,
             note="transformers PhiForCausalLM with 2 kv heads and partial_rotary_factor 0.4: 6 of 16 dims "

@@ -401,12 +401,18 @@ def build_decoder(d: zm.Decoder) -> nn.Module:
                            n_head=d.heads, n_inner=d.ffn, rotary_dim=8, activation_function="gelu_new",
                            tie_word_embeddings=False, attn_implementation="eager")
         model = T.GPTJForCausalLM(cfg)
+    elif d.family == "opt":
+        cfg = T.OPTConfig(vocab_size=d.vocab, hidden_size=d.hidden, ffn_dim=d.ffn, num_hidden_layers=d.layers,
+                          num_attention_heads=d.heads, max_position_embeddings=d.n_ctx,
+                          word_embed_proj_dim=d.hidden, tie_word_embeddings=True, pad_token_id=1,
+                          attn_implementation="eager")
+        model = T.OPTForCausalLM(cfg)
     else:
         raise ValueError(d.family)
     randomise(model, d.seed)
     if d.tied_head:
         model.tie_weights()
-        assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()
+        assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
     return HFCachedLM(model.eval(), d.layers).eval()
 
 

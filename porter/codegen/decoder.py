@@ -182,6 +182,13 @@ def _at(att: Attention, name: str) -> tuple[int, int]:
     return (0, split[1]) if len(att.projections) == 1 else ("qkv".index(name), 0)
 
 
+def _factor(factor: tuple[str, float] | None) -> str | None:
+    if factor is None:
+        return None
+    kind, value = factor
+    return f"Some(Factor::{'Mul' if kind == 'mul' else 'Div'}({f32_literal(value)}))"
+
+
 def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Path | None = None) -> dict:
     entries = {e["name"]: e for e in manifest["arrays"]}
     first = ir.layers[0].attention
@@ -193,7 +200,8 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
             "attention": {"norm": _norm(entries, a.norm), "projections": [_linear(entries, p) for p in a.projections],
                           "o": _linear(entries, a.o), "scale": None if a.scale is None else f32_literal(a.scale),
                           "mask_adds": a.mask == MASK_ADD, "fill": f32_literal(a.fill),
-                          "rotary": None if a.rotary is None else ("Half" if a.rotary.style == ROTATE_HALF else "Pairs")},
+                          "rotary": None if a.rotary is None else ("Half" if a.rotary.style == ROTATE_HALF else "Pairs"),
+                          "q_factor": _factor(a.q_factor), "k_factor": _factor(a.k_factor)},
             "mlp": {"norm": _norm(entries, m.norm), "gate": _linear(entries, m.gate) if m.gate else None,
                     "up": _linear(entries, m.up), "down": _linear(entries, m.down),
                     "activation": _activation(m.activation, programs, ort_cpus.target(ir.ort_cpu).floats)},

@@ -122,6 +122,10 @@ class Attention:
     past_value: str
     present_key: str
     present_value: str
+    # a scalar the graph multiplies ("mul") or divides ("div") q / the new keys by after their
+    # projection and rotary, before Q.K^T (OPT's q_proj(x) * scaling): onnxruntime's Mul / Div
+    q_factor: tuple[str, float] | None = None
+    k_factor: tuple[str, float] | None = None
 
     def linears(self) -> list[Linear]:
         return [*self.projections, self.o]

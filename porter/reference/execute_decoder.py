@@ -122,12 +122,12 @@ class Session:
         q, k, v = parts["q"], parts["k"], parts["v"]
         if att.rotary is not None:
             q, k = (self._rotary(att, t, past) for t in (q, k))
+        q, k = scaled(q, att.q_factor), scaled(k, att.k_factor)
         self.keys[index] = np.concatenate([self.keys[index], k], axis=1)
         self.values[index] = np.concatenate([self.values[index], v], axis=1)
         repeat = np.arange(att.heads) // (att.heads // att.kv_heads)
         keys, values = self.keys[index][repeat], self.values[index][repeat]
-        scores = OF.sgemm(q, keys.transpose(0, 2, 1), alpha=att.scale) if att.scale is not None \
-            else OF.matmul(q, keys.transpose(0, 2, 1))
+        scores = fused_scores(q, keys, att.scale) if att.scale is not None else OF.matmul(q, keys.transpose(0, 2, 1))
         hidden = causal(past, seq)[None]
         if att.mask == MASK_ADD:
             scores = (scores + np.where(hidden, F32(att.fill), F32(0))).astype(F32)
@@ -211,3 +211,19 @@ def greedy(ir: DecoderIR, prompt, steps: int, int8_dot: bool = False) -> tuple[l
         if k + 1 < steps:
             rows.append(session.step([ids[-1]])[0])
     return ids, prompt_logits, np.stack(rows)
+
+
+def scaled(x: np.ndarray, factor: tuple[str, float] | None) -> np.ndarray:
+    """x times or over a scalar, one float32 rounding per value (onnxruntime's Mul / Div)."""
+    if factor is None:
+        return x
+    kind, value = factor
+    return ((x * F32(value)) if kind == "mul" else (x / F32(value))).astype(F32)
+
+
+def fused_scores(q: np.ndarray, keys: np.ndarray, alpha: float) -> np.ndarray:
+    """FusedMatMul(Q, K, transB, alpha): MLAS's SGEMM, but its transposed-B kernel for one row at
+    alpha 1 (MLAS takes that shortcut only at alpha exactly 1)."""
+    if q.shape[-2] == 1 and np.float32(alpha) == np.float32(1.0):
+        return OF.fused_m1(q, keys.transpose(0, 2, 1))
+    return OF.sgemm(q, keys.transpose(0, 2, 1), alpha=alpha)

@@ -30,6 +30,7 @@ def simplify(p: Pass, reference: Reference) -> None:
     _remove_identities(p)
     _implicit_broadcasts(p)
     _ort_matmul_scale_fusion(p)
+    _ort_matmul_transpose_fusion(p)
     _ort_div_mul_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
@@ -284,6 +285,30 @@ def _ort_matmul_scale_fusion(p: Pass) -> None:
         op.outputs = [unscaled]
         fused = b.emit("mul", [unscaled, alpha_t], [out], sorted(set(origin)))
         p.ops.append(fused)
+
+
+def _ort_matmul_transpose_fusion(p: Pass) -> None:
+    """onnxruntime's MatMulTransposeFusion: a product of activations reading a Transpose of the
+    last two axes (not a graph output) runs as FusedMatMul with the transpose folded in. That
+    kernel is MLAS's SGEMM at every row count, where a plain MatMul of one row takes MLAS's
+    one-row kernel, whose sums differ: the product is marked `fused` (alpha 1 unless a scale
+    was fused into it above)."""
+    if p.reference != Reference.ONNXRUNTIME_CPU:
+        return
+    for op in p.ops:
+        if op is None or op.type != "matmul" or any(p.b.const(t) is not None for t in op.inputs):
+            continue
+        if any(_swaps_last_two_axes(p, t) for t in op.inputs[:2]):
+            op.options["fused"] = True
+
+
+def _swaps_last_two_axes(p: Pass, t: int) -> bool:
+    op = p.producer(t)
+    if op is None or op.type != "permute" or t in p.outputs.values():
+        return False
+    perm = list(op.options["perm"])
+    rank = len(perm)
+    return rank >= 2 and perm == list(range(rank - 2)) + [rank - 1, rank - 2]
 
 
 def _ort_div_mul_fusion(p: Pass) -> None:

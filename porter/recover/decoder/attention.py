@@ -43,6 +43,7 @@ class Projection:
     linear: int  # canonical op
     columns: np.ndarray  # [heads, head_dim]: the Linear's output column of each head's value
     ops: set[int] = field(default_factory=set)
+    factor: tuple[str, float] | None = None  # a scalar the values are multiplied ("mul") or divided by
 
 
 @dataclass
@@ -139,6 +140,8 @@ def find(g: Graph, bindings: Bindings, region: set[int], normed: int, out: int, 
     q = _projection(g, qk.inputs[0], region, normed, heads, head_dim, ropes, f"{where}, Q")
     k = _projection(g, k_side["new"], region, normed, kv_heads, head_dim, ropes, f"{where}, K")
     v = _projection(g, v_side["new"], region, normed, kv_heads, head_dim, ropes, f"{where}, V")
+    if v.factor is not None:
+        raise PorterError(f"{where}: V is scaled before P.V; porter's attention does not do that")
     if any(r.style != ropes[0].style for r in ropes) or len(ropes) not in (0, 2) or (ropes and len(
             [p for p in (q, k) if any(r.ops & p.ops for r in ropes)]) != 2):
         raise PorterError(f"{where}: rotary positions must turn Q and K alike, and nothing else")
@@ -148,6 +151,8 @@ def find(g: Graph, bindings: Bindings, region: set[int], normed: int, out: int, 
     for r in ropes:
         ops |= r.ops
     scale = _scale(scores, where)
+    if scale is None and qk.options.get("fused"):  # FusedMatMul: MLAS's SGEMM at every row count
+        scale = 1.0
     found = FoundAttention(heads, kv_heads, head_dim, scale, mask, fill, mask_tensor, hides_when, q, k, v, o,
                            k_side["past"], v_side["past"], k_side["present"], v_side["present"], ropes, ops)
     check_causal(bindings, found, where)
@@ -211,7 +216,7 @@ def _projection(g: Graph, t: int, region: set[int], normed: int, heads: int, hea
     for rope in traced.ropes:
         ropes.append(FoundRope(rope["style"], rope["cos"], rope["sin"], rope["ops"], rope["layout"], width,
                                in_head[rope["layout"] % width]))
-    return Projection(traced.linear, columns, traced.ops)
+    return Projection(traced.linear, columns, traced.ops, traced.factor)
 
 
 @dataclass
@@ -220,19 +225,41 @@ class _Traced:
     indices: np.ndarray  # for each element of the traced tensor, its flat index in the Linear's output
     ropes: list
     ops: set[int]
+    factor: tuple[str, float] | None = None  # a scalar Mul / Div after the Linear and any rotary
+
+
+def _scalar_factor(g: Graph, op) -> tuple[int, tuple[str, float]] | None:
+    """(its other input, (mul | div, the scalar)) for a Mul / Div of a value by a scalar constant
+    (OPT's q_proj(x) * scaling): elementwise, so data movement around it does not change it."""
+    if op is None or op.type not in ("mul", "div"):
+        return None
+    x, c = _operand_and_constant(g, op)
+    if x is None or (op.type == "div" and x != op.inputs[0]) or np.asarray(g.const(c)).size != 1:
+        return None
+    return x, (op.type, float(np.asarray(g.const(c), np.float32).reshape(-1)[0]))
 
 
 def _trace(g: Graph, t: int, region: set[int], normed: int, where: str, rotated: bool = False) -> _Traced:
     source, moves = _back(g, t, region)
     op = g.producer(source)
     rope = _rope(g, source, region, where) if not rotated and op is not None and op.type == "add" else None
-    if rope is not None:
+    factor = _scalar_factor(g, op) if op is not None and op.index in region else None
+    if factor is not None:
+        if rotated:
+            raise PorterError(f"{where}: {probe.describe_op(g, op.index)} scales the values before the rotary "
+                              "positions turn them; porter applies a scalar factor after them")
+        inner = _trace(g, factor[0], region, normed, where)
+        if inner.factor is not None:
+            raise PorterError(f"{where}: {probe.describe_op(g, op.index)} is a second scalar factor on one "
+                              "projection; porter applies one")
+        found = _Traced(inner.linear, inner.indices, inner.ropes, inner.ops | {op.index}, factor[1])
+    elif rope is not None:
         inner = _trace(g, rope["input"], region, normed, where, rotated=True)
         found = _Traced(inner.linear, inner.indices, [{**rope, "layout": inner.indices}], inner.ops | rope["ops"])
     elif op is not None and op.type == "concat" and op.index in region and \
             int(op.options["axis"]) % len(g.tensor(source).shape) == len(g.tensor(source).shape) - 1:
         parts = [_trace(g, i, region, normed, where, rotated) for i in op.inputs]
-        if len({p.linear for p in parts}) != 1 or any(p.ropes for p in parts[1:]):
+        if len({p.linear for p in parts}) != 1 or any(p.ropes for p in parts[1:]) or any(p.factor for p in parts):
             raise PorterError(f"{where}: {probe.describe_op(g, op.index)} joins parts of one head that do not come "
                               "from one Linear as a rotated first part and parts passed through")
         found = _Traced(parts[0].linear, np.concatenate([p.indices for p in parts], axis=-1),
@@ -246,7 +273,7 @@ def _trace(g: Graph, t: int, region: set[int], normed: int, where: str, rotated:
         raise PorterError(f"{where}: {g.tensor(source).describe()} is not a Linear of the block's norm ({made_by} "
                           "is neither data movement nor rotary positions)")
     moved = _map(g, moves, source, t, where)
-    return _Traced(found.linear, found.indices.reshape(-1)[moved], found.ropes, found.ops | set(moves))
+    return _Traced(found.linear, found.indices.reshape(-1)[moved], found.ropes, found.ops | set(moves), found.factor)
 
 
 def _through_views_to(g: Graph, t: int, region: set[int]) -> int:

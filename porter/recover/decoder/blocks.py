@@ -128,7 +128,7 @@ def walk(c: Canonical, bindings: Bindings, roles: Roles) -> Walk:
     emb = embedding(g, g.inputs[roles.ids])
     claimed = set(emb.ops)
     stream, blocks, residuals, attended = emb.out, [], [], {}
-    while (found := _residual_add(g, stream)) is not None:
+    while (found := _residual_add(g, stream := _through_reshapes(g, stream))) is not None:
         add, value = found
         layer = len(blocks) // 2
         branches = _branches(g, stream, value)
@@ -160,6 +160,21 @@ def walk(c: Canonical, bindings: Bindings, roles: Roles) -> Walk:
     final_norm, head, final_ops = _final(c, stream, g.outputs[roles.logits], claimed)
     claimed |= final_ops
     return Walk(emb, blocks, residuals, attended, final_norm, head, claimed)
+
+
+def _through_reshapes(g: Graph, stream: int) -> int:
+    """The stream past reshapes that are its only reader (OPT flattens it to [tokens, hidden]
+    between its attention and MLP residuals): a reshape keeps every value in place."""
+    while len(users := g.users(stream)) == 1 and users[0].type == "view" and stream not in g.outputs.values() \
+            and _keeps_order(g, users[0]):
+        stream = users[0].outputs[0]
+    return stream
+
+
+def _keeps_order(g: Graph, op) -> bool:
+    """A view whose index map is the identity (a reshape, not a transpose)."""
+    got = probe.index_map(g, [op.index], op.inputs[0], op.outputs[0])
+    return got is not None and np.array_equal(got.reshape(-1), np.arange(got.size))
 
 
 def _branches(g: Graph, stream: int, value: int):
@@ -264,16 +279,20 @@ def _explained(c: Canonical, region: set[int], ops: set[int], where: str) -> Non
 
 
 def position_table(g: Graph, bindings: Bindings, source: Graph, emb: Embedding, where: str) -> np.ndarray:
-    """The learned position table whose rows past .. past + seq - 1 the embedding adds at every
-    binding: a float constant of the file, [rows, hidden]."""
+    """The learned position table whose rows offset + past .. offset + past + seq - 1 the
+    embedding adds at every binding (OPT's table starts its positions at row 2): its rows from
+    the offset on, a float constant of the file, [rows, hidden]."""
     hidden = g.tensor(emb.table).shape[1]
     seen = {(p, s): bindings.constant(emb.positions, p, s, where).reshape(s, hidden)
             for p, s in (MAIN_BINDING, *PROBE_BINDINGS)}
+    first = seen[(0, 1)][0]
     for t in source.tensors:
         data = t.data
         if data is None or data.ndim != 2 or data.shape[1] != hidden or data.dtype != np.float32:
             continue
-        if all(p + s <= data.shape[0] and np.array_equal(rows, data[p:p + s]) for (p, s), rows in seen.items()):
-            return np.ascontiguousarray(data)
+        for offset in np.flatnonzero((data == first).all(axis=1)):
+            table = data[offset:]
+            if all(p + s <= table.shape[0] and np.array_equal(rows, table[p:p + s]) for (p, s), rows in seen.items()):
+                return np.ascontiguousarray(table)
     raise PorterError(f"{where}: the rows added to the token embedding are not rows past .. past + seq - 1 "
-                      "of a learned position table")
+                      "of a learned position table (from any first row)")

@@ -106,7 +106,8 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: floa
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """MatMul of two activations (B not prepacked, alpha 1): for one row of A, MLAS's M = 1
-    kernel; otherwise sgemm. (FusedMatMul's alpha and the weights' prepacked B take sgemm.)"""
+    kernel; otherwise sgemm. (FusedMatMul's alpha other than 1 and the weights' prepacked B take
+    sgemm; FusedMatMul's transposed B at alpha 1 and one row, fused_m1.)"""
     return _sgemm_m1(a, b) if np.shape(a)[-2] == 1 else sgemm(a, b)
 
 
@@ -128,6 +129,37 @@ def _sgemm_m1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             if group < 4:
                 break
     return c
+
+
+def fused_m1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a [..., 1, k] @ b [..., k, n] as FusedMatMul(transB, alpha 1) computes one row: MLAS's
+    SgemmKernelM1TransposeBAvx (every CPU target). Each output column is a row of B dotted with
+    A in eight lanes (lane l takes k = l, l + 8, ...: products added in order, no fma; a masked
+    tail adds 0 * 0), then the lanes are summed in the order its shuffles give, which depends on
+    the column's group: columns go in fours, then a pair, then a single one."""
+    a, b = np.asarray(a, F32), np.asarray(b, F32)
+    depth, n = a.shape[-1], b.shape[-1]
+    padded = -(-depth // 8) * 8
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a8 = np.zeros(shape + (1, padded), F32)
+    b8 = np.zeros(shape + (padded, n), F32)
+    a8[..., :depth], b8[..., :depth, :] = np.broadcast_to(a, shape + a.shape[-2:]), np.broadcast_to(b, shape + b.shape[-2:])
+    lanes = np.zeros(shape + (8, n), F32)  # [..., lane, column]
+    for start in range(0, padded, 8):
+        lanes = (lanes + (a8[..., 0, start:start + 8, None] * b8[..., start:start + 8, :]).astype(F32)).astype(F32)
+    l = [lanes[..., i, :] for i in range(8)]  # noqa: E741
+
+    def add(x, y):
+        return (x + y).astype(F32)
+
+    fours = add(add(add(add(l[0], l[1]), l[2]), l[3]), add(add(add(l[4], l[5]), l[6]), l[7]))
+    pair = add(add(add(l[0], l[2]), add(l[4], l[6])), add(add(l[1], l[3]), add(l[5], l[7])))
+    single = add(add(add(l[0], l[1]), add(l[2], l[3])), add(add(l[4], l[5]), add(l[6], l[7])))
+    column = np.arange(n)
+    in_fours = column < n // 4 * 4
+    in_pair = ~in_fours & (column < n // 4 * 4 + (n % 4 // 2) * 2)
+    sums = np.where(in_fours, fours, np.where(in_pair, pair, single))
+    return add(sums, F32(0))[..., None, :]  # beta 0: C is a +0.0 added
 
 
 def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

@@ -14,7 +14,7 @@
 use core::arch::wasm32::*;
 
 use crate::kernels::decoder_float::{activate_in_place, rms_norm_row, rotary, simplified_layer_norm_row, Rotate};
-use crate::kernels::ort::float::{layer_norm_row, m1_columns, m1_dot, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
+use crate::kernels::ort::float::{layer_norm_row, m1_columns, m1_dot, m1_transpose_b, sgemm_columns, sgemm_outputs, skip_layer_norm_row, softmax, stride_k};
 use crate::linear::LinearScratch;
 use crate::model::*;
 
@@ -118,6 +118,7 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
                 (Some(style), Some((cos, sin))) => turn(k, cos, sin, past + r, style, &mut cache.keys[slot..slot + HEAD_DIM]),
                 _ => cache.keys[slot..slot + HEAD_DIM].copy_from_slice(k),
             }
+            scale(&mut cache.keys[slot..slot + HEAD_DIM], a.k_factor);
             let v = part(s, V_AT, r, h);
             cache.values[slot..slot + HEAD_DIM].copy_from_slice(v);
         }
@@ -133,9 +134,12 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
                 (Some(style), Some((cos, sin))) => turn(part(s, Q_AT, r, h), cos, sin, past + r, style, &mut q),
                 _ => q.copy_from_slice(part(s, Q_AT, r, h)),
             }
+            scale(&mut q, a.q_factor);
             let head_keys = &cache.keys[Cache::at(layer, kv, 0)..];
             let scores = &mut s.scores[..keys];
             match a.scale {
+                // FusedMatMul of one row at alpha 1: MLAS's transposed-B one-row kernel
+                Some(alpha) if rows == 1 && alpha == 1.0 => m1_transpose_b(&q, head_keys, HEAD_DIM, computed, &mut scores[..computed]),
                 // FusedMatMul over every key the graph multiplies
                 Some(alpha) => sgemm_outputs(&q, head_keys, HEAD_DIM, computed, stride_k(keys, HEAD_DIM, false), alpha, None, &mut scores[..computed]),
                 // a MatMul of two activations: MLAS's M = 1 kernel for one token, else SGEMM
@@ -166,6 +170,15 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
         }
     }
     a.o.apply(&s.context, rows, &mut s.block, &mut s.linear);
+}
+
+/// Values times or over the graph's scalar factor, one rounding each (onnxruntime's Mul / Div).
+fn scale(x: &mut [f32], factor: Option<Factor>) {
+    match factor {
+        Some(Factor::Mul(f)) => x.iter_mut().for_each(|v| *v *= f),
+        Some(Factor::Div(f)) => x.iter_mut().for_each(|v| *v /= f),
+        None => {}
+    }
 }
 
 /// One head of q or k at `position`: its first ROTARY_DIMS values rotated, the rest copied.

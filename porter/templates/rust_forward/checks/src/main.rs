@@ -663,6 +663,16 @@ fn reference(op: &str, args: &[String]) -> ! {
         std::io::stdout().write_all(&out).expect("write stdout");
         exit(0)
     }
+    if op == "ort-m1-transpose-b" {
+        // row 0: A (k values); rows 1..: B transposed, one row of k per output
+        let (a, b) = data.split_at(cols);
+        let n = rows - 1;
+        let mut y = vec![0.0f32; n];
+        ort_float::m1_transpose_b(a, b, cols, n, &mut y);
+        y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        std::io::stdout().write_all(&out).expect("write stdout");
+        exit(0)
+    }
     if op == "ort-layer-norm" || op == "ort-skip-layer-norm" || op == "ort-embed-layer-norm" {
         let kernel = match op {
             "ort-layer-norm" => ort_float::layer_norm_row,
@@ -758,7 +768,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
     exit(2)
 }
 

@@ -69,6 +69,35 @@ pub fn m1_dot(depth: usize, a: impl Fn(usize) -> f32, b: impl Fn(usize) -> f32) 
     out
 }
 
+/// FusedMatMul's one row at alpha 1 with B transposed (MLAS's SgemmKernelM1TransposeBAvx, every
+/// target): out[j] = a . b[j * ldb ..][..a.len()] for j < n, each in eight lanes (lane l takes
+/// k = l, l + 8, ...: products added in order, no fma; the masked tail adds 0 * 0), the lanes
+/// summed as its shuffles sum them for a column in a group of four, a pair or a single one
+/// (columns go in fours first), then +0.0 for C.
+pub fn m1_transpose_b(a: &[f32], b: &[f32], ldb: usize, n: usize, out: &mut [f32]) {
+    let k = a.len();
+    let fours = n / 4 * 4;
+    let pairs_end = fours + (n % 4) / 2 * 2;
+    for (j, o) in out[..n].iter_mut().enumerate() {
+        let row = &b[j * ldb..j * ldb + k];
+        let mut l = [0.0f32; 8];
+        for start in (0..k).step_by(8) {
+            for (lane, acc) in l.iter_mut().enumerate() {
+                let i = start + lane;
+                *acc += if i < k { a[i] * row[i] } else { 0.0 * 0.0 };
+            }
+        }
+        let sum = if j < fours {
+            (((l[0] + l[1]) + l[2]) + l[3]) + (((l[4] + l[5]) + l[6]) + l[7])
+        } else if j < pairs_end {
+            ((l[0] + l[2]) + (l[4] + l[6])) + ((l[1] + l[3]) + (l[5] + l[7]))
+        } else {
+            ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+        };
+        *o = sum + 0.0;
+    }
+}
+
 /// each output as `sgemm_dot` computes it, with c[o] as its initial C when given.
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_outputs(x: &[f32], w: &[f32], ldw: usize, outs: usize, block: usize, alpha: f32, c: Option<&[f32]>, out: &mut [f32]) {
