@@ -125,3 +125,28 @@ def test_fused_matmul_of_one_row_is_mlas_transposed_b_kernel():
             got = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
                 None, {"a": a, "b": b})[0]
             assert same_bits(got, OF.fused_m1(a, b.T)), (k, n)
+
+
+def test_a_product_with_one_broadcast_head_is_one_gemm_of_every_row():
+    """MatMul of [1, heads, 1, k] by [1, 1, k, n]: onnxruntime folds the heads into the rows of
+    one GEMM (MLAS's SGEMM), where [1, heads, k, n] takes its one-row kernel per head; the
+    decoder executor's product() follows both."""
+    from porter.reference.execute_decoder import product
+
+    rng = np.random.default_rng(9)
+    for k in (8, 13, 16):
+        a = rng.standard_normal((4, 1, k)).astype(np.float32)
+        for heads_of_b in (1, 4):
+            b = rng.standard_normal((heads_of_b, k, 24)).astype(np.float32)
+            graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "one",
+                                      [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 1, k]),
+                                       helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, heads_of_b, k, 24])],
+                                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            got = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+                None, {"a": a[None], "b": b[None]})[0][0]
+            ours = product(a, np.broadcast_to(b, (4, k, 24)), None, heads_of_b == 1)
+            assert same_bits(got, ours), (k, heads_of_b)
+            assert not same_bits(got, product(a, np.broadcast_to(b, (4, k, 24)), None, heads_of_b != 1))

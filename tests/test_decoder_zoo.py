@@ -27,7 +27,7 @@ GOLDEN = REPO / "golden" / "zoo"
 # member file -> the context compile is given (None: the learned position table's rows)
 MEMBERS = {"gpt2-lm.dynamo-f32.onnx": None, "plain-gpt-lm.ts-f32.onnx": None, "llama-lm.dynamo-f32.onnx": 64,
            "neox-lm.dynamo-f32.onnx": 64, "phi-lm.dynamo-f32.onnx": 64, "gptj-lm.dynamo-f32.onnx": 64,
-           "opt-lm.dynamo-f32.onnx": None}
+           "opt-lm.dynamo-f32.onnx": None, "falcon-lm.dynamo-f32.onnx": 64}
 WASM_DEFAULT = "llama-lm.dynamo-f32.onnx"  # the family furthest from tinystories
 WASM_PARALLEL = "neox-lm.dynamo-f32.onnx"  # partial rotary, parallel residual, qkv laid out per head
 
@@ -149,6 +149,16 @@ def test_opt_scaled_queries_a_fused_product_offset_positions_and_a_flattened_str
     table = next(t for t in load_graph(ZOO / "opt-lm.dynamo-f32.onnx").tensors  # rows 0 and 1 never read
                  if t.data is not None and t.data.shape == (66, 64))
     assert np.array_equal(ir.weights["wpe"], table.data[2:])
+
+
+def test_falcon_one_broadcast_kv_head_folds_the_heads_into_one_gemm():
+    """Falcon's multi-query attention: one kv head that the products broadcast over the query
+    heads (no repeat), so onnxruntime runs every head's rows as one GEMM: no one-row kernel,
+    even for a one-token step (the flags the executor and the crate read)."""
+    ir = recovered("falcon-lm.dynamo-f32.onnx")
+    a = ir.layers[0].attention
+    assert (a.heads, a.kv_heads, len(a.projections), a.rotary.style) == (4, 1, 1, "half")
+    assert a.keys_broadcast and a.values_broadcast and ir.layers[0].parallel
 
 
 def _without_the_final_norm(graph) -> None:

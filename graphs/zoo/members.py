@@ -354,6 +354,11 @@ DECODERS = [
             note="transformers OPTForCausalLM: q_proj(x) * scaling before Q.K^T (no scale on the scores: "
                  "onnxruntime runs it as FusedMatMul at alpha 1), learned positions from row 2 of its table, "
                  "the stream flattened to [tokens, hidden] around the MLP (its Linears then Gemm), ReLU, tied head"),
+    Decoder("falcon-lm", "falcon", 2, 64, 4, 1, 256, 256, 64, seed=79, tied_head=True,
+            flavour="dynamo-f32.onnx",
+            note="transformers FalconForCausalLM (Falcon-7B's layout): multi-query attention whose one kv head "
+                 "the products broadcast (onnxruntime then folds the heads into one GEMM), fused "
+                 "query_key_value, rotary, parallel attention and MLP on one LayerNorm, no biases, tied head"),
     Decoder("phi-rot6-lm", "phi", 2, 64, 4, 2, 256, 256, 64, seed=77, tied_head=False,
             flavour="dynamo-f32.onnx", rotary_fraction=0.4,
             note="transformers PhiForCausalLM with 2 kv heads and partial_rotary_factor 0.4: 6 of 16 dims "

@@ -407,6 +407,13 @@ def build_decoder(d: zm.Decoder) -> nn.Module:
                           word_embed_proj_dim=d.hidden, tie_word_embeddings=True, pad_token_id=1,
                           attn_implementation="eager")
         model = T.OPTForCausalLM(cfg)
+    elif d.family == "falcon":
+        cfg = T.FalconConfig(vocab_size=d.vocab, hidden_size=d.hidden, num_hidden_layers=d.layers,
+                             num_attention_heads=d.heads, multi_query=d.kv_heads == 1, parallel_attn=True,
+                             new_decoder_architecture=False, bias=False, alibi=False,
+                             max_position_embeddings=d.n_ctx, tie_word_embeddings=d.tied_head,
+                             attn_implementation="eager")
+        model = T.FalconForCausalLM(cfg)
     else:
         raise ValueError(d.family)
     randomise(model, d.seed)

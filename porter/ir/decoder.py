@@ -126,6 +126,10 @@ class Attention:
     # projection and rotary, before Q.K^T (OPT's q_proj(x) * scaling): onnxruntime's Mul / Div
     q_factor: tuple[str, float] | None = None
     k_factor: tuple[str, float] | None = None
+    # the products read one kv head broadcast over the query heads (multi-query, as Falcon writes
+    # it): onnxruntime then folds every head's rows into one GEMM, so its one-row kernels never apply
+    keys_broadcast: bool = False
+    values_broadcast: bool = False
 
     def linears(self) -> list[Linear]:
         return [*self.projections, self.o]

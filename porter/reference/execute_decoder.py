@@ -127,13 +127,13 @@ class Session:
         self.values[index] = np.concatenate([self.values[index], v], axis=1)
         repeat = np.arange(att.heads) // (att.heads // att.kv_heads)
         keys, values = self.keys[index][repeat], self.values[index][repeat]
-        scores = fused_scores(q, keys, att.scale) if att.scale is not None else OF.matmul(q, keys.transpose(0, 2, 1))
+        scores = product(q, keys.transpose(0, 2, 1), att.scale, att.keys_broadcast)
         hidden = causal(past, seq)[None]
         if att.mask == MASK_ADD:
             scores = (scores + np.where(hidden, F32(att.fill), F32(0))).astype(F32)
         else:
             scores = np.where(hidden, F32(att.fill), scores)
-        context = OF.matmul(OF.softmax(scores, self.floats), values)
+        context = product(OF.softmax(scores, self.floats), values, None, att.values_broadcast)
         return self.linear(att.o, context.transpose(1, 0, 2).reshape(seq, att.heads * hd))
 
     def _rotary(self, att: Attention, x: np.ndarray, past: int) -> np.ndarray:
@@ -221,9 +221,14 @@ def scaled(x: np.ndarray, factor: tuple[str, float] | None) -> np.ndarray:
     return ((x * F32(value)) if kind == "mul" else (x / F32(value))).astype(F32)
 
 
-def fused_scores(q: np.ndarray, keys: np.ndarray, alpha: float) -> np.ndarray:
-    """FusedMatMul(Q, K, transB, alpha): MLAS's SGEMM, but its transposed-B kernel for one row at
-    alpha 1 (MLAS takes that shortcut only at alpha exactly 1)."""
-    if q.shape[-2] == 1 and np.float32(alpha) == np.float32(1.0):
-        return OF.fused_m1(q, keys.transpose(0, 2, 1))
-    return OF.sgemm(q, keys.transpose(0, 2, 1), alpha=alpha)
+def product(a: np.ndarray, b: np.ndarray, alpha: float | None, broadcast: bool) -> np.ndarray:
+    """a [heads, rows, k] @ b [heads, k, n] as onnxruntime multiplies activations: a MatMul
+    (alpha None) or FusedMatMul with B transposed, each head its own GEMM, whose one-row
+    shortcuts MLAS takes (MatMul's M = 1 kernel; FusedMatMul's transposed-B one at alpha exactly
+    1); when b is one head broadcast, every head's rows are one GEMM's and no shortcut applies."""
+    one_row = a.shape[-2] == 1 and not (broadcast and a.shape[0] > 1)
+    if alpha is None:
+        return OF.matmul(a, b) if one_row else OF.sgemm(a, b)
+    if one_row and np.float32(alpha) == np.float32(1.0):
+        return OF.fused_m1(a, b)
+    return OF.sgemm(a, b, alpha=alpha)

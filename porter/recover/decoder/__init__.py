@@ -164,7 +164,7 @@ def _attention(c, arrays: _Arrays, block: AttentionBlock, layer: int, names: dic
     o = _linear(c, arrays, f.o, f"{prefix}.o")
     return Attention(norm, projections, o, f.heads, f.kv_heads, f.head_dim, f.scale, f.mask, f.fill,
                      _rotary(f), names[f.past_key], names[f.past_value], names[f.present_key],
-                     names[f.present_value], f.q.factor, f.k.factor)
+                     names[f.present_value], f.q.factor, f.k.factor, f.keys_broadcast, f.values_broadcast)
 
 
 def _rotary(f) -> Rotary | None:

@@ -77,6 +77,8 @@ class FoundAttention:
     present_value: int
     ropes: list[FoundRope]
     ops: set[int]
+    keys_broadcast: bool = False  # the product reads one kv head broadcast over the query heads
+    values_broadcast: bool = False
 
 
 def _back(g: Graph, t: int, region: set[int]) -> tuple[int, list[int]]:
@@ -154,7 +156,8 @@ def find(g: Graph, bindings: Bindings, region: set[int], normed: int, out: int, 
     if scale is None and qk.options.get("fused"):  # FusedMatMul: MLAS's SGEMM at every row count
         scale = 1.0
     found = FoundAttention(heads, kv_heads, head_dim, scale, mask, fill, mask_tensor, hides_when, q, k, v, o,
-                           k_side["past"], v_side["past"], k_side["present"], v_side["present"], ropes, ops)
+                           k_side["past"], v_side["past"], k_side["present"], v_side["present"], ropes, ops,
+                           k_side["broadcast"], v_side["broadcast"])
     check_causal(bindings, found, where)
     return found
 
@@ -185,12 +188,15 @@ def _cached(g: Graph, t: int, region: set[int], heads: int, head_dim: int, trans
     used = positions[np.arange(heads) // (heads // kv_heads)]  # [heads, keys, head_dim]
     expected = used.transpose(0, 2, 1) if transposed else used
     got = _map(g, ops, present, t, where)
+    broadcast = got.ndim >= 3 and got.shape[-3] == 1 and heads > 1  # one kv head the product broadcasts
+    if broadcast:
+        got = np.broadcast_to(got, got.shape[:-3] + (heads,) + got.shape[-2:])
     if got.size != expected.size or not np.array_equal(got.reshape(-1), expected.reshape(-1)):
         raise PorterError(f"{where}: the data movement from the cache {g.tensor(present).describe()} to "
                           f"{g.tensor(t).describe()} is not {'K^T' if transposed else 'V'} of {heads} query "
                           f"heads over {kv_heads} kv heads of {keys} positions")
     return {"kv_heads": kv_heads, "new": concat.inputs[1], "past": concat.inputs[0], "present": present,
-            "ops": set(ops) | {concat.index}}
+            "ops": set(ops) | {concat.index}, "broadcast": broadcast}
 
 
 def _projection(g: Graph, t: int, region: set[int], normed: int, heads: int, head_dim: int,

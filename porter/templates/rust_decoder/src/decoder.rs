@@ -137,13 +137,15 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
             scale(&mut q, a.q_factor);
             let head_keys = &cache.keys[Cache::at(layer, kv, 0)..];
             let scores = &mut s.scores[..keys];
+            // each head its own GEMM of `rows` rows, unless a broadcast kv head folds them all into one
+            let one_row = |broadcast: bool| rows == 1 && !broadcast;
             match a.scale {
                 // FusedMatMul of one row at alpha 1: MLAS's transposed-B one-row kernel
-                Some(alpha) if rows == 1 && alpha == 1.0 => m1_transpose_b(&q, head_keys, HEAD_DIM, computed, &mut scores[..computed]),
+                Some(alpha) if one_row(a.keys_broadcast) && alpha == 1.0 => m1_transpose_b(&q, head_keys, HEAD_DIM, computed, &mut scores[..computed]),
                 // FusedMatMul over every key the graph multiplies
                 Some(alpha) => sgemm_outputs(&q, head_keys, HEAD_DIM, computed, stride_k(keys, HEAD_DIM, false), alpha, None, &mut scores[..computed]),
                 // a MatMul of two activations: MLAS's M = 1 kernel for one token, else SGEMM
-                None if rows == 1 => {
+                None if one_row(a.keys_broadcast) => {
                     for (j, score) in scores[..computed].iter_mut().enumerate() {
                         *score = m1_dot(HEAD_DIM, |i| q[i], |i| head_keys[j * HEAD_DIM + i]);
                     }
@@ -162,7 +164,7 @@ fn attention(model: &Model, layer: usize, cache: &mut Cache, rows: usize, s: &mu
             let out = &mut s.context[(r * HEADS + h) * HEAD_DIM..][..HEAD_DIM];
             let head_values = &cache.values[Cache::at(layer, kv, 0)..];
             // MatMul of two activations: MLAS's M = 1 kernel when one token is fed
-            if rows == 1 {
+            if one_row(a.values_broadcast) {
                 m1_columns(scores, head_values, HEAD_DIM, HEAD_DIM, out);
             } else {
                 sgemm_columns(scores, head_values, HEAD_DIM, HEAD_DIM, stride_k(HEAD_DIM, keys, false), 1.0, out);
