@@ -42,7 +42,8 @@ FLOAT16_ONNX_STATUS = ("onnxruntime's CPU provider runs it in float32 between th
                        "placement yet")
 REPRODUCED = ("porter reproduces float32, float16, int8 and int4 weights with float activations, "
               "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic), "
-              "and full-integer TFLite with int8 activations (LiteRT's integer kernels)")
+              "full-integer TFLite with int8 activations (LiteRT's integer kernels) and onnxruntime QDQ with "
+              "8-bit activations (the kernels its QDQ transformers leave)")
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def assert_scheme_reproduced(g: Graph) -> None:
     """Refuses a file whose quantisation scheme porter does not reproduce, naming the scheme and
     the first op that shows it; returns quietly for every scheme porter does reproduce."""
     static = _static_activations(g)
-    if is_full_integer(g):  # int8 activations: porter.recover.integer takes it op by op
+    if is_full_integer(g) or is_onnxruntime_qdq(g):  # porter.recover.integer / .qdq take them op by op
         static = None
     problem = _int4_weights(g) or static or _float16_compute(g)
     if problem is not None:
@@ -166,6 +167,14 @@ def is_full_integer(g: Graph) -> bool:
     quantisation; int16 or uint8 activations are another scheme)."""
     problem = _static_activations(g)
     return g.format == "tflite" and problem is not None and problem[0] == f"{FULL_INTEGER} int8 (static int8 activations)"
+
+
+def is_onnxruntime_qdq(g: Graph) -> bool:
+    """An ONNX graph in onnxruntime's QDQ format with 8-bit activations: QuantizeLinear of an
+    activation, every one to uint8 or int8 (int16 and 4-bit activations are another scheme)."""
+    quantised = [op for op in g.ops if op.type == "QuantizeLinear" and g.const(op.inputs[0]) is None]
+    return g.format == "onnx" and bool(quantised) and all(
+        g.tensor(op.outputs[0]).dtype in ("uint8", "int8") for op in quantised)
 
 
 # The ops whose int4 weights porter reproduces: LiteRT's hybrid (dynamic-range) 4-bit kernels, and
@@ -195,7 +204,7 @@ def _static_activations(g: Graph):
     for op in g.ops:
         if op.type in ("QuantizeLinear", "QLinearMatMul", "QLinearConv") and g.const(op.inputs[0]) is None:
             x = g.tensor(op.inputs[0])
-            return ("onnxruntime QDQ (static int8 activations)",
+            return (f"onnxruntime QDQ (static {g.tensor(op.outputs[0]).dtype} activations)",
                     f"op {op.index} {op.type} quantises activation {_short(x)}")
         if op.type in DATA_MOVEMENT:
             continue

@@ -75,11 +75,6 @@ class QdqGraph:
         return self.source_types.get(i, "?")
 
 
-def is_qdq(g: Graph) -> bool:
-    """An ONNX graph that quantises an activation with QuantizeLinear (onnxruntime's QDQ format)."""
-    return g.format == "onnx" and any(op.type == Q and g.const(op.inputs[0]) is None for op in g.ops)
-
-
 class _Rewrite:
     """The graph being rewritten: ops by identity, tensors extendable, readers recomputed."""
 
