@@ -83,7 +83,7 @@ class IntegerStep(Step):
     index value + 128); SOFTMAX `<name>.table` (float32 [256]); LOOKUP `<name>.table` ([rows,
     width]); INDEX `<name>.index` (int32, one source position per output value).
 
-    ORT_QGEMM: operands [a] with `<name>.b` a constant [k, n], or [a, b] both activations;
+    ORT_QGEMM: operands [a] with `<name>.b` a constant B stored [n, k], or [a, b] both activations;
     `<name>.b_zero_point` (int32 [n]), `<name>.scale` (float32 [n]: onnxruntime's output scale of
     each column, a_scale * b_scale / y_scale), `<name>.bias` (int32 [n], if any); out_quant None
     for a float output. ORT_QLINEAR_SOFTMAX `<name>.table` (float32 [256])."""

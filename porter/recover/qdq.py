@@ -255,7 +255,8 @@ class _Recovery(TypedRecovery):
             weight = np.asarray(self.consts[b])
             if weight.ndim != 2:
                 raise PorterError(f"{self.name(op)}: a constant B of rank {weight.ndim}")
-            arrays["b"] = np.ascontiguousarray(weight.T if gemm and op.options.get("transB", 0) else weight)
+            # stored [n, k], each output column's k values together (the GEMM's weight rows)
+            arrays["b"] = np.ascontiguousarray(weight if gemm and op.options.get("transB", 0) else weight.T)
         else:
             if gemm or b_scales.size != 1 and len(set(b_scales)) > 1:
                 raise PorterError(f"{self.name(op)}: a computed B with one scale per column")

@@ -240,7 +240,10 @@ def _ort_matmul(attrs, a, b, ref):
     by a DequantizeLinear it does not fold): MLAS's M = 1 kernel or its SGEMM."""
     if ref != Reference.ONNXRUNTIME_CPU:
         raise Unsupported("ort_matmul outside onnxruntime")
-    return OF.matmul(_f32(a), _f32(b))
+    a, b = _f32(a), _f32(b)
+    if b.ndim == 2:  # onnxruntime's MatMul folds A's batch axes into its rows: one product
+        return OF.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return OF.matmul(a, b)
 
 
 def _clip(attrs, x, *bounds, ref=None):

@@ -76,10 +76,15 @@ def integer_gemm(a: np.ndarray, a_zero_point: int, b: np.ndarray, b_zero_points,
     zb = np.broadcast_to(np.asarray(b_zero_points, np.int64).reshape(-1), (b.shape[-1],))
     a64, b64 = a.astype(np.int64), b.astype(np.int64)
     if a.dtype == np.uint8 and b.dtype == np.int8 and integer_dot != quant.EXACT_DOT:
-        if b.ndim != 2:
-            raise ValueError("a saturating u8 x s8 product takes a constant [k, n] B")
-        rows = a.reshape(-1, a.shape[-1])
-        raw = quant.u8s8_dot(rows, b.T, integer_dot).reshape(a.shape[:-1] + (b.shape[-1],))
+        if b.ndim == 2:
+            rows = a.reshape(-1, a.shape[-1])
+            raw = quant.u8s8_dot(rows, b.T, integer_dot).reshape(a.shape[:-1] + (b.shape[-1],))
+        else:  # an activation B, packed on the fly in the same pairs: one product per batch
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            a3 = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+            b3 = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+            raw = np.stack([quant.u8s8_dot(x, y.T, integer_dot) for x, y in zip(a3, b3)])
+            raw = raw.reshape(batch + (a.shape[-2], b.shape[-1]))
     else:
         raw = np.matmul(a64, b64)
     depth = a.shape[-1]
@@ -112,16 +117,21 @@ def _fma(a, b, c) -> np.ndarray:
     return floats.fma(a, b, c.copy())
 
 
+def add_parameters(a_quant, b_quant, out_quant) -> tuple[np.float32, np.float32, np.float32]:
+    """QLinearAdd's (ra, rb, fixed): the scale ratios and zc - fma(ra, za, rb * zb)."""
+    (sa, za), (sb, zb), (sc, zc) = a_quant, b_quant, out_quant
+    ra, rb = F32(F32(sa) / F32(sc)), F32(F32(sb) / F32(sc))
+    return ra, rb, F32(F32(zc) - _fma(ra, F32(za), F32(rb * F32(zb)))[0])
+
+
 def qlinear_add(a: np.ndarray, a_quant, b: np.ndarray, b_quant, out_quant, dtype: str) -> np.ndarray:
     """QLinearAdd: a and b broadcast against each other; an operand that is one value per
     contiguous run of the other (its last axis broadcast) takes the scalar path."""
-    (sa, za), (sb, zb), (sc, zc) = a_quant, b_quant, out_quant
-    ra, rb = F32(F32(sa) / F32(sc)), F32(F32(sb) / F32(sc))
-    fixed = F32(F32(zc) - _fma(ra, F32(za), F32(rb * F32(zb))))
+    ra, rb, fixed = add_parameters(a_quant, b_quant, out_quant)
     a, b = np.asarray(a), np.asarray(b)
     shape = np.broadcast_shapes(a.shape, b.shape)
-    a_scalar = _scalar_per_run(a.shape, shape)
-    b_scalar = _scalar_per_run(b.shape, shape)
+    a_scalar = scalar_per_run(a.shape, shape)
+    b_scalar = scalar_per_run(b.shape, shape)
     af, bf = (np.broadcast_to(x, shape).astype(np.int32).astype(F32) for x in (a, b))
     if a_scalar:  # the fixed part takes a * ra, rounded, then one fma per value of b
         r = _fma(bf, rb, (fixed + (af * ra).astype(F32)).astype(F32))
@@ -133,7 +143,7 @@ def qlinear_add(a: np.ndarray, a_quant, b: np.ndarray, b_quant, out_quant, dtype
     return np.clip(np.rint(r), lo, hi).astype(dtype)
 
 
-def _scalar_per_run(shape: tuple, out: tuple) -> bool:
+def scalar_per_run(shape: tuple, out: tuple) -> bool:
     """Whether an operand is a single value for each contiguous run onnxruntime's broadcaster
     hands the kernel (its last axis broadcast against the output's)."""
     shape = (1,) * (len(out) - len(shape)) + tuple(shape)
@@ -148,6 +158,11 @@ def softmax_table(x_scale: float, row: int) -> np.ndarray:
     return np.array([math.exp((i - 255 + shift) * float(F32(x_scale))) for i in range(256)], F32)
 
 
+def softmax_multiplier(y_scale: float) -> np.float32:
+    """floor(1 / y_scale) in float32: all of the output scale QLinearSoftmax uses."""
+    return F32(math.floor(F32(1) / F32(y_scale)))
+
+
 def qlinear_softmax(x: np.ndarray, table: np.ndarray, y_scale: float, y_zero_point: int) -> np.ndarray:
     """QLinearSoftmax of uint8 rows (its last axis) with their table."""
     x = np.asarray(x, np.uint8)
@@ -156,7 +171,7 @@ def qlinear_softmax(x: np.ndarray, table: np.ndarray, y_scale: float, y_zero_poi
     total = np.zeros(rows.shape[0], F32)
     for j in range(rows.shape[1]):  # summed in order, in float32
         total = (total + values[:, j]).astype(F32)
-    multiplier = F32(math.floor(F32(1) / F32(y_scale)))
+    multiplier = softmax_multiplier(y_scale)
     scaled = ((values * multiplier).astype(F32) / total[:, None]).astype(F32)
     q = np.rint(scaled).astype(np.int64) + y_zero_point
     return np.minimum(q, 255).astype(np.uint8).reshape(x.shape)
@@ -178,7 +193,7 @@ def run(step, weights: dict, ins: list[np.ndarray], float_op) -> np.ndarray:
     elif op == IntegerOp.ORT_DEQUANTIZE:
         out = dequantize_linear(ins[0], *step.quants[0])
     elif op == IntegerOp.ORT_QGEMM:
-        b = ins[1] if len(ins) > 1 else w("b")
+        b = ins[1] if len(ins) > 1 else w("b").T  # a constant B is stored [n, k]
         bias = w("bias") if step.has_bias else None
         out = qgemm(ins[0], step.quants[0], b, w("b_zero_point"), w("scale"), step.out_quant, step.dtype, bias,
                     step.integer_dot)
