@@ -269,7 +269,7 @@ def _float_op(s: IntegerStep, program: EncoderProgram) -> str:
                 f"axes: [{', '.join(str(a).lower() for a in axes)}], eigen_rows: {str(eigen_rows).lower()} }}")
     if kind == "softmax":
         floats = ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]
-        return f"FloatOp::Softmax {{ floats: OrtFloats::{floats}, row: {s.shape[-1]} }}"
+        return f"FloatOp::Softmax {{ floats: crate::kernels::ort::float::OrtFloats::{floats}, row: {s.shape[-1]} }}"
     if kind == "layer_norm":
         return f"FloatOp::LayerNorm {{ width: {s.shape[-1]}, eps: {f32_literal(s.attrs['epsilon'])} }}"
     if kind == "ort_matmul":
