@@ -103,8 +103,9 @@ def _check_architecture(path: Path, program) -> None:
 
     spec = _manifest(path)["member_spec"]
     attentions = program.attentions()
-    softmaxes = [s for s in program.steps if getattr(s, "op", None) == IntegerOp.SOFTMAX]
-    if softmaxes:  # a full-integer program: one int8 softmax a layer over [batch, heads, seq, seq]
+    softmaxes = [s for s in program.steps if getattr(s, "op", None) in (IntegerOp.SOFTMAX, IntegerOp.ORT_QLINEAR_SOFTMAX)
+                 or getattr(s, "kind", None) == "softmax"]
+    if softmaxes:  # a program of typed steps: one softmax a layer over [batch, heads, seq, seq]
         word = next(s for s in program.steps if s.table_rows(INPUT_IDS))
         got = (len(softmaxes), softmaxes[0].shape[-3], word.table_shape[1], program.vocab, program.seq)
     else:
@@ -122,6 +123,8 @@ def _blocks(program) -> str:
         name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None),
                 "Integer": getattr(step, "op", None)}.get(kind)
         label = f"{kind.lower()} {name.value}" if name is not None else kind.lower()
+        if getattr(step, "kind", ""):  # a typed program's float op: "float softmax"
+            label = f"float {step.kind}"
         counts[label] = counts.get(label, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items())
 

@@ -92,8 +92,6 @@ DYNAMIC_FLAVOURS = ("ts-dyn-f32.onnx", "dyn-dq8pc.onnx", "dynamo-dyn-f32.onnx")
 # name the scheme before anything else, is tested on a real file.
 # flavour -> (the scheme the refusal starts with, why porter does not reproduce it).
 REFUSED_SCHEMES = {
-    "qdq8pc.onnx": ("onnxruntime QDQ", "which node units onnxruntime's QDQ selectors fuse (QLinearMatMul, "
-                    "MatMulIntegerToFloat, DQ -> Gather) and which run in float is not modelled"),
     "f16.onnx": ("float16 ONNX compute", "onnxruntime 1.32's CPU provider (measured: tests/test_ort_float16.py) "
                  "runs only data movement, Max / Min / Clip and LayerNormalization in float16 and every other op "
                  "in float32 between the Casts InsertCastTransformer adds, removing float32 -> float16 -> float32 "
@@ -245,7 +243,8 @@ ENCODERS = [
     Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
             2, 64, 4, 256, 320, 64, 5,
             C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite") + DYNAMIC_FLAVOURS + WEIGHT_ONLY
-            + tuple(REFUSED_SCHEMES) + FULL_INTEGER + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",) + QDQ_PER_TENSOR, seed=11,
+            + tuple(REFUSED_SCHEMES) + FULL_INTEGER + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",) + QDQ + QDQ_PER_TENSOR,
+            seed=11,
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,

@@ -109,7 +109,7 @@ def _activation_scheme(g: Graph, op: Op, weight_inputs: set[int]) -> str:
         return "float16"
     producer = g.producer(x.index)
     if producer is not None and producer.type == "DequantizeLinear" and g.const(producer.inputs[0]) is None:
-        return f"static {g.tensor(producer.inputs[0]).dtype} (QDQ)"
+        return f"static {g.tensor(producer.inputs[0]).dtype} (onnxruntime QDQ)"
     direct = [g.tensor(op.inputs[i]) for i in weight_inputs]
     if any(w.dtype in ("int8", "int4") for w in direct) and g.format == "tflite":
         return "dynamic int8"
@@ -134,9 +134,11 @@ def layer_schemes(g: Graph) -> list[LayerScheme]:
 
 
 def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | None:
-    """A static-int8 layer's activation scale and zero point, in and out (as the file stores them)."""
+    """A static-int8 layer's activation scale and zero point, in and out (as the file stores them:
+    the tensors' own quantisation, or in a QDQ graph the DequantizeLinear before the layer and
+    the QuantizeLinear after it)."""
     def quant(t: int) -> str | None:
-        q = g.tensor(t).quant
+        q = g.tensor(t).quant or _qdq_params(g, t)
         if q is None or q.scale.size != 1:
             return None
         return f"scale {float(q.scale.ravel()[0]):.3g} zero point {int(q.zero_point.ravel()[0])}"
@@ -146,6 +148,19 @@ def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | Non
     parts = [f"{side} {q}" for side, t in (("in", x), ("out", out)) if t is not None
              for q in [quant(t)] if q is not None]
     return ", ".join(parts) or None
+
+
+def _qdq_params(g: Graph, t: int) -> Quantization | None:
+    """The quantisation of a QDQ layer's input (the DequantizeLinear that makes it) or output (the
+    QuantizeLinear that reads it)."""
+    producer = g.producer(t)
+    ops = [producer] if producer is not None and producer.type == "DequantizeLinear" else \
+        [u for u in g.users(t) if u.type == "QuantizeLinear"]
+    for op in ops[:1]:
+        scale, zp = g.const(op.inputs[1]), g.const(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+        if scale is not None and zp is not None:
+            return Quantization(np.asarray(scale, np.float32).ravel(), np.asarray(zp, np.int64).ravel(), None)
+    return None
 
 
 def assert_scheme_reproduced(g: Graph) -> None:

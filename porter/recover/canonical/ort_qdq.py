@@ -497,3 +497,25 @@ def ort_runs(g: Graph) -> QdqGraph:
     origin = {i: r.origin[id(op)] for i, op in enumerate(r.ops)}
     graph = Graph(g.format, g.path, r.tensors, ops, dict(g.inputs), dict(g.outputs), dict(g.metadata))
     return QdqGraph(graph, origin, {op.index: op.type for op in g.ops})
+
+
+def kernels_of_file_ops(g: Graph) -> dict[int, str]:
+    """For each op of the QDQ graph `g` that computes (not a Q or DQ), the kernel onnxruntime runs
+    it in: the quantised op its node unit is fused into, with its operand types, or the op
+    itself in float (`porter inspect` reports it per layer)."""
+    q = ort_runs(g)
+    kernels: dict[int, str] = {}
+    for op in q.graph.ops:
+        if op.type in (Q, DQ):
+            continue
+        name = op.type.removeprefix(MS)
+        if op.type in ("QLinearMatMul", MS + "QGemm"):
+            a, b = q.graph.tensor(op.inputs[0]).dtype, q.graph.tensor(op.inputs[3]).dtype
+            name = f"{name} ({a} x {b})"
+        elif not name.startswith("QLinear") and all(q.graph.tensor(t).dtype not in INTEGER_8
+                                                    for t in op.inputs if t >= 0):
+            name = f"{name} in float32"
+        for i in q.origin[op.index]:
+            if g.ops[i].type not in (Q, DQ):
+                kernels[i] = name
+    return kernels
