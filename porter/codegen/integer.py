@@ -243,7 +243,7 @@ def _ort_qlinear_binary(w: _Step) -> str:
 def _ort_qlinear_softmax(w: _Step) -> str:
     s = w.s
     return (f"IntKernel::OrtQlinearSoftmax {{ table: {w.array('table')}, "
-            f"multiplier: {f32_literal(ort_qdq.softmax_multiplier(s.out_quant[0]))}, zp: {s.out_quant[1]}, "
+            f"multiplier: f64::from_bits({np.float64(ort_qdq.softmax_multiplier(s.out_quant[0])).view(np.uint64):#018x}), zp: {s.out_quant[1]}, "
             f"row: {s.shape[-1]} }}")
 
 

@@ -34,6 +34,7 @@ from porter.recover.canonical.ort_qdq import DQ, MS, Q, QdqGraph, ort_runs
 from porter.recover.canonical.window import bind, dynamic_dims
 from porter.recover.integer import TypedRecovery, input_roles
 from porter.reference import ops
+from porter.reference.litert.floats import log_op
 from porter.reference.ort import qdq as K
 from porter.reference.ort.cpu import OrtCpu
 
@@ -276,6 +277,6 @@ class _Recovery(TypedRecovery):
                 or int(op.options.get("opset", 13)) < 13:
             raise PorterError(f"{self.name(op)}: porter's QLinearSoftmax takes uint8 rows of the last axis (opset 13)")
         x_quant = self.quant_of(op, sx, zx)
-        table = K.softmax_table(x_quant[0], shape[-1])
+        table = K.softmax_table(x_quant[0], shape[-1], log_op)
         self.emit(op, IntegerOp.ORT_QLINEAR_SOFTMAX, [x], {"table": table}, quants=[x_quant],
                   out_quant=self.quant_of(op, sy, zy), source_ops=source_ops)

@@ -401,7 +401,12 @@ def _act(r: _Rewrite, u: _Unit, how: str) -> None:
         r.replace_unit([dqs[0], node, qs[0]], fused)
         return
     if how == "nbits":
-        fused = Op(node.index, MS + "MatMulNBits", [node.inputs[0], dqs[1].inputs[0], *_params(dqs[1])], list(node.outputs),
+        # its weights and zero points as MatMulNBits stores them: unsigned (int8 ones offset by 128)
+        w, scale, zp = dqs[1].inputs[0], *_params(dqs[1])
+        unsigned = [t if t < 0 or r.tensors[t].dtype != "int8" else
+                    r.add_const(f"{r.tensors[t].name}/unsigned", (r.const(t).astype(np.int16) + 128).astype(np.uint8))
+                    for t in (w, zp)]
+        fused = Op(node.index, MS + "MatMulNBits", [node.inputs[0], unsigned[0], scale, unsigned[1]], list(node.outputs),
                    {"axis": dqs[1].options.get("axis", 1)})
         r.replace_unit([dqs[1], node], fused)
         return

@@ -16,10 +16,12 @@ both CPU targets: tests/test_ort_qdq.py).
   and b_scale / c_scale, a fixed part zc - fma(ra, za, rb * zb) (the compiler contracts it),
   then fma(a, ra, fma(b, rb, fixed)) per value, rounded half to even and saturated; a scalar
   operand folds into the fixed part with a plain multiply and add.
-- QLinearSoftmax: a 256-entry float32 table exp((i - 255 + shift) * x_scale) in double, shift =
-  max(0, ln(FLT_MAX / n) - 5) / x_scale for a row of n; each row's values read from it at 255 -
-  max + x, summed in float32 in order, each output nearbyint(table * floor(1 / y_scale) / sum) +
-  y's zero point (the output scale is used only through that floor).
+- QLinearSoftmax (QlinearSoftmaxCPU<uint8_t>, read in 1.32's machine code: scalar, the same on
+  every CPU; the MLAS softmax kernels in its source tree are not what the release runs): a
+  256-entry float32 table exp((i - 255 + shift) * x_scale) in double, shift = max(0,
+  logf(FLT_MAX / n) - 5) / x_scale for a row of n; each row's values read from it at 255 - max
+  + x and summed in float32 in order; each output nearbyint(value * floorf(1 / y_scale) / sum)
+  in double, plus zp, saturated. The output scale is used only through that floor.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ LIMITS = {"uint8": (0, 255), "int8": (-128, 127)}
 
 
 def _rint_clamped(v: np.ndarray, zero_point: int, dtype: str) -> np.ndarray:
-    """The CPU's round half to even of float32 values, plus a zero point, saturated to `dtype`
-    (clamping before or after the rounding is the same: the bounds are integers)."""
+    """MLAS's conversion: float32 values clamped to the type's range less the zero point with
+    SSE's max and min (a NaN takes the lower bound), rounded half to even, plus the zero point."""
     lo, hi = LIMITS[dtype]
-    return (np.clip(np.rint(v), lo - zero_point, hi - zero_point) + zero_point).astype(dtype)
+    low, high = F32(lo - zero_point), F32(hi - zero_point)
+    v = np.asarray(v, F32)
+    v = np.where(v > low, v, low)
+    v = np.where(v < high, v, high)
+    return (np.rint(v).astype(np.int64) + zero_point).astype(dtype)
 
 
 def quantize_linear(x: np.ndarray, scale: float, zero_point: int, dtype: str) -> np.ndarray:
@@ -150,31 +156,42 @@ def scalar_per_run(shape: tuple, out: tuple) -> bool:
     return math.prod(shape) == 1 or (shape[-1] == 1 and out[-1] != 1)
 
 
-def softmax_table(x_scale: float, row: int) -> np.ndarray:
-    """QLinearSoftmax's table for uint8 inputs (QlinearBuildLookupTableUint32): the exps in
-    double (libm's, as math.exp is), each rounded to float32."""
-    shift = math.log(float(F32(np.finfo(F32).max) / F32(row)))
-    shift = max(0.0, shift - 5.0) / float(F32(x_scale))
+def softmax_table(x_scale: float, row: int, logf) -> np.ndarray:
+    """QLinearSoftmax's table for uint8 inputs (QlinearBuildLookupTableUint32, read in
+    onnxruntime 1.32's machine code): shift = max(0, logf(FLT_MAX / row) - 5) / x_scale, the
+    logarithm libm's logf of the float32 quotient (`logf`: porter's model of glibc's, whose
+    results the table depends on), the rest in double; each exp (libm's exp in double, as
+    math.exp is) rounded to float32."""
+    quotient = F32(np.finfo(F32).max) / F32(row)
+    shift = max(0.0, float(np.asarray(logf(np.array([quotient], F32)))[0]) - 5.0) / float(F32(x_scale))
     return np.array([math.exp((i - 255 + shift) * float(F32(x_scale))) for i in range(256)], F32)
 
 
-def softmax_multiplier(y_scale: float) -> np.float32:
-    """floor(1 / y_scale) in float32: all of the output scale QLinearSoftmax uses."""
-    return F32(math.floor(F32(1) / F32(y_scale)))
+def softmax_multiplier(y_scale: float) -> float:
+    """QLinearSoftmax's output multiplier, a double: floorf(1 / y_scale) in float32 (onnxruntime
+    1.32's machine code; when that is not finite, floor(1 / y_scale) in double)."""
+    with np.errstate(all="ignore"):
+        m = float(F32(math.floor(F32(1) / F32(y_scale)))) if np.isfinite(F32(1) / F32(y_scale)) else math.inf
+    return m if math.isfinite(m) else math.floor(1.0 / float(F32(y_scale)))
 
 
 def qlinear_softmax(x: np.ndarray, table: np.ndarray, y_scale: float, y_zero_point: int) -> np.ndarray:
-    """QLinearSoftmax of uint8 rows (its last axis) with their table."""
+    """QLinearSoftmax of uint8 rows (its last axis) with their table, as onnxruntime 1.32's CPU
+    kernel (QlinearSoftmaxCPU<uint8_t>, read in its machine code: scalar, no MLAS) computes it:
+    the table shifted so the row's maximum reads its last entry, the row's entries summed in
+    float32 in order, then each output nearbyint(double(entry) * multiplier / double(sum)) (the
+    product and quotient in double, rounded half to even) plus the zero point, saturated to
+    0..255."""
     x = np.asarray(x, np.uint8)
-    rows = x.reshape(-1, x.shape[-1]).astype(np.int64)
+    width = x.shape[-1]
+    rows = x.reshape(-1, width).astype(np.int64)
     values = np.asarray(table, F32)[255 - rows.max(axis=1, keepdims=True) + rows]
     total = np.zeros(rows.shape[0], F32)
-    for j in range(rows.shape[1]):  # summed in order, in float32
-        total = (total + values[:, j]).astype(F32)
-    multiplier = softmax_multiplier(y_scale)
-    scaled = ((values * multiplier).astype(F32) / total[:, None]).astype(F32)
-    q = np.rint(scaled).astype(np.int64) + y_zero_point
-    return np.minimum(q, 255).astype(np.uint8).reshape(x.shape)
+    for i in range(width):
+        total = (total + values[:, i]).astype(F32)
+    with np.errstate(all="ignore"):
+        v = np.rint(values.astype(np.float64) * softmax_multiplier(y_scale) / total[:, None].astype(np.float64))
+    return np.clip(v + y_zero_point, 0, 255).astype(np.uint8).reshape(x.shape)
 
 
 # ---- the numpy meaning of porter.ir.integer's onnxruntime steps -------------------------------------

@@ -77,7 +77,7 @@ pub enum IntKernel<'a> {
     /// QLinearAdd, its operands broadcast
     OrtQlinearAdd(QlinearAdd),
     /// QLinearSoftmax over rows of `row` uint8 values
-    OrtQlinearSoftmax { table: &'a [f32], multiplier: f32, zp: i32, row: usize },
+    OrtQlinearSoftmax { table: &'a [f32], multiplier: f64, zp: i32, row: usize },
     /// one op onnxruntime runs in float
     Float(FloatOp),
 }

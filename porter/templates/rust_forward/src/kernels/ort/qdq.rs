@@ -170,18 +170,20 @@ pub fn qlinear_add(p: &QlinearAdd, a: i32, b: i32) -> i32 {
     (r.round_ties_even() as i32).clamp(p.lo, p.hi)
 }
 
-/// QLinearSoftmax of one row of uint8 values: table[255 - max + x] summed in order in f32,
-/// each output nearbyint(table value * multiplier / sum) + zp, at most 255 (`multiplier` is
-/// floor(1 / y_scale)).
-pub fn qlinear_softmax_row(table: &[f32], multiplier: f32, zp: i32, x: &[u8], out: &mut [u8]) {
+/// QLinearSoftmax of one row of uint8 values, as onnxruntime 1.32's scalar CPU kernel computes
+/// it: table[255 - max + x] summed in order in f32, each output
+/// nearbyint(f64(table value) * multiplier / f64(sum)) + zp in f64, saturated to 0..255
+/// (`multiplier` is floorf(1 / y_scale), widened to f64).
+pub fn qlinear_softmax_row(table: &[f32], multiplier: f64, zp: i32, x: &[u8], out: &mut [u8]) {
     let max = x.iter().copied().max().unwrap_or(0) as usize;
     let value = |v: u8| table[255 - max + v as usize];
     let mut sum = 0.0f32;
     for &v in x {
         sum += value(v);
     }
+    let sum = sum as f64;
     for (o, &v) in out.iter_mut().zip(x) {
-        let q = ((value(v) * multiplier) / sum).round_ties_even() as i32 + zp;
-        *o = q.min(255) as u8;
+        let q = (value(v) as f64 * multiplier / sum).round_ties_even() + zp as f64;
+        *o = q.clamp(0.0, 255.0) as u8;
     }
 }
