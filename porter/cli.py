@@ -143,7 +143,10 @@ def inspect(model, as_json, show_ir, ort_cpu, l1d):
     report = inspect_model(model)
     graph = load_graph(model)
     if is_onnxruntime_qdq(graph):  # which kernel onnxruntime runs each layer in (its QDQ transformers)
-        kernels = kernels_of_file_ops(graph)
+        try:
+            kernels = kernels_of_file_ops(graph)
+        except PorterError:  # a rewrite porter does not model: `porter compile` names it
+            kernels = {}
         for layer in report["schemes"]["layers"]:
             layer["onnxruntime_runs"] = kernels.get(layer["op"])
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from fixtures import REPO
+from fixtures import REPO, assert_one_line_error, run_porter
 from porter.errors import PorterError
 from porter.frontends import load_graph
 from porter.recover.canonical.ort_qdq import ort_runs
@@ -320,3 +320,46 @@ def test_qgemm_with_bias_and_a_float_output():
         want = QDQ.qgemm(a, a_quant, w.T, np.zeros(n), QDQ.output_scales(a_quant[0], b_scale, None), None, "float32",
                          bias, dot)
         assert np.array_equal(y.view(np.uint32), want.view(np.uint32)), trial
+
+
+def _zoo_edit(tmp_path, name, edit) -> Path:
+    """bert-tok.qdq8pc.onnx with `edit(nodes, made)` applied to its node list."""
+    model = onnx.load(ZOO / "bert-tok.qdq8pc.onnx")
+    nodes = list(model.graph.node)
+    edit(nodes, {o: n for n in nodes for o in n.output})
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    path = tmp_path / f"bert-tok.{name}.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_a_unit_porter_has_no_kernel_for_is_refused_naming_the_op(tmp_path):
+    """The attention's softmax unit made a Sigmoid: onnxruntime fuses it into QLinearSigmoid,
+    which porter has no kernel for; compile says so in one line."""
+    def edit(nodes, made):
+        for n in nodes:
+            if n.op_type == "Softmax":
+                n.op_type = "Sigmoid"
+                del n.attribute[:]
+    path = _zoo_edit(tmp_path, "sigmoid", edit)
+    assert "com.microsoft.QLinearSigmoid" in {t for t, _ in onnxruntime_signature(optimised(path, tmp_path))}
+    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out", "--ort-cpu", "avx2"),
+                          "onnxruntime QDQ", "QLinearSigmoid")
+
+
+def test_a_matmul_read_by_an_add_is_refused_naming_the_fusion(tmp_path):
+    """A weight MatMul without its Q -> DQ: onnxruntime's level-1 MatMulAddFusion makes it and
+    the bias Add a Gemm before its QDQ transformers, which porter does not model."""
+    def edit(nodes, made):
+        matmul = next(n for n in nodes if n.op_type == "MatMul" and made[n.input[1]].op_type == "DequantizeLinear")
+        q = next(n for n in nodes if n.op_type == "QuantizeLinear" and n.input[0] == matmul.output[0])
+        dqs = [n for n in nodes if n.op_type == "DequantizeLinear" and n.input[0] == q.output[0]]
+        for n in nodes:
+            n.input[:] = [matmul.output[0] if x in {d.output[0] for d in dqs} else x for x in n.input]
+        for n in [q, *dqs]:
+            nodes.remove(n)
+    path = _zoo_edit(tmp_path, "no-q", edit)
+    assert "Gemm" in {t for t, _ in onnxruntime_signature(optimised(path, tmp_path))}
+    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out", "--ort-cpu", "avx2"),
+                          "onnxruntime QDQ", "MatMulAddFusion")

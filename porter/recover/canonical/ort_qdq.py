@@ -490,8 +490,20 @@ def _cleanup_dq_q(r: _Rewrite) -> None:
 
 # ---- the whole pipeline --------------------------------------------------------------------------
 
+def _refuse_level1_fusions(g: Graph) -> None:
+    """quantize_static puts a Q after every MatMul; a MatMul read by an Add directly is one
+    onnxruntime's level-1 MatMulAddFusion makes a Gemm of before its QDQ transformers run,
+    which porter does not model in a QDQ graph."""
+    for op in g.ops:
+        readers = [x for x in g.ops if op.outputs[0] in x.inputs] if op.type == "MatMul" else []
+        if len(readers) == 1 and readers[0].type == "Add" and op.outputs[0] not in g.outputs.values():
+            raise PorterError(f"onnxruntime QDQ: op {op.index} MatMul is read by an Add directly, which onnxruntime "
+                              "fuses into a Gemm first (MatMulAddFusion); porter does not model it in a QDQ graph")
+
+
 def ort_runs(g: Graph) -> QdqGraph:
     """The graph onnxruntime's CPU provider runs for the QDQ graph `g` (see the module's doc)."""
+    _refuse_level1_fusions(g)
     r = _Rewrite(g)
     _unique_dqs(r)
     _where_dummy_dqs(r)
