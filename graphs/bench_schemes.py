@@ -7,8 +7,11 @@ Writes DIR/minilm6-tok9-s256.<flavour> (default DIR: ~/.cache/porter/bench-schem
 export (litert-torch, 91 MB, which is why these files are made here rather than committed), and
 that file through each ai-edge-quantizer recipe of the zoo's flavours (graphs/zoo/make_zoo.py
 aeq_recipe: weight-only int8, float16 casting, dynamic int4, weight-only int4, static int8
-calibrated on seeded windows). The committed hybrid int8 file, graphs/minilm6-tok9-s256.litert-dq8.tflite,
-is the row they are compared with. Files present are kept unless --force.
+calibrated on seeded windows), and onnxruntime's static QDQ (`qdq8pc.onnx`: the dynamo float ONNX
+export, graphs/export_onnx.py, through quantize_static(QuantFormat.QDQ, per_channel=True) calibrated
+on the same windows). The committed hybrid int8 files, graphs/minilm6-tok9-s256.litert-dq8.tflite and
+graphs/minilm6-tok9-s256.dq8pc.onnx (onnxruntime's quantize_dynamic), are the rows they are compared
+with. Files present are kept unless --force.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import export_litert  # noqa: E402
 import make_zoo  # noqa: E402
 import spec  # noqa: E402
 
-FLAVOURS = ["aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite", "aeq-si8.tflite"]
+FLAVOURS = ["aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite", "aeq-si8.tflite", "qdq8pc.onnx"]
 
 
 def calibration_windows(net: spec.Network, count: int = make_zoo.CALIBRATION_WINDOWS) -> list[dict]:
@@ -57,6 +60,29 @@ def quantise(src: Path, out: Path, flavour: str, net: spec.Network) -> None:
     export_litert._export_atomic(lambda p: result.export_model(str(p), overwrite=True), out, size_check=False)
 
 
+def quantise_qdq(out: Path, net: spec.Network) -> None:
+    """The dynamo float ONNX export through onnxruntime's quantize_static, QDQ per channel, int8
+    activations and weights, calibrated on calibration_windows (int64, as the export takes)."""
+    import export_onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src = out.with_name(f"{net.name}.f32.onnx")
+    if not src.exists():
+        seconds = export_onnx.export_float(net, src, dynamo=True, size_check=False)
+        print(f"{src}: torch.onnx dynamo float export, {seconds:.0f} s, {src.stat().st_size / 2**20:.1f} MiB")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.windows = iter(calibration_windows(net))
+
+        def get_next(self):
+            w = next(self.windows, None)
+            return None if w is None else {k: v.astype(np.int64) for k, v in w.items()}
+
+    quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, use_external_data_format=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache/porter/bench-schemes")
@@ -66,7 +92,7 @@ def main() -> None:
     net = spec.MINILM
     args.out.mkdir(parents=True, exist_ok=True)
     src = args.out / f"{net.name}.f32.tflite"
-    if args.force or not src.exists():
+    if any(f.endswith(".tflite") for f in args.flavour) and (args.force or not src.exists()):
         seconds = export_litert.convert_f32(net, src, size_check=False)
         print(f"{src}: litert-torch float export, {seconds:.0f} s, {src.stat().st_size / 2**20:.1f} MiB")
     for flavour in args.flavour:
@@ -74,7 +100,10 @@ def main() -> None:
         if out.exists() and not args.force:
             print(f"{out}: present")
             continue
-        quantise(src, out, flavour, net)
+        if flavour.endswith(".onnx"):
+            quantise_qdq(out, net)
+        else:
+            quantise(src, out, flavour, net)
         print(f"{out}: {flavour}, {out.stat().st_size / 2**20:.1f} MiB")
 
 

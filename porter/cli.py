@@ -135,9 +135,20 @@ def inspect(model, as_json, show_ir, ort_cpu, l1d):
         ir = recover(model, ort_cpu, l1d)
         click.echo(json.dumps(ir.summary(), indent=1, default=float) if as_json else format_ir(ir))
         return
+    from porter.frontends import load_graph
     from porter.frontends.inspect import format_report, inspect_model
+    from porter.frontends.schemes import is_onnxruntime_qdq
+    from porter.recover.canonical.ort_qdq import kernels_of_file_ops
 
     report = inspect_model(model)
+    graph = load_graph(model)
+    if is_onnxruntime_qdq(graph):  # which kernel onnxruntime runs each layer in (its QDQ transformers)
+        try:
+            kernels = kernels_of_file_ops(graph)
+        except PorterError:  # a rewrite porter does not model: `porter compile` names it
+            kernels = {}
+        for layer in report["schemes"]["layers"]:
+            layer["onnxruntime_runs"] = kernels.get(layer["op"])
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
 
 

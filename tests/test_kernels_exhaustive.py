@@ -806,3 +806,193 @@ def test_int8_binary_every_input_pair(wasm_runtime, checks_wasm, combine):
         args = [combine, x_q[1], y_q[1], shift, *mx, *my, *mo, out_q[1]]
         ours = np.frombuffer(int8_reference(wasm_runtime, checks_wasm, "int8-binary", args, np.stack([x, y])), np.int8)
         assert np.array_equal(ours, kernels[combine](x, x_q, y, y_q, out_q)), (combine, x_q, y_q, out_q)
+
+
+# ---- onnxruntime's QDQ kernels (kernels/ort/qdq.rs) -----------------------------------------------------
+
+from porter.reference.ort import qdq as QDQ  # noqa: E402
+
+F32 = np.float32
+LIMITS = {"uint8": (0, 255), "int8": (-128, 127)}
+
+
+def f32_bits(v) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def qdq_params(rng, n, dtype):
+    """(scale, zero point) pairs: seeded scales over six decades, zero points over the type."""
+    lo, hi = LIMITS[dtype]
+    return [(float(F32(10.0 ** rng.uniform(-4, 1))), int(rng.integers(lo, hi + 1))) for _ in range(n)]
+
+
+def test_qdq_gemm_tiles_match_scalar(ort_checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, ort_checks_wasm, "qdq", 3)
+
+
+def _dequantize_matches(wasm_runtime, wasm) -> bool:
+    """DequantizeLinear of every uint8 and int8 value under seeded scales and zero points."""
+    rng = np.random.default_rng(91)
+    for dtype in LIMITS:
+        every = np.arange(*LIMITS[dtype][:1], LIMITS[dtype][1] + 1)
+        for scale, zp in qdq_params(rng, 20, dtype):
+            ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-dequantize", [f32_bits(scale), zp],
+                                                every[None].astype(F32)), "<f4")
+            if not np.array_equal(ours.view(np.uint32), QDQ.dequantize_linear(every, scale, zp).view(np.uint32)):
+                return False
+    return True
+
+
+def _quantize_matches(wasm_runtime, wasm) -> bool:
+    """QuantizeLinear of random values, the ties of every step (k + 1/2) * scale, both ends of
+    the range and past them, infinities and NaN."""
+    rng = np.random.default_rng(92)
+    for dtype in LIMITS:
+        for scale, zp in qdq_params(rng, 20, dtype):
+            steps = np.arange(-300, 300) + 0.5
+            x = np.concatenate([(steps * scale).astype(F32), (rng.standard_normal(2000) * 200 * scale).astype(F32),
+                                F32([0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38])])
+            args = [f32_bits(scale), zp, *LIMITS[dtype]]
+            ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-quantize", args, x[None]), "<i4")
+            if not np.array_equal(ours, QDQ.quantize_linear(x, scale, zp, dtype).astype(np.int32)):
+                return False
+    return True
+
+
+def _requantize_matches(wasm_runtime, wasm) -> bool:
+    """MlasRequantizeOutput of int32 accumulators (small, large, ties of the scale) at seeded
+    output scales."""
+    rng = np.random.default_rng(93)
+    for dtype in LIMITS:
+        for scale, zp in qdq_params(rng, 20, dtype):
+            acc = np.concatenate([rng.integers(-40000, 40000, 3000), rng.integers(-(1 << 31), 1 << 31, 500),
+                                  np.arange(-300, 300)]).astype(np.int32)
+            args = [f32_bits(scale), zp, *LIMITS[dtype]]
+            ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-requantize", args, acc.view(F32)[None]), "<i4")
+            want = QDQ.requantize_output(acc, np.float32(scale), zp, dtype).astype(np.int32)
+            if not np.array_equal(ours, want):
+                return False
+    return True
+
+
+def _qlinear_add_matches(wasm_runtime, wasm) -> bool:
+    """QLinearAdd on every pair of 8-bit values, both operands whole and each one scalar per run."""
+    rng = np.random.default_rng(94)
+    for dtype in LIMITS:
+        every = np.arange(LIMITS[dtype][0], LIMITS[dtype][1] + 1)
+        a, b = (v.ravel() for v in np.meshgrid(every, every, indexing="ij"))
+        for quants in zip(qdq_params(rng, 4, dtype), qdq_params(rng, 4, dtype), qdq_params(rng, 4, dtype)):
+            ra, rb, fixed = QDQ.add_parameters(*quants)
+            for a_scalar, b_scalar in ((0, 0), (1, 0), (0, 1)):
+                args = [f32_bits(ra), f32_bits(rb), f32_bits(fixed), a_scalar, b_scalar, *LIMITS[dtype]]
+                ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-add", args,
+                                                    np.stack([a, b]).astype(F32)), "<i4").reshape(every.size, every.size)
+                if a_scalar:  # each a a scalar against every b
+                    want = np.stack([QDQ.qlinear_add(np.array([x]), quants[0], every, quants[1], quants[2], dtype)
+                                     for x in every])
+                elif b_scalar:
+                    want = np.stack([QDQ.qlinear_add(every, quants[0], np.array([y]), quants[1], quants[2], dtype)
+                                     for y in every]).T
+                else:
+                    want = QDQ.qlinear_add(a, quants[0], b, quants[1], quants[2], dtype).reshape(every.size, every.size)
+                if not np.array_equal(ours, want.astype(np.int32)):
+                    return False
+    return True
+
+
+def _qlinear_softmax_matches(wasm_runtime, wasm) -> bool:
+    """QLinearSoftmax rows of several widths (every uint8 value among them, and a row of equal
+    values, whose quotients multiplier / width tie at an odd multiplier) under seeded scales and
+    multipliers 253, 254 and 255."""
+    rng = np.random.default_rng(95)
+    for width in (1, 2, 5, 16, 64, 256):
+        y_params = qdq_params(rng, 6, "uint8") + [(1 / (m + 0.5), int(rng.integers(0, 256))) for m in (253, 254, 255)]
+        for (x_scale, _), (y_scale, y_zp) in zip(qdq_params(rng, 9, "uint8"), y_params):
+            y_scale = min(y_scale, 1 / 253)  # an output scale a softmax's [0, 1] could have
+            table = QDQ.softmax_table(x_scale, width, LF.log_op)
+            rows = rng.integers(0, 256, (40, width)).astype(np.uint8)
+            rows[0] = np.resize(np.arange(256), width)
+            rows[1] = rows[1, 0]
+            args = [f32_bits(QDQ.softmax_multiplier(y_scale)), y_zp, width]
+            ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-softmax", args,
+                                                np.concatenate([table, rows.ravel().astype(F32)])[None]),
+                                 np.uint8).reshape(rows.shape)
+            if not np.array_equal(ours, QDQ.qlinear_softmax(rows, table, y_scale, y_zp)):
+                return False
+    return True
+
+
+def _qgemm_matches(wasm_runtime, wasm) -> bool:
+    """QLinearMatMul / QGemm's scalar kernel on random shapes: a constant int8 B (saturating
+    pairs and exact) and an activation B (uint8 and int8), zero points, biases, each output."""
+    rng = np.random.default_rng(96)
+    for trial in range(120):
+        m, k, n = int(rng.integers(1, 9)), int(rng.integers(1, 70)), int(rng.integers(1, 20))
+        b_const = trial % 2 == 0
+        b_dtype = "int8" if b_const or trial % 4 == 1 else "uint8"
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(*LIMITS[b_dtype], (k, n), endpoint=True).astype(b_dtype)
+        b_zp = rng.integers(*LIMITS[b_dtype], n, endpoint=True) if trial % 3 == 0 else np.zeros(n, np.int64)
+        if not b_const:
+            b_zp = np.full(n, b_zp[0])
+        scales = (rng.random(n) * 1e-2 + 1e-3).astype(F32)
+        bias = rng.integers(-10000, 10000, n)
+        output = trial % 3  # float, uint8, int8
+        out_dtype = [None, "uint8", "int8"][output]
+        zp = int(rng.integers(*LIMITS[out_dtype])) if out_dtype else 0
+        saturating = b_dtype == "int8" and trial % 5 < 3
+        with_bias = trial % 2 == 1
+        stored = b.T if b_const else b  # a constant B is stored [n, k]
+        data = np.concatenate([a.ravel(), stored.ravel(), b_zp, scales, bias]).astype(F32)
+        args = [m, k, n, int(rng.integers(0, 256)), output, zp, int(saturating), int(with_bias), int(b_const)]
+        ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-gemm", args, data[None]), "<f4").reshape(m, n)
+        want = QDQ.qgemm(a, (1.0, args[3]), b, b_zp, scales, None if output == 0 else (1.0, zp),
+                         out_dtype or "float32", bias if with_bias else None,
+                         quant.INT16_PAIRS_SATURATED if saturating else quant.EXACT_DOT)
+        if not np.array_equal(ours.view(np.uint32), want.astype(F32).view(np.uint32)):
+            return False
+    return True
+
+
+QDQ_KERNEL_CHECKS = {"dequantize": _dequantize_matches, "quantize": _quantize_matches,
+                     "requantize": _requantize_matches, "qlinear-add": _qlinear_add_matches,
+                     "qlinear-softmax": _qlinear_softmax_matches, "qgemm": _qgemm_matches}
+
+
+@pytest.mark.parametrize("kernel", list(QDQ_KERNEL_CHECKS))
+def test_qdq_scalar_kernels_match_numpy(ort_checks_wasm, wasm_runtime, kernel):
+    """kernels/ort/qdq.rs against porter.reference.ort.qdq: every 8-bit input of DequantizeLinear
+    and every pair of QLinearAdd's, QuantizeLinear's ties and ends, requantised accumulators,
+    QLinearSoftmax rows and QGemm products."""
+    assert QDQ_KERNEL_CHECKS[kernel](wasm_runtime, ort_checks_wasm)
+
+
+# One mutant per QDQ kernel, each seen by its check (the tiles by the tiles-against-scalar check,
+# the scalar kernels by their numpy comparison); the first by default, the rest with -m slow.
+QDQ_MUTATIONS = {
+    # the tiled GEMM without onnxruntime's AVX2 pair saturation
+    "qgemm tiles lose saturation": ("integer_gemm::<true, GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, rows, &weights, out, finish);",
+                                    "integer_gemm::<false, GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, rows, &weights, out, finish);",
+                                    lambda rt, wasm: run_check(rt, wasm, "qdq", 3)[0] == 0),
+    # MLAS's conversions rounding halves away from zero instead of to even
+    "quantize rounds half away": ("v.round_ties_even() as i32 + zp", "v.round() as i32 + zp", _quantize_matches),
+    # DequantizeLinear as q * scale - zp * scale (LiteRT's block form, another rounding)
+    "dequantize distributes the scale": ("(q - zp) as f32 * scale", "q as f32 * scale - zp as f32 * scale",
+                                         _dequantize_matches),
+    # QLinearAdd's fma chain taking a before b
+    "qlinear add fma order": ("fma(a, p.ra, fma(b, p.rb, p.fixed))", "fma(b, p.rb, fma(a, p.ra, p.fixed))",
+                              _qlinear_add_matches),
+    # QLinearSoftmax rounding half away from zero (std::round) instead of nearbyint's half to even
+    "qlinear softmax rounds half away": ("(value(v) as f64 * multiplier / sum).round_ties_even()",
+                                         "(value(v) as f64 * multiplier / sum).round()", _qlinear_softmax_matches),
+    # the zero points' term K * za * zb dropped
+    "qgemm zero point product dropped": ("+ self.k as i32 * self.a_zp * zb ", "", _qgemm_matches),
+}
+
+
+@pytest.mark.parametrize("name", first_by_default(QDQ_MUTATIONS))
+def test_mutated_qdq_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, ort_checks_wasm, name):
+    original, mutated, matches = QDQ_MUTATIONS[name]
+    assert matches(wasm_runtime, ort_checks_wasm)  # the unmutated kernel passes
+    mutant = build_mutant(toolchain, tmp_path, "dq8pc.onnx", "src/kernels/ort/qdq.rs", original, mutated)
+    assert not matches(wasm_runtime, mutant)

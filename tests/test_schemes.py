@@ -106,7 +106,7 @@ def test_packed_int4_constants_read_low_nibble_first():
     ("aeq-si8.tflite", "int8 per-channel (axis 0)", "static int8"),
     ("aeq-dq4.tflite", "int4 per-channel (axis 0)", "dynamic int8"),
     ("aeq-wo4.tflite", "int4 per-channel (axis 0)", "float"),
-    ("qdq8pc.onnx", "int8 per-channel (axis 1)", "static int8 (QDQ)"),
+    ("qdq8pc.onnx", "int8 per-channel (axis 1)", "static int8 (onnxruntime QDQ)"),
     ("f16.onnx", "float16", "float16"),
     ("dynamo-f32.onnx", "float32", "float"),
 ])

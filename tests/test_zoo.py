@@ -26,7 +26,8 @@ REFUSED_FORM = [p for p in coverage.model_files() if coverage.refused_form(p) is
 # quantize_dynamic per channel and per tensor, RoBERTa's positions from the ids, ELECTRA's
 # projection, CLS pooling, the tanh GELU as LiteRT's GELU(approximate=True) (onnxruntime's
 # FastGelu lanes are held to their scalar emulation by tests/test_kernels_exhaustive.py),
-# ai-edge-quantizer's weight-only int8 (DEQUANTIZE of constants folded).
+# ai-edge-quantizer's weight-only int8 (DEQUANTIZE of constants folded), onnxruntime's static
+# QDQ (its fused QLinear kernels, uint8 activations between them).
 WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "st-bert-mean.litert-dq8.tflite",
                "bert-seq.keras-dq8.tflite", "electra-tok.dq8pc.onnx", "xlmr-seq.dq8pt.onnx",
                "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx",
@@ -34,7 +35,8 @@ WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "s
                "bert-tanh-tok.litert-dq8.tflite", "bert-tok.aeq-wo8.tflite",
                "mpnet-tok.litert-dq8.tflite",  # a relative-position bias: a constant score term
                "bert-tok.aeq-si8.tflite",  # full-integer int8: LiteRT's integer kernels
-               "bert-tok.ortopt-dyn-f32.onnx"]  # onnxruntime.transformers' optimizer: contrib ops
+               "bert-tok.ortopt-dyn-f32.onnx",  # onnxruntime.transformers' optimizer: contrib ops
+               "bert-tok.qdq8pc.onnx"]  # onnxruntime QDQ: QLinearMatMul / QGemm / QLinearSoftmax
 
 
 @pytest.fixture(scope="module")

@@ -103,8 +103,9 @@ def _check_architecture(path: Path, program) -> None:
 
     spec = _manifest(path)["member_spec"]
     attentions = program.attentions()
-    softmaxes = [s for s in program.steps if getattr(s, "op", None) == IntegerOp.SOFTMAX]
-    if softmaxes:  # a full-integer program: one int8 softmax a layer over [batch, heads, seq, seq]
+    softmaxes = [s for s in program.steps if getattr(s, "op", None) in (IntegerOp.SOFTMAX, IntegerOp.ORT_QLINEAR_SOFTMAX)
+                 or getattr(s, "kind", None) == "softmax"]
+    if softmaxes:  # a program of typed steps: one softmax a layer over [batch, heads, seq, seq]
         word = next(s for s in program.steps if s.table_rows(INPUT_IDS))
         got = (len(softmaxes), softmaxes[0].shape[-3], word.table_shape[1], program.vocab, program.seq)
     else:
@@ -122,6 +123,8 @@ def _blocks(program) -> str:
         name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None),
                 "Integer": getattr(step, "op", None)}.get(kind)
         label = f"{kind.lower()} {name.value}" if name is not None else kind.lower()
+        if kind == "Integer" and getattr(step, "kind", ""):  # a QDQ program's float op: "float softmax"
+            label = f"float {step.kind}"
         counts[label] = counts.get(label, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items())
 
@@ -165,6 +168,15 @@ def render(rows: list[Row]) -> str:
         "weighs every key of the window, padding included (the mask's term is lost in calibration:",
         "docs/arithmetic.md), so the whole window is computed, never only the live rows; the int8 output",
         "is reported dequantised, (q - zero point) x scale, as the golden records it.",
+        "",
+        "onnxruntime QDQ files (`*.qdq8pc.onnx` per channel, `*.qdq8pt.onnx` per tensor: quantize_static's",
+        "QuantFormat.QDQ) are first rewritten as onnxruntime's QDQ transformers rewrite them, by their",
+        "selector rules (porter/recover/canonical/ort_qdq.py: QLinearMatMul, QGemm, QLinearAdd,",
+        "QLinearSoftmax, the DQ and Q around data movement dropped), then recovered op by op the same",
+        "way (porter/recover/qdq.py): its quantised kernels on uint8 activations (`integer ort_*`) and",
+        "the ops it runs in float between a DequantizeLinear and a QuantizeLinear (`float *`), the whole",
+        "window computed. A unit onnxruntime fuses into a kernel porter has not reproduced",
+        "(MatMulIntegerToFloat, MatMulNBits, QLinearMul, QLinearConcat, ...) is refused naming it.",
         "",
         f"{len(rows)} files: {exact} exact, {len(refused)} refused.",
         "",

@@ -369,7 +369,7 @@ def encoder_golden(m: zm.Encoder, flavour: str, mode: str, w: dict, ref: np.ndar
     if mode == "ort":
         out, io = run_ort(path, w, m.input_roles, with_io=True)
         runtime = {"runtime": "onnxruntime", "runtime_version": version("onnxruntime"), **ORT_FACTS}
-        if "dq8" in flavour and not has_vnni(cpu_facts()["cpu_flags"]):
+        if ("dq8" in flavour or "qdq" in flavour) and not has_vnni(cpu_facts()["cpu_flags"]):
             runtime["kernel_note"] = U8S8_NOTE
     else:
         out, io = run_litert(path, w, m.input_roles, mode=mode, with_io=True)

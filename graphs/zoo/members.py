@@ -83,6 +83,8 @@ FLAVOURS = {
                      "supported_ops=[TFLITE_BUILTINS_INT8], inference_output_type=int8",
     "qdq8pc.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QDQ, "
                    "per_channel=True), calibrated on seeded windows",
+    "qdq8pt.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QDQ, "
+                   "per_channel=False), calibrated on seeded windows",
     "f16.onnx": "the dynamo-f32 file through onnxconverter-common convert_float_to_float16(keep_io_types=True)",
 }
 DYNAMIC_FLAVOURS = ("ts-dyn-f32.onnx", "dyn-dq8pc.onnx", "dynamo-dyn-f32.onnx")
@@ -90,8 +92,6 @@ DYNAMIC_FLAVOURS = ("ts-dyn-f32.onnx", "dyn-dq8pc.onnx", "dynamo-dyn-f32.onnx")
 # name the scheme before anything else, is tested on a real file.
 # flavour -> (the scheme the refusal starts with, why porter does not reproduce it).
 REFUSED_SCHEMES = {
-    "qdq8pc.onnx": ("onnxruntime QDQ", "which node units onnxruntime's QDQ selectors fuse (QLinearMatMul, "
-                    "MatMulIntegerToFloat, DQ -> Gather) and which run in float is not modelled"),
     "f16.onnx": ("float16 ONNX compute", "onnxruntime 1.32's CPU provider (measured: tests/test_ort_float16.py) "
                  "runs only data movement, Max / Min / Clip and LayerNormalization in float16 and every other op "
                  "in float32 between the Casts InsertCastTransformer adds, removing float32 -> float16 -> float32 "
@@ -123,6 +123,10 @@ WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tfl
 # TFLiteConverter's full-integer mean pooling divides by the live count as an int8 DIV whose
 # divisor quantises to its zero point, which LiteRT refuses to run ("data[i] != zero_point").
 FULL_INTEGER = ("aeq-si8.tflite", "tf-si8.tflite")
+# onnxruntime's static QDQ quantisation (quantize_static, int8 activations and weights) per channel,
+# on three members (two heads and the real MiniLM), and per tensor on one
+QDQ = ("qdq8pc.onnx",)
+QDQ_PER_TENSOR = ("qdq8pt.onnx",)
 # onnxruntime.transformers' optimizer at its default opt_level and at 2 (issue 30.2)
 ORT_OPTIMIZED = ("ortopt-f32.onnx", "ortopt2-f32.onnx")
 CORE_FLAVOURS = ("litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onnx")
@@ -245,11 +249,12 @@ ENCODERS = [
     Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
             2, 64, 4, 256, 320, 64, 5,
             C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite") + DYNAMIC_FLAVOURS + WEIGHT_ONLY
-            + tuple(REFUSED_SCHEMES) + FULL_INTEGER + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",), seed=11,
+            + tuple(REFUSED_SCHEMES) + FULL_INTEGER + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",) + QDQ + QDQ_PER_TENSOR,
+            seed=11,
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,
-            C + ("tf-dq8.tflite", "keras-dq8.tflite") + WEIGHT_ONLY + FULL_INTEGER, seed=12,
+            C + ("tf-dq8.tflite", "keras-dq8.tflite") + WEIGHT_ONLY + FULL_INTEGER + QDQ, seed=12,
             xnnpack=("litert-dq8.tflite",)),
     Encoder("bert-bare", "bert", "bare", "random", "sdpa", True, False,
             2, 64, 4, 128, 256, 32, 0,
@@ -299,12 +304,12 @@ ENCODERS = [
     # float_sources_only) keeps them.
     Encoder("minilm-mean", "minilm", "st-mean", "minilm", "sdpa", True, False,
             1, 384, 12, MINILM_FFN, 256, 32, 0,
-            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx") + WEIGHT_ONLY + ("aeq-si8.tflite",), seed=61,
+            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx") + WEIGHT_ONLY + ("aeq-si8.tflite",) + QDQ, seed=61,
             xnnpack=("litert-dq8.tflite",),
             float_sources_only=("litert-f32.tflite", "dynamo-f32.onnx", "ts-dyn-f32.onnx")),
     Encoder("st-bert-mean", "bert", "st-mean", "default", "eager", True, False,
             2, 64, 4, 128, 256, 32, 0,
-            C + ("tf-dq8.tflite",), seed=62),
+            C + ("tf-dq8.tflite",) + QDQ, seed=62),
     Encoder("st-bert-cls", "bert", "st-cls", "random", "eager", False, False,
             2, 64, 4, 128, 256, 32, 0,
             C + ("keras-dq8.tflite", "dq8pt.onnx", "ortopt2-f32.onnx"), seed=63),
@@ -401,8 +406,10 @@ def check() -> None:
         assert m.head in ("tok", "seq", "bare", "st-mean", "st-cls"), m.name
     counts = Counter(f for m in ENCODERS for f in m.flavours)
     for f in FLAVOURS:
-        # the full-integer files: ai-edge-quantizer's on three networks, TFLiteConverter's on two
-        assert counts[f] >= (1 if f in REFUSED_SCHEMES else 2 if f in FULL_INTEGER else 3), (f, counts[f])
+        # the full-integer files: ai-edge-quantizer's on three networks, TFLiteConverter's on two;
+        # per-tensor QDQ on one
+        assert counts[f] >= (1 if f in (*REFUSED_SCHEMES, *QDQ_PER_TENSOR) else 2 if f in FULL_INTEGER else 3), \
+            (f, counts[f])
     for attr in ("weights", "attention", "named_inputs"):
         print(attr, dict(Counter(getattr(m, attr) for m in ENCODERS)))
     print("flavours", dict(counts))
@@ -415,7 +422,7 @@ SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
          "dynamo20-f32.onnx": "dynamo20-f32",
          "ortgelu-f32.onnx": "ortgelu-f32", "ortopt-f32.onnx": "ortopt-f32",
          "ortopt2-f32.onnx": "ortopt2-f32", "ortopt-dyn-f32.onnx": "ortopt-dyn-f32",
-         **{f: f.split(".")[0] for f in (*WEIGHT_ONLY, *REFUSED_SCHEMES, *FULL_INTEGER)}}
+         **{f: f.split(".")[0] for f in (*WEIGHT_ONLY, *REFUSED_SCHEMES, *FULL_INTEGER, *QDQ, *QDQ_PER_TENSOR)}}
 
 
 def table() -> str:

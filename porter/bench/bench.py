@@ -519,6 +519,8 @@ def scheme_of(ir: dict) -> str:
     """The Linear layers' weight format and activation quantisation, as ir.json names them."""
     forms = sorted({(s["linear"]["weights"], s["linear"]["activation_quant"])
                     for s in ir.get("steps", []) if isinstance(s, dict) and "linear" in s})
+    if not forms and any(str(s.get("op", "")).startswith("ort_") for s in ir.get("steps", []) if isinstance(s, dict)):
+        return "onnxruntime QDQ: int8 weights, quantised activations, op by op"
     return "; ".join(f"weights {w}, activations {a}" for w, a in forms) or "no Linear layers"
 
 

@@ -180,6 +180,8 @@ def run_command(model: Path, golden_path: Path | None, ids_text: str | None,
         scale, zero_point = ir.output_quant
         echo(f"full-integer int8: LiteRT's integer kernels, every window whole; output {ir.output}: int8, "
              f"reported dequantised (scale {scale:.6g}, zero point {zero_point})")
+    if any(str(getattr(getattr(s, "op", None), "value", "")).startswith("ort_") for s in ir.steps):
+        echo("onnxruntime QDQ: its quantised kernels and float ops, op by op, every window whole")
     if ir.ort_cpu is not None:
         echo(f"onnxruntime arithmetic of {ort_cpus.target(ir.ort_cpu).describe()}")
     if golden_path is not None:

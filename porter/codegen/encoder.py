@@ -32,11 +32,10 @@ from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwi
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.codegen.literals import f32_literal, pad4, strides_for
-from porter.codegen.integer import integer_variables, is_integer_program
+from porter.codegen.integer import ORT_FLOATS, integer_variables, is_integer_program
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.reference.ort import cpu as ort_cpus
 from porter.reference.litert.floats import EIGEN_L1_BYTES
-from porter.reference.ort.cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.toolchain.discover import CrateKind, Toolchain
 
 TEMPLATE = TEMPLATES_DIR / "rust_forward"
@@ -52,10 +51,6 @@ def crate_name(source: str, crate_dir: str | Path | None = None) -> str:
     if crate_dir is None:
         return name
     return f"{name}-{hashlib.sha256(str(Path(crate_dir).resolve()).encode()).hexdigest()[:8]}"
-
-
-# porter.reference.ort.cpu's float kernel families -> the crate's ort_float::OrtFloats
-ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
 
 
 def _ort_floats(program: EncoderProgram) -> str:

@@ -1,7 +1,8 @@
-"""Codegen of a full-integer program (porter.ir.integer): each IntegerStep as the Rust value
-model.rs builds (templates/rust_forward/src/integer.rs), with the fixed-point parameters of its
-kernel computed from the step's scales and zero points by LiteRT's own rules
-(porter.reference.litert.int8), so the crate and the numpy executor share one definition.
+"""Codegen of a program of typed steps (porter.ir.integer): each IntegerStep as the Rust value
+model.rs builds (templates/rust_forward/src/integer.rs), with the parameters of its kernel
+computed from the step's scales and zero points by the runtime's own rules (LiteRT's fixed-point
+multipliers, porter.reference.litert.int8; onnxruntime's float ratios and tables,
+porter.reference.ort.qdq), so the crate and the numpy executor share one definition.
 
 Every buffer has a slot of its own (slots 0, 1, 2: the ids, mask and token types); model.bin's
 arrays are read in its order, each into a local the steps refer to.
@@ -18,9 +19,13 @@ from porter.errors import PorterError
 from porter.ir.encoder import INPUT_IDS, INPUT_MASK, INPUT_TYPES, EncoderProgram
 from porter.ir.integer import IntegerOp, IntegerStep
 from porter.reference.litert import int8 as K
+from porter.reference.ort import cpu as ort_cpus
+from porter.reference.ort import qdq as ort_qdq
+from porter.reference.ort.cpu import AVX2_FLOATS, AVX512_FLOATS
+from porter.reference.quant import EXACT_DOT
 
-DTYPES = {"int8": "I8", "bool": "Bool", "int32": "I32", "float32": "F32"}
-READERS = {"int8": "i8s", "uint8": "i8s", "bool": "i8s", "int32": "i32s", "float32": "f32s"}
+DTYPES = {"int8": "I8", "uint8": "U8", "bool": "Bool", "int32": "I32", "float32": "F32"}
+READERS = {"int8": "i8s", "uint8": "u8s", "bool": "i8s", "int32": "i32s", "float32": "f32s"}
 COMBINE = {IntegerOp.ADD: "Add", IntegerOp.SUB: "Sub", IntegerOp.SQUARED_DIFFERENCE: "SquaredDifference",
            IntegerOp.MUL: "Mul", IntegerOp.DIV: "Div", IntegerOp.MAXIMUM: "Maximum"}
 
@@ -75,7 +80,7 @@ class _Step:
     def values(self, o) -> str:
         if o.buffer is not None:
             return f"Values::Slot({self.slots[o.buffer]})"
-        kind = {"i8s": "I8", "i32s": "I32", "f32s": "F32"}[READERS[str(self.p.weights[o.array].dtype)]]
+        kind = {"i8s": "I8", "u8s": "U8", "i32s": "I32", "f32s": "F32"}[READERS[str(self.p.weights[o.array].dtype)]]
         return f"Values::{kind}({self.local[o.array]})"
 
     def rust(self) -> str:
@@ -87,6 +92,8 @@ class _Step:
 
     def kernel(self) -> str:
         s, op = self.s, self.s.op
+        if op in ORT_KERNELS:
+            return ORT_KERNELS[op](self)
         xq, oq = (s.quants[0] if s.quants else None), s.out_quant
         if op == IntegerOp.FULLY_CONNECTED:
             outs, k = self.p.weights[f"{s.name}.weight"].shape
@@ -134,7 +141,7 @@ class _Step:
         if op == IntegerOp.LOOKUP:
             rows, width = s.table_shape
             table = self.p.weights[f"{s.name}.table"]
-            kind = {"int8": "I8", "float32": "F32"}.get(str(table.dtype))
+            kind = {"int8": "I8", "uint8": "U8", "float32": "F32"}.get(str(table.dtype))
             if kind is None:
                 raise PorterError(f"{s.name}: a {table.dtype} lookup table has no integer kernel in porter")
             return (f"IntKernel::Lookup {{ table: Values::{kind}({self.array('table')}), rows: {rows}, "
@@ -166,3 +173,117 @@ class _Step:
                 f"x: Rescale {{ zero_point: {xz}, left_shift: {shift}, multiplier: {x_mult} }}, "
                 f"y: Rescale {{ zero_point: {yz}, left_shift: {shift}, multiplier: {y_mult} }}, "
                 f"out: {_mult(mo)}, out_zp: {oz}, reciprocals: {reciprocals} }}")
+
+
+# ---- onnxruntime's kernels (QDQ programs) ----------------------------------------------------------
+
+QDQ = "crate::kernels::ort::qdq"
+# porter.reference.ort.cpu's float kernel families -> the crate's ort::float::OrtFloats
+ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
+FLOAT_ELEMENTWISE = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Maximum",
+                     "minimum": "Minimum", "neg": "Neg", "abs": "Abs", "sqrt": "Sqrt", "relu": "Relu",
+                     "erf": "ErfOrt", "tanh": "TanhOrt"}
+PREDICATES = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "less_equal": "LessEqual",
+              "greater": "Greater", "greater_equal": "GreaterEqual", "logical_and": "And", "logical_or": "Or",
+              "logical_not": "Not", "isnan": "IsNan"}
+FLOAT_REDUCES = {"reduce_sum": "Sum", "reduce_mean": "Mean", "reduce_max": "Max", "reduce_l2": "L2"}
+
+
+def _range(dtype: str) -> tuple[int, int]:
+    return {"uint8": (0, 255), "int8": (-128, 127)}[dtype]
+
+
+def _ort_quantize(w: _Step) -> str:
+    (scale, zp), (lo, hi) = w.s.out_quant, _range(w.s.dtype)
+    return f"IntKernel::OrtQuantize {{ scale: {f32_literal(scale)}, zp: {zp}, lo: {lo}, hi: {hi} }}"
+
+
+def _ort_dequantize(w: _Step) -> str:
+    scale, zp = w.s.quants[0]
+    return f"IntKernel::OrtDequantize {{ scale: {f32_literal(scale)}, zp: {zp} }}"
+
+
+def _ort_qgemm(w: _Step) -> str:
+    s = w.s
+    a = s.operands[0]
+    k, n = a.shape[-1], s.shape[-1]
+    m = s.shape[-2] if len(s.shape) > 1 else 1
+    constant_b = f"{s.name}.b" in s.arrays()
+    if constant_b:
+        batch = math.prod(a.shape[:-1]) // m
+        b = f"Some({w.array('b')})"
+    else:
+        batch = math.prod(s.shape[:-2])
+        if math.prod(s.operands[1].shape[:-2]) != batch or math.prod(a.shape[:-2]) != batch:
+            raise PorterError(f"{s.name}: a product of two activations with broadcast batch axes")
+        b = "None"
+    if s.out_quant is None:
+        output = f"{QDQ}::QgemmOutput::Float"
+    else:
+        lo, hi = _range(s.dtype)
+        output = f"{QDQ}::QgemmOutput::Quantized {{ zp: {s.out_quant[1]}, lo: {lo}, hi: {hi} }}"
+    bias = f"Some({w.array('bias')})" if s.has_bias else "None"
+    return (f"IntKernel::OrtQgemm({QDQ}::Qgemm {{ batch: {batch}, m: {m}, k: {k}, n: {n}, a_zp: {s.quants[0][1]}, "
+            f"b_const: {b}, b_zp: {w.array('b_zero_point')}, scale: {w.array('scale')}, bias: {bias}, "
+            f"output: {output}, saturating: {str(s.integer_dot != EXACT_DOT).lower()} }})")
+
+
+def _ort_qlinear_binary(w: _Step) -> str:
+    s = w.s
+    if s.kind != "add":
+        raise PorterError(f"{s.name}: no Rust kernel for QLinear {s.kind}")
+    ra, rb, fixed = ort_qdq.add_parameters(s.quants[0], s.quants[1], s.out_quant)
+    a_scalar, b_scalar = (ort_qdq.scalar_per_run(o.shape, s.shape) for o in s.operands)
+    lo, hi = _range(s.dtype)
+    return (f"IntKernel::OrtQlinearAdd({QDQ}::QlinearAdd {{ ra: {f32_literal(ra)}, rb: {f32_literal(rb)}, "
+            f"fixed: {f32_literal(fixed)}, a_scalar: {str(a_scalar).lower()}, b_scalar: {str(b_scalar).lower()}, "
+            f"lo: {lo}, hi: {hi} }})")
+
+
+def _ort_qlinear_softmax(w: _Step) -> str:
+    s = w.s
+    return (f"IntKernel::OrtQlinearSoftmax {{ table: {w.array('table')}, "
+            f"multiplier: f64::from_bits({np.float64(ort_qdq.softmax_multiplier(s.out_quant[0])).view(np.uint64):#018x}), zp: {s.out_quant[1]}, "
+            f"row: {s.shape[-1]} }}")
+
+
+def _float(w: _Step) -> str:
+    return f"IntKernel::Float({_float_op(w.s, w.p)})"
+
+
+def _float_op(s: IntegerStep, program: EncoderProgram) -> str:
+    kind = s.kind
+    if kind in FLOAT_ELEMENTWISE:
+        return f"FloatOp::Elementwise(crate::program::Elementwise::{FLOAT_ELEMENTWISE[kind]})"
+    if kind in PREDICATES:
+        return f"FloatOp::Predicate(Predicate::{PREDICATES[kind]})"
+    if kind in FLOAT_REDUCES:
+        shape = s.operands[0].shape
+        if len(shape) > 4:
+            raise PorterError(f"{s.name}: a reduction over a rank-{len(shape)} tensor")
+        reduced = tuple(sorted({int(a) % len(shape) for a in (s.attrs.get("axes") or range(len(shape)))}))
+        real = [a for a in reduced if shape[a] != 1] or list(reduced)
+        axes = [a + len(shape) - 4 in reduced for a in range(4)]
+        eigen_rows = real == [len(shape) - 1] and kind in ("reduce_sum", "reduce_mean")
+        return (f"FloatOp::Reduce {{ op: crate::program::Reduce::{FLOAT_REDUCES[kind]}, shape: {pad4(shape)}, "
+                f"axes: [{', '.join(str(a).lower() for a in axes)}], eigen_rows: {str(eigen_rows).lower()} }}")
+    if kind == "softmax":
+        floats = ORT_FLOATS[ort_cpus.target(program.ort_cpu).floats]
+        return f"FloatOp::Softmax {{ floats: crate::kernels::ort::float::OrtFloats::{floats}, row: {s.shape[-1]} }}"
+    if kind == "layer_norm":
+        return f"FloatOp::LayerNorm {{ width: {s.shape[-1]}, eps: {f32_literal(s.attrs['epsilon'])} }}"
+    if kind == "ort_matmul":
+        a, b = s.operands
+        k, n = a.shape[-1], b.shape[-1]
+        b_batched = len(b.shape) > 2 and math.prod(b.shape[:-2]) > 1
+        m = a.shape[-2] if b_batched else math.prod(a.shape[:-1])  # a 2-D B takes A's batch as rows
+        batch = math.prod(s.shape) // (m * n)
+        return f"FloatOp::MatMul {{ batch: {batch}, m: {m}, k: {k}, n: {n}, b_batched: {str(b_batched).lower()} }}"
+    if kind == "clip":
+        return f"FloatOp::Clip {{ lower: {str(s.attrs['lower']).lower()}, upper: {str(s.attrs['upper']).lower()} }}"
+    raise PorterError(f"{s.name}: no Rust kernel for onnxruntime's float {kind}")
+
+
+ORT_KERNELS = {IntegerOp.ORT_QUANTIZE: _ort_quantize, IntegerOp.ORT_DEQUANTIZE: _ort_dequantize,
+               IntegerOp.ORT_QGEMM: _ort_qgemm, IntegerOp.ORT_QLINEAR_BINARY: _ort_qlinear_binary,
+               IntegerOp.ORT_QLINEAR_SOFTMAX: _ort_qlinear_softmax, IntegerOp.FLOAT: _float}

@@ -270,6 +270,7 @@ def _scheme_lines(schemes: dict) -> list[str]:
     lines += [f"    op {layer['op']} {layer['op_type']}: weights {layer['weights']} (tensor "
               f"{layer['weight_tensor']}), activations {layer['activations']}"
               + (f" ({layer['activation_quant']})" if layer.get("activation_quant") else "")
+              + (f"; onnxruntime runs {layer['onnxruntime_runs']}" if layer.get("onnxruntime_runs") else "")
               for layer in schemes["layers"]]
     lines.append(f"  refused: {schemes['refused']}" if schemes["refused"] else
                  "  reproduced by porter")

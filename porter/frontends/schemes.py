@@ -42,7 +42,8 @@ FLOAT16_ONNX_STATUS = ("onnxruntime's CPU provider runs it in float32 between th
                        "placement yet")
 REPRODUCED = ("porter reproduces float32, float16, int8 and int4 weights with float activations, "
               "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic), "
-              "and full-integer TFLite with int8 activations (LiteRT's integer kernels)")
+              "full-integer TFLite with int8 activations (LiteRT's integer kernels) and onnxruntime QDQ with "
+              "8-bit activations (the kernels its QDQ transformers leave)")
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def _activation_scheme(g: Graph, op: Op, weight_inputs: set[int]) -> str:
         return "float16"
     producer = g.producer(x.index)
     if producer is not None and producer.type == "DequantizeLinear" and g.const(producer.inputs[0]) is None:
-        return f"static {g.tensor(producer.inputs[0]).dtype} (QDQ)"
+        return f"static {g.tensor(producer.inputs[0]).dtype} (onnxruntime QDQ)"
     direct = [g.tensor(op.inputs[i]) for i in weight_inputs]
     if any(w.dtype in ("int8", "int4") for w in direct) and g.format == "tflite":
         return "dynamic int8"
@@ -133,9 +134,11 @@ def layer_schemes(g: Graph) -> list[LayerScheme]:
 
 
 def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | None:
-    """A static-int8 layer's activation scale and zero point, in and out (as the file stores them)."""
+    """A static-int8 layer's activation scale and zero point, in and out (as the file stores them:
+    the tensors' own quantisation, or in a QDQ graph the DequantizeLinear before the layer and
+    the QuantizeLinear after it)."""
     def quant(t: int) -> str | None:
-        q = g.tensor(t).quant
+        q = g.tensor(t).quant or _qdq_params(g, t)
         if q is None or q.scale.size != 1:
             return None
         return f"scale {float(q.scale.ravel()[0]):.3g} zero point {int(q.zero_point.ravel()[0])}"
@@ -147,11 +150,24 @@ def _static_quantisation(g: Graph, op: Op, weight_inputs: set[int]) -> str | Non
     return ", ".join(parts) or None
 
 
+def _qdq_params(g: Graph, t: int) -> Quantization | None:
+    """The quantisation of a QDQ layer's input (the DequantizeLinear that makes it) or output (the
+    QuantizeLinear that reads it)."""
+    producer = g.producer(t)
+    ops = [producer] if producer is not None and producer.type == "DequantizeLinear" else \
+        [u for u in g.users(t) if u.type == "QuantizeLinear"]
+    for op in ops[:1]:
+        scale, zp = g.const(op.inputs[1]), g.const(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] >= 0 else 0
+        if scale is not None and zp is not None:
+            return Quantization(np.asarray(scale, np.float32).ravel(), np.asarray(zp, np.int64).ravel(), None)
+    return None
+
+
 def assert_scheme_reproduced(g: Graph) -> None:
     """Refuses a file whose quantisation scheme porter does not reproduce, naming the scheme and
     the first op that shows it; returns quietly for every scheme porter does reproduce."""
     static = _static_activations(g)
-    if is_full_integer(g):  # int8 activations: porter.recover.integer takes it op by op
+    if is_full_integer(g) or is_onnxruntime_qdq(g):  # porter.recover.integer / .qdq take them op by op
         static = None
     problem = _int4_weights(g) or static or _float16_compute(g)
     if problem is not None:
@@ -166,6 +182,14 @@ def is_full_integer(g: Graph) -> bool:
     quantisation; int16 or uint8 activations are another scheme)."""
     problem = _static_activations(g)
     return g.format == "tflite" and problem is not None and problem[0] == f"{FULL_INTEGER} int8 (static int8 activations)"
+
+
+def is_onnxruntime_qdq(g: Graph) -> bool:
+    """An ONNX graph in onnxruntime's QDQ format with 8-bit activations: QuantizeLinear of an
+    activation, every one to uint8 or int8 (int16 and 4-bit activations are another scheme)."""
+    quantised = [op for op in g.ops if op.type == "QuantizeLinear" and g.const(op.inputs[0]) is None]
+    return g.format == "onnx" and bool(quantised) and all(
+        g.tensor(op.outputs[0]).dtype in ("uint8", "int8") for op in quantised)
 
 
 # The ops whose int4 weights porter reproduces: LiteRT's hybrid (dynamic-range) 4-bit kernels, and
@@ -195,7 +219,7 @@ def _static_activations(g: Graph):
     for op in g.ops:
         if op.type in ("QuantizeLinear", "QLinearMatMul", "QLinearConv") and g.const(op.inputs[0]) is None:
             x = g.tensor(op.inputs[0])
-            return ("onnxruntime QDQ (static int8 activations)",
+            return (f"onnxruntime QDQ (static {g.tensor(op.outputs[0]).dtype} activations)",
                     f"op {op.index} {op.type} quantises activation {_short(x)}")
         if op.type in DATA_MOVEMENT:
             continue

@@ -1,4 +1,8 @@
-"""Integer steps: a full-integer int8 graph as a program of LiteRT's integer kernels.
+"""Integer steps: a graph with quantised activations as a program of its runtime's kernels.
+
+Two runtimes' graphs are programs of these steps: a full-integer int8 TFLite graph (LiteRT's
+integer kernels) and an onnxruntime QDQ graph (the kernels onnxruntime's CPU provider runs for
+it: porter.recover.canonical.ort_qdq decides which, its QLinear kernels between float ones).
 
 A full-integer TFLite file (ai-edge-quantizer's static_wi8_ai8, TFLiteConverter's full-integer
 quantisation) computes every layer on int8 activations, each tensor with its own scale and
@@ -9,6 +13,11 @@ bool values (`Buffer.dtype`): the step holds the file's quantisation parameters 
 operand and of its output, and the arrays it reads (weights, tables, index maps) are arrays of
 the program. The numpy semantics of each op are porter.reference.litert.int8_steps (LiteRT's
 kernels in porter.reference.litert.int8); the crate's are kernels/litert/int8/.
+
+An onnxruntime QDQ graph (program.reference ONNXRUNTIME_CPU) runs the ORT_* steps below, uint8
+or int8 activations each with its scale and zero point, and every op it leaves in float as a
+FLOAT step: one op of porter.reference.ops' vocabulary (`kind`, `attrs`) in onnxruntime's float
+arithmetic. Their numpy meaning is porter.reference.ort.qdq; the crate's kernels/ort/qdq/.
 """
 
 from __future__ import annotations
@@ -45,6 +54,15 @@ class IntegerOp(str, enum.Enum):
     LOGICAL_AND = "logical_and"
     SELECT = "select"  # condition ? a : b
     ABS = "abs"  # float32
+    # onnxruntime's kernels (QDQ graphs)
+    ORT_QUANTIZE = "ort_quantize"  # QuantizeLinear: float32 -> uint8 / int8, x / scale rounded half to even
+    ORT_DEQUANTIZE = "ort_dequantize"  # DequantizeLinear: uint8 / int8 / int32 -> float32, (q - zp) * scale
+    # QLinearMatMul, QGemm: an integer GEMM (MLAS's, the u8 x s8 dot saturating as the CPU's does),
+    # requantised per output column (or scaled to float32 by a QGemm without an output scale)
+    ORT_QGEMM = "ort_qgemm"
+    ORT_QLINEAR_BINARY = "ort_qlinear_binary"  # QLinearAdd (`kind` "add"): MLAS's float rescaling, fma order
+    ORT_QLINEAR_SOFTMAX = "ort_qlinear_softmax"  # a table of exp per distance from the row's maximum
+    FLOAT = "float"  # one float op (`kind`), onnxruntime's float kernel
 
 
 # the ops of two quantised int8 operands (broadcast against each other)
@@ -63,7 +81,12 @@ class IntegerStep(Step):
     multiplier and shift, x_scale * w_scale / out_scale), `<name>.bias` (int32, if any); DIV
     `<name>.reciprocal` (int32 [256, 2]: gemmlowp's reciprocal of each divisor 1..255); TABLE `<name>.table` (int8 [256],
     index value + 128); SOFTMAX `<name>.table` (float32 [256]); LOOKUP `<name>.table` ([rows,
-    width]); INDEX `<name>.index` (int32, one source position per output value)."""
+    width]); INDEX `<name>.index` (int32, one source position per output value).
+
+    ORT_QGEMM: operands [a] with `<name>.b` a constant B stored [n, k], or [a, b] both activations;
+    `<name>.b_zero_point` (int32 [n]), `<name>.scale` (float32 [n]: onnxruntime's output scale of
+    each column, a_scale * b_scale / y_scale), `<name>.bias` (int32 [n], if any); out_quant None
+    for a float output. ORT_QLINEAR_SOFTMAX `<name>.table` (float32 [256])."""
 
     op: IntegerOp
     operands: list[Operand]
@@ -77,6 +100,9 @@ class IntegerStep(Step):
     table_shape: tuple[int, ...] = ()  # LOOKUP: its table's [rows, width]
     adjoint: tuple[bool, bool] = (False, False)  # BATCH_MATMUL: operand a, b transposed (adj_x, adj_y)
     own_arrays: list[str] = field(default_factory=list)
+    kind: str = ""  # FLOAT: the op (porter.reference.ops' vocabulary)
+    attrs: dict = field(default_factory=dict)  # FLOAT: its attributes
+    integer_dot: str = "exact"  # ORT_QGEMM: the u8 x s8 dot (porter.reference.quant.u8s8_dot)
 
     def arrays(self) -> list[str]:
         return list(self.own_arrays)

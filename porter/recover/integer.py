@@ -1,4 +1,5 @@
-"""Full-integer TFLite graphs -> a program of integer steps (porter.ir.integer).
+"""Graphs with quantised activations -> a program of typed steps (porter.ir.integer): full-integer
+TFLite graphs here, onnxruntime QDQ graphs in porter.recover.qdq, both on TypedRecovery.
 
 A full-integer graph's layers compute on int8 activations with the file's scale and zero point
 per tensor, so recovery does not look for float blocks: every op becomes the integer kernel
@@ -58,17 +59,24 @@ def recover_integer(g: Graph, window: int | None = None) -> EncoderProgram:
     g = bind(g, window)  # checks a --window against the graph's own
     if len(g.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(g.outputs)}")
-    r = _Recovery(g)
+    consts = {t.index: t.data for t in g.tensors if t.data is not None}
+    r = _LiteRT(g, consts, input_roles(g, consts, ALIASES | {"CAST"}, LOOKUPS))
     for op in g.ops:
         r.op(op)
-    return r.program()
+    return r.program(Reference.LITERT_BUILTIN, eigen_l1d=EIGEN_L1_BYTES)
 
 
-class _Recovery:
-    def __init__(self, g: Graph):
+class TypedRecovery:
+    """A graph's ops as typed steps, in the file's order: what both runtimes' recoveries share
+    (operands, steps, views as index maps, lookups, the program). A subclass decides each op's
+    kernel (`op`), how views and folds are computed (`run_view`), and quantisation (`quant`)."""
+
+    DTYPES = {"int8", "int32", "float32", "bool"}
+
+    def __init__(self, g: Graph, consts: dict[int, np.ndarray], roles: tuple[dict[int, str], int]):
         self.g = g
-        self.consts: dict[int, np.ndarray] = {t.index: t.data for t in g.tensors if t.data is not None}
-        self.roles, self.vocab = _input_roles(g)
+        self.consts = consts
+        self.roles, self.vocab = roles
         self.source: dict[int, str] = {t: role for t, role in self.roles.items()}  # tensor -> buffer
         self.steps: list[IntegerStep] = []
         self.buffers: dict[str, Buffer] = {}
@@ -84,6 +92,96 @@ class _Recovery:
         value = self.consts[t]
         self.weights[name] = value.astype(np.int8) if value.dtype == np.bool_ else value
         return Operand(None, name, shape)
+
+    def emit(self, op: Op, step_op: IntegerOp, inputs: list[int], arrays: dict | None = None, **extra) -> None:
+        out = op.outputs[0]
+        tensor = self.g.tensor(out)
+        for t in [*inputs, out]:
+            if self.dtype(t) not in self.DTYPES:
+                raise PorterError(f"op {op.index} {op.type}: tensor {t} {self.g.tensor(t).name!r} is "
+                                  f"{self.g.tensor(t).dtype}, which porter's integer kernels do not take")
+        name = f"op{op.index}"
+        for key, value in (arrays or {}).items():
+            self.weights[f"{name}.{key}"] = value
+        operands = [self.operand(t) for t in inputs]
+        quants = extra.pop("quants", None) or [self.quant(op, t) for t in inputs]
+        out_quant = extra.pop("out_quant") if "out_quant" in extra else self.quant(op, out)
+        step = IntegerStep(
+            name=name, inputs=[o.buffer for o in operands if o.buffer], outputs=[f"t{out}"],
+            source_ops=list(extra.pop("source_ops", [op.index])), op=step_op, operands=operands,
+            in_dtypes=[self.dtype(t) for t in inputs], shape=extra.pop("shape", tuple(tensor.shape)),
+            dtype=self.dtype(out), quants=quants, out_quant=out_quant,
+            own_arrays=[f"{name}.{k}" for k in (arrays or {})], **extra)
+        self.steps.append(step)
+        self.buffers[f"t{out}"] = Buffer(1, int(np.prod(tensor.shape)), False, Rows.ALL, self.dtype(out))
+        self.source[out] = f"t{out}"
+
+    def dtype(self, t: int) -> str:
+        """The type of a tensor's values in the program."""
+        return self.g.tensor(t).dtype
+
+    def lookup(self, op: Op, table_input: int, ids_input: int) -> None:
+        if op.options.get("axis", 0) or op.options.get("batch_dims", 0):
+            raise PorterError(f"op {op.index} {op.type}: a lookup along axis {op.options.get('axis')} (batch_dims "
+                              f"{op.options.get('batch_dims', 0)}) has no integer kernel in porter")
+        table = self.consts[op.inputs[table_input]]
+        table = table.reshape(table.shape[0], -1)
+        self.emit(op, IntegerOp.LOOKUP, [op.inputs[ids_input]], {"table": table}, table_shape=table.shape)
+
+    def view(self, op: Op) -> None:
+        x = op.inputs[0]
+        shape = self.g.tensor(x).shape
+        positions = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+        ins = [positions] + [self.consts[t] if t >= 0 else None for t in op.inputs[1:]]
+        index = np.asarray(self.run_view(op, ins), np.int32).reshape(-1)
+        if index.size == positions.size and (index == positions.reshape(-1)).all():
+            self.source[op.outputs[0]] = self.source[x]  # the identity: an alias
+            return
+        self.emit(op, IntegerOp.INDEX, [x], {"index": index})
+
+    # ---- the program -------------------------------------------------------------------------
+
+    def program(self, reference: Reference, **facts) -> EncoderProgram:
+        g = self.g
+        (output_name, out_t), = g.outputs.items()
+        if out_t not in self.source:
+            raise PorterError(f"output {output_name!r}: computed from constants alone")
+        tensor = g.tensor(out_t)
+        seq = g.tensor(next(t for t, role in self.roles.items() if role == INPUT_IDS)).shape[-1]
+        output_quant = None
+        if tensor.dtype in ("int8", "uint8"):
+            output_quant = self.quant(self.g.producer(out_t), out_t)
+            self.steps.append(IntegerStep(
+                name="output", inputs=[self.source[out_t]], outputs=["output"], source_ops=[],
+                op=IntegerOp.OUTPUT, operands=[self.operand(out_t)], in_dtypes=[tensor.dtype], shape=tuple(tensor.shape),
+                dtype="float32", quants=[output_quant], out_quant=None))
+            output_buffer = "output"
+        elif tensor.dtype == "float32":
+            output_buffer = self.source[out_t]
+        else:
+            raise PorterError(f"output {output_name!r}: tensor {out_t} is {tensor.dtype}; porter reports "
+                              "float32 or int8 outputs")
+        size = int(np.prod(tensor.shape))
+        dims = list(tensor.shape)
+        while len(dims) > 1 and dims[0] == 1:
+            dims = dims[1:]
+        tokens = len(dims) >= 2 and dims[0] == seq
+        self.buffers[output_buffer] = Buffer(seq if tokens else 1, size // seq if tokens else size, tokens,
+                                             Rows.ALL, "float32")
+        self.buffers[INPUT_MASK] = Buffer(seq, 1, True)
+        names = {role: name for name, t in g.inputs.items() for r, role in [(t, self.roles.get(t))] if role}
+        return EncoderProgram(
+            source=g.path, format=g.format, reference=reference, seq=seq, vocab=self.vocab,
+            ids_input=names[INPUT_IDS], mask_input=names.get(INPUT_MASK), output=output_name,
+            output_buffer=output_buffer, buffers=self.buffers, steps=self.steps, weights=self.weights,
+            padding_is_inert=False, types_input=names.get(INPUT_TYPES), output_quant=output_quant, **facts)
+
+
+class _LiteRT(TypedRecovery):
+    """LiteRT's integer kernels, op by op."""
+
+    def run_view(self, op: Op, ins: list) -> np.ndarray:
+        return full_integer.KERNELS[op.type](self.g, op, ins)
 
     def quant(self, op: Op, t: int):
         """A quantised tensor's (scale, zero point); None for an unquantised one."""
@@ -101,27 +199,6 @@ class _Recovery:
                               "which porter's integer kernels cannot represent")
         return float(np.float32(scale)), int(q.zero_point.ravel()[0])
 
-    def emit(self, op: Op, kind: IntegerOp, inputs: list[int], arrays: dict | None = None, **extra) -> None:
-        out = op.outputs[0]
-        tensor = self.g.tensor(out)
-        for t in [*inputs, out]:
-            if self.g.tensor(t).dtype not in DTYPES:
-                raise PorterError(f"op {op.index} {op.type}: tensor {t} {self.g.tensor(t).name!r} is "
-                                  f"{self.g.tensor(t).dtype}, which porter's integer kernels do not take")
-        name = f"op{op.index}"
-        for key, value in (arrays or {}).items():
-            self.weights[f"{name}.{key}"] = value
-        operands = [self.operand(t) for t in inputs]
-        step = IntegerStep(
-            name=name, inputs=[o.buffer for o in operands if o.buffer], outputs=[f"t{out}"], source_ops=[op.index],
-            op=kind, operands=operands, in_dtypes=[self.g.tensor(t).dtype for t in inputs],
-            shape=extra.pop("shape", tuple(tensor.shape)), dtype=tensor.dtype,
-            quants=[self.quant(op, t) for t in inputs], out_quant=self.quant(op, out),
-            own_arrays=[f"{name}.{k}" for k in (arrays or {})], **extra)
-        self.steps.append(step)
-        self.buffers[f"t{out}"] = Buffer(1, int(np.prod(tensor.shape)), False, Rows.ALL, tensor.dtype)
-        self.source[out] = f"t{out}"
-
     # ---- ops ---------------------------------------------------------------------------------
 
     def op(self, op: Op) -> None:
@@ -137,7 +214,7 @@ class _Recovery:
             self.source[op.outputs[0]] = self.source[op.inputs[0]]
         elif op.type in LOOKUPS and op.inputs[LOOKUPS[op.type][0]] in self.consts \
                 and op.inputs[LOOKUPS[op.type][1]] not in self.consts:
-            self.lookup(op)
+            self.lookup(op, *LOOKUPS[op.type])
         elif op.type in VIEWS and all(t in self.consts for t in ins[1:]):
             self.view(op)
         elif op.type == "FULLY_CONNECTED":
@@ -177,26 +254,6 @@ class _Recovery:
         if self.g.tensor(t).dtype != "int8":
             raise PorterError(f"op {op.index} {op.type}: tensor {t} {self.g.tensor(t).name!r} is "
                               f"{self.g.tensor(t).dtype}; porter's integer kernel for it takes int8")
-
-    def lookup(self, op: Op) -> None:
-        table_input, ids_input = LOOKUPS[op.type]
-        if op.options.get("axis", 0) or op.options.get("batch_dims", 0):
-            raise PorterError(f"op {op.index} {op.type}: a lookup along axis {op.options.get('axis')} (batch_dims "
-                              f"{op.options.get('batch_dims', 0)}) has no integer kernel in porter")
-        table = self.consts[op.inputs[table_input]]
-        table = table.reshape(table.shape[0], -1)
-        self.emit(op, IntegerOp.LOOKUP, [op.inputs[ids_input]], {"table": table}, table_shape=table.shape)
-
-    def view(self, op: Op) -> None:
-        x = op.inputs[0]
-        shape = self.g.tensor(x).shape
-        positions = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
-        ins = [positions] + [self.consts[t] if t >= 0 else None for t in op.inputs[1:]]
-        index = np.asarray(full_integer.KERNELS[op.type](self.g, op, ins), np.int32).reshape(-1)
-        if index.size == positions.size and (index == positions.reshape(-1)).all():
-            self.source[op.outputs[0]] = self.source[x]  # the identity: an alias
-            return
-        self.emit(op, IntegerOp.INDEX, [x], {"index": index})
 
     def fully_connected(self, op: Op) -> None:
         g = self.g
@@ -244,48 +301,13 @@ class _Recovery:
         kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
         self.emit(op, REDUCTIONS[op.type], [x], axes=axes, shape=kept)
 
-    # ---- the program -------------------------------------------------------------------------
 
-    def program(self) -> EncoderProgram:
-        g = self.g
-        (output_name, out_t), = g.outputs.items()
-        if out_t not in self.source:
-            raise PorterError(f"output {output_name!r}: computed from constants alone")
-        tensor = g.tensor(out_t)
-        seq = g.tensor(next(t for t, role in self.roles.items() if role == INPUT_IDS)).shape[-1]
-        output_quant = None
-        if tensor.dtype == "int8":
-            output_quant = self.quant(self.g.producer(out_t), out_t)
-            self.steps.append(IntegerStep(
-                name="output", inputs=[self.source[out_t]], outputs=["output"], source_ops=[],
-                op=IntegerOp.OUTPUT, operands=[self.operand(out_t)], in_dtypes=["int8"], shape=tuple(tensor.shape),
-                dtype="float32", quants=[output_quant], out_quant=None))
-            output_buffer = "output"
-        elif tensor.dtype == "float32":
-            output_buffer = self.source[out_t]
-        else:
-            raise PorterError(f"output {output_name!r}: tensor {out_t} is {tensor.dtype}; porter reports "
-                              "float32 or int8 outputs")
-        size = int(np.prod(tensor.shape))
-        dims = list(tensor.shape)
-        while len(dims) > 1 and dims[0] == 1:
-            dims = dims[1:]
-        tokens = len(dims) >= 2 and dims[0] == seq
-        self.buffers[output_buffer] = Buffer(seq if tokens else 1, size // seq if tokens else size, tokens,
-                                             Rows.ALL, "float32")
-        self.buffers[INPUT_MASK] = Buffer(seq, 1, True)
-        names = {role: name for name, t in g.inputs.items() for r, role in [(t, self.roles.get(t))] if role}
-        return EncoderProgram(
-            source=g.path, format=g.format, reference=Reference.LITERT_BUILTIN, seq=seq, vocab=self.vocab,
-            ids_input=names[INPUT_IDS], mask_input=names.get(INPUT_MASK), output=output_name,
-            output_buffer=output_buffer, buffers=self.buffers, steps=self.steps, weights=self.weights,
-            padding_is_inert=False, eigen_l1d=EIGEN_L1_BYTES, types_input=names.get(INPUT_TYPES),
-            output_quant=output_quant)
-
-
-def _input_roles(g: Graph) -> tuple[dict[int, str], int]:
+def input_roles(g: Graph, consts: dict, passes: set[str], lookups: dict[str, tuple[int, int]]
+                ) -> tuple[dict[int, str], int]:
     """Graph input tensor -> INPUT_IDS / INPUT_TYPES / INPUT_MASK, and the ids' table rows: each
-    input followed through aliases and casts to the constant tables it indexes."""
+    input followed through the ops that pass it on (`passes`: aliases, casts) to the constant
+    tables it indexes (`lookups`: op -> (table input, ids input); consts: the constants, folded
+    ones included)."""
     rows: dict[int, int] = {}
     for t in g.inputs.values():
         frontier, seen = [t], set()
@@ -293,12 +315,12 @@ def _input_roles(g: Graph) -> tuple[dict[int, str], int]:
             v = frontier.pop()
             seen.add(v)
             for user in g.users(v):
-                if user.type in ALIASES | {"CAST"} and user.inputs[0] == v:
+                if user.type in passes and user.inputs[0] == v:
                     frontier += [o for o in user.outputs if o not in seen]
-                elif user.type in LOOKUPS:
-                    table, ids = LOOKUPS[user.type]
-                    if user.inputs[ids] == v and g.tensor(user.inputs[table]).data is not None:
-                        rows[t] = max(rows.get(t, 0), g.tensor(user.inputs[table]).shape[0])
+                elif user.type in lookups:
+                    table, ids = lookups[user.type]
+                    if user.inputs[ids] == v and user.inputs[table] in consts:
+                        rows[t] = max(rows.get(t, 0), np.shape(consts[user.inputs[table]])[0])
     if not rows:
         raise PorterError("no input indexes a table: porter finds a full-integer encoder's token ids by the "
                           "embedding table they index")

@@ -25,6 +25,7 @@ from porter.ir.integer import IntegerStep
 from porter.reference.litert import floats as LF
 from porter.reference.litert import int8_steps
 from porter.reference.ort import floats as OF
+from porter.reference.ort import qdq
 from porter.reference import ops
 from porter.reference.ort import cpu as ort_cpu
 
@@ -71,7 +72,10 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     w = program.weights
     ref = program.reference
     if isinstance(step, IntegerStep):
-        return [int8_steps.run(step, w, [operand_value(o, w, values) for o in step.operands])]
+        ins = [operand_value(o, w, values) for o in step.operands]
+        if ref == Reference.ONNXRUNTIME_CPU:  # an onnxruntime QDQ program
+            return [qdq.run(step, w, ins, lambda kind, attrs, xs: ops.evaluate(kind, attrs, xs, ref))]
+        return [int8_steps.run(step, w, ins)]
     if isinstance(step, Embed):
         return [embed(step, w, values[INPUT_IDS], values.get(INPUT_TYPES))]
     if isinstance(step, LinearStep):

@@ -235,6 +235,31 @@ def _matmul(attrs, a, b, ref):
     return OF.sgemm(a, b, alpha=float(attrs.get("alpha", 1.0)))
 
 
+def _ort_matmul(attrs, a, b, ref):
+    """onnxruntime's float MatMul of a B it does not prepack (an activation, or a weight computed
+    by a DequantizeLinear it does not fold): MLAS's M = 1 kernel or its SGEMM."""
+    if ref != Reference.ONNXRUNTIME_CPU:
+        raise Unsupported("ort_matmul outside onnxruntime")
+    a, b = _f32(a), _f32(b)
+    if b.ndim == 2:  # onnxruntime's MatMul folds A's batch axes into its rows: one product
+        return OF.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return OF.matmul(a, b)
+
+
+def _clip(attrs, x, *bounds, ref=None):
+    """Clip: the larger of x and lo, then the smaller of that and hi (attrs "lower", "upper":
+    which bounds are given, in that order)."""
+    bounds = list(bounds)
+    lo = bounds.pop(0) if attrs.get("lower") else None
+    hi = bounds.pop(0) if attrs.get("upper") else None
+    out = _f32(x)
+    if lo is not None:
+        out = np.where(out < _f32(lo), _f32(lo), out)
+    if hi is not None:
+        out = np.where(_f32(hi) < out, _f32(hi), out)
+    return out.astype(F32)
+
+
 def linear(attrs, x, ref):
     """x [..., in] @ W^T (+ b) in the arithmetic the canonical linear op records."""
     x = _f32(x)
@@ -434,7 +459,7 @@ EVALUATORS = {
     "stack": lambda attrs, *xs, ref: np.stack([np.asarray(x) for x in xs], axis=int(attrs["axis"])),
     "softmax": _softmax,
     "l2_normalization": _l2_normalization,
-    "matmul": _matmul,
+    "matmul": _matmul, "ort_matmul": _ort_matmul,
     "linear": linear,
     "layer_norm": _layer_norm,
     "view": view, "permute": _permute, "expand": _expand,
@@ -442,6 +467,7 @@ EVALUATORS = {
     "dequantize": _dequantize, "cast": _cast, "slice": _slice, "concat": _concat,
     "cumsum": _cumsum, "where": _where, "fill": _fill, "range": _range,
     "trilu": _trilu, "tile": _tile,
+    "clip": lambda attrs, *xs, ref: _clip(attrs, *xs, ref=ref),
 }
 
 
@@ -451,7 +477,7 @@ def evaluate(kind: str, attrs: dict, inputs: list, ref: Reference) -> np.ndarray
     if fn is None:
         raise Unsupported(f"no evaluator for {kind}")
     try:
-        if kind in ("concat", "stack"):
+        if kind in ("concat", "stack", "clip"):
             return np.asarray(fn(attrs, *inputs, ref=ref))
         if kind == "fill":
             return np.asarray(fn(attrs, ref))

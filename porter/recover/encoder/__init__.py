@@ -21,7 +21,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.frontends.schemes import is_full_integer
+from porter.frontends.schemes import is_full_integer, is_onnxruntime_qdq
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, L2NormalizeStep, LayerNorm, Linear, LinearStep, MaskMode,
                                Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
@@ -29,6 +29,7 @@ from porter.recover import probe
 from porter.recover.encoder import attention, embeddings, norms
 from porter.recover.encoder.skip_bias import fuse_skip_biases
 from porter.recover.integer import recover_integer
+from porter.recover.qdq import recover_qdq
 from porter.recover.canonical import GATHERS, Canonical, canonicalise, gathers_as_slices, ort_shapes
 from porter.recover.canonical.ort_activations import fast_gelu_at
 from porter.recover.engine import AnyOf, Const, Op, Var, match
@@ -79,6 +80,8 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     table's size)."""
     if is_full_integer(g):  # int8 activations: LiteRT's integer kernels op by op, no float blocks
         return recover_integer(g, window)
+    if is_onnxruntime_qdq(g):  # onnxruntime QDQ: the kernels its QDQ transformers leave, op by op
+        return recover_qdq(g, _ort_cpu_of(g, ort_cpu), window)
     eigen_l1d = _eigen_l1d_of(g, l1d)
     c = canonicalise(g, _ort_cpu_of(g, ort_cpu), window)
     cg = c.graph

@@ -49,6 +49,8 @@ def _fma(a, b, c):
     return out
 
 
+fma = _fma  # the same, for the other kernels of onnxruntime (porter.reference.ort.qdq)
+
 _LOW_29 = (1 << 29) - 1  # the float64 mantissa bits float32 drops
 _HALF_29 = 1 << 28
 _F32_SMALLEST_NORMAL = np.float64(np.finfo(np.float32).tiny)

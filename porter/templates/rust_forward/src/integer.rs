@@ -1,10 +1,16 @@
-//! A full-integer program (porter.ir.integer): LiteRT's integer kernels one step at a time over
-//! typed buffers, every window whole (the int8 softmax weighs every key, padding included, so
-//! no row can be left out). Slots 0, 1 and 2 hold the window's ids, mask and token types.
+//! A program of typed steps (porter.ir.integer): LiteRT's integer kernels (a full-integer TFLite
+//! graph) or onnxruntime's (a QDQ graph: its quantised kernels, kernels/ort/qdq.rs, between
+//! float ones), one step at a time over typed buffers, every window whole (a quantised softmax
+//! weighs every key, padding included, so no row can be left out). Slots 0, 1 and 2 hold the
+//! window's ids, mask and token types.
 
 use crate::kernels::litert::int8::dot::{batch_matmul, dot, fully_connected, BatchMatmul, FullyConnected};
 use crate::kernels::litert::int8::elementwise::{self as ew, binary, reduced, Binary, Reduction};
 use crate::kernels::litert::int8::fixed_point::Multiplier;
+use crate::kernels::common::generic;
+use crate::kernels::ort::float::{layer_norm_row, m1_columns, sgemm_columns, softmax, stride_k, OrtFloats};
+use crate::kernels::ort::qdq::{self, Qgemm, QlinearAdd};
+use crate::program::{Elementwise, Reduce};
 use crate::model::*;
 use crate::profile::{Phase, Profile};
 use crate::program::Step;
@@ -17,6 +23,7 @@ pub const TYPES_SLOT: usize = 2;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum DType {
     I8,
+    U8,
     Bool,
     I32,
     F32,
@@ -27,6 +34,7 @@ pub enum DType {
 pub enum Values<'a> {
     Slot(usize),
     I8(&'a [i8]),
+    U8(&'a [u8]),
     I32(&'a [i32]),
     F32(&'a [f32]),
 }
@@ -60,6 +68,51 @@ pub enum IntKernel<'a> {
     /// condition ? a : b, broadcast
     Select,
     Abs,
+    /// onnxruntime's QuantizeLinear: f32 -> the step's dtype (U8 or I8), whose range is lo..=hi
+    OrtQuantize { scale: f32, zp: i32, lo: i32, hi: i32 },
+    /// onnxruntime's DequantizeLinear: U8 / I8 / I32 -> f32
+    OrtDequantize { scale: f32, zp: i32 },
+    /// QLinearMatMul / QGemm: operand 0 is A, operand 1 an activation B (if not constant)
+    OrtQgemm(Qgemm<'a>),
+    /// QLinearAdd, its operands broadcast
+    OrtQlinearAdd(QlinearAdd),
+    /// QLinearSoftmax over rows of `row` uint8 values
+    OrtQlinearSoftmax { table: &'a [f32], multiplier: f64, zp: i32, row: usize },
+    /// one op onnxruntime runs in float
+    Float(FloatOp),
+}
+
+/// onnxruntime's float ops in a QDQ program (FLOAT steps).
+pub enum FloatOp {
+    /// generic::elementwise over the step's shape: one operand, or two broadcast
+    Elementwise(Elementwise),
+    /// over the flagged axes of operand 0's `shape`; `eigen_rows`: a last-axis sum in Eigen's order
+    Reduce { op: Reduce, shape: [usize; 4], axes: [bool; 4], eigen_rows: bool },
+    /// MLAS's softmax over rows of `row` values
+    Softmax { floats: OrtFloats, row: usize },
+    /// LayerNormalization over rows of `width` (operands x, gamma, beta)
+    LayerNorm { width: usize, eps: f32 },
+    /// MatMul of a [batch, m, k] and b [batch (or one, b_batched false), k, n], B not prepacked
+    MatMul { batch: usize, m: usize, k: usize, n: usize, b_batched: bool },
+    /// the larger of x and the lower bound, then the smaller of that and the upper (operands x,
+    /// then the bounds given)
+    Clip { lower: bool, upper: bool },
+    /// a comparison or logical op of two operands (broadcast), or of one (Not, IsNaN): bool out
+    Predicate(Predicate),
+}
+
+#[derive(Clone, Copy)]
+pub enum Predicate {
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    And,
+    Or,
+    Not,
+    IsNan,
 }
 
 pub struct IntStep<'a> {
@@ -73,6 +126,7 @@ pub struct IntStep<'a> {
 
 pub enum Tensor {
     I8(Vec<i8>),
+    U8(Vec<u8>),
     I32(Vec<i32>),
     F32(Vec<f32>),
 }
@@ -100,6 +154,7 @@ macro_rules! typed_values {
 
 impl<'a> State<'a> {
     typed_values!(i8s, i8, I8, "int8");
+    typed_values!(u8s, u8, U8, "uint8");
     typed_values!(f32s, f32, F32, "float32");
     typed_values!(i32s, i32, I32, "int32");
 
@@ -108,10 +163,12 @@ impl<'a> State<'a> {
         match v {
             Values::Slot(s) => match &self.slots[*s] {
                 Tensor::I8(x) => x[i] as f64,
+                Tensor::U8(x) => x[i] as f64,
                 Tensor::I32(x) => x[i] as f64,
                 Tensor::F32(x) => x[i] as f64,
             },
             Values::I8(x) => x[i] as f64,
+            Values::U8(x) => x[i] as f64,
             Values::I32(x) => x[i] as f64,
             Values::F32(x) => x[i] as f64,
         }
@@ -142,6 +199,7 @@ fn from_wide(dtype: DType, values: impl Iterator<Item = f64>) -> Tensor {
     match dtype {
         DType::Bool => Tensor::I8(values.map(|v| (v != 0.0) as i8).collect()),
         DType::I8 => Tensor::I8(values.map(|v| v as i64 as i8).collect()),
+        DType::U8 => Tensor::U8(values.map(|v| v as i64 as u8).collect()),
         DType::I32 => Tensor::I32(values.map(|v| v as i64 as i32).collect()),
         DType::F32 => Tensor::F32(values.map(|v| v as f32).collect()),
     }
@@ -225,8 +283,9 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
             };
             return (match table {
                 Values::I8(t) => Tensor::I8(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
+                Values::U8(t) => Tensor::U8(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
                 Values::F32(t) => Tensor::F32(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
-                _ => panic!("a lookup table is int8 or float32"),
+                _ => panic!("a lookup table is int8, uint8 or float32"),
             }, Phase::Other);
         }
         IntKernel::Index(index) => {
@@ -234,9 +293,45 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
             return (match step.dtype {
                 DType::F32 => Tensor::F32(index.iter().map(|&i| s.f32s(v)[i as usize]).collect()),
                 DType::I32 => Tensor::I32(index.iter().map(|&i| s.i32s(v)[i as usize]).collect()),
+                DType::U8 => Tensor::U8(index.iter().map(|&i| s.u8s(v)[i as usize]).collect()),
                 _ => Tensor::I8(index.iter().map(|&i| s.i8s(v)[i as usize]).collect()),
             }, Phase::Other);
         }
+        IntKernel::OrtQuantize { scale, zp, lo, hi } => {
+            let q = s.f32s(x.unwrap()).iter().map(|&v| qdq::quantize(v, *scale, *zp, *lo, *hi));
+            return (integers(step.dtype, q), Phase::Other);
+        }
+        IntKernel::OrtDequantize { scale, zp } => {
+            let y = (0..len).map(|i| qdq::dequantize(s.wide(x.unwrap(), i) as i32, *scale, *zp)).collect();
+            return (Tensor::F32(y), Phase::Other);
+        }
+        IntKernel::OrtQgemm(p) => {
+            let a = s.narrow(x.unwrap());
+            let b = step.operands.get(1).map_or(Vec::new(), |o| s.narrow(&o.values));
+            let mut y = vec![0.0f32; len];
+            qdq::qgemm(p, &a, &b, &mut y);
+            return (match p.output {
+                qdq::QgemmOutput::Float => Tensor::F32(y),
+                _ => integers(step.dtype, y.into_iter().map(|v| v as i32)),
+            }, Phase::Matmul);
+        }
+        IntKernel::OrtQlinearAdd(p) => {
+            let (a, b) = (&step.operands[0].values, &step.operands[1].values);
+            let mut q = vec![0i32; len];
+            for_each_broadcast(step.shape, &step.operands, |i, at| {
+                q[i] = qdq::qlinear_add(p, s.wide(a, at[0]) as i32, s.wide(b, at[1]) as i32)
+            });
+            return (integers(step.dtype, q.into_iter()), Phase::Other);
+        }
+        IntKernel::OrtQlinearSoftmax { table, multiplier, zp, row } => {
+            let x = s.u8s(x.unwrap());
+            let mut y = vec![0u8; len];
+            for (xr, yr) in x.chunks_exact(*row).zip(y.chunks_exact_mut(*row)) {
+                qdq::qlinear_softmax_row(table, *multiplier, *zp, xr, yr);
+            }
+            return (Tensor::U8(y), Phase::Attention);
+        }
+        IntKernel::Float(op) => return float_op(op, step, s),
         IntKernel::Cast => return (from_wide(step.dtype, (0..len).map(|i| s.wide(x.unwrap(), i))), Phase::Other),
         IntKernel::Abs => return (Tensor::F32(s.f32s(x.unwrap()).iter().map(|v| v.abs()).collect()), Phase::Other),
         IntKernel::LogicalAnd => {
@@ -256,6 +351,110 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
         }
     };
     (Tensor::I8(y8), phase)
+}
+
+/// Quantised values (int8 or uint8, as `dtype` says) from i32s already in range.
+fn integers(dtype: DType, values: impl Iterator<Item = i32>) -> Tensor {
+    match dtype {
+        DType::U8 => Tensor::U8(values.map(|v| v as u8).collect()),
+        _ => Tensor::I8(values.map(|v| v as i8).collect()),
+    }
+}
+
+impl<'a> State<'a> {
+    /// A quantised operand's values as i16 (the integer GEMM's input).
+    fn narrow(&self, v: &Values<'a>) -> Vec<i16> {
+        match v {
+            Values::Slot(s) => match &self.slots[*s] {
+                Tensor::U8(x) => x.iter().map(|&q| q as i16).collect(),
+                Tensor::I8(x) => x.iter().map(|&q| q as i16).collect(),
+                _ => panic!("slot {s}: not quantised values"),
+            },
+            Values::U8(x) => x.iter().map(|&q| q as i16).collect(),
+            Values::I8(x) => x.iter().map(|&q| q as i16).collect(),
+            _ => panic!("quantised values were expected"),
+        }
+    }
+
+    /// An f32 operand as a slice (a slot's, or model.bin's).
+    fn floats<'s>(&'s self, o: &'s IntOperand<'a>) -> &'s [f32] {
+        self.f32s(&o.values)
+    }
+}
+
+/// One float op of a QDQ program, in onnxruntime's float kernels.
+fn float_op(op: &FloatOp, step: &IntStep, s: &State) -> (Tensor, Phase) {
+    let len: usize = step.shape.iter().product();
+    let ops = &step.operands;
+    let mut y = vec![0.0f32; len];
+    match op {
+        FloatOp::Elementwise(e) => {
+            let a = s.floats(&ops[0]);
+            let b = ops.get(1).map(|o| (s.floats(o), o.strides));
+            generic::elementwise(*e, a, ops[0].strides, b, step.shape, len, &mut y);
+        }
+        FloatOp::Reduce { op, shape, axes, eigen_rows } => {
+            let kept: [usize; 4] = core::array::from_fn(|a| if axes[a] { 1 } else { shape[a] });
+            generic::reduce(*op, s.floats(&ops[0]), *shape, *axes, *eigen_rows, kept, &mut y);
+        }
+        FloatOp::Softmax { floats, row } => {
+            y.copy_from_slice(&s.floats(&ops[0])[..len]);
+            y.chunks_exact_mut(*row).for_each(|r| softmax(r, *floats));
+        }
+        FloatOp::LayerNorm { width, eps } => {
+            let (x, gamma, beta) = (s.floats(&ops[0]), s.floats(&ops[1]), s.floats(&ops[2]));
+            for (xr, yr) in x[..len].chunks_exact(*width).zip(y.chunks_exact_mut(*width)) {
+                layer_norm_row(xr, gamma, beta, *eps, yr);
+            }
+        }
+        FloatOp::MatMul { batch, m, k, n, b_batched } => {
+            let (a, b) = (s.floats(&ops[0]), s.floats(&ops[1]));
+            for bi in 0..*batch {
+                let bm = &b[if *b_batched { bi * k * n } else { 0 }..];
+                for r in 0..*m {
+                    let (row, out) = (&a[(bi * m + r) * k..(bi * m + r + 1) * k], &mut y[(bi * m + r) * n..(bi * m + r + 1) * n]);
+                    if *m == 1 {
+                        m1_columns(row, bm, *n, *n, out);
+                    } else {
+                        sgemm_columns(row, bm, *n, *n, stride_k(*n, *k, false), 1.0, out);
+                    }
+                }
+            }
+            return (Tensor::F32(y), Phase::Matmul);
+        }
+        FloatOp::Clip { lower, upper } => {
+            let x = s.floats(&ops[0]);
+            let mut next = 1;
+            let mut bound = |given: bool| given.then(|| { next += 1; s.floats(&ops[next - 1])[0] });
+            let (lo, hi) = (bound(*lower), bound(*upper));
+            for (o, &v) in y.iter_mut().zip(x) {
+                let v = lo.map_or(v, |lo| if v < lo { lo } else { v });
+                *o = hi.map_or(v, |hi| if hi < v { hi } else { v });
+            }
+        }
+        FloatOp::Predicate(p) => {
+            let a = &ops[0].values;
+            let mut flags = vec![0i8; len];
+            for_each_broadcast(step.shape, ops, |i, at| {
+                let x = s.wide(a, at[0]);
+                let b = || s.wide(&ops[1].values, at[1]);
+                flags[i] = match p {
+                    Predicate::Equal => x == b(),
+                    Predicate::NotEqual => x != b(),
+                    Predicate::Less => x < b(),
+                    Predicate::LessEqual => x <= b(),
+                    Predicate::Greater => x > b(),
+                    Predicate::GreaterEqual => x >= b(),
+                    Predicate::And => x != 0.0 && b() != 0.0,
+                    Predicate::Or => x != 0.0 || b() != 0.0,
+                    Predicate::Not => x == 0.0,
+                    Predicate::IsNan => x.is_nan(),
+                } as i8;
+            });
+            return (Tensor::I8(flags), Phase::Other);
+        }
+    }
+    (Tensor::F32(y), Phase::Other)
 }
 
 /// One window, whole: the output rows ([live, WIDTH] for a token output, [1, WIDTH] pooled) and

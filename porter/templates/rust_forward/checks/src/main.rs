@@ -27,6 +27,9 @@
 //!   int8 SEED                         the full-integer kernels' int8 dot (kernels/litert/int8/dot.rs),
 //!                                     alone on every length to 300 and in FULLY_CONNECTED and
 //!                                     BATCH_MATMUL (each adjoint), simd128 against scalar
+//!   qdq SEED                          onnxruntime's QLinearMatMul / QGemm with a constant B
+//!                                     (kernels/ort/qdq.rs): the GEMM tiles against the scalar
+//!                                     reference on random shapes, outputs and saturation
 //!   kernels SEED                      GEMM (int8 and LiteRT's int4 output), attention, Eigen sums, float Linear (every Eigen
 //!                                     product and GEBP block, live rows of longer tensors, depth
 //!                                     blocks), onnxruntime's
@@ -51,7 +54,12 @@
 //!                                     kernels' (int8/): int8-requantize XZ M SHIFT OZ, int8-dequantize and
 //!                                     int8-output ZP SCALE_BITS, int8-table (the first 256 values the
 //!                                     table), int8-binary add|sub|squared-difference|mul XZ YZ
-//!                                     LEFT_SHIFT MX SX MY SY MO SO OZ (rows x and y))
+//!                                     LEFT_SHIFT MX SX MY SY MO SO OZ (rows x and y)); onnxruntime's QDQ
+//!                                     kernels' (qdq.rs, float arguments as their bits): qdq-quantize and
+//!                                     qdq-requantize SCALE ZP LO HI (requantize's values are int32 bits),
+//!                                     qdq-dequantize SCALE ZP, qdq-add RA RB FIXED A_SCALAR B_SCALAR LO
+//!                                     HI (rows a and b), qdq-softmax MULTIPLIER ZP ROW (the first 256
+//!                                     values the table), qdq-gemm M K N A_ZP OUTPUT ZP SATURATING BIAS B_CONST)
 //!
 //! Exit status 1 and a MISMATCH line on the first differences; 0 and a summary line otherwise.
 //! NaN results compare equal to each other whatever their payload.
@@ -73,6 +81,7 @@ mod integer;
 mod profile;
 mod tiles;
 mod int8;
+mod qdq;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -614,7 +623,7 @@ fn reference(op: &str, args: &[String]) -> ! {
     let (rows, cols) = (word(0) as usize, word(1) as usize);
     let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
     let mut out = Vec::new();
-    if let Some(bytes) = int8::reference_int8(op, args, &data, cols) {
+    if let Some(bytes) = int8::reference_int8(op, args, &data, cols).or_else(|| qdq::reference_qdq(op, args, &data, cols)) {
         std::io::stdout().write_all(&bytes).expect("write stdout");
         exit(0)
     }
@@ -792,6 +801,7 @@ fn main() {
         Some("halves") => check_halves(number(1), number(2)),
         Some("int4") => check_int4(),
         Some("int8") => int8::check_int8(number(1)),
+        Some("qdq") => qdq::check_qdq(number(1)),
         Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }
