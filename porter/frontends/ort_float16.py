@@ -25,7 +25,9 @@ ONNX compute): canonicalising a float16 graph into that cast placement.
 from __future__ import annotations
 
 FLOAT16_MOVES = frozenset({"Reshape", "Transpose", "Concat", "Unsqueeze", "Squeeze", "Expand", "Slice",
-                           "Gather", "Identity", "Flatten"})
-FLOAT16_PICKS = frozenset({"Max", "Min", "Clip"})
+                           "Gather", "GatherElements", "GatherND", "Split", "Identity", "Flatten", "Shape"})
+# exact in either precision: one of the inputs (Relu is replaced by its function body, Max(x, 0)),
+# or a value every float16 input gives exactly
+FLOAT16_PICKS = frozenset({"Max", "Min", "Clip", "Relu", "Sign", "IsNaN"})
 FLOAT16_COMPUTES = frozenset({"LayerNormalization"})
 FLOAT16_KERNELS = FLOAT16_MOVES | FLOAT16_PICKS | FLOAT16_COMPUTES

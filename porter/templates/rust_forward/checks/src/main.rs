@@ -470,6 +470,7 @@ fn check_kernels(seed: u64) -> ! {
             masked: true,
             key_scale: 1.0,
             onnxruntime: None,
+            softmax_body: false,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
         let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
@@ -529,6 +530,7 @@ fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
         scale_on_query: trial % 4 == 1,
         key_scale: 1.0,
         mask_value: -3.402_823_5e38,
+        softmax_body: trial % 5 == 3,
         window: keys,
     };
     // a relative-position bias on half the trials: the cut context must hold with it too
