@@ -29,6 +29,9 @@ from porter.recover.canonical.builder import Builder, Pass
 from porter.recover.canonical.ort_float16 import HALF, Float16Plan
 
 LAYOUT = ("view", "permute")
+# Ops whose result rounding their input cannot change (a NaN stays one; a shape is a shape): their
+# rounded reads are left out, so that torch's NaN guard after a softmax stays that guard.
+ROUNDING_BLIND = {"IsNaN", "Shape"}
 _FLOAT16 = 10  # ONNX's TensorProto.FLOAT16
 _FLOAT = 1
 
@@ -54,7 +57,8 @@ class Float16Translation:
         its outputs to tensors of their own where they are rounded after it."""
         op = Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.options), op.version)
         for position in sorted(self.plan.rounded_reads.get(op.index, ())):
-            op.inputs[position] = self._rounding(op.inputs[position], op.index)
+            if op.type not in ROUNDING_BLIND:
+                op.inputs[position] = self._rounding(op.inputs[position], op.index)
         if op.type == "Cast" and int(op.options.get("to", 0)) == _FLOAT16:
             op.options["to"] = _FLOAT  # float16 values are float32 ones here
         if op.index in self.plan.softmax_bodies:

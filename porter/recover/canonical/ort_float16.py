@@ -491,6 +491,11 @@ class _Sim:
                 slot = node.slots[position] if position < len(node.slots) else None
                 if slot is not None and self._rounded(value):
                     plan.rounded_reads.setdefault(slot[0], set()).add(slot[1])
+        # a float16 graph output (torch's .half() export) is the float16 value onnxruntime returns
+        for t in self.g.outputs.values():
+            producer = self.g.producer(t)
+            if producer is not None and self.g.tensor(t).dtype == HALF and self._rounded(f"t{t}"):
+                plan.rounded_outputs.add(producer.index)
         plan.cast_constants = self._cast_constants()
         return plan
 
