@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from porter.errors import PorterError
+from porter.frontends import ort_float16
 from porter.frontends.graph import Graph, Op, Quantization, Tensor
 
 # Ops whose constant inputs are weights: op type -> the positions of its weight inputs.
@@ -109,9 +110,36 @@ def _activation_scheme(g: Graph, op: Op, weight_inputs: set[int]) -> str:
     return "float"
 
 
+# A float16 ONNX graph's layers, as onnxruntime's CPU provider runs them (ort_float16)
+FLOAT16_ONNX_LAYER = "float32 between onnxruntime's Casts (float16 graph)"
+
+
+def float16_plan(g: Graph):
+    """onnxruntime's cast placement in a float16 ONNX graph (ort_float16.placement), or None: for
+    any other graph, and for one whose float16 spelling porter does not model (canonicalisation
+    refuses that naming the op)."""
+    if not ort_float16.computes_in_float16(g):
+        return None
+    try:
+        return ort_float16.placement(g)
+    except PorterError:
+        return None
+
+
+def _float16_activations(g: Graph, op: Op, plan, weight_inputs: set[int]) -> str:
+    """How a layer of a float16 ONNX graph runs: in float32 on float16 values (rounded where
+    onnxruntime casts a float32 result for a float16 op, or made by one) or on float32 ones (float32
+    work before it, the casts between removed)."""
+    inputs = [(i, t) for i, t in enumerate(op.inputs) if t >= 0 and i not in weight_inputs]
+    half = any(i in plan.rounded_reads.get(op.index, ()) or
+               (p := g.producer(t)) is not None and p.index in plan.half_ops for i, t in inputs)
+    return FLOAT16_ONNX_LAYER + (", on float16 values" if half else ", on float32 values")
+
+
 def layer_schemes(g: Graph) -> list[LayerScheme]:
     """Every layer (an op that reads a weight) with the form its weights are stored in and the
     activations it runs on."""
+    plan = float16_plan(g)
     layers = []
     for op in g.ops:
         positions = [i for i in LAYER_WEIGHTS.get(op.type, ()) if i < len(op.inputs) and op.inputs[i] >= 0]
@@ -121,6 +149,8 @@ def layer_schemes(g: Graph) -> list[LayerScheme]:
             continue
         w = max(weights.values(), key=lambda t: t.data.size)
         activations = _activation_scheme(g, op, set(weights))
+        if plan is not None and activations == "float16":
+            activations = _float16_activations(g, op, plan, set(weights))
         layers.append(LayerScheme(op.index, op.type, w.index, _storage_scheme(g, w), activations,
                                   _static_quantisation(g, op, set(weights)) if activations.startswith("static") else None))
     return layers

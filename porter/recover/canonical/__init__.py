@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
 from porter.ir.encoder import Reference
-from porter.recover.canonical import ort_float16
+from porter.frontends import ort_float16
 from porter.recover.canonical.builder import Builder, Pass
 from porter.recover.canonical.float16 import Float16Translation, place_product_roundings
 from porter.recover.canonical.fold import GATHERS, gathers_as_slices, settle, simplify

@@ -1,6 +1,6 @@
 """A float16 ONNX graph in porter's float32 vocabulary, with onnxruntime's roundings as ops.
 
-onnxruntime runs such a graph in float32 between the Casts it places (ort_float16.py says where):
+onnxruntime runs such a graph in float32 between the Casts it places (porter/frontends/ort_float16.py says where):
 every float16 value is a float32 one here, every float16 constant its exact widening (model.bin
 may store the halves: Builder.stored), and each place where onnxruntime rounds a float32 result
 to float16 is a `round_half` op (float32 -> nearest float16 -> float32,
@@ -26,7 +26,7 @@ import numpy as np
 
 from porter.frontends.graph import Op
 from porter.recover.canonical.builder import Builder, Pass
-from porter.recover.canonical.ort_float16 import HALF, Float16Plan
+from porter.frontends.ort_float16 import HALF, Float16Plan
 
 LAYOUT = ("view", "permute")
 # Ops whose result rounding their input cannot change (a NaN stays one; a shape is a shape): their
