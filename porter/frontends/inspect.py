@@ -294,7 +294,7 @@ def _scheme_lines(schemes: dict) -> list[str]:
               for layer in schemes["layers"]]
     half = schemes.get("float16")
     if half:
-        lines.append(f"  float16 graph as onnxruntime runs it: {half["float16_ops"]} ops with float16 kernels, "
+        lines.append(f"  float16 graph as onnxruntime runs it: {half['float16_ops']} ops with float16 kernels, "
                      f"{half['rounded_reads']} inputs and {half['rounded_outputs']} outputs rounded to float16, "
                      f"{half['softmax_function_bodies']} Softmax as its function body in float32; LayerNormalization "
                      f"in float16: {', '.join(half['float16_kernels']) or 'none'}")
