@@ -34,7 +34,8 @@ WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "s
                "bert-tanh-tok.litert-dq8.tflite", "bert-tok.aeq-wo8.tflite",
                "mpnet-tok.litert-dq8.tflite",  # a relative-position bias: a constant score term
                "bert-tok.aeq-si8.tflite",  # full-integer int8: LiteRT's integer kernels
-               "bert-tok.ortopt-dyn-f32.onnx"]  # onnxruntime.transformers' optimizer: contrib ops
+               "bert-tok.ortopt-dyn-f32.onnx",  # onnxruntime.transformers' optimizer: contrib ops
+               "bert-tok.dyn-f16.onnx"]  # float16 with dynamic axes: onnxruntime's casts and roundings
 
 
 @pytest.fixture(scope="module")

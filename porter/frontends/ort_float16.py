@@ -74,6 +74,9 @@ class Float16Plan:
     # file ops whose outputs onnxruntime rounds to float16 (its float16 kernel, a Cast it keeps, a
     # float16 graph output)
     rounded_outputs: set[int] = field(default_factory=set)
+    # file op -> its input positions that read a Cast-to-float16's float32 input instead of its
+    # output (onnxruntime dropped the cast for them)
+    uncast_reads: dict[int, set[int]] = field(default_factory=dict)
     # file Softmax ops run as their ONNX function body in float32
     softmax_bodies: set[int] = field(default_factory=set)
     # file ops run by a float16 kernel (for reports)
@@ -468,23 +471,39 @@ class _Sim:
 
     # ---- what canonicalisation takes -------------------------------------------------------
 
-    def _rounded(self, value: str) -> bool:
-        """Whether a value reaching a reader was computed in float32 and cast to float16 on its way
-        (through the casts and reshapes onnxruntime added)."""
+    def _source(self, value: str) -> tuple[_Node | None, bool]:
+        """The computation a value reaching a reader comes from (a node of the file's op; None for a
+        graph input or a constant), through the casts and reshapes onnxruntime added, and whether
+        one of those casts narrowed it to float16 on the way."""
         narrowed = False
         while value:
             node = self.producer(value)
-            if node is None or node.origin is not None and not (node.type == "Cast" and node.inserted):
-                return narrowed and node is not None and not self._runs_half(node)
-            if node.type == "Cast" and self.dtype.get(node.outputs[0]) == HALF \
-                    and self.dtype.get(node.inputs[0]) != HALF:
-                narrowed = True
+            if node is None or node.origin is not None:
+                return node, narrowed
+            narrowed |= node.type == "Cast" and self._is_half(node.outputs[0]) and not self._is_half(node.inputs[0])
             value = node.inputs[0]
-        return False
+        return None, narrowed
+
+    def _rounded(self, value: str) -> bool:
+        """Whether a value reaching a reader was computed in float32 and rounded to float16 on its way."""
+        node, narrowed = self._source(value)
+        return narrowed and node is not None and not self._runs_half(node)
 
     def _runs_half(self, node: _Node) -> bool:
         """A node that computes on float16 values (its outputs are float16 where it ran)."""
         return node.placed and any(self._is_half(o) for o in node.outputs) and node.type != "Cast"
+
+    def _skips_cast(self, value: str, slot: tuple[int, int]) -> bool:
+        """Whether a reader of a file's Cast to float16 reads that Cast's float32 input instead:
+        RemoveDuplicateCastTransformer drops the Cast it inserted after it for float32 readers, and
+        takes its own Cast away from them (it sees no loss in a narrowing it made itself)."""
+        t = self.g.ops[slot[0]].inputs[slot[1]]
+        cast = self.g.producer(t)
+        if cast is None or cast.type != "Cast" or self.g.tensor(t).dtype != HALF \
+                or self.g.tensor(cast.inputs[0]).dtype != "float32":
+            return False
+        node, _ = self._source(value)
+        return node is None or node.origin != cast.index
 
     def plan(self) -> Float16Plan:
         plan = Float16Plan(softmax_bodies=set(self.softmax_bodies))
@@ -498,8 +517,12 @@ class _Sim:
                 plan.rounded_outputs.add(node.origin)
             for position, value in enumerate(node.inputs):
                 slot = node.slots[position] if position < len(node.slots) else None
-                if slot is not None and self._rounded(value):
+                if slot is None:
+                    continue
+                if self._rounded(value):
                     plan.rounded_reads.setdefault(slot[0], set()).add(slot[1])
+                if self._skips_cast(value, slot):
+                    plan.uncast_reads.setdefault(slot[0], set()).add(slot[1])
         # a float16 graph output (torch's .half() export) is the float16 value onnxruntime returns
         for t in self.g.outputs.values():
             producer = self.g.producer(t)

@@ -56,6 +56,8 @@ class Float16Translation:
         """The op as translation sees it: reading rounded values where onnxruntime does, writing
         its outputs to tensors of their own where they are rounded after it."""
         op = Op(op.index, op.type, list(op.inputs), list(op.outputs), dict(op.options), op.version)
+        for position in sorted(self.plan.uncast_reads.get(op.index, ())):
+            op.inputs[position] = self.b.g.producer(op.inputs[position]).inputs[0]
         for position in sorted(self.plan.rounded_reads.get(op.index, ())):
             if op.type not in ROUNDING_BLIND:
                 op.inputs[position] = self._rounding(op.inputs[position], op.index)

@@ -8,8 +8,10 @@ movement, LayerNormalization), and widened back exactly where a float32 op reads
 onnxruntime 1.32 (tests/test_ort_float16.py):
 
 - its Cast from float32 to float16 rounds to nearest, ties to even, with float16's subnormals,
-  and to infinity from 65520 up (numpy's conversion, bit for bit on 4 M values, NaNs included:
-  a NaN keeps its sign and the top ten bits of its payload, or payload 1 if those are zero);
+  and to infinity from 65520 up (numpy's conversion of every non-NaN value); a NaN comes out quiet
+  with its sign and the top nine bits of its payload (MLAS's AVX2 kernel, vcvtps2ph, on each
+  block of eight; the last size % 8 values of a tensor take a scalar path that drops the payload:
+  NaN payloads are the one thing porter's rounding does not follow by position);
 - its Cast from float16 to float32 is exact, and makes a NaN quiet (sets bit 22);
 - its float16 LayerNormalization widens its input, runs the float32 LayerNormalization kernel
   (porter.reference.ort.floats.layer_norm) and rounds the output to float16.
@@ -23,6 +25,8 @@ from porter.reference.ort import floats as OF
 
 F32 = np.float32
 _QUIET = np.uint32(0x00400000)
+_NAN = np.uint32(0x7FC00000)
+_KEPT_PAYLOAD = np.uint32(0x007FE000)  # the payload bits a float16 NaN keeps, in float32's place
 
 
 def widen(h: np.ndarray) -> np.ndarray:
@@ -37,9 +41,15 @@ def widen(h: np.ndarray) -> np.ndarray:
 
 def round_half(x: np.ndarray) -> np.ndarray:
     """float32 -> float16 -> float32 as onnxruntime's two Casts compute it: the value rounded to
-    the nearest float16 (ties to even), as a float32."""
+    the nearest float16 (ties to even), as a float32; a NaN quiet, its sign and top payload bits kept."""
+    x = np.asarray(x, F32)
     with np.errstate(over="ignore", invalid="ignore"):
-        return widen(np.asarray(x, F32).astype(np.float16))
+        out = widen(x.astype(np.float16))
+    nan = np.isnan(x)
+    if nan.any():
+        bits = x[nan].view(np.uint32)
+        out[nan] = ((bits & np.uint32(0x80000000)) | _NAN | (bits & _KEPT_PAYLOAD)).view(F32)
+    return out
 
 
 def layer_norm_half(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:

@@ -11,7 +11,7 @@ use crate::kernels::litert::eigen::eigen_sum;
 const MAGNITUDE: u32 = 0x7fff_ffff;
 const F32_INFINITY: u32 = 0x7f80_0000;
 const QUIET_NAN: u32 = 0x7fc0_0000;
-/// A NaN's payload bits a float16 keeps (its top ten), in float32's place.
+/// A NaN's payload bits a float16 keeps (its quiet bit and top nine), in float32's place.
 const HALF_PAYLOAD: u32 = 0x007f_e000;
 /// 65520: from here up a value rounds to float16's infinity.
 const HALF_OVERFLOW: u32 = 0x477f_f000;
@@ -21,13 +21,12 @@ const HALF_NORMAL: u32 = 0x3880_0000;
 const DROPPED: u32 = 0x1fff;
 
 /// float32 -> nearest float16 (ties to even) -> float32, as onnxruntime's two Casts give it: to
-/// infinity from 65520 up; a NaN quiet, with its sign and top ten payload bits (or payload 1).
+/// infinity from 65520 up; a NaN quiet, with its sign and top payload bits (vcvtps2ph's).
 pub fn round_half(x: f32) -> f32 {
     let bits = x.to_bits();
     let (sign, a) = (bits & !MAGNITUDE, bits & MAGNITUDE);
     let rounded = if a > F32_INFINITY {
-        let payload = a & HALF_PAYLOAD;
-        QUIET_NAN | if payload == 0 { 0x2000 } else { payload }
+        QUIET_NAN | (a & HALF_PAYLOAD)
     } else if a >= HALF_OVERFLOW {
         F32_INFINITY
     } else if a < HALF_NORMAL {
@@ -60,9 +59,7 @@ pub fn round_half_in_place(values: &mut [f32]) {
 fn round_half_x4(x: v128) -> v128 {
     let sign = v128_and(x, u32x4_splat(!MAGNITUDE));
     let a = v128_and(x, u32x4_splat(MAGNITUDE));
-    let payload = v128_and(a, u32x4_splat(HALF_PAYLOAD));
-    let payload = v128_bitselect(u32x4_splat(0x2000), payload, i32x4_eq(payload, u32x4_splat(0)));
-    let nan = v128_or(u32x4_splat(QUIET_NAN), payload);
+    let nan = v128_or(u32x4_splat(QUIET_NAN), v128_and(a, u32x4_splat(HALF_PAYLOAD)));
     let subnormal = f32x4_sub(f32x4_add(a, f32x4_splat(0.5)), f32x4_splat(0.5));
     let odd = v128_and(u32x4_shr(a, 13), u32x4_splat(1));
     let normal = v128_andnot(i32x4_add(i32x4_add(a, u32x4_splat(DROPPED >> 1)), odd), u32x4_splat(DROPPED));
