@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from porter.errors import PorterError
-from porter.frontends.graph import Graph
+from porter.frontends.graph import Graph, topological_order
 
 FLOAT16_MOVES = frozenset({"Reshape", "Transpose", "Concat", "Unsqueeze", "Squeeze", "Expand", "Slice",
                            "Gather", "GatherElements", "GatherND", "Split", "Identity", "Flatten", "Shape"})
@@ -200,26 +200,7 @@ class _Sim:
         return any(self._is_half(v) for v in [*node.inputs, *node.outputs])
 
     def _topological(self) -> list[_Node]:
-        made = {v: n for n in self.live() for v in n.outputs}
-        order, done = [], set()
-
-        def visit(node):
-            stack = [(node, False)]
-            while stack:
-                current, expanded = stack.pop()
-                if current.index in done:
-                    continue
-                if expanded:
-                    done.add(current.index)
-                    order.append(current)
-                    continue
-                stack.append((current, True))
-                for v in reversed(current.inputs):
-                    if v in made and made[v].index not in done:
-                        stack.append((made[v], False))
-        for node in self.live():
-            visit(node)
-        return order
+        return topological_order(self.live(), lambda n: n.inputs, lambda n: n.outputs)
 
     # ---- level 1 ---------------------------------------------------------------------------
 

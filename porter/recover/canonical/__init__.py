@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from porter.errors import PorterError
-from porter.frontends.graph import Graph, Op
+from porter.frontends.graph import Graph, Op, topological_order
 from porter.ir.encoder import Reference
 from porter.frontends import ort_float16
 from porter.recover.canonical.builder import Builder, Pass
@@ -67,29 +67,7 @@ class Canonical:
 def _topological(ops: list[Op]) -> list[Op]:
     """The ops in an order where every tensor is made before it is read (fusions append their
     op after the ops it replaces), otherwise keeping the given order."""
-    made = {t: op.index for op in ops for t in op.outputs}
-    done: set[int] = set()
-    order = []
-    by_index = {op.index: op for op in ops}
-
-    def visit(op: Op) -> None:
-        stack = [(op, False)]
-        while stack:
-            current, expanded = stack.pop()
-            if current.index in done:
-                continue
-            if expanded:
-                done.add(current.index)
-                order.append(current)
-                continue
-            stack.append((current, True))
-            for t in reversed(current.inputs):
-                if t in made and made[t] not in done:
-                    stack.append((by_index[made[t]], False))
-
-    for op in sorted(ops, key=lambda o: o.index):
-        visit(op)
-    return order
+    return topological_order(sorted(ops, key=lambda o: o.index), lambda op: op.inputs, lambda op: op.outputs)
 
 
 def _ort_seen_shapes(g: Graph) -> dict:

@@ -247,17 +247,24 @@ _ROUNDING_MAGIC = F32(12582912.0)  # 1.5 * 2^23: adding and subtracting it round
 SUM_LANES = {AVX2_FLOATS: 8, AVX512_FLOATS: 16}
 
 
-def _exp_parts(x: np.ndarray, low: np.float32 = _SUMEXP_LOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(p, m, biased): exp(x) = p * 2^m, m an integer in float32 and in biased's low bits (x
-    clamped below at `low`)."""
+def _exp_reduced(x: np.ndarray, low: np.float32) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(q, r, m, biased) of MLAS's exp, x clamped below at `low`: x = m ln 2 + r, m an integer in
+    float32 and in biased's low bits, q the polynomial but for its last step (p = q * r + 1)."""
     x = np.maximum(low, x)
     biased = _fma(x, _LOG2E, _ROUNDING_MAGIC)
     m = (biased - _ROUNDING_MAGIC).astype(F32)
     r = _fma(m, _LN2_LO, _fma(m, _LN2_HI, x))
-    p = np.full_like(r, _SUMEXP_POLY[0])
+    q = np.full_like(r, _SUMEXP_POLY[0])
     for c in _SUMEXP_POLY[1:]:
-        p = _fma(p, r, c)
-    return _fma(p, r, _SUMEXP_POLY[-1]), m, biased
+        q = _fma(q, r, c)
+    return q, r, m, biased
+
+
+def _exp_parts(x: np.ndarray, low: np.float32 = _SUMEXP_LOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, m, biased): exp(x) = p * 2^m, m an integer in float32 and in biased's low bits (x
+    clamped below at `low`)."""
+    q, r, m, biased = _exp_reduced(x, low)
+    return _fma(q, r, _SUMEXP_POLY[-1]), m, biased
 
 
 def _sum_exp(x: np.ndarray) -> np.ndarray:
@@ -321,13 +328,7 @@ _EXP_MIN_EXPONENT, _EXP_MAX_EXPONENT = np.int32(-126 << 23), np.int32(127 << 23)
 
 
 def _exp_fma3(x: np.ndarray) -> np.ndarray:
-    x = np.minimum(_EXP_HIGH, np.maximum(_EXP_LOW, np.asarray(x, F32)))
-    biased = _fma(x, _LOG2E, _ROUNDING_MAGIC)
-    m = (biased - _ROUNDING_MAGIC).astype(F32)
-    r = _fma(m, _LN2_LO, _fma(m, _LN2_HI, x))
-    p = np.full_like(r, _SUMEXP_POLY[0])
-    for c in _SUMEXP_POLY[1:]:
-        p = _fma(p, r, c)
+    p, r, _, biased = _exp_reduced(np.minimum(_EXP_HIGH, np.asarray(x, F32)), _EXP_LOW)
     shifted = (biased.view(np.int32).astype(np.int64) << 23).astype(np.uint32).view(np.int32)
     normal = np.minimum(np.maximum(shifted, _EXP_MIN_EXPONENT), _EXP_MAX_EXPONENT)
     overflow = ((shifted - normal) + _EXP_MAX_EXPONENT).view(F32)

@@ -4,7 +4,7 @@
 
 use core::arch::wasm32::*;
 
-use super::math::{c, fma, OrtFloats, LN2_HI, LN2_LO, LOG2E, ROUNDING_MAGIC, SCALE_LIMIT, SUMEXP_POLY};
+use super::math::{exp_reduced, fma, OrtFloats, SCALE_LIMIT};
 // onnxruntime's ReduceSum over a row is Eigen's sum, in the order LiteRT's kernels also use
 use crate::kernels::litert::eigen::eigen_sum;
 
@@ -77,28 +77,11 @@ const EXP_HIGH: f32 = f32::from_bits(0x42b1_8d72); // 88.78: the AVX2 kernel's u
 const EXP_MIN_EXPONENT: i32 = -126 << 23;
 const EXP_MAX_EXPONENT: i32 = 127 << 23;
 
-/// (p, m, biased) of MLAS's Exp kernels' range reduction and polynomial, the input clamped to
-/// [low, high]: exp(x) = p * 2^m before the last step (p * r + 1, which each kernel folds its
-/// scaling into).
-#[inline(always)]
-fn exp_reduced(x: f32, low: f32, high: f32) -> (f32, f32, f32, f32) {
-    let x = if x < low { low } else { x };
-    let x = if x > high { high } else { x };
-    let biased = fma(x, LOG2E, ROUNDING_MAGIC);
-    let m = biased - ROUNDING_MAGIC;
-    let r = fma(m, LN2_LO, fma(m, LN2_HI, x));
-    let mut p = c(SUMEXP_POLY[0]);
-    for &k in &SUMEXP_POLY[1..] {
-        p = fma(p, r, c(k));
-    }
-    (p, r, m, biased)
-}
-
 /// MlasComputeExpF32KernelFma3 (onnxruntime's Exp on AVX2): 2^m in two factors, 2^m clamped to
 /// the normal exponents and 2^(m - that) folded into the last fma, so that a subnormal result is
 /// one rounding of p * 2^m.
 pub fn exp_fma3(x: f32) -> f32 {
-    let (p, r, _, biased) = exp_reduced(x, EXP_LOW, EXP_HIGH);
+    let (p, r, _, biased) = exp_reduced(if x > EXP_HIGH { EXP_HIGH } else { x }, EXP_LOW);
     let shifted = (biased.to_bits() as i32) << 23;
     let normal = shifted.clamp(EXP_MIN_EXPONENT, EXP_MAX_EXPONENT);
     let overflow = f32::from_bits((shifted.wrapping_sub(normal).wrapping_add(EXP_MAX_EXPONENT)) as u32);
@@ -111,7 +94,7 @@ pub fn exp_scalef(x: f32) -> f32 {
     if x == f32::INFINITY {
         return x;
     }
-    let (p, r, m, _) = exp_reduced(x, EXP_LOW, f32::INFINITY);
+    let (p, r, m, _) = exp_reduced(x, EXP_LOW);
     (fma(p, r, 1.0) as f64 * 2f64.powi((m as i32).clamp(-SCALE_LIMIT, SCALE_LIMIT))) as f32
 }
 

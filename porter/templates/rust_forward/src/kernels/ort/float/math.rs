@@ -70,19 +70,27 @@ impl OrtFloats {
     }
 }
 
-/// exp(x) = p * 2^m for MLAS's exp: (p, m, biased), m an integer in f32 and in biased's low
-/// mantissa bits. Range reduction by 2^m, a degree-6 polynomial, every step an fma.
+/// MLAS's exp before its last step, x clamped below at `low`: (q, r, m, biased), x = m ln 2 + r,
+/// m an integer in f32 and in biased's low mantissa bits, exp(x) = (q * r + 1) * 2^m. Range
+/// reduction by 2^m, a degree-6 polynomial, every step an fma.
 #[inline(always)]
-fn exp_parts(x: f32) -> (f32, f32, f32) {
-    let x = if x < SUMEXP_LOW { SUMEXP_LOW } else { x };
+pub(super) fn exp_reduced(x: f32, low: f32) -> (f32, f32, f32, f32) {
+    let x = if x < low { low } else { x };
     let biased = fma(x, LOG2E, ROUNDING_MAGIC);
     let m = biased - ROUNDING_MAGIC;
     let r = fma(m, LN2_LO, fma(m, LN2_HI, x));
-    let mut p = c(SUMEXP_POLY[0]);
+    let mut q = c(SUMEXP_POLY[0]);
     for &k in &SUMEXP_POLY[1..] {
-        p = fma(p, r, c(k));
+        q = fma(q, r, c(k));
     }
-    (fma(p, r, c(SUMEXP_POLY[5])), m, biased)
+    (q, r, m, biased)
+}
+
+/// exp(x) = p * 2^m for softmax's exp: (p, m, biased).
+#[inline(always)]
+fn exp_parts(x: f32) -> (f32, f32, f32) {
+    let (q, r, m, biased) = exp_reduced(x, SUMEXP_LOW);
+    (fma(q, r, c(SUMEXP_POLY[5])), m, biased)
 }
 
 /// MLAS's exp for softmax, as its AVX2 kernel scales it: 2^m is the integer in biased's low
