@@ -7,8 +7,10 @@ Writes DIR/minilm6-tok9-s256.<flavour> (default DIR: ~/.cache/porter/bench-schem
 export (litert-torch, 91 MB, which is why these files are made here rather than committed), and
 that file through each ai-edge-quantizer recipe of the zoo's flavours (graphs/zoo/make_zoo.py
 aeq_recipe: weight-only int8, float16 casting, dynamic int4, weight-only int4, static int8
-calibrated on seeded windows). The committed hybrid int8 file, graphs/minilm6-tok9-s256.litert-dq8.tflite,
-is the row they are compared with. Files present are kept unless --force.
+calibrated on seeded windows), and the float16 ONNX file onnxconverter-common makes of its
+torch.onnx export (DIR/minilm6-tok9-s256.f32.onnx, graphs/export_onnx.py). The committed hybrid int8
+file, graphs/minilm6-tok9-s256.litert-dq8.tflite, is the row they are compared with. Files present are
+kept unless --force.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ sys.path.insert(0, str(GRAPHS))
 sys.path.insert(0, str(GRAPHS / "zoo"))
 
 import export_litert  # noqa: E402
+import export_onnx  # noqa: E402
 import make_zoo  # noqa: E402
 import spec  # noqa: E402
 
 FLAVOURS = ["aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite", "aeq-si8.tflite"]
+ONNX_FLAVOURS = ["f16.onnx"]  # from the torch.onnx float export
 
 
 def calibration_windows(net: spec.Network, count: int = make_zoo.CALIBRATION_WINDOWS) -> list[dict]:
@@ -61,7 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache/porter/bench-schemes")
     ap.add_argument("--force", action="store_true", help="remake files that exist")
-    ap.add_argument("--flavour", nargs="*", default=FLAVOURS, choices=FLAVOURS)
+    ap.add_argument("--flavour", nargs="*", default=FLAVOURS + ONNX_FLAVOURS, choices=FLAVOURS + ONNX_FLAVOURS)
     args = ap.parse_args()
     net = spec.MINILM
     args.out.mkdir(parents=True, exist_ok=True)
@@ -73,6 +77,13 @@ def main() -> None:
         out = args.out / f"{net.name}.{flavour}"
         if out.exists() and not args.force:
             print(f"{out}: present")
+            continue
+        if flavour in ONNX_FLAVOURS:
+            onnx_src = args.out / f"{net.name}.f32.onnx"
+            if not onnx_src.exists():
+                export_onnx.export_float(net, onnx_src, dynamo=True, size_check=False)
+            make_zoo.convert_to_float16(onnx_src, out)
+            print(f"{out}: {flavour}, {out.stat().st_size / 2**20:.1f} MiB")
             continue
         quantise(src, out, flavour, net)
         print(f"{out}: {flavour}, {out.stat().st_size / 2**20:.1f} MiB")

@@ -6,7 +6,7 @@
   other kernels (GEMM, attention, Eigen sums, float Linear) on
   random shapes.
 - onnxruntime's one-input functions (erf, its two GELU spellings, FastGelu, softmax's exp as its AVX2 and
-  its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
+  its AVX-512F kernel scale it, and its Exp op's two kernels, a float16 graph's softmax body) four lanes at a time with relaxed_madd against their scalar
   emulation, in a crate built as ONNX crates are; sampled by default, erf and both exps over all
   2^32 with `-m slow`.
 - onnxruntime's float16 rounding (a float16 graph's round_half steps) four lanes at a time against its
@@ -116,10 +116,11 @@ def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, w
             assert_check_passes(wasm_runtime, checks_wasm, "litert-fn", function, start, 4096, 1)
 
 
-ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "fast-gelu", "exp", "exp-scalef"]
+ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "fast-gelu", "exp", "exp-scalef", "exp-op", "exp-op-scalef"]
 # erf's polynomial switch, exp's input clamp, exp's last normal power of two (m = -126 | -127),
-# 0 and the subnormals, 1, infinity, the quiet NaNs
-ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x42AF5DC2, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000)
+# 0 and the subnormals, 1, infinity, the quiet NaNs; the Exp op's clamps (-103.97, 88.78)
+ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x42AF5DC2, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000,
+               0x42CFF1B5, 0x42B18D72)
 
 
 def assert_fused_check_passes(wasm_runtime, wasm, *args, timeout_s=600):
@@ -253,7 +254,7 @@ def test_float16_rounding_lanes_match_scalar_on_every_bit_pattern(ort_checks_was
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
-@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef", "fast-gelu"])  # GELU adds only IEEE steps around erf
+@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef", "fast-gelu", "exp-op", "exp-op-scalef"])  # GELU: erf + IEEE steps
 def test_onnxruntime_function_lanes_match_scalar_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, function, chunk):
     size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
     assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, chunk * size, size, 1,

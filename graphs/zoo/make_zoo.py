@@ -337,22 +337,11 @@ def export_ort_qdq(m: zm.Encoder, module, out: Path, src: Path) -> dict:
 def export_onnx_f16(m: zm.Encoder, module, out: Path, src: Path) -> dict:
     """A float32 file (dynamo-f32, or ts-dyn-f32 for dynamic axes) through onnxconverter-common's
     float16 conversion, float32 inputs and outputs kept."""
-    import onnx
-    from onnxconverter_common import float16
-
     assert src.exists(), f"{out.name}: needs {src.name} first"
     t0 = time.perf_counter()
-
-    def write(p):
-        model = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
-        patched = _cast_targets_as_declared(model)
-        onnx.save(model, str(p))
-        _onnx_finish(p)
-        return patched
-
     patched = []
-    atomic(out, lambda p: patched.extend(write(p)), suffix=".onnx")
-    recipe = "float16.convert_float_to_float16(model, keep_io_types=True)"
+    atomic(out, lambda p: patched.extend(convert_to_float16(src, p)), suffix=".onnx")
+    recipe = FLOAT16_RECIPE
     if patched:
         recipe += (f"; the Casts to float its value_info now declares float16 ({', '.join(patched)}) cast to "
                    "float16, as onnxconverter-common issue #320 has users do (its output does not load otherwise)")
@@ -361,6 +350,22 @@ def export_onnx_f16(m: zm.Encoder, module, out: Path, src: Path) -> dict:
                 source=src.name, source_sha256=fixture_info.sha256(src),
                 export_seconds=round(time.perf_counter() - t0, 2),
                 versions=versions("onnx", "onnxruntime", "onnxconverter-common", *TORCH_PACKAGES))
+
+
+FLOAT16_RECIPE = "float16.convert_float_to_float16(model, keep_io_types=True)"
+
+
+def convert_to_float16(src: Path, out: Path) -> list[str]:
+    """onnxconverter-common's float16 conversion of src into out (float32 inputs and outputs
+    kept), made loadable as its users do; returns the Casts that needed it."""
+    import onnx
+    from onnxconverter_common import float16
+
+    model = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+    patched = _cast_targets_as_declared(model)
+    onnx.save(model, str(out))
+    _onnx_finish(out)
+    return patched
 
 
 def _cast_targets_as_declared(model) -> list[str]:

@@ -6,10 +6,11 @@
 //!                                     same patterns (the logistic
 //!                                     in tensors of 1 to 67 values, some passed as a prefix, so
 //!                                     packets, lone packet values and the scalar tail all run)
-//!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP
+//!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
-//!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F)
+//!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F; exp-op,
+//!                                     exp-op-scalef: the Exp op's, a float16 graph's softmax body)
 //!   round-half START COUNT STEP      onnxruntime's float16 rounding of a float16 graph's values
 //!                                     (ort_float round_half_in_place, simd128) against its scalar
 //!                                     definition, bit for bit NaNs included, in slices of 1 to 11
@@ -186,6 +187,8 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
         "fast-gelu" => ort_float::Elementwise::FastGelu,
         "exp" => ort_float::Elementwise::Exp,
         "exp-scalef" => ort_float::Elementwise::ExpScalef,
+        "exp-op" => ort_float::Elementwise::ExpOp,
+        "exp-op-scalef" => ort_float::Elementwise::ExpOpScalef,
         _ => usage(),
     };
     let mut tally = Tally::new("ort-fn");
@@ -796,7 +799,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
     exit(2)
 }
 

@@ -4,7 +4,8 @@
 
 use core::arch::wasm32::*;
 
-use super::math::{exp_reduced, fma, OrtFloats, SCALE_LIMIT};
+use super::math::{apply_in_place, exp_reduced, fma, OrtFloats, EXP_HIGH, EXP_LOW, EXP_MAX_EXPONENT, EXP_MIN_EXPONENT,
+                  SCALE_LIMIT};
 // onnxruntime's ReduceSum over a row is Eigen's sum, in the order LiteRT's kernels also use
 use crate::kernels::litert::eigen::eigen_sum;
 
@@ -72,10 +73,6 @@ fn round_half_x4(x: v128) -> v128 {
 
 // ---- MLAS's Exp kernels and the Softmax function body ----------------------------------------
 
-const EXP_LOW: f32 = f32::from_bits(0xc2cf_f1b5); // -103.97
-const EXP_HIGH: f32 = f32::from_bits(0x42b1_8d72); // 88.78: the AVX2 kernel's upper clamp
-const EXP_MIN_EXPONENT: i32 = -126 << 23;
-const EXP_MAX_EXPONENT: i32 = 127 << 23;
 
 /// MlasComputeExpF32KernelFma3 (onnxruntime's Exp on AVX2): 2^m in two factors, 2^m clamped to
 /// the normal exponents and 2^(m - that) folded into the last fma, so that a subnormal result is
@@ -106,13 +103,14 @@ pub fn exp(x: f32, floats: OrtFloats) -> f32 {
     }
 }
 
-/// Softmax over a row as ONNX's function body: ReduceMax, Sub, Exp (the family's), ReduceSum
-/// (Eigen's order), Div; in place.
+/// Softmax over a row as ONNX's function body: ReduceMax, Sub, Exp (the family's, four lanes at a
+/// time where relaxed_madd fuses), ReduceSum (Eigen's order), Div; in place.
 pub fn softmax_function(x: &mut [f32], floats: OrtFloats) {
     let max = x.iter().copied().fold(x[0], |m, v| if v > m { v } else { m });
     for v in x.iter_mut() {
-        *v = exp(*v - max, floats);
+        *v -= max;
     }
+    apply_in_place(floats.exp_op(), x);
     let sum = eigen_sum(x);
     for v in x.iter_mut() {
         *v /= sum;

@@ -39,6 +39,12 @@ pub(super) const FAST_GELU_B: f32 = f32::from_bits(0x3f4c422a); // sqrt(2 / pi)
 pub(super) const FAST_GELU_C: f32 = f32::from_bits(0x3d122279); // 0.044715 * sqrt(2 / pi)
 pub(super) const SQRT2: f32 = f32::from_bits(0x3fb504f3);
 pub(super) const SQRT1_2: f32 = f32::from_bits(0x3f3504f3);
+// onnxruntime's Exp op (MLAS's ComputeExpF32Kernel, half.rs): its input clamp, and the normal
+// exponents its AVX2 kernel clamps 2^m to
+pub(super) const EXP_LOW: f32 = f32::from_bits(0xc2cf_f1b5); // -103.97
+pub(super) const EXP_HIGH: f32 = f32::from_bits(0x42b1_8d72); // 88.78: the AVX2 kernel's upper clamp
+pub(super) const EXP_MIN_EXPONENT: i32 = -126 << 23;
+pub(super) const EXP_MAX_EXPONENT: i32 = 127 << 23;
 /// The largest power of two the exponentials are scaled by in f64 (beyond it the f32 result is
 /// 0 or infinite either way, and 2^n stays exact in f64).
 pub(super) const SCALE_LIMIT: i32 = 300;
@@ -66,6 +72,14 @@ impl OrtFloats {
         match self {
             OrtFloats::Avx2 => Elementwise::Exp,
             OrtFloats::Avx512 => Elementwise::ExpScalef,
+        }
+    }
+
+    /// The Exp op's kernel of this family (a float16 graph's Softmax body).
+    pub fn exp_op(self) -> Elementwise {
+        match self {
+            OrtFloats::Avx2 => Elementwise::ExpOp,
+            OrtFloats::Avx512 => Elementwise::ExpOpScalef,
         }
     }
 }
@@ -287,6 +301,10 @@ pub enum Elementwise {
     Exp,
     /// softmax's exp, AVX-512F kernel
     ExpScalef,
+    /// the Exp op's kernel, AVX2 (MlasComputeExpF32KernelFma3)
+    ExpOp,
+    /// the Exp op's kernel, AVX-512F (MlasComputeExpF32KernelAvx512F)
+    ExpOpScalef,
 }
 
 impl Elementwise {
@@ -298,6 +316,8 @@ impl Elementwise {
             Elementwise::FastGelu => fast_gelu,
             Elementwise::Exp => sum_exp,
             Elementwise::ExpScalef => sum_exp_scalef,
+            Elementwise::ExpOp => super::half::exp_fma3,
+            Elementwise::ExpOpScalef => super::half::exp_scalef,
         }
     }
 }
