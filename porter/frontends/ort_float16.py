@@ -147,7 +147,7 @@ class _Sim:
     def __init__(self, g: Graph, shapes: dict | None):
         self.g = g
         self.dtype: dict[str, str] = {}
-        self.shape: dict[str, tuple] = {}
+        self.shape: dict[str, tuple | None] = {}  # None: unknown to onnxruntime
         self.constant: dict[str, np.ndarray] = {}
         self.graph_inputs = {f"t{t}" for t in g.inputs.values()}
         self.graph_outputs = {f"t{t}" for t in g.outputs.values()}
@@ -156,8 +156,10 @@ class _Sim:
             name = f"t{t.index}"
             self.dtype[name] = t.dtype
             self.file_tensor[name] = t.index
-            seen = (shapes or {}).get(t.name)
-            self.shape[name] = tuple(seen) if seen is not None else tuple(t.shape)
+            # a constant's shape is its data's; a value's is what onnxruntime sees (a dynamic-axes
+            # file's symbolic dims, or nothing where its inference tells nothing)
+            seen = t.shape if t.data is not None or shapes is None else shapes.get(t.name)
+            self.shape[name] = None if seen is None else tuple(seen)
             if t.data is not None:
                 self.constant[name] = t.data
         self.nodes: list[_Node | None] = []
@@ -187,11 +189,16 @@ class _Sim:
     def _new_value(self, like: str, dtype: str, shape=None) -> str:
         name = f"{like}/{len(self.dtype)}"
         self.dtype[name] = dtype
-        self.shape[name] = tuple(self.shape.get(like, ())) if shape is None else tuple(shape)
+        self.shape[name] = self.shape.get(like) if shape is None else tuple(shape)
         return name
 
     def _remove(self, node: _Node) -> None:
         self.nodes[node.index] = None
+
+    def _static(self, value: str) -> bool:
+        """Whether onnxruntime knows every dimension of a value."""
+        shape = self.shape.get(value)
+        return shape is not None and all(isinstance(d, int) and d > 0 for d in shape)
 
     def _is_half(self, value: str) -> bool:
         return bool(value) and self.dtype.get(value) == HALF
@@ -217,7 +224,7 @@ class _Sim:
         """ConstantFolding: an op of constants with a kernel for its types (a float16 op only where
         it has a float16 kernel) becomes an initializer; Shape of a fully known shape too."""
         for node in self._topological():
-            if node.type == "Shape" and all(isinstance(d, int) and d >= 0 for d in self.shape.get(node.inputs[0], (-1,))):
+            if node.type == "Shape" and self._static(node.inputs[0]):
                 self._fold(node)
                 continue
             if not node.inputs or not all(not v or v in self.constant for v in node.inputs):
@@ -262,7 +269,7 @@ class _Sim:
             a, b = node.inputs[:2]
             if self.dtype.get(a) != self.dtype.get(add.inputs[0]) or self.dtype.get(a) not in (HALF, "float32"):
                 continue
-            b_shape, a_shape = self.shape.get(b, ()), self.shape.get(a, ())
+            b_shape, a_shape = self.shape.get(b) or (), self.shape.get(a) or ()
             if len(b_shape) != 2 or not a_shape:
                 continue
             reshape = len(a_shape) != 2
@@ -271,11 +278,11 @@ class _Sim:
                     continue
                 if keep_attention and self._attention_pattern(node, add, kept_lns, kept_adds):
                     continue
-                if not all(isinstance(d, int) and d > 0 for d in [*a_shape, *b_shape]):
+                if not self._static(a) or not self._static(b):
                     continue
             bias = add.inputs[1 - position]
             n_out = b_shape[1]
-            bias_shape = self.shape.get(bias, ())
+            bias_shape = self.shape.get(bias) or ()
             if tuple(bias_shape) != (n_out,) and (reshape or len(bias_shape) != 2):
                 continue
             self._gemm(node, add, position, reshape)
@@ -338,7 +345,8 @@ class _Sim:
         x, out = node.inputs[0], node.outputs[0]
         axis = node.options.get("axis", -1)
         names = [self._new_value(out, HALF) for _ in range(4)]
-        reduced = tuple(1 if i == len(self.shape[x]) - 1 else d for i, d in enumerate(self.shape.get(x, ())))
+        shape = self.shape.get(x)
+        reduced = None if shape is None else tuple(1 if i == len(shape) - 1 else d for i, d in enumerate(shape))
         self.shape[names[0]] = self.shape[names[3]] = reduced
         top, centred, exps, total = names
         origin = node.origin

@@ -22,7 +22,8 @@ every-op-explained invariant still name the file's own ops.
 
 The work is split by what it serves: builder.py (what the translations share), tflite.py and
 onnx.py (one module per source format), fold.py (folding, identities, fusions, lifting),
-views.py (view shapes and merges); this module is the driver.
+views.py (view shapes and merges), float16.py (a float16 ONNX graph as float32 ops and the
+roundings onnxruntime makes, placed by porter.frontends.ort_float16); this module is the driver.
 """
 
 from __future__ import annotations
