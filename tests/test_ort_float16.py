@@ -337,3 +337,16 @@ def test_a_float16_spelling_porter_does_not_model_is_refused_naming_the_op(spell
         canonicalise(load_graph(path), ort_cpus.host_target())
     result = run_porter("compile", path, "-o", tmp_path / "out")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_porter_golden_widens_a_float16_output(tmp_path):
+    """torch's .half() export returns float16 logits: `porter golden` records them widened to
+    float32 (the manifest says float16), and porter's program reproduces them bit for bit."""
+    golden = tmp_path / "half"
+    made = run_porter("golden", REPO / "graphs" / "zoo" / "bert-tok.half.onnx", "-o", golden, "--random", "2")
+    assert made.returncode == 0, made.stderr
+    import json
+
+    assert json.loads((tmp_path / "half.json").read_text())["outputs"]["logits"][0] == "float16"
+    ran = run_porter("run", REPO / "graphs" / "zoo" / "bert-tok.half.onnx", "--golden", golden)
+    assert ran.returncode == 0 and "max |dlogit| 0," in ran.stdout.splitlines()[-1], ran.stdout + ran.stderr
