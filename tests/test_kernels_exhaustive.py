@@ -6,9 +6,13 @@
   other kernels (GEMM, attention, Eigen sums, float Linear) on
   random shapes.
 - onnxruntime's one-input functions (erf, its two GELU spellings, FastGelu, softmax's exp as its AVX2 and
-  its AVX-512F kernel scale it) four lanes at a time with relaxed_madd against their scalar
+  its AVX-512F kernel scale it, and its Exp op's two kernels, a float16 graph's softmax body) four lanes at a time with relaxed_madd against their scalar
   emulation, in a crate built as ONNX crates are; sampled by default, erf and both exps over all
   2^32 with `-m slow`.
+- onnxruntime's float16 rounding (a float16 graph's round_half steps) four lanes at a time against its
+  scalar definition, bit for bit NaNs included: sampled by default, all 2^32 with `-m slow`; the
+  scalar one against numpy on every class it branches on by default (subnormal halves, ties,
+  overflow to infinity, NaN payloads) and on all 2^32 with `-m slow`.
 - The scalar references against porter's numpy definitions (porter.reference.quant, porter.reference.litert.floats,
   porter.reference.ort.floats). onnxruntime's scalar erf and exps, and LiteRT's tanh, logistic and EXP
   (glibc's expf), are compared with numpy over every f32 bit pattern with `-m slow` (erf 26
@@ -30,6 +34,8 @@ from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
 from porter.reference import quant
 from porter.reference.ort.cpu import AVX2_FLOATS, AVX512_FLOATS
+from porter.reference.ort.float16 import round_half
+from porter.reference.ops import softmax_function
 from porter.codegen.encoder import build_forward_crate, render_forward_crate
 from porter.codegen.compile import recover
 
@@ -110,10 +116,11 @@ def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, w
             assert_check_passes(wasm_runtime, checks_wasm, "litert-fn", function, start, 4096, 1)
 
 
-ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "fast-gelu", "exp", "exp-scalef"]
+ORT_FUNCTIONS_X4 = ["erf", "gelu", "gelu-mul", "fast-gelu", "exp", "exp-scalef", "exp-op", "exp-op-scalef"]
 # erf's polynomial switch, exp's input clamp, exp's last normal power of two (m = -126 | -127),
-# 0 and the subnormals, 1, infinity, the quiet NaNs
-ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x42AF5DC2, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000)
+# 0 and the subnormals, 1, infinity, the quiet NaNs; the Exp op's clamps (-103.97, 88.78)
+ORT_CENTRES = (0x3F6C0000, 0x42B0C0A5, 0x42AF5DC2, 0x00000000, 0x3F800000, 0x7F800000, 0x7FC00000,
+               0x42CFF1B5, 0x42B18D72)
 
 
 def assert_fused_check_passes(wasm_runtime, wasm, *args, timeout_s=600):
@@ -137,6 +144,18 @@ def test_onnxruntime_function_lanes_match_scalar_around_special_values(ort_check
 
 
 SUBNORMAL_PATTERNS = 1 << 24  # sign and 23-bit significand
+
+
+@pytest.mark.parametrize("stride", [SAMPLE_STRIDE, SCATTER_STRIDE])
+def test_float16_rounding_lanes_match_scalar_on_sampled_bit_patterns(ort_checks_wasm, wasm_runtime, stride):
+    assert_check_passes(wasm_runtime, ort_checks_wasm, "round-half", 0, 1_000_000, stride)
+
+
+def test_float16_rounding_lanes_match_scalar_around_every_half(ort_checks_wasm, wasm_runtime):
+    """Every float16's neighbourhood: the values just below, at and above each midpoint and each
+    half (float32 patterns whose low 13 bits are near 0 or 0x1000), over every exponent and sign."""
+    for low in (0x0FFF, 0x1000, 0x1FFF):
+        assert_check_passes(wasm_runtime, ort_checks_wasm, "round-half", low, 1 << 19, 1 << 13)
 
 
 def test_softmax_scaling_of_subnormals_matches_the_multiply_on_sampled_patterns(ort_checks_wasm, wasm_runtime):
@@ -228,7 +247,14 @@ def test_simd_matches_scalar_on_every_bit_pattern(checks_wasm, wasm_runtime, ker
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
-@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef", "fast-gelu"])  # GELU adds only IEEE steps around erf
+def test_float16_rounding_lanes_match_scalar_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, chunk):
+    size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
+    assert_check_passes(wasm_runtime, ort_checks_wasm, "round-half", chunk * size, size, 1, timeout_s=CHUNK_TIMEOUT_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(EXHAUSTIVE_CHUNKS))
+@pytest.mark.parametrize("function", ["erf", "exp", "exp-scalef", "fast-gelu", "exp-op", "exp-op-scalef"])  # GELU: erf + IEEE steps
 def test_onnxruntime_function_lanes_match_scalar_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, function, chunk):
     size = ALL_PATTERNS // EXHAUSTIVE_CHUNKS
     assert_fused_check_passes(wasm_runtime, ort_checks_wasm, "ort-fn", function, chunk * size, size, 1,
@@ -398,7 +424,9 @@ def test_scalar_l2_normalization_matches_numpy(checks_wasm, wasm_runtime):
 
 
 ORT_FUNCTIONS = {"ort-erf": OF.erf, "ort-gelu": OF.gelu_erf, "ort-fast-gelu": OF.fast_gelu, "ort-exp": OF.SUM_EXP[AVX2_FLOATS],
-                 "ort-exp-scalef": OF.SUM_EXP[AVX512_FLOATS]}
+                 "ort-exp-scalef": OF.SUM_EXP[AVX512_FLOATS],
+                 # a float16 graph's Exp kernels (its Softmax function body) on each CPU family
+                 "ort-exp-fma3": lambda x: OF.exp(x, AVX2_FLOATS), "ort-exp-avx512": lambda x: OF.exp(x, AVX512_FLOATS)}
 
 
 @pytest.mark.parametrize("op", list(ORT_FUNCTIONS))
@@ -411,8 +439,28 @@ def test_scalar_onnxruntime_functions_match_numpy(ort_checks_wasm, wasm_runtime,
         assert_same_floats(ours, ORT_FUNCTIONS[op](x).astype(np.float32))
 
 
+def test_scalar_float16_rounding_matches_numpy_on_every_class(ort_checks_wasm, wasm_runtime):
+    """The scalar round_half against porter.reference.ort.float16.round_half (onnxruntime's two
+    Casts: tests/test_ort_float16.py) on every class it branches on, bit for bit NaNs included."""
+    from test_ort_float16 import round_half_classes
+
+    x = round_half_classes()
+    ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, "ort-round-half", x[None, :]), "<f4")
+    assert np.array_equal(ours.view(np.uint32), round_half(x).view(np.uint32))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["ort-erf", "ort-exp", "ort-exp-scalef", "ort-fast-gelu"])  # GELU adds only IEEE steps around erf
+def test_scalar_float16_rounding_matches_numpy_on_every_bit_pattern(ort_checks_wasm, wasm_runtime):
+    chunk = 1 << 24
+    for start in range(0, ALL_PATTERNS, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, "ort-round-half", x[None, :]), "<f4")
+        assert np.array_equal(ours.view(np.uint32), round_half(x).view(np.uint32)), hex(start)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["ort-erf", "ort-exp", "ort-exp-scalef", "ort-fast-gelu", "ort-exp-fma3",
+                                "ort-exp-avx512"])  # GELU adds only IEEE steps around erf
 def test_scalar_onnxruntime_functions_match_numpy_on_every_bit_pattern(ort_checks_wasm, wasm_runtime, op):
     chunk = 1 << 24
     for start in range(0, ALL_PATTERNS, chunk):
@@ -451,6 +499,12 @@ def test_scalar_onnxruntime_softmax_and_quantisation_match_numpy(ort_checks_wasm
             x[::5, ::3] += np.float32(-3.4028235e38)  # masked keys
             ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op, x), "<f4").reshape(x.shape)
             assert_same_floats(ours, OF.softmax(x, floats))
+            if cols % 4 == 0:  # a float16 graph's Softmax: its function body (onnxruntime's rows are aligned)
+                x[::5, ::3] = np.float32(-10000)  # a converted model's mask value, subnormal exps around it
+                x[1::5, ::2] -= np.float32(100)
+                ours = np.frombuffer(scalar_reference(wasm_runtime, ort_checks_wasm, op.replace("softmax", "softmax-function"),
+                                                      x), "<f4").reshape(x.shape)
+                assert_same_floats(ours, softmax_function(x, floats))
     for scale in (1e-3, 1.0, 40.0):
         x = (rng.standard_normal((30, 128)) * scale).astype(np.float32)
         x[3, :5] = [0.5, -0.5, 1.5, 2.5, 0.0]
@@ -617,6 +671,11 @@ ORT_MUTATIONS = {
     "subnormal scaling exponent": ("src/kernels/ort/float/math.rs",
                                    "f64::from_bits((1023 - 149) << 52)", "f64::from_bits((1023 - 148) << 52)",
                                    ["ort-scale", 1, 4096, 4099]),
+    # The float16 rounding's overflow test made strict in the SIMD kernel: 65520, a tie between
+    # 65504 and the first value past float16's range, stays 65504 instead of becoming infinity.
+    "round half overflow strict": ("src/kernels/ort/float/half.rs",
+                                   "i32x4_ge(a, u32x4_splat(HALF_OVERFLOW))", "i32x4_gt(a, u32x4_splat(HALF_OVERFLOW))",
+                                   ["round-half", 0x477FF000 - 8, 16, 1]),
     "masked tail cut unchecked": ("src/kernels/ort/float/masked_tail.rs",
                                   "term_exponent <= biased_exponent(bits).max(1) - 153",
                                   "term_exponent <= biased_exponent(bits).max(1) + 153",
@@ -677,6 +736,12 @@ NUMPY_MUTATIONS = {
     "ort fused one row pair order": ("dq8pc.onnx", "src/kernels/ort/float/sgemm.rs",
                                      "((l[0] + l[2]) + (l[4] + l[6])) + ((l[1] + l[3]) + (l[5] + l[7]))",
                                      "((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))"),
+    # The float16 rounding's ties rounded up (away from zero) in the scalar kernel, not to even.
+    "round half ties up": ("dq8pc.onnx", "src/kernels/ort/float/half.rs",
+                           "(a + (DROPPED >> 1) + ((a >> 13) & 1)) & !DROPPED", "(a + (DROPPED >> 1) + 1) & !DROPPED"),
+    # MLAS's AVX2 Exp with 2^m applied in one factor (no normal clamp): subnormal results rounded twice.
+    "exp fma3 one scale": ("dq8pc.onnx", "src/kernels/ort/float/half.rs",
+                           "let normal = shifted.clamp(EXP_MIN_EXPONENT, EXP_MAX_EXPONENT);", "let normal = shifted;"),
     # EmbedLayerNormalization's squared deviations fused into one fma each (the CPU provider's
     # contrib kernels are built without fma).
     "embed layer norm fused squares": ("dq8pc.onnx", "src/kernels/ort/float/layer_norm.rs",
@@ -689,6 +754,18 @@ def test_mutated_onnxruntime_softmax_fold_fails_against_numpy(toolchain, wasm_ru
     x = (np.random.default_rng(6).standard_normal((40, 48)) * 8).astype(np.float32)
     ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, "ort-softmax-avx512", x), "<f4").reshape(x.shape)
     assert not np.array_equal(ours.view(np.uint32), OF.softmax(x, AVX512_FLOATS).view(np.uint32))
+
+
+@pytest.mark.slow  # the numpy-compared mutants: the softmax fold's runs by default
+@pytest.mark.parametrize("name, op, reference", [("round half ties up", "ort-round-half", round_half),
+                                                 ("exp fma3 one scale", "ort-exp-fma3", ORT_FUNCTIONS["ort-exp-fma3"])])
+def test_mutated_float16_graph_kernels_fail_against_numpy(toolchain, wasm_runtime, tmp_path, name, op, reference):
+    from test_ort_float16 import round_half_classes
+
+    mutant = build_mutant(toolchain, tmp_path, *NUMPY_MUTATIONS[name])
+    x = np.concatenate([round_half_classes(), np.linspace(-104, -87, 20_001, dtype=np.float32)])
+    ours = np.frombuffer(scalar_reference(wasm_runtime, mutant, op, x[None, :]), "<f4")
+    assert not np.array_equal(ours.view(np.uint32), reference(x).view(np.uint32))
 
 
 @pytest.mark.slow  # the numpy-compared mutants: the softmax fold's runs by default

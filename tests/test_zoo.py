@@ -36,7 +36,8 @@ WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "s
                "mpnet-tok.litert-dq8.tflite",  # a relative-position bias: a constant score term
                "bert-tok.aeq-si8.tflite",  # full-integer int8: LiteRT's integer kernels
                "bert-tok.ortopt-dyn-f32.onnx",  # onnxruntime.transformers' optimizer: contrib ops
-               "bert-tok.qdq8pc.onnx"]  # onnxruntime QDQ: QLinearMatMul / QGemm / QLinearSoftmax
+               "bert-tok.qdq8pc.onnx",  # onnxruntime QDQ: QLinearMatMul / QGemm / QLinearSoftmax
+               "bert-tok.dyn-f16.onnx"]  # float16 with dynamic axes: onnxruntime's casts and roundings
 
 
 @pytest.fixture(scope="module")

@@ -186,7 +186,8 @@ def run_litert(path: Path, windows: dict, roles, mode: str = "builtin", with_io:
     return np.stack(results), io
 
 
-ORT_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32}
+ORT_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
+              "tensor(float16)": np.float16}
 
 
 def ort_session(path: Path):

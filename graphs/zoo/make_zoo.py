@@ -336,24 +336,73 @@ def export_ort_qdq(m: zm.Encoder, module, out: Path, src: Path, per_channel: boo
 
 
 def export_onnx_f16(m: zm.Encoder, module, out: Path, src: Path) -> dict:
-    """The dynamo-f32 file through onnxconverter-common's float16 conversion, float32 inputs and
-    outputs kept."""
-    import onnx
-    from onnxconverter_common import float16
-
+    """A float32 file (dynamo-f32, or ts-dyn-f32 for dynamic axes) through onnxconverter-common's
+    float16 conversion, float32 inputs and outputs kept."""
     assert src.exists(), f"{out.name}: needs {src.name} first"
     t0 = time.perf_counter()
-
-    def write(p):
-        onnx.save(float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True), str(p))
-        _onnx_finish(p)
-
-    atomic(out, write, suffix=".onnx")
-    return dict(exporter="torch.onnx.export(dynamo=True) + onnxconverter-common float16",
-                recipe="float16.convert_float_to_float16(model, keep_io_types=True)",
+    patched = []
+    atomic(out, lambda p: patched.extend(convert_to_float16(src, p)), suffix=".onnx")
+    recipe = FLOAT16_RECIPE
+    if patched:
+        recipe += (f"; the Casts to float its value_info now declares float16 ({', '.join(patched)}) cast to "
+                   "float16, as onnxconverter-common issue #320 has users do (its output does not load otherwise)")
+    return dict(exporter=f"{SOURCE_EXPORTER[src.name.split('.', 1)[1]]} + onnxconverter-common float16",
+                recipe=recipe,
                 source=src.name, source_sha256=fixture_info.sha256(src),
                 export_seconds=round(time.perf_counter() - t0, 2),
                 versions=versions("onnx", "onnxruntime", "onnxconverter-common", *TORCH_PACKAGES))
+
+
+FLOAT16_RECIPE = "float16.convert_float_to_float16(model, keep_io_types=True)"
+
+
+def convert_to_float16(src: Path, out: Path) -> list[str]:
+    """onnxconverter-common's float16 conversion of src into out (float32 inputs and outputs
+    kept), made loadable as its users do; returns the Casts that needed it."""
+    import onnx
+    from onnxconverter_common import float16
+
+    model = float16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+    patched = _cast_targets_as_declared(model)
+    onnx.save(model, str(out))
+    _onnx_finish(out)
+    return patched
+
+
+def _cast_targets_as_declared(model) -> list[str]:
+    """convert_float_to_float16 declares a Cast-to-float's output float16 but leaves its `to` at
+    float (onnxconverter-common issue #320), which onnxruntime refuses to load: the users' fix is
+    to cast to float16. Returns the Casts changed."""
+    from onnx import TensorProto
+
+    declared = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}
+    patched = []
+    for node in model.graph.node:
+        to = next((a for a in node.attribute if a.name == "to"), None)
+        if node.op_type == "Cast" and to is not None and to.i == TensorProto.FLOAT \
+                and declared.get(node.output[0]) == TensorProto.FLOAT16:
+            to.i = TensorProto.FLOAT16
+            patched.append(node.name)
+    return patched
+
+
+def export_onnx_half(m: zm.Encoder, module, out: Path) -> dict:
+    """The torch module after .half() through torch.onnx (dynamo): float16 constants and float16
+    arithmetic in the graph, integer inputs, a float16 output."""
+    import copy
+
+    import torch
+    import zoo_torch as zt
+
+    half = copy.deepcopy(module).half().eval()
+    args = zt.sample_inputs(m, torch.int64)
+    names = list(m.input_roles) if m.named_inputs else None
+    t0 = time.perf_counter()
+    atomic(out, lambda p: torch_onnx(half, args, p, True, names, [m.output_name]), suffix=".onnx")
+    return dict(exporter="torch.onnx.export(dynamo=True) of module.half()",
+                recipe=f"module.half(), then torch.onnx.export(dynamo=True, opset_version={DYNAMO_OPSET})",
+                export_seconds=round(time.perf_counter() - t0, 2),
+                versions=versions("onnx", "onnxscript", "onnxruntime", *TORCH_PACKAGES))
 
 
 def strip_torch_metadata(model) -> int:
@@ -572,6 +621,8 @@ ENCODER_EXPORTERS = {
     "qdq8pc.onnx": export_ort_qdq,
     "qdq8pt.onnx": lambda m, mod, out, src: export_ort_qdq(m, mod, out, src, per_channel=False),
     "f16.onnx": export_onnx_f16,
+    "dyn-f16.onnx": export_onnx_f16,
+    "half.onnx": lambda m, mod, out, src: export_onnx_half(m, mod, out),
 }
 for _f in ("aeq-wo8.tflite", "aeq-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite", "aeq-si8.tflite"):
     ENCODER_EXPORTERS[_f] = lambda m, mod, out, src, _f=_f: export_aeq(m, mod, out, src, _f)
@@ -583,7 +634,7 @@ SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.on
           "aeq-wo8.tflite": "litert-f32.tflite",
           "aeq-f16.tflite": "litert-f32.tflite", "aeq-dq4.tflite": "litert-f32.tflite",
           "aeq-si8.tflite": "litert-f32.tflite", "aeq-wo4.tflite": "litert-f32.tflite", "qdq8pc.onnx": "dynamo-f32.onnx",
-          "qdq8pt.onnx": "dynamo-f32.onnx", "f16.onnx": "dynamo-f32.onnx"}
+          "qdq8pt.onnx": "dynamo-f32.onnx", "f16.onnx": "dynamo-f32.onnx", "dyn-f16.onnx": "ts-dyn-f32.onnx"}
 SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
                    "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, dynamic_axes)"}
 # Sources first.
@@ -591,7 +642,7 @@ ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onn
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
          "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx", "ortopt-f32.onnx",
          "ortopt2-f32.onnx", "ortopt-dyn-f32.onnx", "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
-         "aeq-si8.tflite", "tf-si8.tflite", "qdq8pc.onnx", "qdq8pt.onnx", "f16.onnx"]
+         "aeq-si8.tflite", "tf-si8.tflite", "qdq8pc.onnx", "qdq8pt.onnx", "f16.onnx", "dyn-f16.onnx", "half.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:

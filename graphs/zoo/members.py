@@ -86,19 +86,21 @@ FLAVOURS = {
     "qdq8pt.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QDQ, "
                    "per_channel=False), calibrated on seeded windows",
     "f16.onnx": "the dynamo-f32 file through onnxconverter-common convert_float_to_float16(keep_io_types=True)",
+    "dyn-f16.onnx": "the ts-dyn-f32 file (dynamic axes) through onnxconverter-common "
+                    "convert_float_to_float16(keep_io_types=True)",
+    "half.onnx": "torch.onnx.export(dynamo=True, opset_version=18) of the module after .half(): float16 "
+                 "weights and arithmetic in the graph, a float16 output",
 }
 DYNAMIC_FLAVOURS = ("ts-dyn-f32.onnx", "dyn-dq8pc.onnx", "dynamo-dyn-f32.onnx")
+# float16 ONNX graphs (onnxruntime runs them in float32 between the Casts it places, rounding to
+# float16 where a value enters a float16 kernel: porter/frontends/ort_float16.py)
+FLOAT16_ONNX = ("f16.onnx",)
+# One member each: float16 with dynamic axes (compiled for a window) and torch's .half() export.
+FLOAT16_ONNX_FORMS = ("dyn-f16.onnx", "half.onnx")
 # Flavours whose scheme porter does not reproduce: one fixture each, so the refusal, which must
 # name the scheme before anything else, is tested on a real file.
 # flavour -> (the scheme the refusal starts with, why porter does not reproduce it).
-REFUSED_SCHEMES = {
-    "f16.onnx": ("float16 ONNX compute", "onnxruntime 1.32's CPU provider (measured: tests/test_ort_float16.py) "
-                 "runs only data movement, Max / Min / Clip and LayerNormalization in float16 and every other op "
-                 "in float32 between the Casts InsertCastTransformer adds, removing float32 -> float16 -> float32 "
-                 "pairs, so float32 work between two such ops is not rounded; it inlines Softmax's function body "
-                 "and runs its level-1 fusions before placing the casts (its float16 LayerNormalization is the "
-                 "float32 kernel between exact widening and rounding). porter does not canonicalise that "
-                 "placement yet"),
+REFUSED_SCHEMES: dict[str, tuple[str, str]] = {
 }
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).
@@ -249,8 +251,8 @@ ENCODERS = [
     Encoder("bert-tok", "bert", "tok", "random", "eager", True, True,
             2, 64, 4, 256, 320, 64, 5,
             C + ("ts-f32.onnx", "dq8pt.onnx", "tf-dq8.tflite", "keras-dq8.tflite") + DYNAMIC_FLAVOURS + WEIGHT_ONLY
-            + tuple(REFUSED_SCHEMES) + FULL_INTEGER + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",) + QDQ + QDQ_PER_TENSOR,
-            seed=11,
+            + tuple(REFUSED_SCHEMES) + FULL_INTEGER + ORT_OPTIMIZED + ("ortopt-dyn-f32.onnx",) + QDQ + QDQ_PER_TENSOR
+            + FLOAT16_ONNX + FLOAT16_ONNX_FORMS, seed=11,
             xnnpack=("litert-f32.tflite", "litert-dq8.tflite", "tf-dq8.tflite", "keras-dq8.tflite")),
     Encoder("bert-seq", "bert", "seq", "default", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 3,
@@ -265,7 +267,8 @@ ENCODERS = [
             C + ("dq8pt.onnx",) + ORT_OPTIMIZED, seed=21),
     Encoder("distilbert-seq", "distilbert", "seq", "random", "sdpa", False, False,
             2, 64, 4, 128, 320, 32, 2,
-            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ("ortopt-dyn-f32.onnx",), seed=22, xnnpack=("litert-dq8.tflite",)),
+            C + ("ts-f32.onnx",) + DYNAMIC_FLAVOURS + ("ortopt-dyn-f32.onnx",) + FLOAT16_ONNX, seed=22,
+            xnnpack=("litert-dq8.tflite",)),
     # --- RoBERTa / XLM-R: position ids from the ids (padding_idx 1), the RoBERTa classification head.
     Encoder("roberta-tok", "roberta", "tok", "random", "sdpa", True, False,
             2, 64, 4, 128, 320, 64, 7,
@@ -304,7 +307,8 @@ ENCODERS = [
     # float_sources_only) keeps them.
     Encoder("minilm-mean", "minilm", "st-mean", "minilm", "sdpa", True, False,
             1, 384, 12, MINILM_FFN, 256, 32, 0,
-            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx") + WEIGHT_ONLY + ("aeq-si8.tflite",) + QDQ, seed=61,
+            ("litert-dq8.tflite", "dq8pc.onnx", "dyn-dq8pc.onnx") + WEIGHT_ONLY + ("aeq-si8.tflite",) + QDQ
+            + FLOAT16_ONNX, seed=61,
             xnnpack=("litert-dq8.tflite",),
             float_sources_only=("litert-f32.tflite", "dynamo-f32.onnx", "ts-dyn-f32.onnx")),
     Encoder("st-bert-mean", "bert", "st-mean", "default", "eager", True, False,
@@ -407,9 +411,9 @@ def check() -> None:
     counts = Counter(f for m in ENCODERS for f in m.flavours)
     for f in FLAVOURS:
         # the full-integer files: ai-edge-quantizer's on three networks, TFLiteConverter's on two;
-        # per-tensor QDQ on one
-        assert counts[f] >= (1 if f in (*REFUSED_SCHEMES, *QDQ_PER_TENSOR) else 2 if f in FULL_INTEGER else 3), \
-            (f, counts[f])
+        # per-tensor QDQ and the float16 forms on one
+        least = 1 if f in (*REFUSED_SCHEMES, *QDQ_PER_TENSOR, *FLOAT16_ONNX_FORMS) else 2 if f in FULL_INTEGER else 3
+        assert counts[f] >= least, (f, counts[f])
     for attr in ("weights", "attention", "named_inputs"):
         print(attr, dict(Counter(getattr(m, attr) for m in ENCODERS)))
     print("flavours", dict(counts))
@@ -422,7 +426,8 @@ SHORT = {"litert-f32.tflite": "litert-f32", "litert-dq8.tflite": "litert-dq8",
          "dynamo20-f32.onnx": "dynamo20-f32",
          "ortgelu-f32.onnx": "ortgelu-f32", "ortopt-f32.onnx": "ortopt-f32",
          "ortopt2-f32.onnx": "ortopt2-f32", "ortopt-dyn-f32.onnx": "ortopt-dyn-f32",
-         **{f: f.split(".")[0] for f in (*WEIGHT_ONLY, *REFUSED_SCHEMES, *FULL_INTEGER, *QDQ, *QDQ_PER_TENSOR)}}
+         **{f: f.split(".")[0] for f in (*WEIGHT_ONLY, *REFUSED_SCHEMES, *FULL_INTEGER, *QDQ, *QDQ_PER_TENSOR,
+                                         *FLOAT16_ONNX, *FLOAT16_ONNX_FORMS)}}
 
 
 def table() -> str:

@@ -40,7 +40,7 @@ LITERT_MODES = {
 }
 ORT_MODE = "ort"
 ORT_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
-              "tensor(bool)": np.bool_}
+              "tensor(bool)": np.bool_, "tensor(float16)": np.float16}  # a float16 output is widened exactly
 # op type -> (position of the indices, position of the table) of each embedding lookup it does
 # (onnxruntime's EmbedLayerNormalization looks up the ids in the word table and the segment ids
 # in the segment table itself)

@@ -81,7 +81,7 @@ BINARY = {Elementwise.ADD: "Add", Elementwise.SUB: "Sub", Elementwise.MUL: "Mul"
           Elementwise.MAXIMUM: "Maximum", Elementwise.MINIMUM: "Minimum",
           Elementwise.SQUARED_DIFFERENCE: "SquaredDifference"}
 UNARY = {Elementwise.NEG: "Neg", Elementwise.ABS: "Abs", Elementwise.SQRT: "Sqrt", Elementwise.RSQRT: "Rsqrt",
-         Elementwise.RELU: "Relu"}
+         Elementwise.RELU: "Relu", Elementwise.ROUND_HALF: "RoundHalf"}
 TRANSCENDENTAL = {(Elementwise.EXP, Reference.LITERT_BUILTIN): "ExpLitert",
                   (Elementwise.TANH, Reference.LITERT_BUILTIN): "TanhLitert",
                   (Elementwise.SIGMOID, Reference.LITERT_BUILTIN): "LogisticLitert",
@@ -288,7 +288,7 @@ class _Variables:
                 "masked": a.mask != MaskMode.NONE, "mask_replaces": a.mask == MaskMode.REPLACE,
                 "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
                 "terms": [self.array(name) for name in a.arrays()],
-                "onnxruntime": _ort_floats(self.p)}
+                "onnxruntime": _ort_floats(self.p), "softmax_body": a.softmax_body}
 
     def elementwise(self, step: ElementwiseStep) -> dict:
         op = step.op

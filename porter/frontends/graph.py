@@ -136,6 +136,29 @@ class Graph:
         return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def topological_order(items: list, inputs_of: Callable, outputs_of: Callable) -> list:
+    """Items (ops, nodes: anything with an `index`) in an order where every value is made before it
+    is read, otherwise keeping the given order: depth first from each item in turn, iteratively."""
+    made = {v: item for item in items for v in outputs_of(item)}
+    done: set[int] = set()
+    order = []
+    for first in items:
+        stack = [(first, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if current.index in done:
+                continue
+            if expanded:
+                done.add(current.index)
+                order.append(current)
+                continue
+            stack.append((current, True))
+            for v in reversed(inputs_of(current)):
+                if v in made and made[v].index not in done:
+                    stack.append((made[v], False))
+    return order
+
+
 def dataflow_problem(reads: list[list[Hashable]], writes: list[list[Hashable]],
                      node: Callable[[int], str], value: Callable[[Hashable], str]) -> str | None:
     """What is wrong with the order of nodes that read and write values, or None.

@@ -40,10 +40,17 @@ that do not apply to a format are null):
         "layers": [{"op": int, "op_type": str, "weight_tensor": int,
                     "weights": str,         # float32 | float16 | int8 per-channel (axis a) | int4 ...
                     "activations": str,     # float | dynamic int8 | dynamic uint8 | static int8
-                                            # | static int8 (QDQ) | float16 | lookup
+                                            # | static int8 (QDQ) | float16 | lookup | a float16
+                                            # ONNX graph's: "float32 between onnxruntime's Casts
+                                            # (float16 graph), on float16 values" (or float32 ones)
                     "activation_quant": str | null}],  # static int8: in / out scale and zero point
         "summary": [{"weights": str, "activations": str, "count": int}],
-        "refused": str | null               # why porter does not reproduce the scheme, or null
+        "refused": str | null,              # why porter does not reproduce the scheme, or null
+        "float16": null | {                 # a float16 ONNX graph: onnxruntime's cast placement
+          "float16_kernels": [str],         # LayerNormalization ops it runs in float16
+          "float16_ops": int,               # ops it runs with float16 kernels
+          "rounded_reads": int, "rounded_outputs": int,  # values rounded to float16
+          "softmax_function_bodies": int}   # Softmax run as its function body in float32
       }
     }
 """
@@ -57,7 +64,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends import load_graph
-from porter.frontends.schemes import assert_scheme_reproduced, layer_schemes
+from porter.frontends.schemes import assert_scheme_reproduced, float16_plan, layer_schemes
 from porter.frontends.tflite import WEIGHT_INPUTS as TFLITE_WEIGHT_INPUTS
 from porter.frontends.graph import Graph, Tensor
 
@@ -128,7 +135,21 @@ def _schemes(graph: Graph) -> dict:
                     "activation_quant": layer.activation_quant} for layer in layers],
         "summary": [{"weights": w, "activations": a, "count": n} for (w, a), n in counts.most_common()],
         "refused": refused,
+        "float16": _float16_report(graph),
     }
+
+
+def _float16_report(graph: Graph) -> dict | None:
+    """Where onnxruntime computes in float16 and rounds to it, in a float16 ONNX graph."""
+    plan = float16_plan(graph)
+    if plan is None:
+        return None
+    return {"float16_kernels": [f"op {i} {graph.ops[i].type}" for i in sorted(plan.half_ops)
+                                if i in plan.rounded_outputs and graph.ops[i].type == "LayerNormalization"],
+            "float16_ops": len(plan.half_ops),
+            "rounded_reads": sum(len(v) for v in plan.rounded_reads.values()),
+            "rounded_outputs": len(plan.rounded_outputs),
+            "softmax_function_bodies": len(plan.softmax_bodies)}
 
 
 def _io_entry(graph: Graph, name: str, t: int) -> dict:
@@ -272,6 +293,12 @@ def _scheme_lines(schemes: dict) -> list[str]:
               + (f" ({layer['activation_quant']})" if layer.get("activation_quant") else "")
               + (f"; onnxruntime runs {layer['onnxruntime_runs']}" if layer.get("onnxruntime_runs") else "")
               for layer in schemes["layers"]]
+    half = schemes.get("float16")
+    if half:
+        lines.append(f"  float16 graph as onnxruntime runs it: {half['float16_ops']} ops with float16 kernels, "
+                     f"{half['rounded_reads']} inputs and {half['rounded_outputs']} outputs rounded to float16, "
+                     f"{half['softmax_function_bodies']} Softmax as its function body in float32; LayerNormalization "
+                     f"in float16: {', '.join(half['float16_kernels']) or 'none'}")
     lines.append(f"  refused: {schemes['refused']}" if schemes["refused"] else
                  "  reproduced by porter")
     return lines

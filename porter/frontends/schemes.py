@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from porter.errors import PorterError
+from porter.frontends import ort_float16
 from porter.frontends.graph import Graph, Op, Quantization, Tensor
 
 # Ops whose constant inputs are weights: op type -> the positions of its weight inputs.
@@ -33,14 +34,8 @@ DATA_MOVEMENT = {"GATHER", "GATHER_ND", "EMBEDDING_LOOKUP", "RESHAPE", "SQUEEZE"
                  "DequantizeLinear", "QuantizeLinear", "Cast", "CAST", "Shape", "SHAPE"}
 INTEGER_ACTIVATIONS = ("int8", "uint8", "int16")
 FULL_INTEGER = "full-integer"
-# What onnxruntime does with such a graph (porter/frontends/ort_float16.py, measured), and the part
-# porter does not build yet.
-FLOAT16_ONNX_STATUS = ("onnxruntime's CPU provider runs it in float32 between the Casts it inserts (only data movement, "
-                       "Max / Min / Clip and LayerNormalization have float16 kernels; float32 -> float16 -> float32 "
-                       "pairs are removed, so float32 work between such ops is not rounded), after inlining Softmax's "
-                       "function body and running its level-1 fusions; porter does not canonicalise that cast "
-                       "placement yet")
 REPRODUCED = ("porter reproduces float32, float16, int8 and int4 weights with float activations, "
+              "float16 ONNX graphs as onnxruntime runs them, "
               "dynamic-range int8 and int4 (LiteRT's hybrid kernels, onnxruntime's quantize_dynamic), "
               "full-integer TFLite with int8 activations (LiteRT's integer kernels) and onnxruntime QDQ with "
               "8-bit activations (the kernels its QDQ transformers leave)")
@@ -116,9 +111,36 @@ def _activation_scheme(g: Graph, op: Op, weight_inputs: set[int]) -> str:
     return "float"
 
 
+# A float16 ONNX graph's layers, as onnxruntime's CPU provider runs them (ort_float16)
+FLOAT16_ONNX_LAYER = "float32 between onnxruntime's Casts (float16 graph)"
+
+
+def float16_plan(g: Graph):
+    """onnxruntime's cast placement in a float16 ONNX graph (ort_float16.placement), or None: for
+    any other graph, and for one whose float16 spelling porter does not model (canonicalisation
+    refuses that naming the op)."""
+    if not ort_float16.computes_in_float16(g):
+        return None
+    try:
+        return ort_float16.placement(g)
+    except PorterError:
+        return None
+
+
+def _float16_activations(g: Graph, op: Op, plan, weight_inputs: set[int]) -> str:
+    """How a layer of a float16 ONNX graph runs: in float32 on float16 values (rounded where
+    onnxruntime casts a float32 result for a float16 op, or made by one) or on float32 ones (float32
+    work before it, the casts between removed)."""
+    inputs = [(i, t) for i, t in enumerate(op.inputs) if t >= 0 and i not in weight_inputs]
+    half = any(i in plan.rounded_reads.get(op.index, ()) or
+               (p := g.producer(t)) is not None and p.index in plan.half_ops for i, t in inputs)
+    return FLOAT16_ONNX_LAYER + (", on float16 values" if half else ", on float32 values")
+
+
 def layer_schemes(g: Graph) -> list[LayerScheme]:
     """Every layer (an op that reads a weight) with the form its weights are stored in and the
     activations it runs on."""
+    plan = float16_plan(g)
     layers = []
     for op in g.ops:
         positions = [i for i in LAYER_WEIGHTS.get(op.type, ()) if i < len(op.inputs) and op.inputs[i] >= 0]
@@ -128,6 +150,8 @@ def layer_schemes(g: Graph) -> list[LayerScheme]:
             continue
         w = max(weights.values(), key=lambda t: t.data.size)
         activations = _activation_scheme(g, op, set(weights))
+        if plan is not None and activations == "float16":
+            activations = _float16_activations(g, op, plan, set(weights))
         layers.append(LayerScheme(op.index, op.type, w.index, _storage_scheme(g, w), activations,
                                   _static_quantisation(g, op, set(weights)) if activations.startswith("static") else None))
     return layers
@@ -172,8 +196,6 @@ def assert_scheme_reproduced(g: Graph) -> None:
     problem = _int4_weights(g) or static or _float16_compute(g)
     if problem is not None:
         scheme, evidence = problem
-        if scheme == "float16 ONNX compute":
-            raise PorterError(f"{scheme}: not reproduced ({evidence}); {FLOAT16_ONNX_STATUS}")
         raise PorterError(f"{scheme}: not reproduced ({evidence}); {REPRODUCED}")
 
 
@@ -235,13 +257,16 @@ def _static_activations(g: Graph):
 
 
 def _float16_compute(g: Graph):
-    """An op (other than a cast or a view) that computes on a float16 activation."""
+    """An op (other than a cast or a view) that computes on a float16 activation in a TFLite graph
+    (a float16 ONNX graph runs as onnxruntime places its casts: porter.recover.canonical.ort_float16)."""
+    if g.format != "tflite":
+        return None
     for op in g.ops:
         if op.type in DATA_MOVEMENT:
             continue
         for t in [*op.inputs, *op.outputs]:
             x = g.tensor(t) if t >= 0 else None
             if x is not None and x.data is None and x.dtype == "float16":
-                return (f"float16 {'ONNX' if g.format == 'onnx' else 'TFLite'} compute",
+                return ("float16 TFLite compute",
                         f"op {op.index} {op.type} computes on {_short(x)}")
     return None

@@ -274,6 +274,9 @@ class Attention(Step):
     # Terms the graph adds to the scaled scores before the mask (a relative-position bias), in
     # data-flow order: arrays <name>.term0, <name>.term1, ... of [heads, seq, seq] float32.
     score_terms: int = 0
+    # onnxruntime runs the softmax as ONNX's function body, op by op in float32 (a float16
+    # graph's Softmax: porter.reference.ops.softmax_function), not MLAS's softmax kernel
+    softmax_body: bool = False
 
     def arrays(self) -> list[str]:
         return [f"{self.name}.term{i}" for i in range(self.score_terms)]
@@ -304,10 +307,13 @@ class Elementwise(str, enum.Enum):
     ERF = "erf"
     RELU = "relu"
     SIGMOID = "sigmoid"
+    # float32 -> nearest float16 -> float32: where onnxruntime casts a float16 graph's value
+    # (porter.reference.ort.float16.round_half)
+    ROUND_HALF = "round_half"
 
 
 UNARY = {Elementwise.NEG, Elementwise.ABS, Elementwise.SQRT, Elementwise.RSQRT, Elementwise.TANH,
-         Elementwise.EXP, Elementwise.ERF, Elementwise.RELU, Elementwise.SIGMOID}
+         Elementwise.EXP, Elementwise.ERF, Elementwise.RELU, Elementwise.SIGMOID, Elementwise.ROUND_HALF}
 
 
 @dataclass

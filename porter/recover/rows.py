@@ -13,7 +13,8 @@ ever add exact zeros. The program then computes, backwards from its output:
 
 onnxruntime's arithmetic is inert only for float programs on the CPUs whose softmax is MLAS's AVX2
 kernel: its exp clamps the masked score to -88.38 and builds 2^-127 from exponent bits, which is
-0. The AVX-512F kernel scales by vscalefps, a subnormal instead (its context leaves the padded
+0; and for a float16 graph's Softmax, its function body on either CPU: MLAS's Exp kernels clamp at
+-103.97, whose p * 2^-150 rounds to 0 in both. The AVX-512F softmax kernel scales by vscalefps, a subnormal instead (its context leaves the padded
 keys out only where a run-time bound shows it exact: the crate's ort/float/masked_tail.rs), and
 DynamicQuantizeLinear quantises the whole tensor at once, padded rows included; those programs
 compute ALL. `porter verify` runs every window both ways and fails on any bit of difference.
@@ -38,9 +39,10 @@ def padding_is_inert(program: EncoderProgram) -> bool:
 
 def _ort_rows_independent(program: EncoderProgram) -> bool:
     """onnxruntime's arithmetic keeps padded rows out of live ones: exact zeros for masked keys
-    (the AVX2 softmax) and no tensor-wide activation quantisation."""
-    return (program.reference == Reference.ONNXRUNTIME_CPU and program.ort_cpu is not None
-            and ort_cpu.target(program.ort_cpu).floats == ort_cpu.AVX2_FLOATS
+    (the AVX2 softmax, or every softmax a function body) and no tensor-wide activation quantisation."""
+    zeros = program.ort_cpu is not None and (ort_cpu.target(program.ort_cpu).floats == ort_cpu.AVX2_FLOATS
+                                             or all(a.softmax_body for a in program.attentions()))
+    return (program.reference == Reference.ONNXRUNTIME_CPU and zeros
             and not any(isinstance(s, LinearStep) and s.linear.activation_quant == ActivationQuant.ORT_DYNAMIC_UINT8
                         for s in program.steps))
 

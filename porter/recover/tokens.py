@@ -19,7 +19,7 @@ from porter.frontends.graph import Graph
 ELEMENTWISE = {"add", "sub", "mul", "div", "maximum", "minimum", "squared_difference", "pow",
                "neg", "abs", "sqrt", "rsqrt", "tanh", "exp", "erf", "relu", "sigmoid", "gelu",
                "cast", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-               "logical_and", "logical_or", "logical_not", "where", "dequantize"}
+               "logical_and", "logical_or", "logical_not", "where", "dequantize", "round_half"}
 
 
 @dataclass

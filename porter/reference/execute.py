@@ -228,7 +228,10 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
         scores = np.where(kept & (F32(a.keep_value) == 0), scores, (scores + bias).astype(F32))
     elif a.mask == MaskMode.REPLACE:
         scores = np.where(kept, scores, F32(a.drop_value))
-    probs = OF.softmax(scores, floats) if onnx else LF.softmax(scores, a.softmax_beta)
+    if a.softmax_body:
+        probs = ops.softmax_function(scores, floats)
+    else:
+        probs = OF.softmax(scores, floats) if onnx else LF.softmax(scores, a.softmax_beta)
     ctx = (OF.matmul if onnx else LF.batch_matmul)(probs, vh)
     return ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
 

@@ -18,6 +18,7 @@ import numpy as np
 from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightFormat
 from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
+from porter.reference.ort.float16 import round_half
 from porter.reference import quant
 
 F32 = np.float32
@@ -215,7 +216,19 @@ def _softmax(attrs, x, ref):
         raise Unsupported(f"softmax over axis {axis} of a rank-{x.ndim} tensor")
     if ref == Reference.LITERT_BUILTIN:
         return LF.softmax(x, float(attrs.get("beta", 1.0)))
+    if attrs.get("body"):
+        return softmax_function(x, attrs["ort_floats"])
     return OF.softmax(x, attrs["ort_floats"])
+
+
+def softmax_function(x: np.ndarray, floats: str) -> np.ndarray:
+    """Softmax over the last axis as ONNX's function body defines it, each op onnxruntime's float32
+    kernel: ReduceMax, Sub, Exp (MLAS's ComputeExpF32Kernel of the `floats` family), ReduceSum
+    (reduce_float's order), Div. What onnxruntime runs for a Softmax with no float16 kernel
+    (porter.recover.canonical.ort_float16)."""
+    x = _f32(x)
+    e = OF.exp((x - x.max(axis=-1, keepdims=True)).astype(F32), floats)
+    return (e / reduce_float("sum", e, (x.ndim - 1,), Reference.ONNXRUNTIME_CPU)).astype(F32)
 
 
 def _l2_normalization(attrs, x, ref):
@@ -439,6 +452,8 @@ UNARY = {
     "relu": _unary_float(lambda x, ref: np.maximum(x, F32(0))), "sigmoid": _unary_float(_sigmoid),
     "reciprocal": _unary_float(lambda x, ref: F32(1) / x),
     "sin": _unary_float(_trig("sin")), "cos": _unary_float(_trig("cos")),
+    # float32 -> float16 -> float32: onnxruntime's two Casts where a float16 graph rounds a value
+    "round_half": _unary_float(lambda x, ref: round_half(x)),
 }
 
 EVALUATORS = {

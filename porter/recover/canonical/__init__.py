@@ -22,7 +22,8 @@ every-op-explained invariant still name the file's own ops.
 
 The work is split by what it serves: builder.py (what the translations share), tflite.py and
 onnx.py (one module per source format), fold.py (folding, identities, fusions, lifting),
-views.py (view shapes and merges); this module is the driver.
+views.py (view shapes and merges), float16.py (a float16 ONNX graph as float32 ops and the
+roundings onnxruntime makes, placed by porter.frontends.ort_float16); this module is the driver.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from porter.errors import PorterError
-from porter.frontends.graph import Graph, Op
+from porter.frontends.graph import Graph, Op, topological_order
 from porter.ir.encoder import Reference
+from porter.frontends import ort_float16
 from porter.recover.canonical.builder import Builder, Pass
+from porter.recover.canonical.float16 import Float16Translation, place_product_roundings
 from porter.recover.canonical.fold import GATHERS, gathers_as_slices, settle, simplify
 from porter.recover.canonical.onnx import translate_onnx
 from porter.recover.canonical.tflite import translate_tflite
@@ -65,29 +68,14 @@ class Canonical:
 def _topological(ops: list[Op]) -> list[Op]:
     """The ops in an order where every tensor is made before it is read (fusions append their
     op after the ops it replaces), otherwise keeping the given order."""
-    made = {t: op.index for op in ops for t in op.outputs}
-    done: set[int] = set()
-    order = []
-    by_index = {op.index: op for op in ops}
+    return topological_order(sorted(ops, key=lambda o: o.index), lambda op: op.inputs, lambda op: op.outputs)
 
-    def visit(op: Op) -> None:
-        stack = [(op, False)]
-        while stack:
-            current, expanded = stack.pop()
-            if current.index in done:
-                continue
-            if expanded:
-                done.add(current.index)
-                order.append(current)
-                continue
-            stack.append((current, True))
-            for t in reversed(current.inputs):
-                if t in made and made[t] not in done:
-                    stack.append((by_index[made[t]], False))
 
-    for op in sorted(ops, key=lambda o: o.index):
-        visit(op)
-    return order
+def _ort_seen_shapes(g: Graph) -> dict:
+    """The shapes onnxruntime sees in a dynamic-axes file (its symbolic dimensions unbound)."""
+    from porter.recover.canonical.ort_shapes import value_shapes
+
+    return value_shapes(g.path)
 
 
 def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = None) -> Canonical:
@@ -100,15 +88,22 @@ def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = N
         raise PorterError(f"porter recovers TFLite and ONNX graphs, not {g.format}")
     if reference == Reference.ONNXRUNTIME_CPU and ort_cpu is None:
         ort_cpu = ort_cpus.host_target()
+    dynamic = any(d < 0 for t in g.inputs.values() for d in g.tensor(t).shape)
     g = bind_window(g, window)
     assert_scheme_reproduced(g)  # a scheme porter does not reproduce is refused by its name, first
     b = Builder(g, ort_cpu if reference == Reference.ONNXRUNTIME_CPU else None)
+    half = None
+    if ort_float16.computes_in_float16(g):  # onnxruntime's float16 graph: float32 ops and roundings
+        half = Float16Translation(b, ort_float16.placement(g, _ort_seen_shapes(g) if dynamic else None))
     translate = translate_tflite if g.format == "tflite" else translate_onnx
     explained: dict[int, str] = {}
     folded = []
-    for op in g.ops:
+    for file_op in g.ops:
         start = len(b.ops)
+        op = half.before(file_op) if half else file_op
         translate(b, op)
+        if half:
+            half.after(file_op, op)
         if len(b.ops) == start:
             explained[op.index] = "folded into a constant"
         folded += [c for c in b.ops[start:] if settle(b, g, c, reference)]
@@ -117,6 +112,8 @@ def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = N
     for op in folded:
         p.drop(op, "folded into a constant")
     simplify(p, reference)
+    if half:
+        place_product_roundings(p)
     kept = _topological([op for op in p.ops if op is not None])
     ops, origin = [], {}
     for i, op in enumerate(kept):
@@ -124,6 +121,7 @@ def canonicalise(g: Graph, ort_cpu: OrtCpu | None = None, window: int | None = N
         ops.append(Op(i, op.type, op.inputs, op.outputs, op.options))
     # stored_forms: the narrower constants folded weights were computed from (fold.py)
     graph = Graph(g.format, g.path, b.tensors, ops, dict(g.inputs), p.outputs,
-                  {**g.metadata, "stored_forms": b.stored})
+                  {**g.metadata, "stored_forms": b.stored, "ort_cast_constants": b.cast_constants,
+                   "float16_plan": half.plan if half else None})
     return Canonical(graph, reference, b.ort_cpu, origin, p.explained, g)
 

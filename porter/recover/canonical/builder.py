@@ -42,6 +42,9 @@ class Builder:
         # A folded float32 constant -> the narrower constant it was computed from exactly (int8 or
         # int4 with its quantisation, or float16), which model.bin may store instead.
         self.stored: dict[int, Tensor] = {}
+        # float16 constants onnxruntime's fusions do not see as constants (a shared Cast node
+        # reaches their readers: porter.recover.canonical.ort_float16)
+        self.cast_constants: set[int] = set()
 
     def emit(self, kind: str, inputs: list[int], outputs: list[int], origin, **attrs) -> Op:
         op = Op(len(self.ops), kind, list(inputs), list(outputs), attrs)

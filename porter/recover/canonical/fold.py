@@ -39,7 +39,7 @@ def simplify(p: Pass, reference: Reference) -> None:
 
 
 _SHAPE_KEEPING = set(tflite.BINARY.values()) | set(tflite.UNARY.values()) | set(onnx.BINARY.values()) \
-    | set(onnx.UNARY.values()) | {"gelu", "cast", "softmax", "where", "l2_normalization"}
+    | set(onnx.UNARY.values()) | {"gelu", "cast", "softmax", "where", "l2_normalization", "round_half"}
 
 
 def _infer_shape(b: Builder, op: Op) -> None:
@@ -342,7 +342,7 @@ def _scale_of(p: Pass, op: Op | None, x_rank_from: int | None = None) -> tuple[i
         x, c = op.inputs[pos], op.inputs[1 - pos]
         value = b.const(c)
         if value is None or b.const(x) is not None or value.size != 1 or value.dtype.kind != "f" \
-                or value.ndim > len(b.tensor(x).shape) or not b.tensor(x).shape:
+                or value.ndim > len(b.tensor(x).shape) or not b.tensor(x).shape or c in b.cast_constants:
             continue
         scale = np.float32(value.reshape(-1)[0])
         return x, (np.float32(np.float32(1.0) / scale) if op.type == "div" else scale)

@@ -163,7 +163,7 @@ def _ort_biased_gelu(approximate: str):
 
 def _onnx_softmax(b: Builder, op: Op) -> None:
     b.emit("softmax", op.inputs[:1], op.outputs, [op.index], axis=int(op.options.get("axis", -1)), beta=1.0,
-           ort_floats=b.ort_cpu.floats)
+           ort_floats=b.ort_cpu.floats, body=bool(op.options.get("body", False)))
 
 
 def _onnx_shape(b: Builder, op: Op) -> None:

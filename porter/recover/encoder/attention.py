@@ -212,7 +212,7 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     step = Attention("attention", [f"t{q.source}", f"t{k.source}", f"t{v.source}"],
                      [f"t{merged}"], [], heads, head_dim, q_scale, k_scale, scores.scale,
                      scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)), key_rule,
-                     score_terms=len(terms))
+                     score_terms=len(terms), softmax_body=bool(softmax.options.get("body", False)))
     ops = ({softmax.index, qk.index, pv.index} | scores.ops | q.ops | k.ops | v.ops | set(view_ops)
            | set(merge_ops) | mask_ops)
     return FoundAttention(step, ops, mask_tensor, {f"term{i}": t for i, t in enumerate(terms)})

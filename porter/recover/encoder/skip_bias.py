@@ -57,17 +57,22 @@ def _fused_bias(c: Canonical, ln: Op, skip_fuses, shapes: dict):
 
 def _bias_add(c: Canonical, linear: Op, shapes: dict):
     """The file's Add of the linear's bias, if SkipLayerNormFusion's second-Add check takes it
-    (the bias a constant [out] on its second input) and MatMulAddFusion did not."""
+    (the bias an initializer [out] on either input: onnxruntime 1.32 fuses TorchScript's
+    Add(bias, product) too, measured on bert-tok.dyn-f16.onnx; a float16 graph's constant read
+    through a shared Cast node is not an initializer) and MatMulAddFusion did not."""
     src = c.source
     adds = [src.ops[i] for i in c.origin[linear.index] if src.ops[i].type == "Add"]
     if len(adds) != 1:
         return None
     add2 = adds[0]
-    bias = src.const(add2.inputs[1])
-    out_features = linear.options["weight"].shape[0]
-    if bias is None or bias.ndim != 1 or bias.size != out_features:
+    side = next((i for i in (1, 0) if src.const(add2.inputs[i]) is not None), None)
+    if side is None or add2.inputs[side] in c.graph.metadata.get("ort_cast_constants", ()):
         return None
-    product = src.producer(add2.inputs[0])
+    bias = src.const(add2.inputs[side])
+    out_features = linear.options["weight"].shape[0]
+    if bias.ndim != 1 or bias.size != out_features:
+        return None
+    product = src.producer(add2.inputs[1 - side])
     # The quantize_dynamic chain's bias Add is MatMulIntegerToFloatFusion's (DynamicQuantizeMatMul
     # with a bias) before SkipLayerNormFusion runs; a MatMul's is Gemm's where MatMulAddFusion fires.
     if product is None or product.type != "MatMul" or _matmul_add_fuses(src, product, shapes):

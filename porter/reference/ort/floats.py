@@ -281,16 +281,24 @@ _ROUNDING_MAGIC = F32(12582912.0)  # 1.5 * 2^23: adding and subtracting it round
 SUM_LANES = {AVX2_FLOATS: 8, AVX512_FLOATS: 16}
 
 
-def _exp_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(p, m, biased): exp(x) = p * 2^m, m an integer in float32 and in biased's low bits."""
-    x = np.maximum(_SUMEXP_LOW, x)
+def _exp_reduced(x: np.ndarray, low: np.float32) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(q, r, m, biased) of MLAS's exp, x clamped below at `low`: x = m ln 2 + r, m an integer in
+    float32 and in biased's low bits, q the polynomial but for its last step (p = q * r + 1)."""
+    x = np.maximum(low, x)
     biased = _fma(x, _LOG2E, _ROUNDING_MAGIC)
     m = (biased - _ROUNDING_MAGIC).astype(F32)
     r = _fma(m, _LN2_LO, _fma(m, _LN2_HI, x))
-    p = np.full_like(r, _SUMEXP_POLY[0])
+    q = np.full_like(r, _SUMEXP_POLY[0])
     for c in _SUMEXP_POLY[1:]:
-        p = _fma(p, r, c)
-    return _fma(p, r, _SUMEXP_POLY[-1]), m, biased
+        q = _fma(q, r, c)
+    return q, r, m, biased
+
+
+def _exp_parts(x: np.ndarray, low: np.float32 = _SUMEXP_LOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, m, biased): exp(x) = p * 2^m, m an integer in float32 and in biased's low bits (x
+    clamped below at `low`)."""
+    q, r, m, biased = _exp_reduced(x, low)
+    return _fma(q, r, _SUMEXP_POLY[-1]), m, biased
 
 
 def _sum_exp(x: np.ndarray) -> np.ndarray:
@@ -340,6 +348,43 @@ def softmax(x: np.ndarray, floats: str) -> np.ndarray:
     x = np.asarray(x, F32)
     e = SUM_EXP[floats]((x + (-x.max(axis=-1, keepdims=True))).astype(F32))
     return (e * (F32(1) / _lane_sum(e, floats)).astype(F32)[..., None]).astype(F32)
+
+
+# MLAS's Exp kernels (ComputeExpF32Kernel: onnxruntime's Exp op on float, and Softmax's function
+# body in a float16 graph, porter.reference.ops.softmax_function): the same range reduction and polynomial
+# as the softmax's, with a lower clamp of -103.97 (the softmax's is -88.38). The AVX2 kernel
+# (MlasComputeExpF32KernelFma3) also clamps above at 88.78 and applies 2^m in two factors, 2^m
+# clamped to the normal exponents [-126, 127] and 2^(m - that) folded into the last fma, so that a
+# result below 2^-126 is one rounding of p * 2^m; the AVX-512F one (MlasComputeExpF32KernelAvx512F)
+# applies it with vscalefps. Read from x86_64/TransKernelFma3.S and amd64/TransKernelAvx512F.asm.
+_EXP_LOW, _EXP_HIGH = F32(-103.9720840454), F32(88.7762626647950)
+_EXP_MIN_EXPONENT, _EXP_MAX_EXPONENT = np.int32(-126 << 23), np.int32(127 << 23)
+
+
+def _exp_fma3(x: np.ndarray) -> np.ndarray:
+    p, r, _, biased = _exp_reduced(np.minimum(_EXP_HIGH, np.asarray(x, F32)), _EXP_LOW)
+    shifted = (biased.view(np.int32).astype(np.int64) << 23).astype(np.uint32).view(np.int32)
+    normal = np.minimum(np.maximum(shifted, _EXP_MIN_EXPONENT), _EXP_MAX_EXPONENT)
+    overflow = ((shifted - normal) + _EXP_MAX_EXPONENT).view(F32)
+    p = _fma(p, (r * overflow).astype(F32), overflow)
+    return (p * (normal + _EXP_MAX_EXPONENT).view(F32)).astype(F32)
+
+
+def _exp_scalef(x: np.ndarray) -> np.ndarray:
+    """(+inf gives +inf, measured, where the range reduction's inf - inf would make a NaN.)"""
+    p, m, _ = _exp_parts(x, _EXP_LOW)
+    n = np.clip(np.nan_to_num(m), -_SCALE_LIMIT, _SCALE_LIMIT).astype(np.int32)
+    with np.errstate(over="ignore"):
+        return np.where(x == np.inf, F32(np.inf), np.ldexp(p.astype(np.float64), n).astype(F32))
+
+
+EXP = {AVX2_FLOATS: _exp_fma3, AVX512_FLOATS: _exp_scalef}
+
+
+def exp(x: np.ndarray, floats: str) -> np.ndarray:
+    """onnxruntime's Exp on float32: MLAS's ComputeExpF32Kernel of the `floats` family."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return EXP[floats](np.asarray(x, F32))
 
 
 # MLAS's erf (mlas/lib/erf.cpp and its FMA3 kernel): odd polynomial up to |x| = 0.921875,

@@ -199,7 +199,7 @@ impl<'a> Model<'a> {
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
-                onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2) },
+                onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2), softmax_body: false },
             terms: vec![] });
         // linear3
         steps.push(Step::Linear { x: 6, out: 5, x_rows: Rows::All, rows: Rows::All,
@@ -312,7 +312,7 @@ impl<'a> Model<'a> {
             params: AttentionParams { heads: 4, head_dim: 32, scale: f32::from_bits(0x3e3504f3),
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
-                onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2) },
+                onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2), softmax_body: false },
             terms: vec![] });
         // linear9
         steps.push(Step::Linear { x: 2, out: 6, x_rows: Rows::All, rows: Rows::All,

@@ -131,6 +131,8 @@ pub enum Elementwise {
     ErfOrt,
     /// onnxruntime's Tanh (MLAS's)
     TanhOrt,
+    /// float32 -> nearest float16 -> float32: where onnxruntime casts a float16 graph's value
+    RoundHalf,
 }
 
 /// Where an operand's values are: a buffer, or a constant of model.bin.

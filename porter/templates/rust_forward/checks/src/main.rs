@@ -6,10 +6,15 @@
 //!                                     same patterns (the logistic
 //!                                     in tensors of 1 to 67 values, some passed as a prefix, so
 //!                                     packets, lone packet values and the scalar tail all run)
-//!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP
+//!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP
 //!                                     onnxruntime's one-input functions over a slice (relaxed_madd
 //!                                     lanes where the engine fuses it) against the scalar emulation
-//!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F)
+//!                                     (exp: softmax's on AVX2, exp-scalef: on AVX-512F; exp-op,
+//!                                     exp-op-scalef: the Exp op's, a float16 graph's softmax body)
+//!   round-half START COUNT STEP      onnxruntime's float16 rounding of a float16 graph's values
+//!                                     (ort_float round_half_in_place, simd128) against its scalar
+//!                                     definition, bit for bit NaNs included, in slices of 1 to 11
+//!                                     and of 2000 values
 //!   ort-scale START COUNT STEP       softmax's scaling of a subnormal (ort_float scaled_subnormal)
 //!                                     against f32.mul, for patterns START, START+STEP, ... of its 24
 //!                                     bits (sign, 23-bit significand), each by scales across the range
@@ -49,7 +54,9 @@
 //!                                     AXES, stdin the tensor, AXES a 4-bit mask, axis 0 highest;
 //!                                     onnxruntime's: ort-erf ort-gelu ort-fast-gelu ort-exp ort-exp-scalef
 //!                                     ort-softmax ort-softmax-avx512 (the AVX2 and AVX-512F
-//!                                     kernels') ort-quantize, and ort-layer-norm ort-skip-layer-norm whose
+//!                                     kernels') ort-quantize, and of a float16 graph: ort-round-half,
+//!                                     its Exp op's kernels ort-exp-fma3 ort-exp-avx512, its Softmax
+//!                                     function body ort-softmax-function ort-softmax-function-avx512, and ort-layer-norm ort-skip-layer-norm whose
 //!                                     first two rows are gamma and beta, eps 1e-12); the full-integer
 //!                                     kernels' (int8/): int8-requantize XZ M SHIFT OZ, int8-dequantize and
 //!                                     int8-output ZP SCALE_BITS, int8-table (the first 256 values the
@@ -189,12 +196,34 @@ fn check_ort_function(name: &str, start: u64, count: u64, step: u64) -> ! {
         "fast-gelu" => ort_float::Elementwise::FastGelu,
         "exp" => ort_float::Elementwise::Exp,
         "exp-scalef" => ort_float::Elementwise::ExpScalef,
+        "exp-op" => ort_float::Elementwise::ExpOp,
+        "exp-op-scalef" => ort_float::Elementwise::ExpOpScalef,
         _ => usage(),
     };
     let mut tally = Tally::new("ort-fn");
     compare_in_place(&mut tally, name, patterns(start, count, step), |v| ort_float::apply_in_place(f, v),
                      |v| ort_float::apply_in_place_scalar(f, v));
     println!("fused={}", ort_float::fused_madd());
+    tally.finish()
+}
+
+/// onnxruntime's float16 rounding four lanes at a time against the scalar definition, bit for bit
+/// (a NaN's payload is part of it), in slices of 1 to 11 values (the scalar tail) and of 2000.
+fn check_round_half(start: u64, count: u64, step: u64) -> ! {
+    let mut tally = Tally::new("round-half");
+    let mut inputs = patterns(start, count, step).map(f32::from_bits).peekable();
+    let mut len = 1;
+    while inputs.peek().is_some() {
+        let slice: Vec<f32> = inputs.by_ref().take(len).collect();
+        let (mut ours, mut reference) = (slice.clone(), slice.clone());
+        ort_float::round_half_in_place(&mut ours);
+        ort_float::round_half_in_place_scalar(&mut reference);
+        for ((a, b), x) in ours.iter().zip(&reference).zip(&slice) {
+            tally.record(a.to_bits() == b.to_bits(), || format!("round-half x={:#010x}: simd {:#010x} scalar {:#010x}",
+                                                              x.to_bits(), a.to_bits(), b.to_bits()));
+        }
+        len = if len >= 11 { 2000 } else { len + 1 };
+    }
     tally.finish()
 }
 
@@ -479,6 +508,7 @@ fn check_kernels(seed: u64) -> ! {
             masked: true,
             key_scale: 1.0,
             onnxruntime: None,
+            softmax_body: false,
         };
         let rand = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
         let (q, k, v) = (rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden), rand(&mut rng, keys * hidden));
@@ -538,6 +568,7 @@ fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
         scale_on_query: trial % 4 == 1,
         key_scale: 1.0,
         mask_value: -3.402_823_5e38,
+        softmax_body: trial % 5 == 3,
         window: keys,
     };
     // a relative-position bias on half the trials: the cut context must hold with it too
@@ -738,12 +769,16 @@ fn reference(op: &str, args: &[String]) -> ! {
                 l2_normalization(row, cols, &mut y);
                 y.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
-            "ort-erf" | "ort-gelu" | "ort-fast-gelu" | "ort-exp" | "ort-exp-scalef" => {
+            "ort-erf" | "ort-gelu" | "ort-fast-gelu" | "ort-exp" | "ort-exp-scalef" | "ort-round-half" | "ort-exp-fma3"
+            | "ort-exp-avx512" => {
                 let f = match op {
                     "ort-erf" => ort_float::erf,
                     "ort-gelu" => ort_float::gelu_erf,
                     "ort-fast-gelu" => ort_float::fast_gelu,
                     "ort-exp" => ort_float::sum_exp,
+                    "ort-round-half" => ort_float::round_half,
+                    "ort-exp-fma3" => ort_float::exp_fma3,
+                    "ort-exp-avx512" => ort_float::exp_scalef,
                     _ => ort_float::sum_exp_scalef,
                 };
                 row.iter().for_each(|&x| out.extend_from_slice(&f(x).to_le_bytes()));
@@ -751,6 +786,12 @@ fn reference(op: &str, args: &[String]) -> ! {
             "ort-softmax" | "ort-softmax-avx512" => {
                 let mut r = row.to_vec();
                 ort_float::softmax(&mut r, if op == "ort-softmax" { ort_float::OrtFloats::Avx2 } else { ort_float::OrtFloats::Avx512 });
+                r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
+            "ort-softmax-function" | "ort-softmax-function-avx512" => {
+                let mut r = row.to_vec();
+                let floats = if op == "ort-softmax-function" { ort_float::OrtFloats::Avx2 } else { ort_float::OrtFloats::Avx512 };
+                ort_float::softmax_function(&mut r, floats);
                 r.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
             "quant-sym" | "quant-asym" => {
@@ -777,7 +818,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
     exit(2)
 }
 
@@ -794,6 +835,7 @@ fn main() {
         Some("litert-fn") => check_litert_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("ort-fn") => check_ort_function(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), number(2), number(3), number(4)),
         Some("ort-scale") => check_ort_scale(number(1), number(2), number(3)),
+        Some("round-half") => check_round_half(number(1), number(2), number(3)),
         Some("quant") => check_quant_patterns(asymmetric(1), number(2), number(3), number(4)),
         Some("quant-random") => check_quant_random(asymmetric(1), number(2), number(3)),
         Some("kernels") => check_kernels(number(1)),

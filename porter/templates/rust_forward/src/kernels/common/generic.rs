@@ -23,6 +23,7 @@ fn unary_in_place(op: Elementwise, values: &mut [f32], tensor_len: usize) {
         // four lanes at a time where the engine fuses relaxed_madd (same bits as `unary`): an
         // exported GELU's Erf runs over every value of the FFN
         Elementwise::ErfOrt => ort_float::apply_in_place(ort_float::Elementwise::Erf, values),
+        Elementwise::RoundHalf => ort_float::round_half_in_place(values),
         _ => values.iter_mut().for_each(|v| *v = unary(op, *v)),
     }
 }

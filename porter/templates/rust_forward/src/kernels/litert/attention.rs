@@ -34,6 +34,8 @@ pub struct AttentionParams {
     /// onnxruntime's arithmetic (ort_float::attention) with that CPU's float kernels, instead
     /// of LiteRT's.
     pub onnxruntime: Option<ort_float::OrtFloats>,
+    /// onnxruntime's Softmax as ONNX's function body (a float16 graph's), not MLAS's kernel.
+    pub softmax_body: bool,
 }
 
 /// Work buffers, allocated once per forward pass.
@@ -177,6 +179,7 @@ pub fn attention_in_blocks<const Q: usize>(
             scale_on_query: p.scale_on_query,
             key_scale: p.key_scale,
             mask_value: p.mask_value,
+            softmax_body: p.softmax_body,
             window: SEQ,
         };
         return ort_float::attention(&ort, q, k, v, keep, terms, rows, keys, ctx, ort_scratch);

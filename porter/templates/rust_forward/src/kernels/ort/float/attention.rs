@@ -1,6 +1,7 @@
 //! One attention layer with onnxruntime's arithmetic.
 
 use super::masked_tail::{absorbs, magnitude_exponent, masked_suffix_start};
+use super::half::softmax_function;
 use super::math::{softmax, OrtFloats};
 use super::sgemm::{m1_columns, sgemm_columns, stride_k};
 
@@ -51,6 +52,8 @@ pub struct OrtAttention {
     pub key_scale: f32,
     /// Added to the score of every key the mask drops.
     pub mask_value: f32,
+    /// Softmax as ONNX's function body (a float16 graph's: half.rs), not MLAS's kernel.
+    pub softmax_body: bool,
     /// The rows and keys of the reference's products (the whole window): they choose MLAS's
     /// kernel and its blocks, also where the crate computes fewer (padding that is inert).
     pub window: usize,
@@ -114,7 +117,11 @@ fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Optio
                     }
                 }
             }
-            softmax(scores, p.floats);
+            if p.softmax_body {
+                softmax_function(scores, p.floats);
+            } else {
+                softmax(scores, p.floats);
+            }
             let out = &mut ctx[i * hidden + h * d..i * hidden + (h + 1) * d];
             if one_row_kernel {
                 m1_columns(scores, v_head, hidden, d, out);

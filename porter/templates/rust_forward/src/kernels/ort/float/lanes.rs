@@ -67,6 +67,8 @@ unsafe fn fused_lanes(f: Elementwise, values: &mut [f32]) -> usize {
                 Elementwise::FastGelu => fast_gelu_x4(x),
                 Elementwise::Exp => sum_exp_x4(x),
                 Elementwise::ExpScalef => sum_exp_scalef_x4(x),
+                Elementwise::ExpOp => exp_op_x4(x),
+                Elementwise::ExpOpScalef => exp_op_scalef_x4(x),
             };
             v128_store(p, y);
         }
@@ -94,16 +96,47 @@ fn horner4(coefficients: &[u32], x: v128) -> v128 {
     acc
 }
 
+/// exp_reduced lane by lane: [q, r, m, biased].
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn exp_reduced_x4(x: v128, low: f32) -> [v128; 4] {
+    let x = f32x4_pmax(x, f32x4_splat(low)); // x < low ? low : x, NaN kept
+    let biased = fma4(x, f32x4_splat(LOG2E), f32x4_splat(ROUNDING_MAGIC));
+    let m = f32x4_sub(biased, f32x4_splat(ROUNDING_MAGIC));
+    let r = fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x));
+    [horner4(&SUMEXP_POLY, r), r, m, biased]
+}
+
 /// exp_parts lane by lane: [p, m, biased].
 #[cfg(feature = "fused-madd")]
 #[target_feature(enable = "relaxed-simd")]
 #[inline]
 fn exp_parts_x4(x: v128) -> [v128; 3] {
-    let x = f32x4_pmax(x, f32x4_splat(SUMEXP_LOW)); // x < LOW ? LOW : x, NaN kept
-    let biased = fma4(x, f32x4_splat(LOG2E), f32x4_splat(ROUNDING_MAGIC));
-    let m = f32x4_sub(biased, f32x4_splat(ROUNDING_MAGIC));
-    let r = fma4(m, f32x4_splat(LN2_LO), fma4(m, f32x4_splat(LN2_HI), x));
-    [fma4(horner4(&SUMEXP_POLY, r), r, f32x4_splat(c(SUMEXP_POLY[5]))), m, biased]
+    let [q, r, m, biased] = exp_reduced_x4(x, SUMEXP_LOW);
+    [fma4(q, r, f32x4_splat(c(SUMEXP_POLY[5]))), m, biased]
+}
+
+/// half.rs exp_fma3 lane by lane: 2^m in two factors, the normal one clamped in integer lanes.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn exp_op_x4(x: v128) -> v128 {
+    let [q, r, _, biased] = exp_reduced_x4(f32x4_pmin(x, f32x4_splat(EXP_HIGH)), EXP_LOW);
+    let shifted = i32x4_shl(biased, 23);
+    let normal = i32x4_min(i32x4_max(shifted, i32x4_splat(EXP_MIN_EXPONENT)), i32x4_splat(EXP_MAX_EXPONENT));
+    let overflow = i32x4_add(i32x4_sub(shifted, normal), i32x4_splat(EXP_MAX_EXPONENT));
+    f32x4_mul(fma4(q, f32x4_mul(r, overflow), overflow), i32x4_add(normal, i32x4_splat(EXP_MAX_EXPONENT)))
+}
+
+/// half.rs exp_scalef lane by lane: as sum_exp_scalef_x4, from the Exp op's clamp; +inf gives +inf.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn exp_op_scalef_x4(x: v128) -> v128 {
+    let [q, r, m, _] = exp_reduced_x4(x, EXP_LOW);
+    let y = scalef_x4(fma4(q, r, f32x4_splat(c(SUMEXP_POLY[5]))), m);
+    v128_bitselect(x, y, f32x4_eq(x, f32x4_splat(f32::INFINITY)))
 }
 
 /// sum_exp lane by lane.
@@ -122,6 +155,15 @@ fn sum_exp_x4(x: v128) -> v128 {
 #[inline]
 fn sum_exp_scalef_x4(x: v128) -> v128 {
     let [p, m, _] = exp_parts_x4(x);
+    scalef_x4(p, m)
+}
+
+/// p * 2^m rounded once, as vscalefps: one f32 product where every lane's 2^m is a normal float,
+/// else ldexp_x4 in f64.
+#[cfg(feature = "fused-madd")]
+#[target_feature(enable = "relaxed-simd")]
+#[inline]
+fn scalef_x4(p: v128, m: v128) -> v128 {
     let n = i32x4_trunc_sat_f32x4(m);
     if i32x4_all_true(v128_and(f32x4_ge(m, f32x4_splat(-126.0)), f32x4_le(m, f32x4_splat(127.0)))) {
         return f32x4_mul(p, i32x4_shl(i32x4_add(n, i32x4_splat(127)), 23));

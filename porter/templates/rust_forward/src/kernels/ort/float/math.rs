@@ -39,6 +39,12 @@ pub(super) const FAST_GELU_B: f32 = f32::from_bits(0x3f4c422a); // sqrt(2 / pi)
 pub(super) const FAST_GELU_C: f32 = f32::from_bits(0x3d122279); // 0.044715 * sqrt(2 / pi)
 pub(super) const SQRT2: f32 = f32::from_bits(0x3fb504f3);
 pub(super) const SQRT1_2: f32 = f32::from_bits(0x3f3504f3);
+// onnxruntime's Exp op (MLAS's ComputeExpF32Kernel, half.rs): its input clamp, and the normal
+// exponents its AVX2 kernel clamps 2^m to
+pub(super) const EXP_LOW: f32 = f32::from_bits(0xc2cf_f1b5); // -103.97
+pub(super) const EXP_HIGH: f32 = f32::from_bits(0x42b1_8d72); // 88.78: the AVX2 kernel's upper clamp
+pub(super) const EXP_MIN_EXPONENT: i32 = -126 << 23;
+pub(super) const EXP_MAX_EXPONENT: i32 = 127 << 23;
 /// The largest power of two the exponentials are scaled by in f64 (beyond it the f32 result is
 /// 0 or infinite either way, and 2^n stays exact in f64).
 pub(super) const SCALE_LIMIT: i32 = 300;
@@ -68,21 +74,37 @@ impl OrtFloats {
             OrtFloats::Avx512 => Elementwise::ExpScalef,
         }
     }
+
+    /// The Exp op's kernel of this family (a float16 graph's Softmax body).
+    pub fn exp_op(self) -> Elementwise {
+        match self {
+            OrtFloats::Avx2 => Elementwise::ExpOp,
+            OrtFloats::Avx512 => Elementwise::ExpOpScalef,
+        }
+    }
 }
 
-/// exp(x) = p * 2^m for MLAS's exp: (p, m, biased), m an integer in f32 and in biased's low
-/// mantissa bits. Range reduction by 2^m, a degree-6 polynomial, every step an fma.
+/// MLAS's exp before its last step, x clamped below at `low`: (q, r, m, biased), x = m ln 2 + r,
+/// m an integer in f32 and in biased's low mantissa bits, exp(x) = (q * r + 1) * 2^m. Range
+/// reduction by 2^m, a degree-6 polynomial, every step an fma.
 #[inline(always)]
-fn exp_parts(x: f32) -> (f32, f32, f32) {
-    let x = if x < SUMEXP_LOW { SUMEXP_LOW } else { x };
+pub(super) fn exp_reduced(x: f32, low: f32) -> (f32, f32, f32, f32) {
+    let x = if x < low { low } else { x };
     let biased = fma(x, LOG2E, ROUNDING_MAGIC);
     let m = biased - ROUNDING_MAGIC;
     let r = fma(m, LN2_LO, fma(m, LN2_HI, x));
-    let mut p = c(SUMEXP_POLY[0]);
+    let mut q = c(SUMEXP_POLY[0]);
     for &k in &SUMEXP_POLY[1..] {
-        p = fma(p, r, c(k));
+        q = fma(q, r, c(k));
     }
-    (fma(p, r, c(SUMEXP_POLY[5])), m, biased)
+    (q, r, m, biased)
+}
+
+/// exp(x) = p * 2^m for softmax's exp: (p, m, biased).
+#[inline(always)]
+fn exp_parts(x: f32) -> (f32, f32, f32) {
+    let (q, r, m, biased) = exp_reduced(x, SUMEXP_LOW);
+    (fma(q, r, c(SUMEXP_POLY[5])), m, biased)
 }
 
 /// MLAS's exp for softmax, as its AVX2 kernel scales it: 2^m is the integer in biased's low
@@ -279,6 +301,10 @@ pub enum Elementwise {
     Exp,
     /// softmax's exp, AVX-512F kernel
     ExpScalef,
+    /// the Exp op's kernel, AVX2 (MlasComputeExpF32KernelFma3)
+    ExpOp,
+    /// the Exp op's kernel, AVX-512F (MlasComputeExpF32KernelAvx512F)
+    ExpOpScalef,
 }
 
 impl Elementwise {
@@ -290,6 +316,8 @@ impl Elementwise {
             Elementwise::FastGelu => fast_gelu,
             Elementwise::Exp => sum_exp,
             Elementwise::ExpScalef => sum_exp_scalef,
+            Elementwise::ExpOp => super::half::exp_fma3,
+            Elementwise::ExpOpScalef => super::half::exp_scalef,
         }
     }
 }

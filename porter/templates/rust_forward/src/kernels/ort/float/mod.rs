@@ -16,9 +16,11 @@
 //! math: fma, MLAS's exp, erf, GELU and softmax (the scalar definitions); lanes: the same four
 //! lanes at a time with relaxed_madd; layer_norm; sgemm: the matrix products and the Gemm
 //! Linear; attention: the scores, softmax and context of one layer; masked_tail: when the context
-//! may leave out a window's padded keys.
+//! may leave out a window's padded keys; half: a float16 graph's roundings and its Softmax
+//! function body with MLAS's Exp kernels.
 
 mod attention;
+mod half;
 mod lanes;
 mod layer_norm;
 mod masked_tail;
@@ -26,6 +28,7 @@ mod math;
 mod sgemm;
 
 pub use attention::{attention, attention_all_keys, OrtAttention, OrtAttentionScratch, ScoreTerms};
+pub use half::{exp, exp_fma3, exp_scalef, round_half, round_half_in_place, round_half_in_place_scalar, softmax_function};
 pub use lanes::fused_madd;
 pub use layer_norm::{embed_layer_norm_row, layer_norm_row, skip_layer_norm_row};
 pub use math::{apply_in_place, apply_in_place_scalar, erf, fast_gelu, fast_gelu_in_place, fma, gelu_erf, gelu_erf_in_place,
