@@ -43,7 +43,9 @@ def _float_binary(fn):
 def _div(a, b):
     if a.dtype.kind == "f" or b.dtype.kind == "f":
         return a / b
-    return np.trunc(a / b).astype(np.result_type(a, b))  # C's integer division
+    # C's integer division, toward zero, exact for every value
+    quotient = np.abs(a.astype(np.int64)) // np.where(b == 0, 1, np.abs(b.astype(np.int64)))
+    return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
 
 
 def _squared_difference(a, b):
@@ -153,7 +155,9 @@ def _reduce(kind: str):
                    "l2": lambda v, axis, keepdims: np.sqrt(np.sum(v * v, axis=axis, keepdims=keepdims))}[kind](
                 x, axis=axes, keepdims=keep)
             return out.astype(x.dtype)
-        if ref == Reference.LITERT_BUILTIN:  # LiteRT normalises the shape itself
+        if ref == Reference.LITERT_BUILTIN and kind == "mean" and attrs.get("misaligned"):
+            out = LF.reduce_mean(_f32(x), axes, attrs["misaligned"])  # a constant where the file holds it
+        elif ref == Reference.LITERT_BUILTIN:  # LiteRT normalises the shape itself
             out = reduce_float(kind, _f32(x), axes, ref)
         else:
             # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0

@@ -529,6 +529,7 @@ fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
         scale_on_query: trial % 4 == 1,
         key_scale: 1.0,
         mask_value: -3.402_823_5e38,
+        mask_replaces: trial % 5 == 0,
         window: keys,
     };
     // a relative-position bias on half the trials: the cut context must hold with it too

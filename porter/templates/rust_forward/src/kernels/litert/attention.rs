@@ -177,6 +177,7 @@ pub fn attention_in_blocks<const Q: usize>(
             scale_on_query: p.scale_on_query,
             key_scale: p.key_scale,
             mask_value: p.mask_value,
+            mask_replaces: p.mask_replaces,
             window: SEQ,
         };
         return ort_float::attention(&ort, q, k, v, keep, terms, rows, keys, ctx, ort_scratch);

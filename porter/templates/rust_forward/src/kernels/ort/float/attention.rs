@@ -49,8 +49,10 @@ pub struct OrtAttention {
     /// The graph scales Q before the product (which then has no alpha).
     pub scale_on_query: bool,
     pub key_scale: f32,
-    /// Added to the score of every key the mask drops.
+    /// Added to the score of every key the mask drops, or its score when `mask_replaces` (the
+    /// graph selects it instead: Where).
     pub mask_value: f32,
+    pub mask_replaces: bool,
     /// The rows and keys of the reference's products (the whole window): they choose MLAS's
     /// kernel and its blocks, also where the crate computes fewer (padding that is inert).
     pub window: usize,
@@ -110,7 +112,7 @@ fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Optio
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {
-                        *s += p.mask_value;
+                        *s = if p.mask_replaces { p.mask_value } else { *s + p.mask_value };
                     }
                 }
             }
