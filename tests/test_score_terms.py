@@ -53,7 +53,7 @@ def test_mpnet_bias_is_one_constant_term_per_layer(path):
     computes it once for the encoder), varying with j - i only."""
     program, _ = _program(path)
     attentions = [s for s in program.steps if isinstance(s, Attention)]
-    assert len(attentions) == 2 and all(a.score_terms == 1 for a in attentions)
+    assert len(attentions) == 2 and all(len(a.arrays()) == 1 and not a.computed_terms for a in attentions)
     terms = [program.weights[a.arrays()[0]] for a in attentions]
     heads, seq = attentions[0].heads, program.seq
     assert all(t.shape == (heads, seq, seq) and t.dtype == np.float32 for t in terms)

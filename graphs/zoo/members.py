@@ -102,16 +102,7 @@ REFUSED_SCHEMES = {
 }
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).
-REFUSED_FORMS = {
-    "deberta-tok": ("does not compute a term from the model's inputs yet",
-                    "DeBERTa's disentangled attention adds content-to-position and position-to-content "
-                    "terms to the scores: products of the queries and keys with the projected relative "
-                    "embeddings (a BATCH_MATMUL / MatMul with a constant operand), gathered by the "
-                    "log-bucketed relative positions (GATHER_ND / GatherElements at constant indices), "
-                    "scaled and transposed. Their position parts fold to constants; porter's attention "
-                    "adds constant terms (MPNet's relative-position bias), and these steps over "
-                    "[heads, seq, seq] tensors have no op-by-op kernels yet"),
-}
+REFUSED_FORMS: dict[str, tuple[str, str]] = {}
 # The weight-only schemes and hybrid int4, on three members each (two heads and the real MiniLM).
 WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite")
 # Full-integer int8 by both tools on another head; the real MiniLM through ai-edge-quantizer only:
@@ -170,6 +161,8 @@ class Encoder:
     # transformers' hidden_act: gelu (erf), gelu_pytorch_tanh (F.gelu(approximate="tanh")),
     # gelu_new (the tanh formula written out: Pow 3, Mul, Add, Tanh)
     hidden_act: str = "gelu"
+    # DeBERTa: position_buckets, the relative positions' log buckets (below the window: bucketed)
+    relative_buckets: int = 32
 
     kind = "encoder"
 
@@ -285,6 +278,12 @@ ENCODERS = [
     Encoder("deberta-tok", "deberta-v2", "tok", "random", "eager", True, False,
             2, 64, 4, 128, 256, 64, 5,
             C, seed=91),
+    # --- DeBERTa-v3 as NLI / cross-encoder models are fine-tuned from it: sequence classification
+    # (ContextPooler: the first token, dense, GELU), a token_type_ids input (type_vocab_size 2),
+    # 8 log buckets in a window of 64, 8 heads of 8.
+    Encoder("deberta-seq", "deberta-v2", "seq", "random", "eager", True, True,
+            2, 64, 8, 128, 256, 64, 3,
+            C, seed=92, relative_buckets=8),
     # --- Sentence embeddings: the real MiniLM as sentence-transformers runs it, and two BERTs.
     # The real MiniLM keeps only its int8 files: at hidden 384 one float file is 3.2 MiB (the
     # attention weights alone 2.4), the pair 6.3 MiB, a quarter of the zoo's budget; graphs/ already

@@ -117,10 +117,11 @@ def _config(m: zm.Encoder):
     if m.family == "deberta-v2":
         # DeBERTa-v3's layout: no absolute positions, disentangled attention (c2p and p2c terms from
         # the shared Q / K projections of LayerNorm-ed relative embeddings), log-bucketed relative
-        # positions computed in the graph; position_buckets 32 < seq, so the log buckets are used.
+        # positions computed in the graph; position_buckets below seq, so the log buckets are used.
         return T.DebertaV2Config(hidden_size=m.hidden, num_hidden_layers=m.layers, num_attention_heads=m.heads,
-                                 intermediate_size=m.ffn, max_position_embeddings=m.seq, type_vocab_size=0,
-                                 relative_attention=True, position_buckets=32, max_relative_positions=-1,
+                                 intermediate_size=m.ffn, max_position_embeddings=m.seq,
+                                 type_vocab_size=2 if m.token_type_input else 0, relative_attention=True,
+                                 position_buckets=m.relative_buckets, max_relative_positions=-1,
                                  pos_att_type=["p2c", "c2p"], position_biased_input=False,
                                  norm_rel_ebd="layer_norm", share_att_key=True, layer_norm_eps=1e-7,
                                  pad_token_id=m.pad_id, hidden_act=m.hidden_act, **common)
@@ -142,6 +143,7 @@ HF_CLASSES = {
     ("mpnet", "seq"): "MPNetForSequenceClassification",
     ("albert", "tok"): "AlbertForTokenClassification",
     ("deberta-v2", "tok"): "DebertaV2ForTokenClassification",
+    ("deberta-v2", "seq"): "DebertaV2ForSequenceClassification",
 }
 
 

@@ -40,7 +40,6 @@ def padded(shape, what: str) -> list[int]:
 def tensor_variables(step: TensorStep, slot_of: dict, array, weights: dict, reference: Reference) -> dict:
     """The model.rs variables of one tensor step; slot_of: buffer -> slot, array: name -> layout."""
     where = step.name
-    rank = len(step.shape)
     operands = []
     for operand, dtype in zip(step.operands, step.attrs["in_dtypes"]):
         data = {"mask": operand.buffer == INPUT_MASK, "slot": None, "const": None, "kind": None}
@@ -52,40 +51,48 @@ def tensor_variables(step: TensorStep, slot_of: dict, array, weights: dict, refe
     limits = step.limits or tuple(Rows.ALL for _ in step.shape)
     return {"kind": "tensor", "out": slot_of[step.outputs[0]], "dtype": DTYPES[step.dtype],
             "shape": padded(step.shape, where), "limits": [ROWS[r] for r in padded_limits(limits)],
-            "kernel": _kernel(step, rank, reference), "operands": operands, "name": step.name}
+            "kernel": _kernel(step, reference), "operands": operands, "name": step.name}
 
 
 def padded_limits(limits) -> list[Rows]:
     return [Rows.ALL] * (4 - len(limits)) + list(limits)
 
 
-def _kernel(step: TensorStep, rank: int, reference: Reference) -> str:
-    op, attrs, shift = step.op, step.attrs, 4 - rank
-    wraps = str(reference == Reference.ONNXRUNTIME_CPU).lower()  # onnxruntime counts a negative index from the end
+def kernel_spec(step: TensorStep, reference: Reference) -> tuple[str, dict]:
+    """The crate's TensorKernel of a step on four axes: its variant and fields (numbers, bools,
+    a float, a list of four), or ("Pointwise", {"op": name})."""
+    op, attrs, shift = step.op, step.attrs, 4 - len(step.shape)
+    wraps = reference == Reference.ONNXRUNTIME_CPU  # onnxruntime counts a negative index from the end
     if op == TensorOp.MATMUL:
         if reference != Reference.ONNXRUNTIME_CPU and attrs.get("alpha", 1.0) != 1.0:
             raise PorterError(f"{step.name}: a scaled BATCH_MATMUL")
-        return (f"TensorKernel::MatMul {{ adj_b: {str(attrs['adj_b']).lower()}, alpha: {f32_literal(attrs['alpha'])}, "
-                f"onnxruntime: {str(reference == Reference.ONNXRUNTIME_CPU).lower()} }}")
+        return "MatMul", {"adj_b": attrs["adj_b"], "alpha": float(np.float32(attrs["alpha"])),
+                          "onnxruntime": reference == Reference.ONNXRUNTIME_CPU}
     if op == TensorOp.MOVE:
         operand_rank = len(step.operands[0].shape)
-        perm = list(range(4 - operand_rank)) + [p + 4 - operand_rank for p in attrs["perm"]]
-        return f"TensorKernel::Move {{ perm: {perm} }}"
+        return "Move", {"perm": list(range(4 - operand_rank)) + [p + 4 - operand_rank for p in attrs["perm"]]}
     if op == TensorOp.GATHER_ELEMENTS:
-        return f"TensorKernel::GatherElements {{ axis: {attrs['axis'] + shift}, negative_wraps: {wraps} }}"
+        return "GatherElements", {"axis": attrs["axis"] + shift, "negative_wraps": wraps}
     if op == TensorOp.GATHER:
-        data = list(step.operands[0].shape)
-        axis = attrs["axis"]
-        outer, inner = int(np.prod(data[:axis])), int(np.prod(data[axis + 1:]))
-        indices = int(np.prod(step.operands[1].shape))
-        return (f"TensorKernel::Gather {{ outer: {outer}, axis_len: {data[axis]}, inner: {inner}, "
-                f"indices: {indices}, negative_wraps: {wraps} }}")
+        data, axis = list(step.operands[0].shape), attrs["axis"]
+        return "Gather", {"outer": int(np.prod(data[:axis])), "axis_len": data[axis], "inner": int(np.prod(data[axis + 1:])),
+                          "indices": int(np.prod(step.operands[1].shape)), "negative_wraps": wraps}
     if op == TensorOp.GATHER_ND:
         data, depth = list(step.operands[0].shape), step.operands[1].shape[-1]
+        if depth > 4:
+            raise PorterError(f"{step.name}: a gather_nd addressing {depth} axes")
         strides = [int(np.prod(data[a + 1:])) for a in range(depth)]
-        return (f"TensorKernel::GatherNd {{ depth: {depth}, dims: {(data[:depth] + [1] * 4)[:4]}, "
-                f"strides: {(strides + [0] * 4)[:4]}, inner: {int(np.prod(data[depth:]))}, negative_wraps: {wraps} }}")
+        return "GatherNd", {"depth": depth, "dims": (data[:depth] + [1] * 4)[:4], "strides": (strides + [0] * 4)[:4],
+                            "inner": int(np.prod(data[depth:])), "negative_wraps": wraps}
     if op == TensorOp.CUMSUM:
-        return (f"TensorKernel::CumSum {{ axis: {attrs['axis'] + shift}, exclusive: {str(attrs['exclusive']).lower()}, "
-                f"reverse: {str(attrs['reverse']).lower()} }}")
-    return f"TensorKernel::Pointwise(Pointwise::{POINTWISE[op]})"
+        return "CumSum", {"axis": attrs["axis"] + shift, "exclusive": attrs["exclusive"], "reverse": attrs["reverse"]}
+    return "Pointwise", {"op": POINTWISE[op]}
+
+
+def _kernel(step: TensorStep, reference: Reference) -> str:
+    kind, fields = kernel_spec(step, reference)
+    if kind == "Pointwise":
+        return f"TensorKernel::Pointwise(Pointwise::{fields['op']})"
+    rust = {k: f32_literal(v) if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in fields.items()}
+    return f"TensorKernel::{kind} {{ " + ", ".join(f"{k}: {v}" for k, v in rust.items()) + " }"

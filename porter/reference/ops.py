@@ -43,9 +43,12 @@ def _float_binary(fn):
 def _div(a, b):
     if a.dtype.kind == "f" or b.dtype.kind == "f":
         return a / b
-    # C's integer division, toward zero, exact for every value
-    quotient = np.abs(a.astype(np.int64)) // np.where(b == 0, 1, np.abs(b.astype(np.int64)))
-    return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
+    # C's integer division, toward zero, exact for every value: floor division moved up by one
+    # where it rounded a negative inexact quotient down
+    a, b = a.astype(np.int64), np.where(b == 0, 1, b).astype(np.int64)
+    with np.errstate(over="ignore"):
+        quotient = a // b
+    return np.where((quotient < 0) & (quotient * b != a), quotient + 1, quotient).astype(np.result_type(a, b))
 
 
 def _squared_difference(a, b):
@@ -80,6 +83,12 @@ def _abs(attrs, x, ref):
     if np.asarray(x).dtype.kind in "iu":  # an integer ABS (relative positions) stays integer
         return np.abs(np.asarray(x))
     return _unary_float(lambda v, r: np.abs(v))(attrs, x, ref)
+
+
+def _neg(attrs, x, ref):
+    if np.asarray(x).dtype.kind in "iu":  # an integer NEG stays integer
+        return np.negative(np.asarray(x))
+    return _unary_float(lambda v, r: -v)(attrs, x, ref)
 
 
 def _sign(attrs, x, ref):
@@ -409,7 +418,7 @@ COMPARISONS = {
     "logical_and": np.logical_and, "logical_or": np.logical_or,
 }
 UNARY = {
-    "neg": _unary_float(lambda x, ref: -x), "abs": _abs,
+    "neg": _neg, "abs": _abs,
     "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),
     "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "log": _unary_float(_log),
     # exact in float32: both runtimes round to an integer and nothing else

@@ -27,6 +27,10 @@
 //!   int8 SEED                         the full-integer kernels' int8 dot (kernels/litert/int8/dot.rs),
 //!                                     alone on every length to 300 and in FULLY_CONNECTED and
 //!                                     BATCH_MATMUL (each adjoint), simd128 against scalar
+//!   tensor-simd SEED                  LiteRT's BATCH_MATMUL rows of the tensor steps, simd128 against
+//!                                     scalar (tensor.rs)
+//!   tensor-cases                      the tensor steps (kernels/common/tensor.rs) on stdin cases,
+//!                                     for porter's numpy comparison (tensor.rs says the format)
 //!   kernels SEED                      GEMM (int8 and LiteRT's int4 output), attention, Eigen sums, float Linear (every Eigen
 //!                                     product and GEBP block, live rows of longer tensors, depth
 //!                                     blocks), onnxruntime's
@@ -73,6 +77,7 @@ mod integer;
 mod profile;
 mod tiles;
 mod int8;
+mod tensor;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -759,7 +764,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef START COUNT STEP | ort-scale START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-softmax|ort-softmax-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
     exit(2)
 }
 
@@ -783,6 +788,8 @@ fn main() {
         Some("halves") => check_halves(number(1), number(2)),
         Some("int4") => check_int4(),
         Some("int8") => int8::check_int8(number(1)),
+        Some("tensor-simd") => tensor::check_batch_matmul(number(1)),
+        Some("tensor-cases") => tensor::run_cases(),
         Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }
