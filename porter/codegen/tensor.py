@@ -75,7 +75,7 @@ def kernel_spec(step: TensorStep, reference: Reference) -> tuple[str, dict]:
         return "GatherElements", {"axis": attrs["axis"] + shift, "negative_wraps": wraps}
     if op == TensorOp.GATHER:
         data, axis = list(step.operands[0].shape), attrs["axis"]
-        return "Gather", {"outer": int(np.prod(data[:axis])), "axis_len": data[axis], "inner": int(np.prod(data[axis + 1:])),
+        return "Gather", {"axis_len": data[axis], "inner": int(np.prod(data[axis + 1:])),
                           "indices": int(np.prod(step.operands[1].shape)), "negative_wraps": wraps}
     if op == TensorOp.GATHER_ND:
         data, depth = list(step.operands[0].shape), step.operands[1].shape[-1]

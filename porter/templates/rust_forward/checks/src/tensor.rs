@@ -73,7 +73,7 @@ fn kernel(spec: &str) -> TensorKernel {
         },
         "Move" => TensorKernel::Move { perm: list("perm") },
         "GatherElements" => TensorKernel::GatherElements { axis: n("axis"), negative_wraps: b("negative_wraps") },
-        "Gather" => TensorKernel::Gather { outer: n("outer"), axis_len: n("axis_len"), inner: n("inner"),
+        "Gather" => TensorKernel::Gather { axis_len: n("axis_len"), inner: n("inner"),
                                            indices: n("indices"), negative_wraps: b("negative_wraps") },
         "GatherNd" => TensorKernel::GatherNd { depth: n("depth"), dims: list("dims"), strides: list("strides"),
                                                inner: n("inner"), negative_wraps: b("negative_wraps") },

@@ -95,7 +95,7 @@ pub enum TensorKernel {
     /// out[i] = data[i with axis `axis` replaced by index[i]] (index broadcast to out).
     GatherElements { axis: usize, negative_wraps: bool },
     /// data seen as [outer, axis_len, inner], indices flat: out [outer, indices, inner].
-    Gather { outer: usize, axis_len: usize, inner: usize, indices: usize, negative_wraps: bool },
+    Gather { axis_len: usize, inner: usize, indices: usize, negative_wraps: bool },
     /// each index row of `depth` values addresses data's leading axes (`dims`, `strides`), the
     /// rest (`inner` values) copied.
     GatherNd { depth: usize, dims: [usize; 4], strides: [usize; 4], inner: usize, negative_wraps: bool },
@@ -164,6 +164,17 @@ impl<'v> Values<'v> {
         match self {
             Values::F32(v) => v[i] != 0.0,
             _ => self.int(i) != 0,
+        }
+    }
+
+    /// The values as one 32-bit word each, where they are stored so (float32, int32, bool
+    /// words): gathers and moves copy them as they are.
+    fn one_word(self) -> Option<&'v [u32]> {
+        match self {
+            // SAFETY: u32 has f32's and i32's size and alignment; every bit pattern is a u32.
+            Values::F32(v) | Values::Words(v, DType::Bool) => Some(unsafe { core::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) }),
+            Values::I32(v) => Some(unsafe { core::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) }),
+            _ => None,
         }
     }
 
@@ -249,7 +260,7 @@ pub fn run(step: &TensorStep, counts: [usize; 4], slots: &[Vec<f32>], mask: &[f3
         TensorKernel::MatMul { adj_b, alpha, onnxruntime } => matmul(step, &values, adj_b, alpha, onnxruntime, counts, y.words),
         TensorKernel::Move { perm } => moved(step, values[0], perm, counts, &mut y),
         TensorKernel::GatherElements { axis, negative_wraps } => gather_elements(step, &values, axis, negative_wraps, counts, &mut y),
-        TensorKernel::Gather { outer, axis_len, inner, indices, negative_wraps } => {
+        TensorKernel::Gather { axis_len, inner, indices, negative_wraps } => {
             let out_strides = natural(step.shape);
             for index in positions(counts) {
                 let flat = at(index, out_strides);
@@ -285,11 +296,42 @@ fn checked(index: i64, len: usize, negative_wraps: bool, kernel: &str) -> usize 
     wrapped as usize
 }
 
+/// Calls f with the index along the first three axes of every run of the box along the last.
+#[inline(always)]
+fn runs(counts: [usize; 4], mut f: impl FnMut(usize, usize, usize)) {
+    for i0 in 0..counts[0] {
+        for i1 in 0..counts[1] {
+            for i2 in 0..counts[2] {
+                f(i0, i1, i2);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn base(i0: usize, i1: usize, i2: usize, s: [usize; 4]) -> usize {
+    i0 * s[0] + i1 * s[1] + i2 * s[2]
+}
+
+/// The output as one 32-bit word each (every dtype but int64).
+fn out_words<'y>(y: &'y mut Out) -> Option<&'y mut [u32]> {
+    // SAFETY: u32 has f32's size and alignment.
+    (y.dtype != DType::I64).then(|| unsafe { core::slice::from_raw_parts_mut(y.words.as_mut_ptr() as *mut u32, y.words.len()) })
+}
+
 fn moved(step: &TensorStep, x: Values, perm: [usize; 4], counts: [usize; 4], y: &mut Out) {
     // output axis a reads the operand's axis perm[a], or nothing (stride 0) where it broadcasts
     let (shape, own) = (step.operands[0].shape, natural(step.operands[0].shape));
     let strides: [usize; 4] = core::array::from_fn(|a| if shape[perm[a]] == 1 { 0 } else { own[perm[a]] });
     let out_strides = natural(step.shape);
+    if let (Some(x), Some(out)) = (x.one_word(), out_words(y)) {
+        return runs(counts, |i0, i1, i2| {
+            let (from, to) = (base(i0, i1, i2, strides), base(i0, i1, i2, out_strides));
+            for j in 0..counts[3] {
+                out[to + j] = x[from + j * strides[3]];
+            }
+        });
+    }
     for index in positions(counts) {
         y.copy(at(index, out_strides), x.words(at(index, strides)));
     }
@@ -300,6 +342,19 @@ fn gather_elements(step: &TensorStep, values: &[Values], axis: usize, negative_w
     let index_strides = broadcast(step.operands[1].shape, step.shape);
     let len = step.operands[0].shape[axis];
     let out_strides = natural(step.shape);
+    if let (Some(x), Values::I32(index), Some(out)) = (values[0].one_word(), values[1], out_words(y)) {
+        // the common case: float32 data, constant int32 indices
+        return runs(counts, |i0, i1, i2| {
+            let (from, to) = (base(i0, i1, i2, index_strides), base(i0, i1, i2, out_strides));
+            // the run's offset in data without its coordinate along `axis` (the index gives that)
+            let row = base(i0, i1, i2, data) - if axis < 3 { [i0, i1, i2][axis] * data[axis] } else { 0 };
+            let along = if axis < 3 { data[3] } else { 0 };
+            for j in 0..counts[3] {
+                let at_axis = checked(index[from + j * index_strides[3]] as i64, len, negative_wraps, "gather_elements");
+                out[to + j] = x[row + at_axis * data[axis] + j * along];
+            }
+        });
+    }
     for index in positions(counts) {
         let mut source = index;
         source[axis] = checked(values[1].int(at(index, index_strides)), len, negative_wraps, "gather_elements");
@@ -312,6 +367,9 @@ fn pointwise(step: &TensorStep, values: &[Values], op: Pointwise, counts: [usize
     let out_strides = natural(step.shape);
     // the inputs' type decides the arithmetic (a float operand makes it float, as in numpy)
     let float = step.operands.iter().take(if op == Pointwise::Where { 0 } else { 2 }).any(|o| o.dtype == DType::F32);
+    if float && y.dtype == DType::F32 && float_pointwise(op, values, &strides, out_strides, counts, y.words) {
+        return;
+    }
     for index in positions(counts) {
         let o = at(index, out_strides);
         let i: [usize; 3] = core::array::from_fn(|n| strides.get(n).map_or(0, |s| at(index, *s)));
@@ -333,6 +391,44 @@ fn pointwise(step: &TensorStep, values: &[Values], op: Pointwise, counts: [usize
             _ => int_op(op, values, i, o, y),
         }
     }
+}
+
+/// Float32 arithmetic of float32 operands over the box, a run at a time (the values float_op
+/// computes one by one): whether the op is one of these.
+fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out_strides: [usize; 4], counts: [usize; 4],
+                   out: &mut [f32]) -> bool {
+    let Values::F32(a) = values[0] else { return false };
+    let sa = strides[0];
+    let unary = |f: fn(f32) -> f32, out: &mut [f32]| runs(counts, |i0, i1, i2| {
+        let (from, to) = (base(i0, i1, i2, sa), base(i0, i1, i2, out_strides));
+        for j in 0..counts[3] {
+            out[to + j] = f(a[from + j * sa[3]]);
+        }
+    });
+    let one: Option<fn(f32) -> f32> = match op {
+        Pointwise::Neg => Some(|x| -x),
+        Pointwise::Abs => Some(f32::abs),
+        _ => None,
+    };
+    if let Some(f) = one {
+        unary(f, out);
+        return true;
+    }
+    let (Some(&Values::F32(b)), Some(&sb)) = (values.get(1), strides.get(1)) else { return false };
+    let binary = |f: fn(f32, f32) -> f32, out: &mut [f32]| runs(counts, |i0, i1, i2| {
+        let (from_a, from_b, to) = (base(i0, i1, i2, sa), base(i0, i1, i2, sb), base(i0, i1, i2, out_strides));
+        for j in 0..counts[3] {
+            out[to + j] = f(a[from_a + j * sa[3]], b[from_b + j * sb[3]]);
+        }
+    });
+    match op {
+        Pointwise::Add => binary(|x, y| x + y, out),
+        Pointwise::Sub => binary(|x, y| x - y, out),
+        Pointwise::Mul => binary(|x, y| x * y, out),
+        Pointwise::Div => binary(|x, y| x / y, out),
+        _ => return false,
+    }
+    true
 }
 
 fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out) {
