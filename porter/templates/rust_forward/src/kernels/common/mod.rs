@@ -1,5 +1,6 @@
-//! Kernels both runtimes share: the int8 GEMM (integer products are exact in any order) and the
-//! op-by-op steps, each op in the arithmetic of the runtime the program follows.
+//! Kernels both runtimes share: the int8 GEMM (integer products are exact in any order), the
+//! op-by-op steps and the tensor steps, each op in the arithmetic of the runtime the program
+//! follows.
 
 pub mod dequantize;
 pub mod gemm;

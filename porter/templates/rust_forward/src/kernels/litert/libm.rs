@@ -1,6 +1,7 @@
 //! glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, glibc 2.28 and later), which LiteRT's EXP op
 //! (reference_ops::Exp: std::exp per value) and the logistic's scalar tail call through the
-//! host's libm (porter/reference/litert/floats.py `exp_op`).
+//! host's libm (porter/reference/litert/floats.py `exp_op`), and its logf (below), which its LOG
+//! op calls.
 //!
 //! The algorithm works in double precision: x * 32 / ln 2 = k + r with |r| <= 1/2, 2^(k/32)
 //! from a 32-entry table with k / 32 added to its exponent bits, times a cubic in r, rounded
