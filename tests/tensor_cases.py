@@ -73,6 +73,8 @@ def as_words(x: np.ndarray) -> np.ndarray:
         return x.view(np.uint32)
     if x.dtype == np.bool_:
         return x.astype(np.uint32)
+    if x.dtype.itemsize == 1:  # 8-bit rows: an int32 word each
+        return x.astype(np.int32).view(np.uint32)
     return x.view(np.uint32)
 
 
@@ -82,6 +84,8 @@ def from_words(w: np.ndarray, dtype: str) -> np.ndarray:
         return w.view(np.int64)
     if dtype == "bool":
         return w != 0
+    if dtype in ("uint8", "int8"):
+        return w.view(np.int32).astype(dtype)
     return w.view(NUMPY[dtype])
 
 
@@ -264,6 +268,27 @@ def gather_cases(rng, ref: Reference) -> list[Case]:
     return cases
 
 
+def quantised_table_cases(rng, ref: Reference) -> list[Case]:
+    """Rows of a quantised table: EMBEDDING_LOOKUP of float and int8 rows (times each row's scale),
+    uint8 rows gathered and moved, then dequantised."""
+    cases = []
+    for trial in range(4):
+        ids = rng.integers(0, 9, (3, 5)).astype(np.int32 if trial % 2 else np.int64)
+        table = floats(rng, (9, 4))
+        cases.append(Case(TensorOp.LOOKUP, [table, ids], (3, 5, 4), "float32", counts=(2, 5, 4), ref=ref))
+        q = rng.integers(-127, 128, (9, 4)).astype(np.int8)
+        scales = np.exp2(rng.integers(-9, 1, 9)).astype(np.float32) * np.float32(1.37)
+        cases.append(Case(TensorOp.LOOKUP, [q, ids, scales], (3, 5, 4), "float32", ref=ref))
+        u = rng.integers(0, 256, (9, 4)).astype(np.uint8)
+        gathered = np.take(u, rng.integers(0, 9, (2, 6)), axis=0)
+        cases.append(Case(TensorOp.GATHER, [u, rng.integers(0, 9, (2, 6)).astype(np.int64)], (2, 6, 4), "uint8",
+                          {"axis": 0}, ref=ref))
+        cases.append(Case(TensorOp.MOVE, [gathered], (4, 2, 6), "uint8", {"perm": (2, 0, 1)}, ref=ref))
+        cases.append(Case(TensorOp.DEQUANTIZE, [gathered], gathered.shape, "float32",
+                          {"scale": float(np.float32(0.0123)), "zero_point": int(rng.integers(0, 256))}, ref=ref))
+    return cases
+
+
 def cumsum_cases(rng, ref: Reference) -> list[Case]:
     cases = []
     for _ in range(6):
@@ -280,5 +305,5 @@ def cumsum_cases(rng, ref: Reference) -> list[Case]:
 
 def every_case(rng, ref: Reference) -> list[Case]:
     return (pointwise_cases(rng, ref) + matmul_cases(rng, ref) + move_cases(rng, ref) + gather_cases(rng, ref)
-            + cumsum_cases(rng, ref))
+            + quantised_table_cases(rng, ref) + cumsum_cases(rng, ref))
 

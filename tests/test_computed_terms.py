@@ -31,6 +31,9 @@ sys.path.insert(0, str(ZOO))
 import coverage  # noqa: E402
 
 DEBERTA = [ZOO / f"deberta-tok.{flavour}" for flavour in ("litert-f32.tflite", "dynamo-f32.onnx")]
+# zoo_torch.RelPosEncoder: a bias per head gathered at the clipped relative positions of the live
+# tokens (cumsum of the mask) and an ALiBi penalty, both computed from the mask input
+RELPOS = [ZOO / f"relpos-tok.{flavour}" for flavour in ("litert-f32.tflite", "dynamo-f32.onnx")]
 
 
 def _program(path):
@@ -131,7 +134,7 @@ def run_live(program, ids, mask, live: int) -> np.ndarray:
     return values[program.output_buffer].reshape(seq, -1)[:live]
 
 
-@pytest.mark.parametrize("path", DEBERTA, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", DEBERTA + RELPOS, ids=lambda p: p.name)
 def test_live_rows_are_the_whole_windows(path):
     """Live-row execution is exact: the c2p product reads the computed queries, the p2c product
     every key up to the last kept one (KEYS), each gather the rows its box needs, so no value
@@ -146,11 +149,11 @@ def test_live_rows_are_the_whole_windows(path):
     for ids, mask, live in cases:
         whole = execute.run(program, ids, mask)[:live]
         assert np.array_equal(run_live(program, ids, mask, live), whole), live
-    p2c = [s for s in program.steps if isinstance(s, TensorStep) and s.op == TensorOp.MATMUL
-           and s.limits[-2] == Rows.KEYS]
-    assert p2c
-    for s in p2c:
-        s.limits = s.limits[:-2] + (Rows.LIVE,) + s.limits[-1:]
+    # the term's key axis cut at the live rows (p2c's keys, or the relative positions' keys)
+    keyed = [s for s in program.steps if isinstance(s, TensorStep) and Rows.KEYS in s.limits and Rows.LIVE not in s.limits]
+    assert keyed
+    for s in keyed:
+        s.limits = tuple(Rows.LIVE if r == Rows.KEYS else r for r in s.limits)
     ids, mask, live = cases[-1]
     assert np.isnan(run_live(program, ids, mask, live)).any()
 
@@ -177,3 +180,67 @@ def test_a_gather_index_out_of_range_stops_the_run(ref, negative):
             execute.tensor_step(step, [data, np.array([[-1, 0], [0, 0]])], reference)
     with pytest.raises(PorterError, match="gather_elements0: index 3 out of range"):
         execute.tensor_step(step, [data, np.array([[3, 0], [0, 0]])], reference)
+
+
+# ---- terms computed from the mask input ---------------------------------------------------------
+
+def _host_program(path):
+    """The program for this machine's runtime (its CPU's onnxruntime kernels, its L1 size)."""
+    from fixtures import host_ort_cpu
+
+    return recover_encoder(load_graph(path), **({"ort_cpu": host_ort_cpu()} if path.suffix == ".onnx" else {}))
+
+
+@pytest.mark.parametrize("path", RELPOS, ids=lambda p: p.name)
+def test_terms_of_the_live_positions_follow_the_mask(path):
+    """relpos-tok's terms are integer work on the mask input (a running sum, differences, a clip,
+    a gather of a learned table at those computed indices, an absolute value cast to float): left
+    padding and holes move the positions they are computed from. Every row is the reference
+    runtime's (run here: LiteRT's builtin kernels, onnxruntime on this CPU) bit for bit, and holes
+    change the logits of the tokens after them beyond dropping their keys."""
+    from porter.check.references import encoder_reference, run_windows
+
+    program = _host_program(path)
+    kinds = {s.op for s in program.steps if isinstance(s, TensorStep)}
+    assert {TensorOp.CUMSUM, TensorOp.GATHER if path.suffix == ".onnx" else TensorOp.LOOKUP, TensorOp.ABS,
+            TensorOp.CAST} <= kinds
+    assert all(len(a.computed_terms) == 2 for a in program.attentions())
+    seq = program.seq
+    rng = np.random.default_rng(5)
+    positions = np.arange(seq)
+    masks = np.stack([positions >= 20, (positions % 5 != 2) & (positions < 50), positions < 30]).astype(np.int32)
+    ids = rng.integers(4, program.vocab, (len(masks), seq)).astype(np.int32)
+    reference = encoder_reference(path, load_graph(path))
+    theirs, _ = run_windows(reference, ids, masks)
+    for w in range(len(masks)):
+        ours = execute.run(program, ids[w], masks[w])
+        assert np.array_equal(ours.view(np.uint32), theirs[w].view(np.uint32)), w
+    holed, contiguous = {}, {}
+    execute.run(program, ids[1], masks[1], trace=holed)
+    execute.run(program, ids[1], (positions < 50).astype(np.int32), trace=contiguous)
+    kept = np.flatnonzero(masks[1])
+    for term in program.attentions()[0].computed_terms:  # between kept tokens a hole apart
+        a, b = (np.asarray(t[term]).reshape(-1, seq, seq)[:, kept[:, None], kept] for t in (holed, contiguous))
+        assert not np.array_equal(a, b)
+
+
+def test_an_op_whose_kernel_porter_does_not_reproduce_is_refused_naming_it(tmp_path):
+    """onnxruntime's Log (Eigen's plog) is not emulated: relpos-tok's ALiBi distance put through a
+    Log before its slope (an edit of the real export) is refused in one line naming the op."""
+    import onnx
+
+    from fixtures import assert_one_line_error, run_porter
+
+    model = onnx.load(str(ZOO / "relpos-tok.dynamo-f32.onnx"))
+    nodes = list(model.graph.node)
+    at = next(i for i, n in enumerate(nodes) if n.op_type == "Cast" and n.output[0] == "_to_copy")
+    nodes.insert(at + 1, onnx.helper.make_node("Log", ["_to_copy"], ["_to_copy_log"]))
+    for n in nodes[at + 2:]:
+        n.input[:] = ["_to_copy_log" if x == "_to_copy" else x for x in n.input]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    edited = tmp_path / "relpos-log.onnx"
+    onnx.save(model, str(edited))
+    with pytest.raises(PorterError, match=r"Log .*onnxruntime's Log \(Eigen's plog\) is not emulated"):
+        recover_encoder(load_graph(edited), ort_cpu="avx2")
+    assert_one_line_error(run_porter("compile", edited, "-o", tmp_path / "out", "--ort-cpu", "avx2"), "Log")

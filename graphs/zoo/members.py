@@ -134,7 +134,7 @@ MINILM_WORD_ROWS_FROM = 1996
 @dataclass(frozen=True)
 class Encoder:
     name: str
-    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet | deberta-v2
+    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet | deberta-v2 | relpos
     # tok: ...ForTokenClassification; seq: ...ForSequenceClassification; bare: BertModel
     # (last_hidden_state); st-mean: mean pooling over the mask + L2 normalisation
     # (sentence-transformers Pooling('mean') + Normalize); st-cls: sentence-transformers
@@ -284,6 +284,12 @@ ENCODERS = [
     Encoder("deberta-seq", "deberta-v2", "seq", "random", "eager", True, True,
             2, 64, 8, 128, 256, 64, 3,
             C, seed=92, relative_buckets=8),
+    # --- Score terms computed from the mask input by integer ops (zoo_torch.RelPosEncoder): a
+    # learned bias per head at each pair's clipped relative position of the live tokens (a gather
+    # at computed indices) and an ALiBi distance penalty; not a transformers class.
+    Encoder("relpos-tok", "relpos", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 64, 5,
+            C, seed=93, relative_buckets=8),
     # --- Sentence embeddings: the real MiniLM as sentence-transformers runs it, and two BERTs.
     # The real MiniLM keeps only its int8 files: at hidden 384 one float file is 3.2 MiB (the
     # attention weights alone 2.4), the pair 6.3 MiB, a quarter of the zoo's budget; graphs/ already

@@ -11,7 +11,9 @@ from porter.errors import PorterError
 from porter.ir.encoder import INPUT_MASK, Reference, Rows
 from porter.ir.tensor import TensorOp, TensorStep
 
-DTYPES = {"float32": "F32", "int32": "I32", "int64": "I64", "bool": "Bool"}
+# the crate's storage of each dtype: 8-bit values (a quantised table's rows, only moved until
+# dequantised) in int32 words
+DTYPES = {"float32": "F32", "int32": "I32", "int64": "I64", "bool": "Bool", "uint8": "I32", "int8": "I32"}
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
 POINTWISE = {TensorOp.ADD: "Add", TensorOp.SUB: "Sub", TensorOp.MUL: "Mul", TensorOp.DIV: "Div",
              TensorOp.MAXIMUM: "Maximum", TensorOp.MINIMUM: "Minimum", TensorOp.NEG: "Neg", TensorOp.ABS: "Abs",
@@ -86,6 +88,11 @@ def kernel_spec(step: TensorStep, reference: Reference) -> tuple[str, dict]:
                             "inner": int(np.prod(data[depth:])), "negative_wraps": wraps}
     if op == TensorOp.CUMSUM:
         return "CumSum", {"axis": attrs["axis"] + shift, "exclusive": attrs["exclusive"], "reverse": attrs["reverse"]}
+    if op == TensorOp.LOOKUP:
+        rows, width = step.operands[0].shape
+        return "Lookup", {"rows": rows, "width": width, "scaled": len(step.operands) > 2}
+    if op == TensorOp.DEQUANTIZE:
+        return "Dequantize", {"scale": attrs["scale"], "zero_point": attrs["zero_point"]}
     return "Pointwise", {"op": POINTWISE[op]}
 
 

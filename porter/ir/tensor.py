@@ -5,7 +5,8 @@ position-to-content products gathered at bucketed relative positions, a T5 bias 
 buckets computed from the inputs, an ALiBi slope times a distance).
 
 A tensor step reads `operands` (buffers or constant arrays, each seen with its shape) and writes
-one buffer of `shape` and `dtype` (float32, int32, int64 or bool). Its numpy meaning is the
+one buffer of `shape` and `dtype` (float32, int32, int64, bool, or the uint8 / int8 rows of a quantised
+table, which are only moved until dequantised). Its numpy meaning is the
 canonical op's (porter.reference.ops.evaluate, in the reference runtime's arithmetic); the crate's
 is kernels/common/tensor.rs. `limits` says which output axes run over the window's tokens and
 how many of their positions the step computes (porter.recover.rows): an axis of Rows.ALL is
@@ -50,6 +51,8 @@ class TensorOp(str, enum.Enum):
     LOGICAL_NOT = "logical_not"
     WHERE = "where"  # condition ? a : b
     CUMSUM = "cumsum"  # along `axis`, `exclusive`, `reverse`
+    LOOKUP = "embedding_lookup"  # rows of a table [rows, width] by indices; an int8 table times its row's scale
+    DEQUANTIZE = "dequantize"  # float32((q - zero_point) * scale), one scale
 
 
 GATHERS = {TensorOp.GATHER, TensorOp.GATHER_ELEMENTS, TensorOp.GATHER_ND}
@@ -58,8 +61,11 @@ COMPARISONS = {TensorOp.EQUAL, TensorOp.NOT_EQUAL, TensorOp.LESS, TensorOp.LESS_
 LOGICAL = {TensorOp.LOGICAL_AND, TensorOp.LOGICAL_OR, TensorOp.LOGICAL_NOT}
 ARITHMETIC = {TensorOp.ADD, TensorOp.SUB, TensorOp.MUL, TensorOp.DIV, TensorOp.MAXIMUM, TensorOp.MINIMUM}
 UNARY = {TensorOp.NEG, TensorOp.ABS, TensorOp.SIGN, TensorOp.CEIL, TensorOp.FLOOR, TensorOp.LOG, TensorOp.CAST,
-         TensorOp.LOGICAL_NOT, TensorOp.MOVE}
-DTYPES = ("float32", "int32", "int64", "bool")
+         TensorOp.LOGICAL_NOT, TensorOp.MOVE, TensorOp.DEQUANTIZE}
+DTYPES = ("float32", "int32", "int64", "bool", "uint8", "int8")
+# 8-bit values (a quantised table's rows) are only moved, gathered, looked up or dequantised
+NARROW = ("uint8", "int8")
+MOVES_NARROW = GATHERS | {TensorOp.MOVE, TensorOp.LOOKUP, TensorOp.DEQUANTIZE}
 
 
 @dataclass

@@ -27,20 +27,6 @@ def box_union(a: Box | None, b: Box) -> Box:
     return b if a is None else tuple(max(x, y, key=ORDER.index) for x, y in zip(a, b))
 
 
-def view_axis(view: tuple[int, ...], shape: tuple[int, ...], axis: int) -> int | None:
-    """The axis of `shape` that axis `axis` of `view` (the same values, another shape) is: the one
-    of the same size after the same number of values, or None."""
-    before = 1
-    for d in view[:axis]:
-        before *= d
-    at = 1
-    for a, d in enumerate(shape):
-        if at == before and d == view[axis]:
-            return a
-        at *= d
-    return None
-
-
 def _aligned(box: Box, out_shape, in_shape) -> Box:
     """An operand broadcast against the output (numpy aligns trailing axes): the output's box on
     its own axes, the whole of any axis it broadcasts (one value)."""
@@ -80,6 +66,8 @@ def operand_boxes(step: TensorStep, box: Box) -> list[Box]:
         return [data, box[axis:axis + index_rank]]
     if op == TensorOp.GATHER_ND:
         return [whole(shapes[0]), box[:len(shapes[1]) - 1] + (Rows.ALL,)]
+    if op == TensorOp.LOOKUP:  # rows of a whole table at the box's indices (and their scales)
+        return [whole(shapes[0]), box[:-1]] + [whole(s) for s in shapes[2:]]
     if op == TensorOp.CUMSUM and not step.attrs.get("reverse"):
         return [box]  # a prefix along the axis adds only the values before it
     return [whole(s) for s in shapes]

@@ -24,7 +24,8 @@ from __future__ import annotations
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, ActivationQuant, Attention, ElementwiseStep, EncoderProgram,
                                L2NormalizeStep, LinearStep, MaskMode, ReduceStep, Reference, Rows, SliceStep)
 from porter.ir.tensor import TensorStep
-from porter.recover.boxes import Box, box_union, operand_boxes, view_axis, whole
+from porter.recover.boxes import Box, box_union, operand_boxes, whole
+from porter.recover.tokens import view_axis
 from porter.reference.ort import cpu as ort_cpu
 
 ORDER = [Rows.ONE, Rows.LIVE, Rows.KEYS, Rows.ALL]

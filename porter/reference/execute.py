@@ -220,8 +220,8 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
             scores = (scores * F32(a.score_scale)).astype(F32)
     if a.score_divisor is not None:
         scores = (scores / F32(a.score_divisor)).astype(F32)
-    for term in terms:
-        scores = (scores + np.asarray(term, F32)).astype(F32)
+    for term in terms:  # [heads, seq, seq], perhaps with leading axes of one
+        scores = (scores + np.asarray(term, F32).reshape(scores.shape)).astype(F32)
     kept = kept_keys(a.key_rule, mask)
     if a.query_mask:  # a query the mask drops keeps no key
         kept = kept[None, :] & (mask != 0)[:, None]
@@ -250,8 +250,23 @@ def tensor_step(step: TensorStep, inputs: list[np.ndarray], ref: Reference) -> n
     attrs = {k: v for k, v in step.attributes().items() if k != "in_dtypes"}
     if step.op == TensorOp.MOVE:
         return np.ascontiguousarray(np.broadcast_to(np.transpose(inputs[0], attrs["perm"]), step.shape))
+    if step.op == TensorOp.LOOKUP:  # EMBEDDING_LOOKUP(ids, table), with an int8 table's row scales
+        table, ids = inputs[:2]
+        attrs["scale"] = inputs[2] if len(inputs) > 2 else None
+        inputs = [lookup_ids(step, table.shape[0], ids), table]
+    if step.op == TensorOp.DEQUANTIZE:
+        attrs = {"scale": np.float32([attrs["scale"]]), "zero_point": np.array([attrs["zero_point"]]), "axis": None}
     out = ops.evaluate(step.op.value, attrs, inputs, ref)
     return np.asarray(out).astype(step.dtype, copy=False).reshape(step.shape)
+
+
+def lookup_ids(step: TensorStep, rows: int, ids: np.ndarray) -> np.ndarray:
+    """EMBEDDING_LOOKUP's ids, each a row of the table (LiteRT fails the run on any other)."""
+    ids = np.asarray(ids).astype(np.int64)
+    bad = (ids < 0) | (ids >= rows)
+    if np.any(bad):
+        raise PorterError(f"{step.name}: index {int(ids[bad][0])} out of range for a lookup in {rows} rows")
+    return ids
 
 
 def gather_index(step: TensorStep, data_shape: tuple, index: np.ndarray, ref: Reference) -> np.ndarray:

@@ -15,10 +15,10 @@ import numpy as np
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
 from porter.ir.encoder import Reference
-from porter.ir.tensor import DTYPES, TensorOp, TensorStep
+from porter.ir.tensor import DTYPES, MOVES_NARROW, NARROW, TensorOp, TensorStep
 
 # canonical op -> tensor op, for ops no other step runs
-OPS = {op.value: op for op in TensorOp if op != TensorOp.MOVE}
+OPS = {op.value: op for op in TensorOp if op != TensorOp.MOVE}  # embedding_lookup: LOOKUP
 MOVES = ("permute", "expand")
 # float32 arithmetic of these runs as an elementwise step
 FLOAT_ELEMENTWISE = {"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs"}
@@ -38,11 +38,18 @@ def tensor_step(g: Graph, op: Op, operand, where: str, ref: Reference, downstrea
     dtypes = tuple(g.tensor(t).dtype for t in op.inputs)
     if kind is None or out.dtype not in DTYPES or any(d not in DTYPES for d in dtypes):
         return None
+    if kind not in MOVES_NARROW and any(d in NARROW for d in (*dtypes, out.dtype)):
+        return None  # 8-bit arithmetic (its wrapping) has no tensor step
     attrs = _attributes(g, op, kind)
     if attrs is None:
         return None
     _refuse_unreproduced(g, op, kind, dtypes, where, ref)
     inputs = list(op.inputs)
+    if kind == TensorOp.LOOKUP:  # EMBEDDING_LOOKUP(ids, table): the table first, an int8 one's row scales last
+        inputs = [op.inputs[1], op.inputs[0]]
+        if op.options.get("scale") is not None:
+            inputs.append(_constant(g, op.inputs[1], np.asarray(op.options["scale"], np.float32).reshape(-1)))
+        dtypes = tuple(g.tensor(t).dtype for t in inputs)
     if kind == TensorOp.GATHER_ND and (last := _gather_nd_as_elements(g, op)) is not None:
         kind, attrs = TensorOp.GATHER_ELEMENTS, {"axis": len(out.shape) - 1}
         inputs[1], dtypes = _constant(g, op.inputs[1], last), (dtypes[0], str(last.dtype))
@@ -68,6 +75,11 @@ def _attributes(g: Graph, op: Op, kind: TensorOp) -> dict | None:
     if kind == TensorOp.CUMSUM:
         return {"axis": int(op.options["axis"]) % rank, "exclusive": bool(op.options.get("exclusive")),
                 "reverse": bool(op.options.get("reverse"))}
+    if kind == TensorOp.DEQUANTIZE:
+        scale, zero_point = (np.asarray(op.options[k]).reshape(-1) for k in ("scale", "zero_point"))
+        if scale.size != 1 or zero_point.size != 1:
+            return None  # per channel: no tensor step
+        return {"scale": float(np.float32(scale[0])), "zero_point": int(zero_point[0])}
     return {}
 
 
@@ -76,6 +88,8 @@ def _refuse_unreproduced(g: Graph, op: Op, kind: TensorOp, dtypes: tuple, where:
     reason = None
     if kind == TensorOp.LOG and ref == Reference.ONNXRUNTIME_CPU:
         reason = "onnxruntime's Log (Eigen's plog) is not emulated yet"
+    elif kind == TensorOp.SIGN and ref == Reference.ONNXRUNTIME_CPU and dtypes[0] == "float32":
+        reason = "onnxruntime's Sign of a float (Eigen's, whose NaN is not measured) is not emulated yet"
     elif kind == TensorOp.CUMSUM and dtypes[0] == "float32":
         reason = "a running sum of floats (its order per runtime) is not reproduced; integer sums are"
     elif kind == TensorOp.MATMUL and ref == Reference.ONNXRUNTIME_CPU and _gemm_rows(g, op) == 1:
@@ -125,8 +139,8 @@ def _constant(g: Graph, like: int, value: np.ndarray) -> int:
 
 
 def stored(value: np.ndarray, where: str) -> np.ndarray:
-    """A constant operand as model.bin holds it: float32, int32 (int64 values that fit: the step
-    reads them back as int64), or bool as one byte each."""
+    """A constant operand as model.bin holds it: float32, int32 (int64 values that fit and 8-bit
+    ones: the step reads them back as their dtype), or bool as one byte each."""
     value = np.asarray(value)
     if value.dtype == np.bool_:
         return value.astype(np.uint8)

@@ -78,6 +78,11 @@ fn kernel(spec: &str) -> TensorKernel {
         "GatherNd" => TensorKernel::GatherNd { depth: n("depth"), dims: list("dims"), strides: list("strides"),
                                                inner: n("inner"), negative_wraps: b("negative_wraps") },
         "CumSum" => TensorKernel::CumSum { axis: n("axis"), exclusive: b("exclusive"), reverse: b("reverse") },
+        "Lookup" => TensorKernel::Lookup { rows: n("rows"), width: n("width"), scaled: b("scaled") },
+        "Dequantize" => TensorKernel::Dequantize {
+            scale: f32::from_bits(value("scale").strip_prefix('b').unwrap().parse().unwrap()),
+            zero_point: value("zero_point").parse().unwrap(),
+        },
         "Pointwise" => TensorKernel::Pointwise(match value("op") {
             "Add" => Pointwise::Add,
             "Sub" => Pointwise::Sub,

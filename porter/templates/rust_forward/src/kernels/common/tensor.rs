@@ -102,6 +102,11 @@ pub enum TensorKernel {
     Pointwise(Pointwise),
     /// integers: running sums along `axis`.
     CumSum { axis: usize, exclusive: bool, reverse: bool },
+    /// rows of a table [rows, width] at int indices (EMBEDDING_LOOKUP); `scaled`: int8 rows, each
+    /// float(q) times its row's scale (the third operand)
+    Lookup { rows: usize, width: usize, scaled: bool },
+    /// float32(q - zero_point) * scale of 8-bit values
+    Dequantize { scale: f32, zero_point: i32 },
 }
 
 pub struct TensorStep<'a> {
@@ -278,6 +283,25 @@ pub fn run(step: &TensorStep, counts: [usize; 4], slots: &[Vec<f32>], mask: &[f3
                     .map(|c| checked(values[1].int(p * depth + c), dims[c], negative_wraps, "gather_nd") * strides[c])
                     .sum();
                 y.copy(flat, values[0].words(base + i));
+            }
+        }
+        TensorKernel::Lookup { rows, width, scaled } => {
+            let out_strides = natural(step.shape);
+            for index in positions(counts) {
+                let flat = at(index, out_strides);
+                let row = checked(values[1].int(flat / width), rows, false, "lookup");
+                let at_row = row * width + flat % width;
+                if scaled {
+                    y.f32(flat, values[0].int(at_row) as f32 * values[2].f32(row));
+                } else {
+                    y.copy(flat, values[0].words(at_row));
+                }
+            }
+        }
+        TensorKernel::Dequantize { scale, zero_point } => {
+            let (x, out_strides) = (broadcast(step.operands[0].shape, step.shape), natural(step.shape));
+            for index in positions(counts) {
+                y.f32(at(index, out_strides), (values[0].int(at(index, x)) - zero_point as i64) as f32 * scale);
             }
         }
         TensorKernel::Pointwise(op) => pointwise(step, &values, op, counts, &mut y),
