@@ -157,7 +157,7 @@ impl<'v> Values<'v> {
     fn int(self, i: usize) -> i64 {
         match self {
             Values::I32(v) => v[i] as i64,
-            Values::Words(v, DType::I64) => (v[2 * i].to_bits() as u64 | (v[2 * i + 1].to_bits() as u64) << 32) as i64,
+            Values::Words(v, DType::I64) => (v[2 * i].to_bits() as u64 | (v[2 * i + 1].to_bits() as u64) << u32::BITS) as i64,
             Values::Words(v, _) => v[i].to_bits() as i64,
             Values::U8(v) => v[i] as i64,
             Values::F32(v) | Values::FloatsAsInts(v) => v[i] as i64,
@@ -192,7 +192,7 @@ impl<'v> Values<'v> {
             Values::Words(v, _) => (v[i].to_bits(), 0),
             Values::I32(v) => (v[i] as u32, (v[i] >> 31) as u32),
             Values::U8(v) => (v[i] as u32, 0),
-            Values::FloatsAsInts(v) => { let x = v[i] as i64; (x as u32, (x >> 32) as u32) }
+            Values::FloatsAsInts(v) => { let x = v[i] as i64; (x as u32, (x >> u32::BITS) as u32) }
         }
     }
 }
@@ -214,7 +214,7 @@ impl Out<'_> {
         match self.dtype {
             DType::I64 => {
                 self.words[2 * i] = f32::from_bits(v as u32);
-                self.words[2 * i + 1] = f32::from_bits((v >> 32) as u32);
+                self.words[2 * i + 1] = f32::from_bits((v >> u32::BITS) as u32);
             }
             DType::F32 => self.words[i] = v as f32,
             DType::Bool => self.words[i] = f32::from_bits((v != 0) as u32),
