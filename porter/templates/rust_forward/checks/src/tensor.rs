@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 
-use crate::kernels::common::tensor::{run, Data, DType, Pointwise, TensorKernel, TensorOperand, TensorStep};
+use crate::kernels::common::tensor::{run, Data, ElementType, Pointwise, TensorKernel, TensorOperand, TensorStep};
 use crate::kernels::litert::batch_matmul::{row_product, row_product_scalar};
 use crate::{Rng, Tally};
 
@@ -31,12 +31,12 @@ pub fn check_batch_matmul(seed: u64) -> ! {
     tally.finish()
 }
 
-fn dtype(name: &str) -> DType {
+fn dtype(name: &str) -> ElementType {
     match name {
-        "F32" => DType::F32,
-        "I32" => DType::I32,
-        "I64" => DType::I64,
-        "Bool" => DType::Bool,
+        "F32" => ElementType::F32,
+        "I32" => ElementType::I32,
+        "I64" => ElementType::I64,
+        "Bool" => ElementType::Bool,
         _ => panic!("tensor-cases: dtype {name}"),
     }
 }
@@ -49,7 +49,7 @@ fn four(list: &str) -> [usize; 4] {
     numbers(list).try_into().expect("tensor-cases: four axes")
 }
 
-fn typed(spec: &str) -> (DType, [usize; 4]) {
+fn typed(spec: &str) -> (ElementType, [usize; 4]) {
     let (d, shape) = spec.split_once(':').expect("tensor-cases: DTYPE:SHAPE");
     (dtype(d), four(shape))
 }
@@ -144,7 +144,7 @@ fn run_case(header: &str, words: &[f32]) -> Vec<f32> {
     };
     let (out_dtype, shape) = typed(&field("out=", &mut fields));
     let counts = four(&field("counts=", &mut fields));
-    let specs: Vec<(DType, [usize; 4])> = field("operands=", &mut fields).split(';').map(typed).collect();
+    let specs: Vec<(ElementType, [usize; 4])> = field("operands=", &mut fields).split(';').map(typed).collect();
     // each operand in a slot of its own, slot i + 1 (slot 0 is the output's)
     let mut slots = vec![Vec::new()];
     let mut start = 0;

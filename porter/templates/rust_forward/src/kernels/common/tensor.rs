@@ -18,17 +18,17 @@ use crate::kernels::ort::float::{sgemm_columns, stride_k};
 
 /// An element type, as values are stored in a slot or read from model.bin.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum DType {
+pub enum ElementType {
     F32,
     I32,
     I64,
     Bool,
 }
 
-impl DType {
+impl ElementType {
     /// 32-bit words per value in a slot.
     pub fn words(self) -> usize {
-        if self == DType::I64 { 2 } else { 1 }
+        if self == ElementType::I64 { 2 } else { 1 }
     }
 }
 
@@ -50,7 +50,7 @@ pub enum Data<'a> {
 #[derive(Clone, Copy)]
 pub struct TensorOperand<'a> {
     pub data: Data<'a>,
-    pub dtype: DType,
+    pub dtype: ElementType,
     pub shape: [usize; 4],
 }
 
@@ -113,7 +113,7 @@ pub struct TensorStep<'a> {
     pub kernel: TensorKernel,
     pub operands: Vec<TensorOperand<'a>>,
     pub out: usize,
-    pub dtype: DType,
+    pub dtype: ElementType,
     pub shape: [usize; 4],
 }
 
@@ -123,7 +123,7 @@ enum Values<'v> {
     F32(&'v [f32]),
     I32(&'v [i32]),
     /// int64 in two words each, and bool words
-    Words(&'v [f32], DType),
+    Words(&'v [f32], ElementType),
     U8(&'v [u8]),
     /// floats read as integers (the mask)
     FloatsAsInts(&'v [f32]),
@@ -133,12 +133,12 @@ impl<'v> Values<'v> {
     fn of(o: &TensorOperand<'v>, slots: &'v [Vec<f32>], mask: &'v [f32]) -> Values<'v> {
         match o.data {
             Data::Slot(s) => match o.dtype {
-                DType::F32 => Values::F32(&slots[s]),
+                ElementType::F32 => Values::F32(&slots[s]),
                 // SAFETY: i32 and f32 have the same size and alignment; the slot holds int32 bits.
-                DType::I32 => Values::I32(unsafe { core::slice::from_raw_parts(slots[s].as_ptr() as *const i32, slots[s].len()) }),
+                ElementType::I32 => Values::I32(unsafe { core::slice::from_raw_parts(slots[s].as_ptr() as *const i32, slots[s].len()) }),
                 dtype => Values::Words(&slots[s], dtype),
             },
-            Data::Mask => if o.dtype == DType::F32 { Values::F32(mask) } else { Values::FloatsAsInts(mask) },
+            Data::Mask => if o.dtype == ElementType::F32 { Values::F32(mask) } else { Values::FloatsAsInts(mask) },
             Data::F32(v) => Values::F32(v),
             Data::I32(v) => Values::I32(v),
             Data::U8(v) => Values::U8(v),
@@ -157,7 +157,7 @@ impl<'v> Values<'v> {
     fn int(self, i: usize) -> i64 {
         match self {
             Values::I32(v) => v[i] as i64,
-            Values::Words(v, DType::I64) => (v[2 * i].to_bits() as u64 | (v[2 * i + 1].to_bits() as u64) << u32::BITS) as i64,
+            Values::Words(v, ElementType::I64) => (v[2 * i].to_bits() as u64 | (v[2 * i + 1].to_bits() as u64) << u32::BITS) as i64,
             Values::Words(v, _) => v[i].to_bits() as i64,
             Values::U8(v) => v[i] as i64,
             Values::F32(v) | Values::FloatsAsInts(v) => v[i] as i64,
@@ -177,7 +177,7 @@ impl<'v> Values<'v> {
     fn one_word(self) -> Option<&'v [u32]> {
         match self {
             // SAFETY: u32 has f32's and i32's size and alignment; every bit pattern is a u32.
-            Values::F32(v) | Values::Words(v, DType::Bool) => Some(unsafe { core::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) }),
+            Values::F32(v) | Values::Words(v, ElementType::Bool) => Some(unsafe { core::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) }),
             Values::I32(v) => Some(unsafe { core::slice::from_raw_parts(v.as_ptr() as *const u32, v.len()) }),
             _ => None,
         }
@@ -188,7 +188,7 @@ impl<'v> Values<'v> {
     fn words(self, i: usize) -> (u32, u32) {
         match self {
             Values::F32(v) => (v[i].to_bits(), 0),
-            Values::Words(v, DType::I64) => (v[2 * i].to_bits(), v[2 * i + 1].to_bits()),
+            Values::Words(v, ElementType::I64) => (v[2 * i].to_bits(), v[2 * i + 1].to_bits()),
             Values::Words(v, _) => (v[i].to_bits(), 0),
             Values::I32(v) => (v[i] as u32, (v[i] >> 31) as u32),
             Values::U8(v) => (v[i] as u32, 0),
@@ -200,7 +200,7 @@ impl<'v> Values<'v> {
 /// The output: values of `dtype` written into a slot's words.
 struct Out<'o> {
     words: &'o mut [f32],
-    dtype: DType,
+    dtype: ElementType,
 }
 
 impl Out<'_> {
@@ -212,19 +212,19 @@ impl Out<'_> {
     #[inline]
     fn int(&mut self, i: usize, v: i64) {
         match self.dtype {
-            DType::I64 => {
+            ElementType::I64 => {
                 self.words[2 * i] = f32::from_bits(v as u32);
                 self.words[2 * i + 1] = f32::from_bits((v >> u32::BITS) as u32);
             }
-            DType::F32 => self.words[i] = v as f32,
-            DType::Bool => self.words[i] = f32::from_bits((v != 0) as u32),
-            DType::I32 => self.words[i] = f32::from_bits(v as i32 as u32),
+            ElementType::F32 => self.words[i] = v as f32,
+            ElementType::Bool => self.words[i] = f32::from_bits((v != 0) as u32),
+            ElementType::I32 => self.words[i] = f32::from_bits(v as i32 as u32),
         }
     }
 
     #[inline]
     fn copy(&mut self, i: usize, (low, high): (u32, u32)) {
-        if self.dtype == DType::I64 {
+        if self.dtype == ElementType::I64 {
             self.words[2 * i] = f32::from_bits(low);
             self.words[2 * i + 1] = f32::from_bits(high);
         } else {
@@ -340,7 +340,7 @@ fn base(i0: usize, i1: usize, i2: usize, s: [usize; 4]) -> usize {
 /// The output as one 32-bit word each (every dtype but int64).
 fn out_words<'y>(y: &'y mut Out) -> Option<&'y mut [u32]> {
     // SAFETY: u32 has f32's size and alignment.
-    (y.dtype != DType::I64).then(|| unsafe { core::slice::from_raw_parts_mut(y.words.as_mut_ptr() as *mut u32, y.words.len()) })
+    (y.dtype != ElementType::I64).then(|| unsafe { core::slice::from_raw_parts_mut(y.words.as_mut_ptr() as *mut u32, y.words.len()) })
 }
 
 fn moved(step: &TensorStep, x: Values, perm: [usize; 4], counts: [usize; 4], y: &mut Out) {
@@ -390,8 +390,8 @@ fn pointwise(step: &TensorStep, values: &[Values], op: Pointwise, counts: [usize
     let strides: Vec<[usize; 4]> = step.operands.iter().map(|o| broadcast(o.shape, step.shape)).collect();
     let out_strides = natural(step.shape);
     // the inputs' type decides the arithmetic (a float operand makes it float, as in numpy)
-    let float = step.operands.iter().take(if op == Pointwise::Where { 0 } else { 2 }).any(|o| o.dtype == DType::F32);
-    if float && y.dtype == DType::F32 && float_pointwise(op, values, &strides, out_strides, counts, y.words) {
+    let float = step.operands.iter().take(if op == Pointwise::Where { 0 } else { 2 }).any(|o| o.dtype == ElementType::F32);
+    if float && y.dtype == ElementType::F32 && float_pointwise(op, values, &strides, out_strides, counts, y.words) {
         return;
     }
     for index in positions(counts) {
@@ -401,7 +401,7 @@ fn pointwise(step: &TensorStep, values: &[Values], op: Pointwise, counts: [usize
             Pointwise::Where => {
                 let chosen = if values[0].truth(i[0]) { (values[1], i[1]) } else { (values[2], i[2]) };
                 match y.dtype {
-                    DType::F32 => y.f32(o, chosen.0.f32(chosen.1)),
+                    ElementType::F32 => y.f32(o, chosen.0.f32(chosen.1)),
                     _ => y.int(o, chosen.0.int(chosen.1)),
                 }
             }
@@ -517,17 +517,17 @@ fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out
 
 /// A value converted to the output's dtype: float -> int truncates, a NaN or an out-of-range
 /// value giving x86's integer indefinite (the type's minimum, as cvttss2si does).
-fn cast(x: Values, i: usize, from: DType, o: usize, y: &mut Out) {
+fn cast(x: Values, i: usize, from: ElementType, o: usize, y: &mut Out) {
     match (from, y.dtype) {
-        (DType::F32, DType::F32) => y.f32(o, x.f32(i)),
-        (DType::F32, DType::Bool) => y.int(o, (x.f32(i) != 0.0) as i64),
-        (DType::F32, to) => {
-            let (v, min) = (x.f32(i), if to == DType::I32 { i32::MIN as i64 } else { i64::MIN });
+        (ElementType::F32, ElementType::F32) => y.f32(o, x.f32(i)),
+        (ElementType::F32, ElementType::Bool) => y.int(o, (x.f32(i) != 0.0) as i64),
+        (ElementType::F32, to) => {
+            let (v, min) = (x.f32(i), if to == ElementType::I32 { i32::MIN as i64 } else { i64::MIN });
             let limit = -(min as f64);
             let inside = v.is_finite() && (v as f64) > min as f64 - 1.0 && (v as f64) < limit;
             y.int(o, if inside { v.trunc() as i64 } else { min });
         }
-        (_, DType::F32) => y.f32(o, x.int(i) as f32),
+        (_, ElementType::F32) => y.f32(o, x.int(i) as f32),
         _ => y.int(o, x.int(i)),
     }
 }
