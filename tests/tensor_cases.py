@@ -205,9 +205,10 @@ def cast_cases(rng, ref: Reference) -> list[Case]:
     return cases
 
 
-def log_cases(x: np.ndarray) -> list[Case]:
-    """LiteRT's LOG (glibc's logf) on these float32 values, 4096 to a case."""
-    return [Case(TensorOp.LOG, [x[i:i + 4096]], x[i:i + 4096].shape, "float32") for i in range(0, x.size, 4096)]
+def log_cases(x: np.ndarray, ref: Reference = Reference.LITERT_BUILTIN, size: int = 4096) -> list[Case]:
+    """LOG on these float32 values, `size` to a case: LiteRT's (glibc's logf), or onnxruntime's
+    (Eigen's plog in packets of four, logf on a case's last size % 4)."""
+    return [Case(TensorOp.LOG, [x[i:i + size]], x[i:i + size].shape, "float32", ref=ref) for i in range(0, x.size, size)]
 
 
 def matmul_cases(rng, ref: Reference) -> list[Case]:

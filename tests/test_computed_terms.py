@@ -224,23 +224,72 @@ def test_terms_of_the_live_positions_follow_the_mask(path):
         assert not np.array_equal(a, b)
 
 
-def test_an_op_whose_kernel_porter_does_not_reproduce_is_refused_naming_it(tmp_path):
-    """onnxruntime's Log (Eigen's plog) is not emulated: relpos-tok's ALiBi distance put through a
-    Log before its slope (an edit of the real export) is refused in one line naming the op."""
+def _relpos_with(op_type: str, path):
+    """relpos-tok's ONNX export with `op_type` applied to 1 + its ALiBi distance before the slope
+    (an edit of the real export): a term through another op computed per window."""
     import onnx
-
-    from fixtures import assert_one_line_error, run_porter
 
     model = onnx.load(str(ZOO / "relpos-tok.dynamo-f32.onnx"))
     nodes = list(model.graph.node)
     at = next(i for i, n in enumerate(nodes) if n.op_type == "Cast" and n.output[0] == "_to_copy")
-    nodes.insert(at + 1, onnx.helper.make_node("Log", ["_to_copy"], ["_to_copy_log"]))
-    for n in nodes[at + 2:]:
-        n.input[:] = ["_to_copy_log" if x == "_to_copy" else x for x in n.input]
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(1.0), "one"))
+    edit = [onnx.helper.make_node("Add", ["_to_copy", "one"], ["_to_copy_plus_one"]),  # log(1 + |j - i|)
+            onnx.helper.make_node(op_type, ["_to_copy_plus_one"], ["_to_copy_edited"])]
+    nodes[at + 1:at + 1] = edit
+    for n in nodes[at + 1 + len(edit):]:
+        n.input[:] = ["_to_copy_edited" if x == "_to_copy" else x for x in n.input]
     del model.graph.node[:]
     model.graph.node.extend(nodes)
-    edited = tmp_path / "relpos-log.onnx"
-    onnx.save(model, str(edited))
-    with pytest.raises(PorterError, match=r"Log .*onnxruntime's Log \(Eigen's plog\) is not emulated"):
+    onnx.save(model, str(path))
+    return path
+
+
+def test_onnxruntime_log_is_eigens_plog_then_glibcs_logf():
+    """onnxruntime's Log on this machine (its kernel is Eigen's array().log(), compiled for SSE):
+    Eigen's plog on each packet of four, glibc's logf on the last size % 4, for random bit patterns
+    of every class (NaNs, infinities, negatives, subnormals) in tensors of every tail length."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from porter.ir.encoder import Reference
+    from porter.reference.ops import evaluate
+
+    rng = np.random.default_rng(3)
+    for size in [*range(1, 12), 4099, 1 << 18]:
+        io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [size]) for n in "xy"]
+        graph = helper.make_graph([helper.make_node("Log", ["x"], ["y"])], "log", io[:1], io[1:])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                                       .SerializeToString(), options, providers=["CPUExecutionProvider"])
+        x = rng.integers(0, 1 << 32, size, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        theirs = session.run(None, {"x": x})[0]
+        ours = evaluate("log", {}, [x], Reference.ONNXRUNTIME_CPU)
+        assert np.array_equal(ours.view(np.uint32), theirs.view(np.uint32)), size
+
+
+def test_a_log_of_a_computed_value_runs_as_onnxruntime_runs_it(tmp_path):
+    """relpos-tok's ALiBi distance put through a Log: a tensor step of onnxruntime's Log (Eigen's
+    plog, glibc's logf on the tensor's tail) whose program is onnxruntime's, on every window."""
+    from fixtures import host_ort_cpu
+    from porter.check.references import encoder_reference, run_windows
+
+    edited = _relpos_with("Log", tmp_path / "relpos-log.onnx")
+    program = recover_encoder(load_graph(edited), ort_cpu=host_ort_cpu())
+    assert any(isinstance(s, TensorStep) and s.op == TensorOp.LOG for s in program.steps)
+    golden = load_golden(coverage.golden_path(ZOO / "relpos-tok.dynamo-f32.onnx"))
+    theirs, _ = run_windows(encoder_reference(edited, load_graph(edited)), golden.ids, golden.attention_mask)
+    for w in range(golden.windows):
+        ours = execute.run(program, golden.ids[w], golden.attention_mask[w])
+        assert np.array_equal(ours.view(np.uint32), theirs[w].view(np.uint32)), w
+
+
+def test_an_op_whose_kernel_porter_does_not_reproduce_is_refused_naming_it(tmp_path):
+    """onnxruntime's Sign of a float (Eigen's, whose NaN is not measured) is not emulated: the
+    ALiBi distance put through a Sign is refused in one line naming the op."""
+    from fixtures import assert_one_line_error, run_porter
+
+    edited = _relpos_with("Sign", tmp_path / "relpos-sign.onnx")
+    with pytest.raises(PorterError, match=r"Sign .*onnxruntime's Sign of a float"):
         recover_encoder(load_graph(edited), ort_cpu="avx2")
-    assert_one_line_error(run_porter("compile", edited, "-o", tmp_path / "out", "--ort-cpu", "avx2"), "Log")
+    assert_one_line_error(run_porter("compile", edited, "-o", tmp_path / "out", "--ort-cpu", "avx2"), "Sign")

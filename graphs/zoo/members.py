@@ -277,7 +277,7 @@ ENCODERS = [
     # gathered by log-bucketed relative positions, scaled by 1 / sqrt(3 d); no absolute positions.
     Encoder("deberta-tok", "deberta-v2", "tok", "random", "eager", True, False,
             2, 64, 4, 128, 256, 64, 5,
-            C, seed=91),
+            C + ("dynamo-dyn-f32.onnx",), seed=91),
     # --- DeBERTa-v3 as NLI / cross-encoder models are fine-tuned from it: sequence classification
     # (ContextPooler: the first token, dense, GELU), a token_type_ids input (type_vocab_size 2),
     # 8 log buckets in a window of 64, 8 heads of 8.

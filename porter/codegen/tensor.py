@@ -93,6 +93,8 @@ def kernel_spec(step: TensorStep, reference: Reference) -> tuple[str, dict]:
         return "Lookup", {"rows": rows, "width": width, "scaled": len(step.operands) > 2}
     if op == TensorOp.DEQUANTIZE:
         return "Dequantize", {"scale": attrs["scale"], "zero_point": attrs["zero_point"]}
+    if op == TensorOp.LOG and reference == Reference.ONNXRUNTIME_CPU:
+        return "Pointwise", {"op": "LogOrt"}  # Eigen's plog in packets, glibc's logf on the tail
     return "Pointwise", {"op": POINTWISE[op]}
 
 

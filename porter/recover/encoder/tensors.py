@@ -86,9 +86,7 @@ def _attributes(g: Graph, op: Op, kind: TensorOp) -> dict | None:
 def _refuse_unreproduced(g: Graph, op: Op, kind: TensorOp, dtypes: tuple, where: str, ref: Reference) -> None:
     """The uses of these ops whose reference kernel porter does not reproduce."""
     reason = None
-    if kind == TensorOp.LOG and ref == Reference.ONNXRUNTIME_CPU:
-        reason = "onnxruntime's Log (Eigen's plog) is not emulated yet"
-    elif kind == TensorOp.SIGN and ref == Reference.ONNXRUNTIME_CPU and dtypes[0] == "float32":
+    if kind == TensorOp.SIGN and ref == Reference.ONNXRUNTIME_CPU and dtypes[0] == "float32":
         reason = "onnxruntime's Sign of a float (Eigen's, whose NaN is not measured) is not emulated yet"
     elif kind == TensorOp.CUMSUM and dtypes[0] == "float32":
         reason = "a running sum of floats (its order per runtime) is not reproduced; integer sums are"

@@ -96,6 +96,7 @@ fn kernel(spec: &str) -> TensorKernel {
             "Ceil" => Pointwise::Ceil,
             "Floor" => Pointwise::Floor,
             "Log" => Pointwise::Log,
+            "LogOrt" => Pointwise::LogOrt,
             "Cast" => Pointwise::Cast,
             "Equal" => Pointwise::Equal,
             "NotEqual" => Pointwise::NotEqual,

@@ -14,7 +14,7 @@
 
 use crate::kernels::litert::batch_matmul::row_product;
 use crate::kernels::litert::libm::logf;
-use crate::kernels::ort::float::{sgemm_columns, stride_k};
+use crate::kernels::ort::float::{eigen_log, sgemm_columns, stride_k};
 
 /// An element type, as values are stored in a slot or read from model.bin.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,6 +70,9 @@ pub enum Pointwise {
     Floor,
     /// LiteRT's LOG: glibc's logf
     Log,
+    /// onnxruntime's Log: Eigen's plog on each packet of four of the whole tensor, glibc's logf on
+    /// its last size % 4 values
+    LogOrt,
     /// to the output's dtype: float -> int truncates (x86's integer indefinite out of range)
     Cast,
     Equal,
@@ -394,6 +397,8 @@ fn pointwise(step: &TensorStep, values: &[Values], op: Pointwise, counts: [usize
     if float && y.dtype == ElementType::F32 && float_pointwise(op, values, &strides, out_strides, counts, y.words) {
         return;
     }
+    // the values before the whole tensor's last size % 4 (onnxruntime's Log takes them in packets)
+    let packets = step.shape.iter().product::<usize>() / 4 * 4;
     for index in positions(counts) {
         let o = at(index, out_strides);
         let i: [usize; 3] = core::array::from_fn(|n| strides.get(n).map_or(0, |s| at(index, *s)));
@@ -411,7 +416,7 @@ fn pointwise(step: &TensorStep, values: &[Values], op: Pointwise, counts: [usize
             }
             Pointwise::Not => y.int(o, !values[0].truth(i[0]) as i64),
             Pointwise::Cast => cast(values[0], i[0], step.operands[0].dtype, o, y),
-            _ if float => float_op(op, values, i, o, y),
+            _ if float => float_op(op, values, i, o, packets, y),
             _ => int_op(op, values, i, o, y),
         }
     }
@@ -455,7 +460,7 @@ fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out
     true
 }
 
-fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out) {
+fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: usize, y: &mut Out) {
     let a = values[0].f32(i[0]);
     let b = || values[1].f32(i[1]);
     let compare = |c: bool| c as i64;
@@ -474,6 +479,7 @@ fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut O
         Pointwise::Ceil => y.f32(o, a.ceil()),
         Pointwise::Floor => y.f32(o, a.floor()),
         Pointwise::Log => y.f32(o, logf(a)),
+        Pointwise::LogOrt => y.f32(o, if o < packets { eigen_log(a) } else { logf(a) }),
         Pointwise::Equal => y.int(o, compare(a == b())),
         Pointwise::NotEqual => y.int(o, compare(a != b())),
         Pointwise::Less => y.int(o, compare(a < b())),
