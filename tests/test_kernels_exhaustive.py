@@ -1073,3 +1073,113 @@ def test_mutated_qdq_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, o
     assert matches(wasm_runtime, ort_checks_wasm)  # the unmutated kernel passes
     mutant = build_mutant(toolchain, tmp_path, "dq8pc.onnx", "src/kernels/ort/qdq.rs", original, mutated)
     assert not matches(wasm_runtime, mutant)
+
+
+# ---- tensor steps (kernels/common/tensor.rs): what score terms are computed from ------------------
+
+import tensor_cases as TC  # noqa: E402
+from porter.errors import PorterError  # noqa: E402
+from porter.ir.encoder import Reference  # noqa: E402
+
+
+def test_tensor_batch_matmul_simd_matches_scalar(checks_wasm, wasm_runtime):
+    assert_check_passes(wasm_runtime, checks_wasm, "tensor-simd", 3)
+
+
+def test_tensor_steps_match_numpy(checks_wasm, wasm_runtime):
+    """Every tensor kernel in LiteRT's arithmetic on random operands of each dtype it takes (float
+    specials, integer extremes, broadcasts, constant indices stored once per head, boxes of the
+    output), against porter.reference.execute.tensor_step: products (BATCH_MATMUL's k-order chain,
+    B transposed or shared by the batch), moves, gathers, casts, comparisons, selections, integer
+    arithmetic and running sums."""
+    cases = TC.every_case(np.random.default_rng(91), Reference.LITERT_BUILTIN)
+    assert TC.mismatches(wasm_runtime, checks_wasm, cases) == []
+
+
+@pytest.mark.parametrize("crate", ["litert", "ort"])
+def test_onnxruntime_tensor_steps_match_numpy(checks_wasm, ort_checks_wasm, wasm_runtime, crate):
+    """The same in onnxruntime's: MatMul as MLAS's SGEMM (its blocks along k, alpha), with the scalar
+    emulation (a TFLite model's crate) and with relaxed_madd (an ONNX model's), negative indices
+    counted from the end."""
+    rng = np.random.default_rng(92)
+    cases = TC.matmul_cases(rng, Reference.ONNXRUNTIME_CPU) + TC.gather_cases(rng, Reference.ONNXRUNTIME_CPU)
+    assert TC.mismatches(wasm_runtime, ort_checks_wasm if crate == "ort" else checks_wasm, cases) == []
+
+
+def test_tensor_log_matches_numpy_on_sampled_bit_patterns(checks_wasm, wasm_runtime):
+    """LiteRT's LOG (glibc's logf) on a sample of every f32 bit pattern, the subnormals, the
+    table's subintervals, 1, 0, -0, infinities and NaNs."""
+    sample = np.arange(0, ALL_PATTERNS, SAMPLE_STRIDE, dtype=np.uint64).astype(np.uint32)
+    edges = np.uint32([0x3F800000, 0x3F7FFFFF, 0x3F800001, 0x3F330000, 0x3F32FFFF, 0x00000001, 0x007FFFFF,
+                       0x00800000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000])
+    x = np.concatenate([sample, edges]).view(np.float32)
+    assert TC.mismatches(wasm_runtime, checks_wasm, TC.log_cases(x)) == []
+
+
+def test_onnxruntime_tensor_log_matches_numpy_on_sampled_bit_patterns(checks_wasm, wasm_runtime):
+    """onnxruntime's Log (Eigen's plog in packets of four, glibc's logf on the rest) on the same
+    sample, in cases of 4093 values, so that each has a tail."""
+    x = np.arange(0, ALL_PATTERNS, SAMPLE_STRIDE, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    assert TC.mismatches(wasm_runtime, checks_wasm, TC.log_cases(x, Reference.ONNXRUNTIME_CPU, 4093)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ref", [Reference.LITERT_BUILTIN, Reference.ONNXRUNTIME_CPU])
+def test_tensor_log_matches_numpy_on_every_bit_pattern(checks_wasm, wasm_runtime, ref):
+    chunk = 1 << 22
+    for start in range(0, ALL_PATTERNS, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        assert TC.mismatches(wasm_runtime, checks_wasm, TC.log_cases(x, ref, 4093)) == [], hex(start)
+
+
+def test_a_gather_index_out_of_range_stops_the_module(checks_wasm, wasm_runtime):
+    """An index past its axis (or a negative one under LiteRT) ends the run with a message naming
+    the kernel and the index, as the reference fails the run; nothing is read out of place."""
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for index, ref in ((3, Reference.ONNXRUNTIME_CPU), (-1, Reference.LITERT_BUILTIN)):
+        case = TC.Case(TC.TensorOp.GATHER_ELEMENTS, [data, np.array([[0, index]], np.int64)], (1, 2), "float32",
+                       {"axis": 1}, ref=ref)
+        with pytest.raises(PorterError, match=f"gather_elements: index {index} out of range for an axis of 3"):
+            wasm_runtime.run_command(checks_wasm, ["tensor-cases"], case.encode())
+
+
+# Mutants of the tensor kernels the numpy comparison must see.
+TENSOR_MUTATIONS = {
+    # A constant index stored once per head read with its own strides instead of broadcast: every
+    # head but the first reads past the index's rows (another head's buckets).
+    "gather index not broadcast": ("src/kernels/common/tensor.rs",
+                                   "let index_strides = broadcast(step.operands[1].shape, step.shape);",
+                                   "let index_strides = natural(step.operands[1].shape);"),
+    # BATCH_MATMUL's chain started at the first product instead of +0: -0 products stay -0.
+    "batch matmul chain start": ("src/kernels/litert/batch_matmul.rs",
+                                 "let mut total = 0.0f32;\n        for (k, &x) in a.iter().enumerate() {\n            total += x * b[k * ldb + j];",
+                                 "let mut total = -0.0f32;\n        for (k, &x) in a.iter().enumerate() {\n            total += x * b[k * ldb + j];"),
+    # A float cast to int rounded to nearest instead of truncated.
+    "cast rounds": ("src/kernels/common/tensor.rs", "y.int(o, if inside { v.trunc() as i64 } else { min });",
+                    "y.int(o, if inside { v.round() as i64 } else { min });"),
+    # logf's subinterval read one bit too high: the wrong 1/c and log(c) for half the inputs.
+    "logf table index": ("src/kernels/litert/libm.rs", "LOGF_TABLE[((tmp >> 19) % 16) as usize]",
+                         "LOGF_TABLE[((tmp >> 20) % 16) as usize]"),
+    # Eigen's plog taking the mantissa below sqrt(1/2) without doubling it (a cycle of the range
+    # reduction lost): wrong for every value whose mantissa is small.
+    "plog range reduction": ("src/kernels/ort/float/math.rs", "m = (m - 1.0) + if small { m } else { 0.0 };",
+                             "m = m - 1.0;"),
+}
+
+
+@pytest.mark.parametrize("name", first_by_default(TENSOR_MUTATIONS))
+def test_mutated_tensor_kernel_fails_against_numpy(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
+    source, original, mutated = TENSOR_MUTATIONS[name]
+    rng = np.random.default_rng(93)
+    cases = TC.every_case(rng, Reference.LITERT_BUILTIN)
+    if name.startswith("logf"):
+        cases = TC.log_cases(np.arange(0x3F000000, 0x40000000, 97, dtype=np.uint32).view(np.float32))
+    if name.startswith("plog"):
+        cases = TC.log_cases(np.arange(0x3F000000, 0x40000000, 97, dtype=np.uint32).view(np.float32),
+                             Reference.ONNXRUNTIME_CPU, 4093)
+    if name.startswith("batch matmul"):  # zeros times negatives: a chain of -0 products
+        a, b = -np.ones((1, 1, 2, 3), np.float32), np.zeros((1, 1, 3, 5), np.float32)
+        cases.append(TC.Case(TC.TensorOp.MATMUL, [a, b], (1, 1, 2, 5), "float32", {"adj_b": False, "alpha": 1.0}))
+    assert TC.mismatches(wasm_runtime, checks_wasm, cases) == []  # the unmutated kernels pass
+    mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", source, original, mutated)
+    assert TC.mismatches(wasm_runtime, mutant, cases)

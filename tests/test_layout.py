@@ -124,7 +124,7 @@ def test_the_layout_page_names_every_stage():
 # norms). reference: the quantisation formats, then each runtime's kernels (LiteRT's and
 # onnxruntime's never import each other), the op vocabulary, the executors.
 INNER_LAYERS = {
-    "recover": [{"engine", "probe", "rows", "schemes", "tokens"}, {"canonical"}, {"prove", "integer", "qdq"},
+    "recover": [{"engine", "probe", "boxes", "rows", "schemes", "tokens"}, {"canonical"}, {"prove", "integer", "qdq"},
                 {"encoder"}, {"decoder"}],
     "reference": [{"quant", "q8_0"}, {"litert"}, {"ort"}, {"ops"}, {"execute", "execute_decoder"}],
 }

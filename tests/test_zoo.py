@@ -34,6 +34,7 @@ WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "s
                "bert-tok.dyn-dq8pc.onnx",  # dynamic axes: the window from the position table
                "bert-tanh-tok.litert-dq8.tflite", "bert-tok.aeq-wo8.tflite",
                "mpnet-tok.litert-dq8.tflite",  # a relative-position bias: a constant score term
+               "deberta-seq.dynamo-f32.onnx",  # DeBERTa: score terms computed per window, token types
                "bert-tok.aeq-si8.tflite",  # full-integer int8: LiteRT's integer kernels
                "bert-tok.ortopt-dyn-f32.onnx",  # onnxruntime.transformers' optimizer: contrib ops
                "bert-tok.qdq8pc.onnx",  # onnxruntime QDQ: QLinearMatMul / QGemm / QLinearSoftmax

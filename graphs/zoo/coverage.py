@@ -121,7 +121,7 @@ def _blocks(program) -> str:
     for step in program.steps:
         kind = type(step).__name__.removesuffix("Step")
         name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None),
-                "Integer": getattr(step, "op", None)}.get(kind)
+                "Integer": getattr(step, "op", None), "Tensor": getattr(step, "op", None)}.get(kind)
         label = f"{kind.lower()} {name.value}" if name is not None else kind.lower()
         if kind == "Integer" and getattr(step, "kind", ""):  # a QDQ program's float op: "float softmax"
             label = f"float {step.kind}"
@@ -201,11 +201,20 @@ def render(rows: list[Row]) -> str:
         "1-D mask_index: the first count(mask == 1) keys kept), Gelu and BiasGelu are translated into",
         "canonical ops in onnxruntime's CPU arithmetic (docs/arithmetic.md).",
         "",
-        "Refused forms: a model porter does not take yet is refused by one line naming the cause",
-        "(graphs/zoo/members.py REFUSED_FORMS):",
+        "Relative-position attention: MPNet's bias depends on positions only and folds to a constant",
+        "term (`mpnet-tok`); DeBERTa's content-to-position and position-to-content terms (`deberta-tok`,",
+        "`deberta-seq`: the queries and keys times the projected relative embeddings, gathered at the",
+        "log-bucketed relative positions) are computed per window by tensor steps (products, gathers,",
+        "moves: the `tensor ...` counts), over the rows live-row execution needs,",
+        "and added by the attention step, whose mask drops every key of a padded query (mask[i] * mask[j]).",
+        "`relpos-tok` (zoo_torch.RelPosEncoder) computes its two terms from the mask input by integer tensor",
+        "steps: a learned bias per head gathered at the clipped relative positions of the live tokens and",
+        "an ALiBi distance penalty.",
         "",
-        *[f"- `{member}.*` ({says}): {why}." for member, (says, why) in _members().REFUSED_FORMS.items()],
-        "",
+        *(["Refused forms: a model porter does not take yet is refused by one line naming the cause",
+           "(graphs/zoo/members.py REFUSED_FORMS):", "",
+           *[f"- `{member}.*` ({says}): {why}." for member, (says, why) in _members().REFUSED_FORMS.items()], ""]
+          if _members().REFUSED_FORMS else []),
         "| file | outcome | max \\|Δ\\| | labels | program / refusal |",
         "|---|---|---|---|---|",
     ]

@@ -104,20 +104,12 @@ REFUSED_SCHEMES: dict[str, tuple[str, str]] = {
 }
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).
-REFUSED_FORMS = {
+REFUSED_FORMS: dict[str, tuple[str, str]] = {
     "phi-rot6-lm": ("takes packets of 4", "its rotary tables are Cos / Sin over 6 values a token; onnxruntime's "
                     "Eigen kernels take packets of 4 and compute the last size % 4 values of each call with "
                     "std::cos / std::sin, so a row of a one-token step differs from the same row in a prompt "
                     "(measured: 7e-7 in the logits after a few steps), and one table folded at compile time "
                     "cannot be both; exact glibc sinf / cosf in wasm would be needed"),
-    "deberta-tok": ("does not compute a term from the model's inputs yet",
-                    "DeBERTa's disentangled attention adds content-to-position and position-to-content "
-                    "terms to the scores: products of the queries and keys with the projected relative "
-                    "embeddings (a BATCH_MATMUL / MatMul with a constant operand), gathered by the "
-                    "log-bucketed relative positions (GATHER_ND / GatherElements at constant indices), "
-                    "scaled and transposed. Their position parts fold to constants; porter's attention "
-                    "adds constant terms (MPNet's relative-position bias), and these steps over "
-                    "[heads, seq, seq] tensors have no op-by-op kernels yet"),
 }
 # The weight-only schemes and hybrid int4, on three members each (two heads and the real MiniLM).
 WEIGHT_ONLY = ("aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite")
@@ -154,7 +146,7 @@ MINILM_WORD_ROWS_FROM = 1996
 @dataclass(frozen=True)
 class Encoder:
     name: str
-    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet | deberta-v2
+    family: str  # bert | distilbert | roberta | xlm-roberta | electra | minilm | mpnet | deberta-v2 | relpos
     # tok: ...ForTokenClassification; seq: ...ForSequenceClassification; bare: BertModel
     # (last_hidden_state); st-mean: mean pooling over the mask + L2 normalisation
     # (sentence-transformers Pooling('mean') + Normalize); st-cls: sentence-transformers
@@ -181,6 +173,8 @@ class Encoder:
     # transformers' hidden_act: gelu (erf), gelu_pytorch_tanh (F.gelu(approximate="tanh")),
     # gelu_new (the tanh formula written out: Pow 3, Mul, Add, Tanh)
     hidden_act: str = "gelu"
+    # DeBERTa: position_buckets, the relative positions' log buckets (below the window: bucketed)
+    relative_buckets: int = 32
 
     kind = "encoder"
 
@@ -298,7 +292,19 @@ ENCODERS = [
     # gathered by log-bucketed relative positions, scaled by 1 / sqrt(3 d); no absolute positions.
     Encoder("deberta-tok", "deberta-v2", "tok", "random", "eager", True, False,
             2, 64, 4, 128, 256, 64, 5,
-            C, seed=91),
+            C + ("dynamo-dyn-f32.onnx",), seed=91),
+    # --- DeBERTa-v3 as NLI / cross-encoder models are fine-tuned from it: sequence classification
+    # (ContextPooler: the first token, dense, GELU), a token_type_ids input (type_vocab_size 2),
+    # 8 log buckets in a window of 64, 8 heads of 8.
+    Encoder("deberta-seq", "deberta-v2", "seq", "random", "eager", True, True,
+            2, 64, 8, 128, 256, 64, 3,
+            C, seed=92, relative_buckets=8),
+    # --- Score terms computed from the mask input by integer ops (zoo_torch.RelPosEncoder): a
+    # learned bias per head at each pair's clipped relative position of the live tokens (a gather
+    # at computed indices) and an ALiBi distance penalty; not a transformers class.
+    Encoder("relpos-tok", "relpos", "tok", "random", "eager", True, False,
+            2, 64, 4, 128, 256, 64, 5,
+            C, seed=93, relative_buckets=8),
     # --- Sentence embeddings: the real MiniLM as sentence-transformers runs it, and two BERTs.
     # The real MiniLM keeps only its int8 files: at hidden 384 one float file is 3.2 MiB (the
     # attention weights alone 2.4), the pair 6.3 MiB, a quarter of the zoo's budget; graphs/ already

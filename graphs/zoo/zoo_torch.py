@@ -117,10 +117,11 @@ def _config(m: zm.Encoder):
     if m.family == "deberta-v2":
         # DeBERTa-v3's layout: no absolute positions, disentangled attention (c2p and p2c terms from
         # the shared Q / K projections of LayerNorm-ed relative embeddings), log-bucketed relative
-        # positions computed in the graph; position_buckets 32 < seq, so the log buckets are used.
+        # positions computed in the graph; position_buckets below seq, so the log buckets are used.
         return T.DebertaV2Config(hidden_size=m.hidden, num_hidden_layers=m.layers, num_attention_heads=m.heads,
-                                 intermediate_size=m.ffn, max_position_embeddings=m.seq, type_vocab_size=0,
-                                 relative_attention=True, position_buckets=32, max_relative_positions=-1,
+                                 intermediate_size=m.ffn, max_position_embeddings=m.seq,
+                                 type_vocab_size=2 if m.token_type_input else 0, relative_attention=True,
+                                 position_buckets=m.relative_buckets, max_relative_positions=-1,
                                  pos_att_type=["p2c", "c2p"], position_biased_input=False,
                                  norm_rel_ebd="layer_norm", share_att_key=True, layer_norm_eps=1e-7,
                                  pad_token_id=m.pad_id, hidden_act=m.hidden_act, **common)
@@ -142,13 +143,73 @@ HF_CLASSES = {
     ("mpnet", "seq"): "MPNetForSequenceClassification",
     ("albert", "tok"): "AlbertForTokenClassification",
     ("deberta-v2", "tok"): "DebertaV2ForTokenClassification",
+    ("deberta-v2", "seq"): "DebertaV2ForSequenceClassification",
 }
 
 
 def hf_class_name(m: zm.Encoder) -> str:
+    if m.family == "relpos":
+        return "zoo_torch.RelPosEncoder"
     if m.head in ("tok", "seq"):
         return HF_CLASSES[(m.family, m.head)]
     return "BertModel(add_pooling_layer=False)"
+
+
+class RelPosLayer(nn.Module):
+    """A BERT layer (post-LN, GELU) whose scores get the encoder's two terms added, then the
+    key mask (masked_fill)."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads, self.d = heads, hidden // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(hidden, eps=1e-12), nn.LayerNorm(hidden, eps=1e-12)
+        self.ffn_in, self.ffn_out = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+
+    def split(self, x):
+        return x.view(x.shape[0], x.shape[1], self.heads, self.d).permute(0, 2, 1, 3)
+
+    def forward(self, x, bias, alibi, keep):
+        q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.d))
+        scores = scores + bias
+        scores = scores + alibi
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+        context = torch.matmul(scores.softmax(-1), v).permute(0, 2, 1, 3).reshape(x.shape)
+        x = self.ln1(x + self.o(context))
+        return self.ln2(x + self.ffn_out(F.gelu(self.ffn_in(x))))
+
+
+class RelPosEncoder(nn.Module):
+    """A token classifier whose attention adds two terms computed from the mask input, over the
+    positions of the live tokens (cumsum of the mask - 1: left padding shifts them): a learned
+    value per head looked up at each pair's relative position clipped to +-K (a gather at
+    computed indices, as Shaw et al. / T5 bias tables are read) and an ALiBi penalty, a slope per
+    head times the distance. Not a transformers class: no exported family computes such a term
+    from its inputs but DeBERTa, and porter's mechanism is not DeBERTa's."""
+
+    def __init__(self, m: zm.Encoder):
+        super().__init__()
+        self.clip = m.relative_buckets
+        self.word = nn.Embedding(m.vocab, m.hidden)
+        self.ln = nn.LayerNorm(m.hidden, eps=1e-12)
+        self.table = nn.Embedding(2 * self.clip + 1, m.heads)
+        self.layers = nn.ModuleList(RelPosLayer(m.hidden, m.heads, m.ffn) for _ in range(m.layers))
+        self.classifier = nn.Linear(m.hidden, m.labels)
+        slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / m.heads) for h in range(m.heads)])
+        self.register_buffer("slopes", slopes[None, :, None, None], persistent=False)
+        self.config = type("Config", (), {"_attn_implementation": m.attention})()
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        x = self.ln(self.word(input_ids))
+        positions = torch.cumsum(attention_mask, dim=-1, dtype=torch.int32) - 1
+        relative = positions[:, None, :] - positions[:, :, None]  # [1, queries, keys]: j - i
+        bias = self.table(torch.clamp(relative, -self.clip, self.clip) + self.clip).permute(0, 3, 1, 2)
+        alibi = -self.slopes * relative.abs()[:, None].float()
+        keep = attention_mask[:, None, None, :].bool()
+        for layer in self.layers:
+            x = layer(x, bias, alibi, keep)
+        return type("Output", (), {"logits": self.classifier(x)})()
 
 
 def _hf_model(m: zm.Encoder) -> nn.Module:
@@ -156,6 +217,9 @@ def _hf_model(m: zm.Encoder) -> nn.Module:
 
     if m.weights == "minilm":
         return _minilm(m)
+    if m.family == "relpos":
+        torch.manual_seed(m.seed)
+        return randomise(RelPosEncoder(m), m.seed)
     cfg = _config(m)
     torch.manual_seed(m.seed)
     if m.head in ("tok", "seq"):

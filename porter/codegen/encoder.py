@@ -27,12 +27,14 @@ from porter.codegen import pack
 from porter.codegen.render import render_crate
 from porter.codegen.tuning import Tuning, candidate_variables, tuning_variables
 from porter.errors import PorterError
+from porter.ir.tensor import TensorStep
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, Attention, Elementwise, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, IntegerDot, KeyRule, L2NormalizeStep, LayerNorm, LinearStep, Lookup,
                                MaskMode, Operand, Reduce, ReduceStep, Reference, Rows, SliceStep,
                                WeightFormat)
 from porter.codegen.literals import f32_literal, pad4, strides_for
 from porter.codegen.integer import ORT_FLOATS, integer_variables, is_integer_program
+from porter.codegen.tensor import tensor_variables, words
 from porter.toolchain.cargo import build_crate, cargo_config_toml, shared_target_dir
 from porter.reference.ort import cpu as ort_cpus
 from porter.reference.litert.floats import EIGEN_L1_BYTES
@@ -173,6 +175,8 @@ class _Variables:
                 "width": lookup.width}
 
     def step(self, step) -> dict:
+        if isinstance(step, TensorStep):
+            return tensor_variables(step, self.index, self.array, self.p.weights, self.p.reference)
         out = step.outputs[0]
         common = {"name": step.name, "out": self.index[out], "rows": self.rows(out)}
         if isinstance(step, Embed):
@@ -277,9 +281,6 @@ class _Variables:
             raise PorterError(f"{a.name}: attention that divides its scores has no Rust kernel yet")
         if a.mask == MaskMode.ADD and a.keep_value != 0:
             raise PorterError(f"{a.name}: a mask that adds to kept keys has no Rust kernel yet")
-        if a.mask == MaskMode.REPLACE and self.p.reference == Reference.ONNXRUNTIME_CPU:
-            raise PorterError(f"{a.name}: a mask that replaces scores has no Rust kernel under onnxruntime's "
-                              "arithmetic yet")
         scale = a.q_scale if a.q_scale is not None else a.score_scale if a.score_scale is not None else 1.0
         return {"q": self.index[a.inputs[0]], "k": self.index[a.inputs[1]], "v": self.index[a.inputs[2]],
                 "heads": a.heads, "head_dim": a.head_dim, "scale": f32_literal(scale),
@@ -287,8 +288,8 @@ class _Variables:
                 "mask_value": f32_literal(a.drop_value if a.mask != MaskMode.NONE else 0.0),
                 "masked": a.mask != MaskMode.NONE, "mask_replaces": a.mask == MaskMode.REPLACE,
                 "key_scale": f32_literal(a.k_scale if a.k_scale is not None else 1.0),
-                "terms": [self.array(name) for name in a.arrays()],
-                "onnxruntime": _ort_floats(self.p), "softmax_body": a.softmax_body}
+                "terms": [{"const": self.array(t.array)} if t.array else {"buffer": self.index[t.buffer]} for t in a.terms],
+                "query_mask": a.query_mask, "onnxruntime": _ort_floats(self.p), "softmax_body": a.softmax_body}
 
     def elementwise(self, step: ElementwiseStep) -> dict:
         op = step.op
@@ -319,8 +320,9 @@ def template_variables(program: EncoderProgram, manifest: dict, tuning: Tuning =
     for name, b in program.buffers.items():
         slot = slots[v.index[name]]
         every_row = b.tokens and b.extent == Rows.ALL  # computed over the whole window even when inert
-        slot["row_all" if every_row else "row"] = max(slot["row_all" if every_row else "row"], b.cols if b.tokens else 0)
-        slot["len"] = max(slot["len"], 0 if b.tokens else b.rows * b.cols)
+        width = b.cols * words(b.dtype)  # an int64 value takes two 32-bit words
+        slot["row_all" if every_row else "row"] = max(slot["row_all" if every_row else "row"], width if b.tokens else 0)
+        slot["len"] = max(slot["len"], 0 if b.tokens else b.rows * width)
     return {
         "crate_name": crate_name(program.source, crate_dir),
         "source_name": Path(program.source).name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from porter.ir.encoder import (ActivationQuant, Attention, ElementwiseStep, Embed, EncoderProgram, GeluStep,
                                L2NormalizeStep, LayerNorm, LinearStep, MaskMode, ReduceStep, SliceStep,
                                WeightFormat)
+from porter.ir.tensor import TensorStep
 
 
 def _linear(step: LinearStep) -> str:
@@ -29,7 +30,11 @@ def _attention(a: Attention) -> str:
         scale.append(f"scores / {a.score_divisor:.6g}")
     mask = {MaskMode.NONE: "no mask", MaskMode.ADD: f"mask adds {a.drop_value:g} to padded keys",
             MaskMode.REPLACE: f"mask sets padded keys to {a.drop_value:g}"}[a.mask]
-    terms = f", + {a.score_terms} constant score term{'s' if a.score_terms > 1 else ''}" if a.score_terms else ""
+    constant, computed = len(a.arrays()), len(a.computed_terms)
+    terms = "".join(f", + {n} {kind} score term{'s' if n > 1 else ''}"
+                    for n, kind in ((constant, "constant"), (computed, "computed")) if n)
+    if a.query_mask:
+        mask += " (every key, for a padded query)"
     return f"attention {a.heads} heads x {a.head_dim}, {', '.join(scale) or 'unscaled'}{terms}, {mask}"
 
 
@@ -56,6 +61,8 @@ def _step(step) -> str:
         return f"l2 normalisation of {list(step.operand.shape)}"
     if isinstance(step, SliceStep):
         return f"slice {[list(s) for s in step.slices]} of {list(step.operand.shape)}"
+    if isinstance(step, TensorStep):
+        return f"{step.op.value} -> {step.dtype} {list(step.shape)}"
     return type(step).__name__
 
 

@@ -271,15 +271,26 @@ class Attention(Step):
     drop_value: float  # added to (ADD) or replacing (REPLACE) dropped keys' scores
     softmax_beta: float = 1.0
     key_rule: KeyRule = KeyRule.NONZERO
-    # Terms the graph adds to the scaled scores before the mask (a relative-position bias), in
-    # data-flow order: arrays <name>.term0, <name>.term1, ... of [heads, seq, seq] float32.
-    score_terms: int = 0
+    # Terms the graph adds to the scaled scores before the mask, in data-flow order, each
+    # [heads, seq, seq] float32: a constant array <name>.term<i> (a relative-position bias folded
+    # in the reference's arithmetic) or a buffer computed per window by earlier steps (DeBERTa's
+    # content-to-position and position-to-content products), also among the step's inputs.
+    terms: list[Operand] = field(default_factory=list)
+    # The mask is [queries, keys]: a query the mask input drops has every key dropped (DeBERTa's
+    # mask[i] * mask[j]), so its scores are all the drop value; otherwise every query keeps the
+    # same keys.
+    query_mask: bool = False
     # onnxruntime runs the softmax as ONNX's function body, op by op in float32 (a float16
     # graph's Softmax: porter.reference.ops.softmax_function), not MLAS's softmax kernel
     softmax_body: bool = False
 
     def arrays(self) -> list[str]:
-        return [f"{self.name}.term{i}" for i in range(self.score_terms)]
+        return [t.array for t in self.terms if t.array]
+
+    @property
+    def computed_terms(self) -> list[str]:
+        """The buffers of the terms computed per window."""
+        return [t.buffer for t in self.terms if t.buffer]
 
 
 @dataclass

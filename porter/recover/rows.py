@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, ActivationQuant, Attention, ElementwiseStep, EncoderProgram,
                                L2NormalizeStep, LinearStep, MaskMode, ReduceStep, Reference, Rows, SliceStep)
+from porter.ir.tensor import TensorStep
+from porter.recover.boxes import Box, box_union, operand_boxes, whole
+from porter.recover.tokens import view_axis
 from porter.reference.ort import cpu as ort_cpu
 
 ORDER = [Rows.ONE, Rows.LIVE, Rows.KEYS, Rows.ALL]
@@ -78,19 +81,87 @@ def _input_needs(program: EncoderProgram, step, out_rows: Rows) -> dict[str, Row
 def set_row_extents(program: EncoderProgram) -> None:
     program.padding_is_inert = padding_is_inert(program)
     buffers = program.buffers
+    tensor_steps = [s for s in program.steps if isinstance(s, TensorStep)]
     if not program.padding_is_inert:
         for b in buffers.values():
             b.extent = Rows.ALL if b.tokens else Rows.ONE
+        for step in tensor_steps:
+            step.limits = tuple(Rows.ALL for _ in step.shape)
         return
     need = {name: Rows.ONE for name in buffers}
+    boxes: dict[str, Box] = {}  # the values of buffers that are not one row per token (porter.recover.boxes)
+    shapes = _shapes(program)
     out = buffers[program.output_buffer]
     need[program.output_buffer] = Rows.LIVE if out.tokens else Rows.ONE
     for step in reversed(program.steps):
         rows = Rows.ONE
         for o in step.outputs:
             rows = _widest(rows, need.get(o, Rows.ONE))
-        for name, needed in _input_needs(program, step, rows).items():
-            if name not in (INPUT_IDS, INPUT_MASK, INPUT_TYPES):
-                need[name] = _widest(need.get(name, Rows.ONE), needed)
+        for name, needed in _input_boxes(program, step, rows, boxes, shapes):
+            if name in (INPUT_IDS, INPUT_MASK, INPUT_TYPES):
+                continue
+            if buffers[name].tokens:
+                need[name] = _widest(need[name], needed[_token_axis(shapes[name])] if needed else Rows.ALL)
+            else:
+                boxes[name] = box_union(boxes.get(name), needed if needed else whole(shapes[name]))
     for name, b in buffers.items():
         b.extent = need[name] if b.tokens else Rows.ONE
+    for step in tensor_steps:
+        out = step.outputs[0]
+        step.limits = _token_box(step.shape, need[out]) if buffers[out].tokens \
+            else boxes.get(out) or whole(step.shape)
+
+
+def _shapes(program: EncoderProgram) -> dict[str, tuple[int, ...]]:
+    """Each buffer's shape as the step that writes it has it (a token buffer: [seq, cols])."""
+    shapes = {name: ((b.rows, b.cols) if b.tokens else (b.rows * b.cols,)) for name, b in program.buffers.items()}
+    for step in program.steps:
+        if isinstance(step, TensorStep):
+            shapes[step.outputs[0]] = tuple(step.shape)
+    return shapes
+
+
+def _token_axis(shape: tuple[int, ...]) -> int:
+    """The token axis of a token buffer seen with `shape`: its first axis of more than one value."""
+    return next((a for a, d in enumerate(shape) if d != 1), 0)
+
+
+def _token_box(shape: tuple[int, ...], rows: Rows) -> Box:
+    axis = _token_axis(shape)
+    return tuple(rows if a == axis else Rows.ALL for a in range(len(shape)))
+
+
+def _input_boxes(program: EncoderProgram, step, rows: Rows, boxes: dict, shapes: dict):
+    """(buffer, the box of it the step reads, or None for all of it) for every buffer input, in
+    the buffer's own shape: a token buffer's box bounds its token axis."""
+    buffers = program.buffers
+    if isinstance(step, TensorStep):
+        out = step.outputs[0]
+        out_box = _token_box(step.shape, rows) if buffers[out].tokens else boxes.get(out) or whole(step.shape)
+        for operand, box in zip(step.operands, operand_boxes(step, out_box)):
+            if operand.buffer:
+                yield operand.buffer, _seen_as(box, operand.shape, shapes[operand.buffer], program.seq)
+        return
+    terms = [t for t in step.terms if t.buffer] if isinstance(step, Attention) else []
+    for term in terms:  # read for the rows attention computes, over every key it reads
+        box = tuple(Rows.ALL for _ in term.shape[:-2]) + (rows, Rows.KEYS)
+        yield term.buffer, _seen_as(box, term.shape, shapes[term.buffer], program.seq)
+    token_needs = _input_needs(program, step, rows)
+    for name in dict.fromkeys(step.inputs).keys() - {t.buffer for t in terms}:
+        if name in token_needs:
+            yield name, _token_box(shapes[name], token_needs[name])
+        elif name in buffers and not buffers[name].tokens:
+            yield name, None  # a step that reads all of it
+
+
+def _seen_as(box: Box, view: tuple[int, ...], shape: tuple[int, ...], seq: int) -> Box | None:
+    """A box of a buffer seen with shape `view`, in the buffer's own `shape` (None: all of it)."""
+    mapped = [Rows.ALL] * len(shape)
+    for axis, rows in enumerate(box):
+        if rows == Rows.ALL or view[axis] == 1:
+            continue
+        target = view_axis(view, shape, axis)
+        if target is None or view[axis] != seq:
+            return None
+        mapped[target] = rows
+    return tuple(mapped)

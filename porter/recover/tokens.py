@@ -38,7 +38,9 @@ class TokenAxes:
         return all(d == 1 for d in g.tensor(t).shape[:a])
 
 
-def _view_axis(in_shape, out_shape, axis: int) -> int | None:
+def view_axis(in_shape, out_shape, axis: int) -> int | None:
+    """The axis of `out_shape` that axis `axis` of `in_shape` (the same values, another shape)
+    is: the one of the same size after the same number of values, or None."""
     before = int(np.prod(in_shape[:axis]))
     acc = 1
     for a, d in enumerate(out_shape):
@@ -79,7 +81,7 @@ def token_axes(g: Graph, seq: int, sources: dict[int, int], skip: set[int]) -> T
                 axes.axis[out] = a
         elif kind in ("linear", "softmax", "layer_norm") and axes.of(x) != len(g.tensor(x).shape) - 1:
             # rows in, rows out; a FULLY_CONNECTED may drop the leading axes of size one
-            a = _view_axis(g.tensor(x).shape[:-1], g.tensor(out).shape[:-1], axes.of(x))
+            a = view_axis(g.tensor(x).shape[:-1], g.tensor(out).shape[:-1], axes.of(x))
             if a is None:
                 axes.mixing.add(op.index)
             else:
@@ -93,7 +95,7 @@ def token_axes(g: Graph, seq: int, sources: dict[int, int], skip: set[int]) -> T
             else:
                 axes.axis[out] = a if op.options.get("keepdims", True) else a - sum(r < a for r in reduced)
         elif kind in ("view", "expand"):
-            a = _view_axis(g.tensor(x).shape, g.tensor(out).shape, axes.of(x)) if kind == "view" \
+            a = view_axis(g.tensor(x).shape, g.tensor(out).shape, axes.of(x)) if kind == "view" \
                 else axes.of(x) + len(g.tensor(out).shape) - len(g.tensor(x).shape)
             if a is None:
                 axes.mixing.add(op.index)

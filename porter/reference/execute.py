@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from porter.errors import PorterError
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Attention, ElementwiseStep, Embed,
                                EncoderProgram, Gelu, GeluStep, LayerNorm, LinearStep, Lookup, MaskMode,
                                L2NormalizeStep, NormForm, Operand, ReduceStep, Reference, SliceStep,
                                TableKind, kept_keys)
 from porter.ir.integer import IntegerStep
+from porter.ir.tensor import GATHERS, TensorOp, TensorStep
 from porter.reference.litert import floats as LF
 from porter.reference.litert import int8_steps
 from porter.reference.ort import floats as OF
@@ -85,9 +87,11 @@ def run_step(program: EncoderProgram, step, values: dict) -> list[np.ndarray]:
     if isinstance(step, LayerNorm):
         return layer_norm(step, w, values[step.inputs[0]], ref)
     if isinstance(step, Attention):
-        terms = [w[name] for name in step.arrays()]
+        terms = [operand_value(t, w, values) for t in step.terms]
         return [attention(step, ref, *(values[t] for t in step.inputs[:3]), values[INPUT_MASK], _floats(program),
                           terms)]
+    if isinstance(step, TensorStep):
+        return [tensor_step(step, [operand_value(o, w, values) for o in step.operands], ref)]
     if isinstance(step, GeluStep):
         return [gelu(step.kind, values[step.inputs[0]])]
     if isinstance(step, ElementwiseStep):
@@ -220,9 +224,11 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
             scores = (scores * F32(a.score_scale)).astype(F32)
     if a.score_divisor is not None:
         scores = (scores / F32(a.score_divisor)).astype(F32)
-    for term in terms:
-        scores = (scores + np.asarray(term, F32)).astype(F32)
+    for term in terms:  # [heads, seq, seq], perhaps with leading axes of one
+        scores = (scores + np.asarray(term, F32).reshape(scores.shape)).astype(F32)
     kept = kept_keys(a.key_rule, mask)
+    if a.query_mask:  # a query the mask drops keeps no key
+        kept = kept[None, :] & (mask != 0)[:, None]
     if a.mask == MaskMode.ADD:
         bias = np.where(kept, F32(a.keep_value), F32(a.drop_value))
         scores = np.where(kept & (F32(a.keep_value) == 0), scores, (scores + bias).astype(F32))
@@ -236,3 +242,53 @@ def attention(a: Attention, ref: Reference, q, k, v, mask, floats: str | None = 
     return ctx.transpose(1, 0, 2).reshape(seq, a.heads * a.head_dim)
 
 
+
+
+def tensor_step(step: TensorStep, inputs: list[np.ndarray], ref: Reference) -> np.ndarray:
+    """A tensor step: its canonical op on inputs of the graph's dtypes (the mask buffer holds its
+    0 / 1 as floats), every gather index checked against its axis as the reference checks it."""
+    inputs = [np.asarray(x).astype(dtype, copy=False) for x, dtype in zip(inputs, step.attrs["in_dtypes"])]
+    if step.op == TensorOp.GATHER_ELEMENTS:  # a constant index is stored once along the axes it does not vary on
+        inputs[1] = np.broadcast_to(inputs[1], step.shape)
+    if step.op in GATHERS:
+        inputs[1] = gather_index(step, inputs[0].shape, inputs[1], ref)
+    if step.op == TensorOp.DIV and all(x.dtype.kind in "iub" for x in inputs) and np.any(inputs[1] == 0):
+        raise PorterError(f"{step.name}: integer division by zero")
+    attrs = {k: v for k, v in step.attributes().items() if k != "in_dtypes"}
+    if step.op == TensorOp.MOVE:
+        return np.ascontiguousarray(np.broadcast_to(np.transpose(inputs[0], attrs["perm"]), step.shape))
+    if step.op == TensorOp.LOOKUP:  # EMBEDDING_LOOKUP(ids, table), with an int8 table's row scales
+        table, ids = inputs[:2]
+        attrs["scale"] = inputs[2] if len(inputs) > 2 else None
+        inputs = [lookup_ids(step, table.shape[0], ids), table]
+    if step.op == TensorOp.DEQUANTIZE:
+        attrs = {"scale": np.float32([attrs["scale"]]), "zero_point": np.array([attrs["zero_point"]]), "axis": None}
+    out = ops.evaluate(step.op.value, attrs, inputs, ref)
+    return np.asarray(out).astype(step.dtype, copy=False).reshape(step.shape)
+
+
+def lookup_ids(step: TensorStep, rows: int, ids: np.ndarray) -> np.ndarray:
+    """EMBEDDING_LOOKUP's ids, each a row of the table (LiteRT fails the run on any other)."""
+    ids = np.asarray(ids).astype(np.int64)
+    bad = (ids < 0) | (ids >= rows)
+    if np.any(bad):
+        raise PorterError(f"{step.name}: index {int(ids[bad][0])} out of range for a lookup in {rows} rows")
+    return ids
+
+
+def gather_index(step: TensorStep, data_shape: tuple, index: np.ndarray, ref: Reference) -> np.ndarray:
+    """The index of a gather, each value in [0, size of the axis it addresses); onnxruntime counts a
+    negative one from the end, LiteRT refuses it. Out of range: the reference fails the run, and
+    so does this (PorterError naming the step)."""
+    index = np.asarray(index).astype(np.int64)
+    if step.op == TensorOp.GATHER_ND:
+        sizes = np.asarray(data_shape[:index.shape[-1]], np.int64)
+    else:
+        sizes = np.int64(data_shape[step.attrs["axis"]])
+    if ref == Reference.ONNXRUNTIME_CPU:
+        index = np.where(index < 0, index + sizes, index)
+    bad = (index < 0) | (index >= sizes)
+    if np.any(bad):
+        raise PorterError(f"{step.name}: index {int(index[bad][0])} out of range for a gather from "
+                          f"{list(data_shape)}")
+    return index

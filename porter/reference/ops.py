@@ -44,7 +44,12 @@ def _float_binary(fn):
 def _div(a, b):
     if a.dtype.kind == "f" or b.dtype.kind == "f":
         return a / b
-    return np.trunc(a / b).astype(np.result_type(a, b))  # C's integer division
+    # C's integer division, toward zero, exact for every value: floor division moved up by one
+    # where it rounded a negative inexact quotient down
+    a, b = a.astype(np.int64), np.where(b == 0, 1, b).astype(np.int64)
+    with np.errstate(over="ignore"):
+        quotient = a // b
+    return np.where((quotient < 0) & (quotient * b != a), quotient + 1, quotient).astype(np.result_type(a, b))
 
 
 def _squared_difference(a, b):
@@ -81,6 +86,12 @@ def _abs(attrs, x, ref):
     return _unary_float(lambda v, r: np.abs(v))(attrs, x, ref)
 
 
+def _neg(attrs, x, ref):
+    if np.asarray(x).dtype.kind in "iu":  # an integer NEG stays integer
+        return np.negative(np.asarray(x))
+    return _unary_float(lambda v, r: -v)(attrs, x, ref)
+
+
 def _sign(attrs, x, ref):
     """(0 < x) - (x < 0) in x's type: TFLite's SIGN, onnxruntime's Sign (a NaN gives 0 here)."""
     x = np.asarray(x)
@@ -106,7 +117,10 @@ def _exp(x, ref):
 def _log(x, ref):
     if ref == Reference.LITERT_BUILTIN:
         return LF.log_op(x)  # LOG is reference_ops' std::log per value, libm's logf
-    raise Unsupported("log under onnxruntime (its kernel is not emulated yet)")
+    # onnxruntime: Eigen's plog in packets of four over the tensor, libm's logf on the rest
+    flat = np.asarray(x, F32).reshape(-1)
+    packets = flat.size // OF.PLOG_PACKET * OF.PLOG_PACKET
+    return np.concatenate([OF.eigen_log(flat[:packets]), LF.log_op(flat[packets:])]).reshape(np.shape(x))
 
 
 def _erf(x, ref):
@@ -154,7 +168,9 @@ def _reduce(kind: str):
                    "l2": lambda v, axis, keepdims: np.sqrt(np.sum(v * v, axis=axis, keepdims=keepdims))}[kind](
                 x, axis=axes, keepdims=keep)
             return out.astype(x.dtype)
-        if ref == Reference.LITERT_BUILTIN:  # LiteRT normalises the shape itself
+        if ref == Reference.LITERT_BUILTIN and kind == "mean" and attrs.get("misaligned"):
+            out = LF.reduce_mean(_f32(x), axes, attrs["misaligned"])  # a constant where the file holds it
+        elif ref == Reference.LITERT_BUILTIN:  # LiteRT normalises the shape itself
             out = reduce_float(kind, _f32(x), axes, ref)
         else:
             # axes of size one change no sum's order: a reduction over (1, seq, width)'s axes 0
@@ -443,7 +459,7 @@ COMPARISONS = {
     "logical_and": np.logical_and, "logical_or": np.logical_or,
 }
 UNARY = {
-    "neg": _unary_float(lambda x, ref: -x), "abs": _abs,
+    "neg": _neg, "abs": _abs,
     "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),
     "tanh": _unary_float(_tanh), "exp": _unary_float(_exp), "log": _unary_float(_log),
     # exact in float32: both runtimes round to an integer and nothing else

@@ -34,6 +34,7 @@ def simplify(p: Pass, reference: Reference) -> None:
     _ort_div_mul_fusion(p)
     _lift_dynamic_quantize(p)
     _lift_linear_bias(p)
+    _fold_lifted(p)
     gathers_as_slices(p.b, _PassGraph(p), p.ops, reference)
     _dead_code(p)
 
@@ -148,7 +149,7 @@ def settle(b: Builder, g: Graph, op: Op, reference: Reference) -> bool:
     if not worth_folding(b.tensor(op.outputs[0]), values):
         return False
     try:
-        value = evaluate(op.type, op.options, values, reference)
+        value = evaluate(op.type, _file_placement(b, op, reference), values, reference)
     except Unsupported:
         return False
     out = b.tensor(op.outputs[0])
@@ -158,6 +159,18 @@ def settle(b: Builder, g: Graph, op: Op, reference: Reference) -> bool:
     b.set_const(op.outputs[0], np.asarray(value))
     _remember_stored_form(b, op)
     return True
+
+
+def _file_placement(b: Builder, op: Op, reference: Reference) -> dict:
+    """The op's attributes, and where LiteRT reads a constant of the file from when that changes
+    its arithmetic: MEAN sums a row in Eigen's packets from its first 16-byte boundary, and a
+    constant is read in place, in the model file mapped at a page boundary (the rest of LiteRT's
+    tensors are in its aligned arena)."""
+    source = b.tensor(op.inputs[0]) if op.inputs else None
+    if reference != Reference.LITERT_BUILTIN or op.type != "reduce_mean" or source.storage is None \
+            or source.storage.offset < 0:
+        return op.options
+    return {**op.options, "misaligned": source.storage.offset % 16 // 4}
 
 
 def _remember_stored_form(b: Builder, op: Op) -> None:
@@ -467,6 +480,22 @@ def _lift_dynamic_quantize(p: Pass) -> None:
         if op is not None and op.type == "mul" and not p.users(op.outputs[0]) \
                 and op.outputs[0] not in p.outputs.values():
             p.drop(op, "the weight scale of a dynamically quantised Linear")
+
+
+def _fold_lifted(p: Pass) -> None:
+    """Ops whose inputs are all constants once the Linears are lifted fold too, in the reference's
+    arithmetic: quantize_dynamic's Linears of DeBERTa's relative embeddings (a constant) and
+    everything computed from them."""
+    changed = True
+    while changed:
+        changed = False
+        for op in p.ops:
+            if op is None or not op.inputs or any(t in p.outputs.values() for t in op.outputs) \
+                    or not all(t < 0 or p.b.const(t) is not None for t in op.inputs):
+                continue
+            if settle(p.b, p.b.g, op, p.reference):
+                p.drop(op, "folded into a constant")
+                changed = True
 
 
 GATHERS = ("gather", "gather_nd", "gather_elements")

@@ -19,7 +19,8 @@ BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "maximu
                 "And": "logical_and", "Or": "logical_or"}
 UNARY = {"Sqrt": "sqrt", "Abs": "abs", "Neg": "neg", "Exp": "exp", "Tanh": "tanh",
                "Erf": "erf", "Relu": "relu", "Sigmoid": "sigmoid", "Not": "logical_not",
-               "IsNaN": "isnan", "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos"}
+               "IsNaN": "isnan", "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos",
+               "Log": "log", "Ceil": "ceil", "Floor": "floor", "Sign": "sign"}
 _ONNX_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
                 "ReduceL2": "reduce_l2"}
 # ONNX TensorProto element types

@@ -25,8 +25,9 @@ from porter.frontends.schemes import is_full_integer, is_onnxruntime_qdq
 from porter.ir.encoder import (INPUT_MASK, ActivationQuant, IntegerDot, WeightFormat, UNARY, Attention, Buffer, Elementwise, ElementwiseStep,
                                EncoderProgram, Gelu, GeluStep, L2NormalizeStep, LayerNorm, Linear, LinearStep, MaskMode,
                                Operand, Reduce, ReduceStep, Reference, SliceStep, Step)
+from porter.ir.tensor import TensorStep
 from porter.recover import probe
-from porter.recover.encoder import attention, embeddings, norms
+from porter.recover.encoder import attention, embeddings, norms, tensors
 from porter.recover.encoder.skip_bias import fuse_skip_biases
 from porter.recover.integer import recover_integer
 from porter.recover.qdq import recover_qdq
@@ -48,6 +49,9 @@ class Block:
     step: Step
     ops: set[int]  # canonical ops
     arrays: dict = field(default_factory=dict)
+    # ops between the step's inputs and its own that other steps compute too (a head split other
+    # products read as well): proven with the block, claimed by it not
+    shared: set[int] = field(default_factory=set)
 
 
 _GENERIC = {kind.value: kind for kind in Elementwise}
@@ -98,7 +102,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     claimed |= embed.ops
     attention_ops = set()
     for found in attention.find(cg, c.reference, seq, inputs.mask, claimed):
-        blocks.append(Block(found.step, found.ops, found.arrays))
+        blocks.append(Block(found.step, found.ops, found.arrays, found.shared))
         attention_ops |= found.ops
     for found in norms.find(cg, c.reference, claimed, skip_fuses):
         arrays = {}
@@ -119,7 +123,7 @@ def recover_encoder(g: Graph, ort_cpu: str = ort_cpus.AUTO, l1d: str | int = ort
     _check_everything_explained(c, blocks, claimed)
     program, aliases = _assemble(c, inputs, seq, blocks, axes, claimed)
     _require_dataflow(program, c)
-    prove(program, c, {b.step.name: b.ops for b in blocks}, aliases, inputs)
+    prove(program, c, {b.step.name: b.ops | b.shared for b in blocks}, aliases, inputs)
     set_row_extents(program)
     # after the proof, which holds each block to the graph's ops in one blocking: which CPU's
     # blocking the program then follows changes its float sums' order, not what it computes
@@ -288,14 +292,23 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
     g = c.graph
     aliases = _aliases(g, inputs, claimed)
     blocks = []
+    made_by_tensor_steps: set[int] = set()
     for op in g.ops:
         if op.index in claimed:
             continue
         if op.type == "view" or (op.type == "cast" and op.options["to"] == "float32"
                                  and aliases.get(f"t{op.inputs[0]}") == INPUT_MASK):
+            if op.inputs[0] in made_by_tensor_steps:
+                made_by_tensor_steps.add(op.outputs[0])
             continue  # an alias of its input (the mask input is a float buffer already)
         name = op.type
-        if name in _GENERIC:
+        # what tensor steps compute is computed by tensor steps, each only where it is read
+        downstream = any(t in made_by_tensor_steps for t in op.inputs)
+        tensor = tensors.tensor_step(g, op, lambda t: _operand(g, t), _where(c, op), c.reference, downstream)
+        if tensor is not None:  # matmuls, gathers, permutations, casts, integer work ...
+            step = tensor
+            made_by_tensor_steps.add(op.outputs[0])
+        elif name in _GENERIC:
             operands = [_operand(g, t) for t in op.inputs]
             if (len(operands) == 1) != (Elementwise(name) in UNARY):
                 raise PorterError(f"{_where(c, op)}: {name} with {len(operands)} operands")
@@ -322,7 +335,8 @@ def _generic(c: Canonical, inputs, claimed: set[int], axes: TokenAxes) -> list[B
             step = L2NormalizeStep(name, [operand.buffer], [f"t{op.outputs[0]}"], [], operand)
         else:
             raise PorterError(f"{_where(c, op)} is not part of any block porter knows and cannot run on "
-                              "its own (porter runs elementwise ops, reductions, slices and L2 normalisations as steps)")
+                              "its own (porter runs elementwise ops, reductions, slices, L2 normalisations and "
+                              "the tensor ops of porter.ir.tensor as steps)")
         blocks.append(Block(step, {op.index}))
         claimed.add(op.index)
     return blocks
@@ -358,7 +372,7 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
     counts: dict[str, int] = {}
     for block in blocks:
         step = block.step
-        kind = type(step).__name__
+        kind = step.op.value if isinstance(step, TensorStep) else type(step).__name__
         n = counts.get(kind, 0)
         counts[kind] = n + 1
         step.name = _step_name(step, n)
@@ -368,10 +382,15 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
             if operand.buffer:
                 operand.buffer = aliases.get(operand.buffer, operand.buffer)
             if operand.array:
-                weights[f"{step.name}.{operand.array}"] = np.asarray(g.const(int(operand.array[1:])), np.float32)
+                value = g.const(int(operand.array[1:]))
+                weights[f"{step.name}.{operand.array}"] = tensors.stored(value, f"{_where(c, g.producer(int(step.outputs[0][1:])))}") \
+                    if isinstance(step, TensorStep) else np.asarray(value, np.float32)
                 operand.array = f"{step.name}.{operand.array}"
         if isinstance(step, LinearStep):
             step.linear.name = step.name
+        if isinstance(step, Attention):
+            step.terms = [replace(t, array=f"{step.name}.{t.array}") if t.array
+                          else replace(t, buffer=aliases.get(t.buffer, t.buffer)) for t in step.terms]
         if isinstance(step, Attention) and step.mask != MaskMode.NONE:
             step.inputs.append(INPUT_MASK)
         for key, value in block.arrays.items():
@@ -381,7 +400,8 @@ def _assemble(c: Canonical, inputs, seq: int, blocks: list[Block], axes: TokenAx
             shape = g.tensor(t).shape
             size = int(np.prod(shape))
             tokens = axes.token_major(g, t) and size % seq == 0
-            buffers[out] = Buffer(seq if tokens else 1, size // seq if tokens else size, tokens)
+            dtype = g.tensor(t).dtype if isinstance(step, TensorStep) else "float32"
+            buffers[out] = Buffer(seq if tokens else 1, size // seq if tokens else size, tokens, dtype=dtype)
         steps.append(step)
     buffers[INPUT_MASK] = Buffer(seq, 1, True)  # the mask as floats (ones without a mask input)
     output_name, out_t = next(iter(g.outputs.items()))
@@ -460,7 +480,7 @@ def _step_name(step: Step, n: int) -> str:
     base = {"Embed": "embed", "LinearStep": "linear", "LayerNorm": "ln", "Attention": "attention",
             "GeluStep": "gelu", "ElementwiseStep": "op", "ReduceStep": "reduce", "SliceStep": "slice",
             "L2NormalizeStep": "l2norm"}
-    return f"{base[type(step).__name__]}{n}"
+    return f"{step.op.value if isinstance(step, TensorStep) else base[type(step).__name__]}{n}"
 
 
 def _input_name(g: Graph, t: int) -> str:

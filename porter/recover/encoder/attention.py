@@ -20,7 +20,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph
-from porter.ir.encoder import Attention, KeyRule, MaskMode, Reference, kept_keys
+from porter.ir.encoder import Attention, KeyRule, MaskMode, Operand, Reference, kept_keys
 from porter.recover import probe
 from porter.reference.ops import Unsupported
 
@@ -34,7 +34,8 @@ class Chain:
     source: int  # the buffer (its flat layout is [seq, heads * head_dim])
     layout: list[int]  # layout op indices, in data-flow order
     scalars: list[tuple[str, float]]  # ("mul" | "div", value), in data-flow order
-    ops: set[int] = field(default_factory=set)
+    ops: set[int] = field(default_factory=set)  # the ops only the chain reads: the block's
+    shared: set[int] = field(default_factory=set)  # the chain's ops other ops read too: steps of their own
 
 
 def _scalar_operand(g: Graph, op) -> tuple[int, float] | None:
@@ -52,18 +53,23 @@ def _scalar_operand(g: Graph, op) -> tuple[int, float] | None:
 
 
 def _chain_back(g: Graph, t: int, claimed: set[int]) -> Chain:
-    layout, scalars, ops = [], [], set()
+    """Back from a product's operand through data movement and scalar factors to the buffer. The
+    block takes the ops only the chain reads; from the first tensor another op reads too (the
+    heads DeBERTa's relative terms multiply as well), the ops stay the graph's, run as steps."""
+    layout, scalars, ops, shared = [], [], set(), set()
+    exclusive = True
     while (op := g.producer(t)) is not None and op.index not in claimed:
-        if op.type in LAYOUT and len(g.users(t)) == 1:
+        exclusive = exclusive and len(g.users(t)) == 1
+        if op.type in LAYOUT:
             layout.append(op.index)
             t = op.inputs[0]
-        elif op.type in ("mul", "div") and (s := _scalar_operand(g, op)) is not None and len(g.users(t)) == 1:
+        elif op.type in ("mul", "div") and (s := _scalar_operand(g, op)) is not None:
             scalars.append((op.type, s[1]))
             t = s[0]
         else:
             break
-        ops.add(op.index)
-    return Chain(t, list(reversed(layout)), list(reversed(scalars)), ops)
+        (ops if exclusive else shared).add(op.index)
+    return Chain(t, list(reversed(layout)), list(reversed(scalars)), ops, shared)
 
 
 def _head_split(seq: int, heads: int, head_dim: int, transposed: bool) -> np.ndarray:
@@ -138,6 +144,7 @@ class FoundAttention:
     ops: set[int]
     mask_tensor: int | None  # the bias / condition tensor the mask path computes
     arrays: dict = field(default_factory=dict)  # the score terms, term0, term1, ... [heads, seq, seq]
+    shared: set[int] = field(default_factory=set)  # ops between the step's inputs and its own, run as steps too
 
 
 def find(g: Graph, ref: Reference, seq: int, mask_input: int | None, claimed: set[int]) -> list[FoundAttention]:
@@ -158,7 +165,6 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
     scores = _parse_scores(g, softmax.inputs[0], claimed)
     if scores is None:
         return None
-    _refuse_computed_terms(g, scores, where)
     qk = g.ops[scores.product]
     # probabilities -> P . V
     p_t = softmax.outputs[0]
@@ -203,19 +209,19 @@ def _attention_at(g: Graph, ref, seq, mask_input, softmax, claimed) -> FoundAtte
         # a constant that drops no key is a score term, the last one added
         scores.terms.insert(0, scores.bias)
         scores.bias = None
-    terms = _constant_terms(g, scores, (heads, seq, seq), where)
-    mask, keep, drop, mask_ops, mask_tensor, key_rule = _mask(g, ref, seq, mask_input, scores, where)
+    terms, arrays = _terms(g, scores, (heads, seq, seq), where)
+    mask, keep, drop, mask_ops, mask_tensor, key_rule, query_mask = _mask(g, ref, seq, mask_input, scores, where)
     q_scale = _one_scalar(q.scalars, where, "Q")
     k_scale = _one_scalar(k.scalars, where, "K")
     if v.scalars:
         raise PorterError(f"{where}: V is scaled before P.V; porter's attention does not do that")
-    step = Attention("attention", [f"t{q.source}", f"t{k.source}", f"t{v.source}"],
+    step = Attention("attention", [f"t{q.source}", f"t{k.source}", f"t{v.source}"] + [t.buffer for t in terms if t.buffer],
                      [f"t{merged}"], [], heads, head_dim, q_scale, k_scale, scores.scale,
                      scores.divisor, mask, keep, drop, float(softmax.options.get("beta", 1.0)), key_rule,
-                     score_terms=len(terms), softmax_body=bool(softmax.options.get("body", False)))
+                     terms=terms, query_mask=query_mask, softmax_body=bool(softmax.options.get("body", False)))
     ops = ({softmax.index, qk.index, pv.index} | scores.ops | q.ops | k.ops | v.ops | set(view_ops)
            | set(merge_ops) | mask_ops)
-    return FoundAttention(step, ops, mask_tensor, {f"term{i}": t for i, t in enumerate(terms)})
+    return FoundAttention(step, ops, mask_tensor, arrays, q.shared | k.shared | v.shared)
 
 
 def _nan_guard(g: Graph, p: int) -> tuple[int, list[int]] | None:
@@ -277,33 +283,42 @@ def _parse_scores(g: Graph, t: int, claimed: set[int]) -> Scores | None:
     return None
 
 
-def _constant_terms(g: Graph, scores: Scores, shape: tuple[int, int, int], where: str) -> list[np.ndarray]:
+def _terms(g: Graph, scores: Scores, shape: tuple[int, int, int], where: str) -> tuple[list[Operand], dict]:
     """The terms added to the scores besides the mask, in data-flow order, as [heads, seq, seq]
-    arrays. A term that depends on no input (a relative-position bias: buckets of j - i, a
-    learned value per head) was folded to a constant by canonicalisation, in the reference's
-    arithmetic; broadcasting it to every head and query moves no value (a term computed from
-    an input was refused by _refuse_computed_terms)."""
-    terms = []
+    operands, and the constant ones' arrays (term0, term1, ...). A term that depends on no input
+    (a relative-position bias: buckets of j - i, a learned value per head) was folded to a constant
+    by canonicalisation, in the reference's arithmetic; broadcasting it to every head and query
+    moves no value. A term computed from the inputs (DeBERTa's content-to-position and
+    position-to-content products) is a buffer the graph's own ops compute, as steps, per window."""
+    terms, arrays = [], {}
     for term in reversed(scores.terms):  # walked back from the softmax
+        if g.const(term) is None:
+            terms.append(_computed_term(g, term, shape, where))
+            continue
         value = np.asarray(g.const(term), np.float32)
         while value.ndim > 3 and value.shape[0] == 1:  # a batch axis of one
             value = value[0]
         try:
-            terms.append(np.ascontiguousarray(np.broadcast_to(value, shape)))
+            arrays[f"term{len(arrays)}"] = np.ascontiguousarray(np.broadcast_to(value, shape))
         except ValueError:
             raise PorterError(f"{where}: the score term {g.tensor(term).describe()} does not broadcast to "
                               f"{list(shape)} (heads, queries, keys)") from None
-    return terms
+        terms.append(Operand(None, f"term{len(arrays) - 1}", shape))
+    return terms, arrays
 
 
-def _refuse_computed_terms(g: Graph, scores: Scores, where: str) -> None:
-    """A term computed from the inputs (DeBERTa's content-to-position and position-to-content
-    products) is refused naming it, before anything else about the block is checked."""
-    for term in reversed(scores.terms):
-        if g.const(term) is None:
-            raise PorterError(f"{where}: {g.tensor(term).describe()} is added to the scores besides the mask "
-                              f"({_term_origin(g, term)}); porter's attention adds score terms that fold to "
-                              "constants, and does not compute a term from the model's inputs yet")
+def _computed_term(g: Graph, term: int, shape: tuple[int, int, int], where: str) -> Operand:
+    """A term the graph computes from its inputs: a float32 tensor of one value per head, query
+    and key (leading axes of one aside), read by the attention step as its buffer."""
+    t = g.tensor(term)
+    dims = list(t.shape)
+    while len(dims) > 3 and dims[0] == 1:
+        dims = dims[1:]
+    if tuple(dims) != shape or t.dtype != "float32":
+        raise PorterError(f"{where}: {t.describe()} is added to the scores besides the mask "
+                          f"({_term_origin(g, term)}); porter's attention adds a term computed per window "
+                          f"as one float32 value per head, query and key {list(shape)}")
+    return Operand(f"t{term}", None, tuple(t.shape))
 
 
 def _term_origin(g: Graph, term: int) -> str:
@@ -328,14 +343,15 @@ def refuse_terms(g: Graph, scores: Scores, where: str) -> None:
 
 def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
     """(mode, keep value, drop value, the mask path's ops, the tensor it computes, which keys it
-    keeps: those the mask keeps, or onnxruntime's leading count of 1s)."""
+    keeps: those the mask keeps, or onnxruntime's leading count of 1s, and whether a query the
+    mask drops drops every key)."""
     if scores.bias is None and scores.select is None:
-        return MaskMode.NONE, 0.0, 0.0, set(), None, KeyRule.NONZERO
+        return MaskMode.NONE, 0.0, 0.0, set(), None, KeyRule.NONZERO, False
     tensor = scores.bias if scores.bias is not None else scores.select[0]
     const = g.const(tensor)
     if const is not None:
         if scores.bias is not None and np.all(const == 0):
-            return MaskMode.NONE, 0.0, 0.0, set(), tensor, KeyRule.NONZERO
+            return MaskMode.NONE, 0.0, 0.0, set(), tensor, KeyRule.NONZERO, False
         raise PorterError(f"{where}: the scores get a constant {'bias' if scores.bias is not None else 'selection'} "
                           f"{g.tensor(tensor).describe()} that drops keys (a causal or fixed mask); an "
                           "encoder's mask must come from its mask input")
@@ -345,42 +361,60 @@ def _mask(g: Graph, ref, seq, mask_input, scores: Scores, where: str):
         names = ", ".join(g.tensor(t).describe() for t in sorted(sources))
         raise PorterError(f"{where}: the attention mask {g.tensor(tensor).describe()} is computed from "
                           f"{names or 'nothing'}, not from the mask input alone")
+    probes = [(m, _mask_planes(g, ref, ops, mask_input, tensor, m, seq, where)) for m in probe.probe_masks(seq)]
+    # per query: every query keeps the same keys, or (DeBERTa's mask[i] * mask[j]) the queries the
+    # mask input drops drop every key
+    query_mask = any(not np.all(planes == planes[:, :1]) for _, planes in probes)
     values = {rule: (set(), set()) for rule in KeyRule}  # rule -> (kept keys' values, dropped ones')
-    mask_t = g.tensor(mask_input)
-    for m in probe.probe_masks(seq):
-        feed = m.reshape(mask_t.shape).astype(mask_t.dtype)
-        try:
-            value = probe.run(g, ops, {mask_input: feed}, ref, keep={tensor})[tensor]
-        except Unsupported as e:
-            raise PorterError(f"{where}: porter cannot evaluate the mask path ({e})") from None
-        rows = np.asarray(value).reshape(-1, value.shape[-1]) if np.ndim(value) else None
-        if rows is None or rows.shape[-1] != seq or not np.all(rows == rows[:1]):
+    for m, planes in probes:
+        live = planes[:, m != 0] if query_mask else planes
+        if not live.size or not np.all(live == live[:, :1][:1]):
             raise PorterError(f"{where}: the mask {g.tensor(tensor).describe()} is not one row over the "
-                              f"{seq} keys shared by every query and head (a causal or per-query mask "
-                              "is not supported in an encoder)")
-        row = rows[0]
+                              f"{seq} keys shared by every query and head, nor that row for the queries "
+                              "the mask keeps and no key for the others (a causal mask is not supported "
+                              "in an encoder)")
+        row = live.reshape(-1, seq)[0]
+        dead = planes[:, m == 0].reshape(-1) if query_mask else np.zeros(0, planes.dtype)
         if scores.select is not None:
             keep = row.astype(bool) == scores.select[2]
-            if not np.array_equal(keep, m != 0):
+            if not np.array_equal(keep, m != 0) or np.any(dead.astype(bool) == scores.select[2]):
                 raise PorterError(f"{where}: the mask selects other keys than the mask input keeps")
             continue
         for rule, (keep_values, drop_values) in values.items():
             kept = kept_keys(rule, m)
             keep_values |= {float(v) for v in row[kept]}
-            drop_values |= {float(v) for v in row[~kept]}
+            drop_values |= {float(v) for v in row[~kept]} | {float(v) for v in dead}
     # the rule under which every probe keeps its keys with one value and drops them with another
     rule = next((r for r, (k, d) in values.items() if len(k) == 1 and len(d) <= 1), KeyRule.NONZERO)
+    if query_mask and rule != KeyRule.NONZERO:
+        raise PorterError(f"{where}: a mask per query that keeps the first count(mask == 1) keys is not supported")
     keep_values, drop_values = values[rule]
     if scores.select is not None:
         fill = float(np.asarray(g.const(scores.select[1]), np.float32).reshape(-1)[0])
         _check_drop(fill, where)
-        return MaskMode.REPLACE, 0.0, fill, set(ops), tensor, KeyRule.NONZERO
+        return MaskMode.REPLACE, 0.0, fill, set(ops), tensor, KeyRule.NONZERO, query_mask
     if len(keep_values) != 1 or len(drop_values) > 1:
         raise PorterError(f"{where}: kept keys get {sorted(keep_values)} and padded keys "
                           f"{sorted(drop_values)}; expected one value each")
     drop = drop_values.pop() if drop_values else float("-inf")
     _check_drop(drop, where)
-    return MaskMode.ADD, keep_values.pop(), drop, set(ops), tensor, rule
+    return MaskMode.ADD, keep_values.pop(), drop, set(ops), tensor, rule, query_mask
+
+
+def _mask_planes(g: Graph, ref, ops, mask_input: int, tensor: int, m: np.ndarray, seq: int, where: str) -> np.ndarray:
+    """The mask path's value on probe mask m as [planes, queries, keys]: queries is 1 when the
+    mask has no query axis, else the window's."""
+    mask_t = g.tensor(mask_input)
+    feed = m.reshape(mask_t.shape).astype(mask_t.dtype)
+    try:
+        value = np.asarray(probe.run(g, ops, {mask_input: feed}, ref, keep={tensor})[tensor])
+    except Unsupported as e:
+        raise PorterError(f"{where}: porter cannot evaluate the mask path ({e})") from None
+    if value.ndim == 0 or value.shape[-1] != seq:
+        raise PorterError(f"{where}: the mask {g.tensor(tensor).describe()} is not one value per key of the "
+                          f"{seq}-token window")
+    queries = seq if value.ndim >= 2 and value.shape[-2] == seq else 1
+    return value.reshape(-1, queries, seq)
 
 
 def _check_drop(drop: float, where: str) -> None:

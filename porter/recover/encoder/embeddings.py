@@ -234,7 +234,8 @@ def find(g: Graph, ref: Reference, inputs: Inputs, seq: int) -> FoundEmbed:
         terms.append(term[0])
         ops |= set(view_ops) | {add.index} | term[1]
         t = add.outputs[0]
-    t, _ = _through_views(g, t)  # the sum's rows, past the views after its last term
+    t, tail = _through_views(g, t)  # the sum's rows, past the views after its last term
+    ops |= set(tail)
     reads = [INPUT_IDS] + ([INPUT_TYPES] if any(term.kind == "types" for term in terms) else [])
     step = Embed("embed", reads, [f"t{t}"], [], word, terms)
     return FoundEmbed(step, ops, arrays)

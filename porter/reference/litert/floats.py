@@ -680,19 +680,21 @@ def reduce_max(x: np.ndarray, axes) -> np.ndarray:
     return _fold(x, axes, lambda acc, v: np.where(acc > v, acc, v))
 
 
-def _row_heads(rows: int, n: int) -> np.ndarray:
-    """Values before the first 16-byte boundary of each row of n floats (the tensor aligned)."""
-    return (-(np.arange(rows) * n)) % PACKET
+def _row_heads(rows: int, n: int, misaligned: int = 0) -> np.ndarray:
+    """Values before the first 16-byte boundary of each row of n floats, the tensor starting
+    `misaligned` floats past one (0: an activation of LiteRT's arena; a constant is read where the
+    model file holds it, mapped at a page boundary)."""
+    return (-(misaligned + np.arange(rows) * n)) % PACKET
 
 
-def reduce_mean(x: np.ndarray, axes) -> np.ndarray:
-    """MEAN (keepdims)."""
+def reduce_mean(x: np.ndarray, axes, misaligned: int = 0) -> np.ndarray:
+    """MEAN (keepdims) of a tensor starting `misaligned` floats past a 16-byte boundary."""
     x, axes = _resolve(x, axes)
     dims = _normalised(x.shape, axes)
     if len(dims) > 1 and [reduced for _, reduced in dims] == [False, True]:
         n = dims[-1][0]
         rows = x.reshape(-1, n)
-        heads = _row_heads(rows.shape[0], n)
+        heads = _row_heads(rows.shape[0], n, misaligned)
         sums = np.empty(rows.shape[0], F32)
         for head in np.unique(heads):
             sums[heads == head] = eigen_sum(rows[heads == head], int(head))

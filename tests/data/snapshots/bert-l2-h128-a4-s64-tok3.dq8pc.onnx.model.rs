@@ -200,7 +200,8 @@ impl<'a> Model<'a> {
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2), softmax_body: false },
-            terms: vec![] });
+            terms: vec![],
+            query_mask: false });
         // linear3
         steps.push(Step::Linear { x: 6, out: 5, x_rows: Rows::All, rows: Rows::All,
             tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {
@@ -313,7 +314,8 @@ impl<'a> Model<'a> {
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: Some(crate::kernels::ort::float::OrtFloats::Avx2), softmax_body: false },
-            terms: vec![] });
+            terms: vec![],
+            query_mask: false });
         // linear9
         steps.push(Step::Linear { x: 2, out: 6, x_rows: Rows::All, rows: Rows::All,
             tensor_rows: 64, linear: Linear { weights: Weights::OrtDynamic {

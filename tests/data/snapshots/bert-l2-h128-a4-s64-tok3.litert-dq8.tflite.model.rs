@@ -200,7 +200,8 @@ impl<'a> Model<'a> {
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: None, softmax_body: false },
-            terms: vec![] });
+            terms: vec![],
+            query_mask: false });
         // linear3
         steps.push(Step::Linear { x: 4, out: 6, x_rows: Rows::Keys, rows: Rows::Keys,
             tensor_rows: 64, linear: Linear { weights: Weights::Int8 {
@@ -295,7 +296,8 @@ impl<'a> Model<'a> {
                 scale_on_query: false, softmax_beta: f32::from_bits(0x3f800000),
                 mask_value: f32::from_bits(0xff7fffff), mask_replaces: false, masked: true, key_scale: f32::from_bits(0x3f800000),
                 onnxruntime: None, softmax_body: false },
-            terms: vec![] });
+            terms: vec![],
+            query_mask: false });
         // linear9
         steps.push(Step::Linear { x: 6, out: 2, x_rows: Rows::Live, rows: Rows::Live,
             tensor_rows: 64, linear: Linear { weights: Weights::Int8 {

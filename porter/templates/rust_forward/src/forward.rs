@@ -14,6 +14,7 @@
 use crate::kernels::litert::attention::{attention, AttentionScratch, ScoreTerms};
 use crate::kernels::common::dequantize::widen_halves;
 use crate::kernels::common::generic;
+use crate::kernels::common::tensor;
 use crate::kernels::litert::activation::gelu_tanh_in_place;
 use crate::kernels::litert::mathfn::gelu_in_place;
 use crate::kernels::litert::norm::{layer_norm, NormScratch};
@@ -186,18 +187,37 @@ fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Cou
             }
             Phase::Other
         }
-        Step::Attention { q, k, v, out, rows, params, terms } => {
+        Step::Attention { q, k, v, out, rows, params, terms, query_mask } => {
             // keys past the last kept one, up to KEY_BLOCK: zero K and V rows (the slots may hold
-            // an earlier buffer's values there)
+            // an earlier buffer's values there), and zero terms for them (steps computed the rest)
             let hidden = params.heads * params.head_dim;
             for slot in [*k, *v] {
                 s.buffers[slot][counts.used * hidden..counts.keys * hidden].fill(0.0);
             }
+            let n = counts.of(*rows);
+            for term in terms {
+                if let Source::Buffer(slot) = term {
+                    zero_unread_keys(&mut s.buffers[*slot], params.heads, n, counts);
+                }
+            }
             let mut y = s.take(*out);
-            let keep = params.masked.then_some(&keep[..counts.keys]);
-            let terms = ScoreTerms { arrays: terms, window: SEQ };
-            attention(params, &s.buffers[*q], &s.buffers[*k], &s.buffers[*v], keep, terms, counts.of(*rows),
-                      counts.keys, &mut y, &mut s.attention);
+            let arrays: Vec<&[f32]> = terms.iter().map(|t| match t {
+                Source::Buffer(slot) => &s.buffers[*slot][..],
+                Source::Const(values) => *values,
+            }).collect();
+            let kept = params.masked.then_some(&keep[..counts.keys]);
+            let (q, k, v) = (&s.buffers[*q], &s.buffers[*k], &s.buffers[*v]);
+            attention(params, q, k, v, kept, ScoreTerms { arrays: &arrays, window: SEQ }, n, counts.keys, &mut y,
+                      &mut s.attention);
+            if *query_mask && params.masked {
+                // a query the mask drops has every key dropped: its rows again, with no key kept
+                let none = vec![false; counts.keys];
+                for (i0, i1) in dropped_runs(&keep[..n]) {
+                    let shifted: Vec<&[f32]> = arrays.iter().map(|t| &t[i0 * SEQ..]).collect();
+                    attention(params, &q[i0 * hidden..], k, v, Some(&none), ScoreTerms { arrays: &shifted, window: SEQ },
+                              i1 - i0, counts.keys, &mut y[i0 * hidden..], &mut s.attention);
+                }
+            }
             s.buffers[*out] = y;
             Phase::Attention
         }
@@ -262,7 +282,44 @@ fn run_step(step: &Step, ids: &[u32], types: &[u32], keep: &[bool], counts: &Cou
             Phase::Other
         }
         Step::Integer(_) => unreachable!("integer steps run in integer.rs"),
+        Step::Tensor { step, limits } => {
+            let mut y = s.take(step.out);
+            let n: [usize; 4] = core::array::from_fn(|a| if limits[a] == Rows::All { step.shape[a] } else { counts.of(limits[a]).min(step.shape[a]) });
+            tensor::run(step, n, &s.buffers, &s.buffers[MASK_BUFFER], &mut y);
+            s.buffers[step.out] = y;
+            if matches!(step.kernel, TensorKernel::MatMul { .. }) { Phase::Matmul } else { Phase::Other }
+        }
     }
+}
+
+/// A computed score term's values for the keys past the last kept one that attention still
+/// reads (up to KEY_BLOCK), in the rows it computes: zero (any finite value would do: those keys
+/// are masked), since the steps that compute the term stopped at the last kept key.
+fn zero_unread_keys(term: &mut [f32], heads: usize, rows: usize, counts: &Counts) {
+    for h in 0..heads {
+        for i in 0..rows {
+            let row = (h * SEQ + i) * SEQ;
+            term[row + counts.used..row + counts.keys].fill(0.0);
+        }
+    }
+}
+
+/// The runs [start, end) of queries the mask drops.
+fn dropped_runs(keep: &[bool]) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < keep.len() {
+        if keep[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < keep.len() && !keep[i] {
+            i += 1;
+        }
+        runs.push((start, i));
+    }
+    runs
 }
 
 fn values<'b>(buffers: &'b [Vec<f32>], operand: &'b Operand) -> &'b [f32] {

@@ -7,6 +7,7 @@
 
 use crate::kernels::litert::attention::AttentionParams;
 use crate::kernels::common::gemm::Int8Weights;
+pub use crate::kernels::common::tensor::{Data, ElementType, Pointwise, TensorKernel, TensorOperand, TensorStep};
 use crate::kernels::litert::linear_f32::FloatWeights;
 use crate::kernels::litert::norm::LayerNormParams;
 
@@ -176,8 +177,11 @@ pub enum Step<'a> {
     /// `tensor_rows`: the input tensor's rows (Eigen picks a float product's order by them).
     Linear { x: usize, out: usize, x_rows: Rows, rows: Rows, tensor_rows: usize, linear: Linear<'a> },
     LayerNorm { x: usize, out: usize, normalised: Option<usize>, rows: Rows, params: LayerNormParams<'a> },
-    /// `terms`: the constant score terms, each [heads, SEQ, SEQ] (kernels::litert::attention::ScoreTerms).
-    Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams, terms: Vec<&'a [f32]> },
+    /// `terms`: the score terms, each [heads, SEQ, SEQ] (kernels::litert::attention::ScoreTerms):
+    /// constants, or buffers earlier steps compute. `query_mask`: a query the mask drops drops
+    /// every key (the mask is [queries, keys]: DeBERTa's mask[i] * mask[j]).
+    Attention { q: usize, k: usize, v: usize, out: usize, rows: Rows, params: AttentionParams, terms: Vec<Source<'a>>,
+                query_mask: bool },
     /// x has `row` values per token row (0: `len` values, no token rows).
     Gelu { x: usize, out: usize, rows: Rows, row: usize, len: usize, kind: Gelu },
     /// `shape`: the output's, four axes; `token_axis`: its token axis (4 when it has none).
@@ -190,4 +194,7 @@ pub enum Step<'a> {
     Slice { x: Operand<'a>, out: usize, shape: [usize; 4], ranges: [(usize, usize, usize); 4] },
     /// A full-integer program's step (integer.rs): a program holds these only.
     Integer(crate::integer::IntStep<'a>),
+    /// One graph op over typed tensors (kernels/common/tensor.rs), computed over `limits`: the
+    /// whole of each output axis (Rows::All) or its first rows of the window.
+    Tensor { step: TensorStep<'a>, limits: [Rows; 4] },
 }

@@ -35,6 +35,10 @@
 //!   qdq SEED                          onnxruntime's QLinearMatMul / QGemm with a constant B
 //!                                     (kernels/ort/qdq.rs): the GEMM tiles against the scalar
 //!                                     reference on random shapes, outputs and saturation
+//!   tensor-simd SEED                  LiteRT's BATCH_MATMUL rows of the tensor steps, simd128 against
+//!                                     scalar (tensor.rs)
+//!   tensor-cases                      the tensor steps (kernels/common/tensor.rs) on stdin cases,
+//!                                     for porter's numpy comparison (tensor.rs says the format)
 //!   kernels SEED                      GEMM (int8 and LiteRT's int4 output), attention, Eigen sums, float Linear (every Eigen
 //!                                     product and GEBP block, live rows of longer tensors, depth
 //!                                     blocks), onnxruntime's
@@ -89,6 +93,7 @@ mod profile;
 mod tiles;
 mod int8;
 mod qdq;
+mod tensor;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -569,6 +574,7 @@ fn check_ort_attention(tally: &mut Tally, rng: &mut Rng, trial: usize) {
         key_scale: 1.0,
         mask_value: -3.402_823_5e38,
         softmax_body: trial % 5 == 3,
+        mask_replaces: trial % 5 == 0,
         window: keys,
     };
     // a relative-position bias on half the trials: the cut context must hold with it too
@@ -818,7 +824,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
     exit(2)
 }
 
@@ -844,6 +850,8 @@ fn main() {
         Some("int4") => check_int4(),
         Some("int8") => int8::check_int8(number(1)),
         Some("qdq") => qdq::check_qdq(number(1)),
+        Some("tensor-simd") => tensor::check_batch_matmul(number(1)),
+        Some("tensor-cases") => tensor::run_cases(),
         Some("reference") => reference(args.get(1).map(String::as_str).unwrap_or_else(|| usage()), &args[2.min(args.len())..]),
         _ => usage(),
     }

@@ -180,6 +180,7 @@ pub fn attention_in_blocks<const Q: usize>(
             key_scale: p.key_scale,
             mask_value: p.mask_value,
             softmax_body: p.softmax_body,
+            mask_replaces: p.mask_replaces,
             window: SEQ,
         };
         return ort_float::attention(&ort, q, k, v, keep, terms, rows, keys, ctx, ort_scratch);

@@ -1,6 +1,7 @@
 //! glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, glibc 2.28 and later), which LiteRT's EXP op
 //! (reference_ops::Exp: std::exp per value) and the logistic's scalar tail call through the
-//! host's libm (porter/reference/litert/floats.py `exp_op`).
+//! host's libm (porter/reference/litert/floats.py `exp_op`), and its logf (below), which its LOG
+//! op calls.
 //!
 //! The algorithm works in double precision: x * 32 / ln 2 = k + r with |r| <= 1/2, 2^(k/32)
 //! from a 32-entry table with k / 32 added to its exponent bits, times a cubic in r, rounded
@@ -69,4 +70,69 @@ pub fn expf_in_place(values: &mut [f32]) {
     for v in values {
         *v = expf(*v);
     }
+}
+
+// ---- logf ------------------------------------------------------------------------------------
+//
+// glibc's logf (sysdeps/ieee754/flt-32/e_logf.c, glibc 2.28 and later), which LiteRT's LOG op
+// (reference_ops' std::log per value) calls through the host's libm (porter/reference/litert/
+// floats.py `log_op`). x = 2^k * z with z in [OFF, 2 * OFF) exactly; log(x) = log1p(z / c - 1) +
+// log(c) + k ln 2, with 1/c and log(c) from a 16-entry table and log1p(r) a cubic in r, in double,
+// rounded once. The reference host runs __logf_fma: r = z * invc - 1, y0 = logc + k * ln2 and the
+// polynomial's multiply-adds are fused, as f64::mul_add is here.
+
+/// (1/c, log(c)) of each of the 16 subintervals.
+const LOGF_TABLE: [(f64, f64); 16] = [
+    (f64::from_bits(0x3ff661ec79f8f3be), f64::from_bits(0xbfd57bf7808caade)),
+    (f64::from_bits(0x3ff571ed4aaf883d), f64::from_bits(0xbfd2bef0a7c06ddb)),
+    (f64::from_bits(0x3ff49539f0f010b0), f64::from_bits(0xbfd01eae7f513a67)),
+    (f64::from_bits(0x3ff3c995b0b80385), f64::from_bits(0xbfcb31d8a68224e9)),
+    (f64::from_bits(0x3ff30d190c8864a5), f64::from_bits(0xbfc6574f0ac07758)),
+    (f64::from_bits(0x3ff25e227b0b8ea0), f64::from_bits(0xbfc1aa2bc79c8100)),
+    (f64::from_bits(0x3ff1bb4a4a1a343f), f64::from_bits(0xbfba4e76ce8c0e5e)),
+    (f64::from_bits(0x3ff12358f08ae5ba), f64::from_bits(0xbfb1973c5a611ccc)),
+    (f64::from_bits(0x3ff0953f419900a7), f64::from_bits(0xbfa252f438e10c1e)),
+    (f64::from_bits(0x3ff0000000000000), f64::from_bits(0x0000000000000000)),
+    (f64::from_bits(0x3fee608cfd9a47ac), f64::from_bits(0x3faaa5aa5df25984)),
+    (f64::from_bits(0x3feca4b31f026aa0), f64::from_bits(0x3fbc5e53aa362eb4)),
+    (f64::from_bits(0x3feb2036576afce6), f64::from_bits(0x3fc526e57720db08)),
+    (f64::from_bits(0x3fe9c2d163a1aa2d), f64::from_bits(0x3fcbc2860d224770)),
+    (f64::from_bits(0x3fe886e6037841ed), f64::from_bits(0x3fd1058bc8a07ee1)),
+    (f64::from_bits(0x3fe767dcf5534862), f64::from_bits(0x3fd4043057b6ee09)),
+];
+const LOGF_LN2: f64 = f64::from_bits(0x3fe62e42fefa39ef);
+const LOGF_A: [f64; 3] = [f64::from_bits(0xbfd00ea348b88334), f64::from_bits(0x3fd5575b0be00b6a),
+                          f64::from_bits(0xbfdffffef20a4123)];
+const LOGF_OFF: u32 = 0x3f330000;
+/// What 0 / 0 gives on x86: glibc's result for a negative x.
+const X86_DEFAULT_NAN: u32 = 0xffc00000;
+
+pub fn logf(x: f32) -> f32 {
+    let bits = x.to_bits();
+    if bits == 0x3f800000 {
+        return 0.0;
+    }
+    if bits & 0x7fffffff == 0 {
+        return f32::NEG_INFINITY;
+    }
+    if bits == 0x7f800000 {
+        return x;
+    }
+    if x.is_nan() {
+        return x + x;
+    }
+    if bits >= 0x80000000 {
+        return f32::from_bits(X86_DEFAULT_NAN);
+    }
+    // a subnormal x is scaled by 2^23 into the normal range, its exponent taken back from k
+    let ix = if bits < 0x00800000 { (x * 8388608.0).to_bits().wrapping_sub(23 << 23) } else { bits };
+    let tmp = ix.wrapping_sub(LOGF_OFF);
+    let (invc, logc) = LOGF_TABLE[((tmp >> 19) % 16) as usize];
+    let k = ((tmp as i32) >> 23) as f64;
+    let z = f32::from_bits(ix.wrapping_sub(tmp & 0xff800000)) as f64;
+    let r = z.mul_add(invc, -1.0);
+    let y0 = k.mul_add(LOGF_LN2, logc);
+    let r2 = r * r;
+    let y = LOGF_A[0].mul_add(r2, LOGF_A[1].mul_add(r, LOGF_A[2]));
+    y.mul_add(r2, y0 + r) as f32
 }

@@ -4,6 +4,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod batch_matmul;
 pub mod eigen;
 pub mod int8;
 pub mod libm;

@@ -50,10 +50,12 @@ pub struct OrtAttention {
     /// The graph scales Q before the product (which then has no alpha).
     pub scale_on_query: bool,
     pub key_scale: f32,
-    /// Added to the score of every key the mask drops.
+    /// Added to the score of every key the mask drops, or its score when `mask_replaces` (the
+    /// graph selects it instead: Where).
     pub mask_value: f32,
     /// Softmax as ONNX's function body (a float16 graph's: half.rs), not MLAS's kernel.
     pub softmax_body: bool,
+    pub mask_replaces: bool,
     /// The rows and keys of the reference's products (the whole window): they choose MLAS's
     /// kernel and its blocks, also where the crate computes fewer (padding that is inert).
     pub window: usize,
@@ -113,7 +115,7 @@ fn attention_from(p: &OrtAttention, q: &[f32], k: &[f32], v: &[f32], keep: Optio
             if let Some(keep) = keep {
                 for (s, &kept) in scores.iter_mut().zip(keep) {
                     if !kept {
-                        *s += p.mask_value;
+                        *s = if p.mask_replaces { p.mask_value } else { *s + p.mask_value };
                     }
                 }
             }

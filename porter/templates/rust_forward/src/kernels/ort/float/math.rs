@@ -257,6 +257,39 @@ pub fn gelu_erf_mul_in_place(values: &mut [f32]) {
     apply_in_place(Elementwise::GeluMul, values);
 }
 
+// ---- Log ---------------------------------------------------------------------------------------
+
+/// Eigen's plog, as onnxruntime's Log runs it on each packet of four values (porter/reference/ort/
+/// floats.py `eigen_log`; the last size % 4 values take glibc's logf): the exponent split off,
+/// the mantissa moved into [sqrt(1/2), sqrt(2)) less one, a (3, 3) rational in it, then e * ln 2
+/// added, every product and sum rounded (the CPU provider is built without fma). Zero gives -inf,
+/// +inf itself, a negative value or a NaN the NaN of all ones.
+pub fn eigen_log(x: f32) -> f32 {
+    const ALPHA: [f32; 3] = [0.18256296349849254, 1.0000000190281063, 1.0000000190281136];
+    const BETA: [f32; 4] = [0.049616247954120038, 0.59923249590823520, 1.4999999999999927, 1.0];
+    if x == 0.0 {
+        return f32::NEG_INFINITY;
+    }
+    if x.is_nan() || x < 0.0 {
+        return f32::from_bits(u32::MAX);
+    }
+    if x == f32::INFINITY {
+        return x;
+    }
+    // frexp: x = m * 2^e, m in [0.5, 1); a subnormal scaled into the normal range first
+    let (bits, shift) = if x.to_bits() < 0x0080_0000 { ((x * 8388608.0).to_bits(), 23) } else { (x.to_bits(), 0) };
+    let mut e = ((bits >> 23) as i32 - 126 - shift) as f32;
+    let mut m = f32::from_bits((bits & 0x807f_ffff) | 0x3f00_0000);
+    let small = m < 0.707_106_781_186_547_524;
+    if small {
+        e -= 1.0;
+    }
+    m = (m - 1.0) + if small { m } else { 0.0 };
+    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, &c| p * m + c);
+    let q = BETA[1..].iter().fold(BETA[0], |q, &c| q * m + c);
+    e * core::f32::consts::LN_2 + m * p / q
+}
+
 // ---- tanh and FastGelu -------------------------------------------------------------------------
 
 /// MLAS's tanh (MlasComputeTanhF32KernelFma3, the kernel on every x86 CPU with AVX2, AVX-512
