@@ -9,7 +9,13 @@ LiteRT's full-integer graphs (whose TypedRecovery it shares):
 - an op of constants only is folded in onnxruntime's arithmetic (the weights' DequantizeLinear);
 - Reshape / Squeeze / Unsqueeze / Flatten / Identity are aliases; Transpose, Expand, Slice, Tile
   and Gather / GatherND by constant indices are index maps (INDEX), decided by running the op on
-  its input's positions; a Gather of a constant table by computed ids is a LOOKUP;
+  its input's positions; a Gather of a constant table by computed ids is a LOOKUP, a GatherND /
+  GatherElements of a constant at computed indices a GATHER_ND / GATHER_ELEMENTS, a Concat a
+  CONCAT;
+- comparisons, Cast, Where, and int32 / int64 Add / Sub / Mul / Max / Min and CumSum (index
+  arithmetic: RoBERTa's positions from the ids) are exact typed steps (porter.reference.typed);
+- Pow by a constant 2 or 3 is onnxruntime's product (x * x, (x * x) * x); any other exponent it
+  computes with std::pow (libm's powf), which porter does not reproduce: refused, named;
 - QuantizeLinear / DequantizeLinear of an activation, QLinearMatMul and QGemm, QLinearAdd and
   QLinearSoftmax are their kernels (porter.reference.ort.qdq), with the scales and zero points
   of their own inputs; any other quantised kernel onnxruntime would run is refused, named;
@@ -28,7 +34,7 @@ import numpy as np
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
 from porter.ir.encoder import EncoderProgram, Reference
-from porter.ir.integer import IntegerOp
+from porter.ir.integer import ARITHMETICS, COMPARISONS as COMPARISON_KINDS, IntegerOp
 from porter.recover.canonical import onnx as onnx_ops
 from porter.recover.canonical.ort_qdq import DQ, MS, Q, QdqGraph, ort_runs
 from porter.recover.canonical.window import bind, dynamic_dims
@@ -45,6 +51,12 @@ REDUCTIONS = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax
               "ReduceL2": "reduce_l2"}
 ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool"}
 QUANTISED = {"uint8", "int8"}
+INTEGERS = {"int32", "int64"}
+COMPARISONS = {t: kind for t, kind in onnx_ops.BINARY.items() if kind in COMPARISON_KINDS}
+ARITHMETIC = {t: kind for t, kind in onnx_ops.BINARY.items() if kind in ARITHMETICS}
+# onnxruntime's Pow multiplies for these exponents (element_wise_ops.cc: `Y == 2`, `Y == 3` when
+# the exponent is one value) and calls std::pow for every other
+POW_BY_PRODUCTS = (2.0, 3.0)
 
 
 def recover_qdq(g: Graph, ort_cpu: OrtCpu, window: int | None = None) -> EncoderProgram:
@@ -109,6 +121,8 @@ def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict
         return "layer_norm", {"epsilon": float(np.float32(o.get("epsilon", 1e-5)))}, [0, 1, 2]
     if t == "MatMul":
         return "ort_matmul", {}, [0, 1]
+    if t == "Pow":
+        return "pow", {"exponent": _pow_exponent(op, values)}, [0, 1]
     if t == "Clip":
         given = [i < len(op.inputs) and op.inputs[i] >= 0 for i in (1, 2)]
         return "clip", {"lower": given[0], "upper": given[1]}, [0] + [i for i, g in zip((1, 2), given) if g]
@@ -138,8 +152,20 @@ def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict
                       "kernel for it")
 
 
+def _pow_exponent(op: Op, values: list) -> float:
+    """The exponent of a Pow onnxruntime computes by products; anything else is refused by name."""
+    exponent = values[1] if len(values) > 1 else None
+    if exponent is None or np.size(exponent) != 1 or float(np.ravel(exponent)[0]) not in POW_BY_PRODUCTS:
+        form = ("a computed exponent" if exponent is None else f"an exponent tensor of shape {list(np.shape(exponent))}"
+                if np.size(exponent) != 1 else f"exponent {np.ravel(exponent)[0]}")
+        raise PorterError(f"op {op.index} Pow: {form}: onnxruntime computes it with std::pow (libm's powf), which "
+                          "porter does not reproduce; it reproduces Pow by a constant 2 or 3, which onnxruntime "
+                          "computes as x * x and (x * x) * x")
+    return float(np.ravel(exponent)[0])
+
+
 class _Recovery(TypedRecovery):
-    DTYPES = {"uint8", "int8", "int32", "float32", "bool"}
+    DTYPES = {"uint8", "int8", "int32", "int64", "float32", "bool"}
 
     def __init__(self, q: QdqGraph, ort_cpu: OrtCpu):
         g = q.graph
@@ -155,10 +181,6 @@ class _Recovery(TypedRecovery):
     @staticmethod
     def _values(op: Op, consts: dict) -> list:
         return [consts.get(t) if t >= 0 else None for t in op.inputs]
-
-    def dtype(self, t: int) -> str:
-        d = self.g.tensor(t).dtype
-        return "int32" if d == "int64" else d  # ids, masks and indices: int32 in the module
 
     def quant(self, op: Op, t: int):
         return None  # a QDQ graph's scales are its ops' inputs, given to each step
@@ -193,9 +215,11 @@ class _Recovery(TypedRecovery):
         if t in ALIASES:
             self.source[op.outputs[0]] = self.source[op.inputs[0]]
         elif t in LOOKUPS and op.inputs[0] in self.consts and op.inputs[1] not in self.consts:
-            self.lookup(op, *LOOKUPS[t])
+            self.lookup(op, *LOOKUPS[t], wraps=True)
         elif t in VIEWS and all(x in self.consts for x in ins[1:]):
             self.view(op)
+        elif t in ("GatherND", "GatherElements") and op.inputs[0] in self.consts:
+            self.computed_gather(op, source_ops)
         elif t == DQ:
             if np.size(self.consts.get(op.inputs[1], 0)) != 1:
                 raise PorterError(f"{self.name(op)}: an activation dequantised per axis; porter's kernels take one "
@@ -220,17 +244,39 @@ class _Recovery(TypedRecovery):
             self.emit(op, IntegerOp.CAST, op.inputs[:1], source_ops=source_ops)
         elif t == "Where":
             self.emit(op, IntegerOp.SELECT, op.inputs[:3], source_ops=source_ops)
+        elif t in COMPARISONS:
+            self.compare(op, COMPARISONS[t], source_ops)
+        elif t in ARITHMETIC and self.dtype(op.inputs[0]) in INTEGERS:
+            self.integer_arithmetic(op, ARITHMETIC[t], source_ops)
+        elif t == "CumSum":
+            o = op.options
+            self.cumsum(op, op.inputs[1], bool(o.get("exclusive", 0)), bool(o.get("reverse", 0)), source_ops)
+        elif t == "Concat":
+            self.concat(op, int(op.options.get("axis", 0)), source_ops)
         else:
             self.float_step(op, source_ops)
+
+    def computed_gather(self, op: Op, source_ops: list[int]) -> None:
+        """A GatherND / GatherElements of a constant at computed indices (a negative index counts
+        from the end, as onnxruntime takes it)."""
+        if op.type == "GatherND":
+            if int(op.options.get("batch_dims", 0)):
+                raise PorterError(f"{self.name(op)}: GatherND with batch_dims {op.options['batch_dims']} is not "
+                                  "supported")
+            self.gather(op, IntegerOp.GATHER_ND, op.inputs[0], op.inputs[1], True, source_ops)
+        else:
+            rank = len(self.g.tensor(op.inputs[0]).shape)
+            self.gather(op, IntegerOp.GATHER_ELEMENTS, op.inputs[0], op.inputs[1], True, source_ops,
+                        axis=int(op.options.get("axis", 0)) % rank)
 
     def float_step(self, op: Op, source_ops: list[int]) -> None:
         values = self._values(op, self.consts)
         kind, attrs, used = float_op(op, values, self.ort_cpu.floats)
         inputs = [op.inputs[i] for i in used if i < len(op.inputs) and op.inputs[i] >= 0]
         for t in inputs:
-            if self.dtype(t) in QUANTISED:
-                raise PorterError(f"{self.name(op)}: reads {self.g.tensor(t).dtype} values; onnxruntime runs no "
-                                  "float kernel on them")
+            if t not in self.consts and self.dtype(t) in QUANTISED | INTEGERS:
+                raise PorterError(f"{self.name(op)}: reads {self.g.tensor(t).dtype} values; porter runs "
+                                  f"{op.type} as onnxruntime's float kernel, on float32 (or bool) values only")
         self.emit(op, IntegerOp.FLOAT, inputs, kind=kind, attrs=attrs, source_ops=source_ops)
 
     def qgemm(self, op: Op, source_ops: list[int]) -> None:

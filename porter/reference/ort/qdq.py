@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from porter.ir.integer import IntegerOp
-from porter.reference import quant
+from porter.reference import quant, typed
 from porter.reference.ort import floats
 
 F32 = np.float32
@@ -196,13 +196,13 @@ def qlinear_softmax(x: np.ndarray, table: np.ndarray, y_scale: float, y_zero_poi
 
 # ---- the numpy meaning of porter.ir.integer's onnxruntime steps -------------------------------------
 
-NUMPY_DTYPES = {"uint8": np.uint8, "int8": np.int8, "int32": np.int32, "float32": np.float32, "bool": np.bool_}
-
-
 def run(step, weights: dict, ins: list[np.ndarray], float_op) -> np.ndarray:
     """The output of one onnxruntime step (porter.ir.integer.IntegerStep) for its operands'
-    values; `float_op(kind, attrs, inputs)` computes a FLOAT step's op (porter.reference.ops)."""
-    ins = [np.asarray(x).astype(NUMPY_DTYPES[d], copy=False) for x, d in zip(ins, step.in_dtypes)]
+    values; `float_op(kind, attrs, inputs)` computes a FLOAT step's op (porter.reference.ops).
+    The steps both runtimes compute alike are porter.reference.typed's."""
+    if step.op in typed.KERNELS:
+        return typed.run(step, weights, ins)
+    ins = [np.asarray(x).astype(typed.NUMPY_DTYPES[d], copy=False) for x, d in zip(ins, step.in_dtypes)]
     w = lambda key: weights[f"{step.name}.{key}"]  # noqa: E731
     op = step.op
     if op == IntegerOp.ORT_QUANTIZE:
@@ -220,27 +220,7 @@ def run(step, weights: dict, ins: list[np.ndarray], float_op) -> np.ndarray:
         out = qlinear_softmax(ins[0], w("table"), *step.out_quant)
     elif op == IntegerOp.FLOAT:
         out = float_op(step.kind, step.attrs, ins)
-    elif op == IntegerOp.LOOKUP:
-        ids = np.asarray(ins[0], np.int64)
-        table = w("table")
-        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-            raise ValueError(f"id outside the table's {table.shape[0]} rows")
-        out = table[ids]
-    elif op == IntegerOp.INDEX:
-        out = ins[0].reshape(-1)[w("index")]
-    elif op == IntegerOp.CAST:
-        out = _cast(ins[0], step.dtype)
-    elif op == IntegerOp.SELECT:
-        out = np.where(ins[0].astype(bool), ins[1], ins[2])
     else:
         raise ValueError(f"{step.name}: {op.value} is not an onnxruntime step")
-    return np.asarray(out).reshape(step.shape).astype(NUMPY_DTYPES[step.dtype], copy=False)
+    return np.asarray(out).reshape(step.shape).astype(typed.NUMPY_DTYPES[step.dtype], copy=False)
 
-
-def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
-    """onnxruntime's Cast: float to integer truncates toward zero; anything to bool is != 0."""
-    if dtype == "bool":
-        return x != 0
-    if x.dtype.kind == "f" and dtype != "float32":
-        return np.trunc(x).astype(NUMPY_DTYPES[dtype])
-    return x.astype(NUMPY_DTYPES[dtype])
