@@ -288,11 +288,13 @@ def _ort_qgemm(w: _Step) -> str:
 
 def _ort_qlinear_binary(w: _Step) -> str:
     s = w.s
-    if s.kind != "add":
-        raise PorterError(f"{s.name}: no Rust kernel for QLinear {s.kind}")
+    lo, hi = _range(s.dtype)
+    if s.kind == "mul":
+        (sa, za), (sb, zb), (sc, zc) = s.quants[0], s.quants[1], s.out_quant
+        return (f"IntKernel::OrtQlinearMul({QDQ}::QlinearMul {{ ratio: {f32_literal(ort_qdq.mul_ratio(sa, sb, sc))}, "
+                f"a_zp: {za}, b_zp: {zb}, c_zp: {f32_literal(zc)}, lo: {lo}, hi: {hi} }})")
     ra, rb, fixed = ort_qdq.add_parameters(s.quants[0], s.quants[1], s.out_quant)
     a_scalar, b_scalar = (ort_qdq.scalar_per_run(o.shape, s.shape) for o in s.operands)
-    lo, hi = _range(s.dtype)
     return (f"IntKernel::OrtQlinearAdd({QDQ}::QlinearAdd {{ ra: {f32_literal(ra)}, rb: {f32_literal(rb)}, "
             f"fixed: {f32_literal(fixed)}, a_scalar: {str(a_scalar).lower()}, b_scalar: {str(b_scalar).lower()}, "
             f"lo: {lo}, hi: {hi} }})")

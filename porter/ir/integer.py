@@ -71,7 +71,9 @@ class IntegerOp(str, enum.Enum):
     # QLinearMatMul, QGemm: an integer GEMM (MLAS's, the u8 x s8 dot saturating as the CPU's does),
     # requantised per output column (or scaled to float32 by a QGemm without an output scale)
     ORT_QGEMM = "ort_qgemm"
-    ORT_QLINEAR_BINARY = "ort_qlinear_binary"  # QLinearAdd (`kind` "add"): MLAS's float rescaling, fma order
+    # QLinearAdd (`kind` "add": MLAS's float rescaling, fma order), QLinearMul ("mul": the exact
+    # product of the centred values, rescaled in float32)
+    ORT_QLINEAR_BINARY = "ort_qlinear_binary"
     ORT_QLINEAR_SOFTMAX = "ort_qlinear_softmax"  # a table of exp per distance from the row's maximum
     FLOAT = "float"  # one float op (`kind`), onnxruntime's float kernel
 

@@ -16,8 +16,8 @@ LiteRT's full-integer graphs (whose TypedRecovery it shares):
   arithmetic: RoBERTa's positions from the ids) are exact typed steps (porter.reference.typed);
 - Pow by a constant 2 or 3 is onnxruntime's product (x * x, (x * x) * x); any other exponent it
   computes with std::pow (libm's powf), which porter does not reproduce: refused, named;
-- QuantizeLinear / DequantizeLinear of an activation, QLinearMatMul and QGemm, QLinearAdd and
-  QLinearSoftmax are their kernels (porter.reference.ort.qdq), with the scales and zero points
+- QuantizeLinear / DequantizeLinear of an activation, QLinearMatMul and QGemm, QLinearAdd,
+  QLinearMul and QLinearSoftmax are their kernels (porter.reference.ort.qdq), with the scales and zero points
   of their own inputs; any other quantised kernel onnxruntime would run is refused, named;
 - every other op is a FLOAT step: one op of porter.reference.ops' vocabulary in onnxruntime's
   float kernels (its float MatMul of a B it does not prepack, LayerNormalization, Softmax, Erf,
@@ -36,27 +36,21 @@ from porter.frontends.graph import Graph, Op
 from porter.ir.encoder import EncoderProgram, Reference
 from porter.ir.integer import ARITHMETICS, COMPARISONS as COMPARISON_KINDS, IntegerOp
 from porter.recover.canonical import onnx as onnx_ops
+from porter.recover.canonical.ort_ops import ALIASES, evaluate, float_op
 from porter.recover.canonical.ort_qdq import DQ, MS, Q, QdqGraph, ort_runs
 from porter.recover.canonical.window import bind, dynamic_dims
 from porter.recover.integer import TypedRecovery, input_roles
-from porter.reference import ops
 from porter.reference.litert.floats import log_op
 from porter.reference.ort import qdq as K
 from porter.reference.ort.cpu import OrtCpu
 
-ALIASES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 VIEWS = {"Transpose", "Expand", "Slice", "Tile", "Gather", "GatherND"}
 LOOKUPS = {"Gather": (0, 1)}  # op -> (table input, ids input)
-REDUCTIONS = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
-              "ReduceL2": "reduce_l2"}
-ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool"}
 QUANTISED = {"uint8", "int8"}
 INTEGERS = {"int32", "int64"}
+QLINEAR_BINARY = {MS + "QLinearAdd": "add", MS + "QLinearMul": "mul"}
 COMPARISONS = {t: kind for t, kind in onnx_ops.BINARY.items() if kind in COMPARISON_KINDS}
 ARITHMETIC = {t: kind for t, kind in onnx_ops.BINARY.items() if kind in ARITHMETICS}
-# onnxruntime's Pow multiplies for these exponents (element_wise_ops.cc: `Y == 2`, `Y == 3` when
-# the exponent is one value) and calls std::pow for every other
-POW_BY_PRODUCTS = (2.0, 3.0)
 
 
 def recover_qdq(g: Graph, ort_cpu: OrtCpu, window: int | None = None) -> EncoderProgram:
@@ -67,101 +61,11 @@ def recover_qdq(g: Graph, ort_cpu: OrtCpu, window: int | None = None) -> Encoder
     g = bind(g, window)
     if len(g.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(g.outputs)}")
-    q = ort_runs(g)
+    q = ort_runs(g, ort_cpu.floats)
     r = _Recovery(q, ort_cpu)
     for op in q.graph.ops:
         r.op(op)
     return r.program(Reference.ONNXRUNTIME_CPU, ort_cpu=ort_cpu.name)
-
-
-def evaluate(op: Op, values: list, floats: str, out_shape: tuple) -> np.ndarray:
-    """One op of the graph onnxruntime runs, on numpy values, in its arithmetic (the folding of
-    constants, and the index maps of views run on positions)."""
-    if op.type in ALIASES:
-        return np.reshape(values[0], out_shape)
-    if op.type == DQ:
-        zp = values[2] if len(values) > 2 and values[2] is not None else np.zeros(1, np.int32)
-        return K.dequantize_linear(values[0], values[1], zp, _axis(op, np.ndim(values[0])))
-    if op.type == Q:
-        zp = np.asarray(values[2]) if len(values) > 2 and values[2] is not None else np.zeros((), np.uint8)
-        if np.size(values[1]) != 1:
-            raise PorterError(f"op {op.index} QuantizeLinear: per-axis quantisation of a constant is not supported")
-        return K.quantize_linear(values[0], float(np.ravel(values[1])[0]), int(np.ravel(zp)[0]), str(zp.dtype))
-    kind, attrs, used = float_op(op, values, floats)
-    try:
-        return ops.evaluate(kind, attrs, [values[i] for i in used], Reference.ONNXRUNTIME_CPU)
-    except ops.Unsupported as e:
-        raise PorterError(f"op {op.index} {op.type}: {e}") from None
-
-
-def _axis(op: Op, rank: int) -> int:
-    return int(op.options.get("axis", 1)) % max(rank, 1)
-
-
-def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict, list[int]]:
-    """An ONNX op as one op of porter.reference.ops: (kind, attributes, the inputs it reads).
-    `values`: the constant inputs (None for an activation)."""
-    t, o = op.type, op.options
-    if t in onnx_ops.BINARY:
-        return onnx_ops.BINARY[t], {}, [0, 1]
-    if t in onnx_ops.UNARY:
-        return onnx_ops.UNARY[t], {}, [0]
-    if t in REDUCTIONS:
-        axes = o.get("axes")
-        if len(op.inputs) > 1 and op.inputs[1] >= 0:
-            if values[1] is None:
-                raise PorterError(f"op {op.index} {t}: the reduction axes are not a constant")
-            axes = [int(a) for a in np.ravel(values[1])]
-        return REDUCTIONS[t], {"axes": axes, "keepdims": bool(o.get("keepdims", 1))}, [0]
-    if t == "Softmax":
-        return "softmax", {"axis": int(o.get("axis", -1)), "ort_floats": floats}, [0]
-    if t == "LayerNormalization":
-        if int(o.get("axis", -1)) != -1 or len(op.inputs) < 3 or op.inputs[2] < 0:
-            raise PorterError(f"op {op.index} LayerNormalization: porter runs it over the last axis with a bias")
-        return "layer_norm", {"epsilon": float(np.float32(o.get("epsilon", 1e-5)))}, [0, 1, 2]
-    if t == "MatMul":
-        return "ort_matmul", {}, [0, 1]
-    if t == "Pow":
-        return "pow", {"exponent": _pow_exponent(op, values)}, [0, 1]
-    if t == "Clip":
-        given = [i < len(op.inputs) and op.inputs[i] >= 0 for i in (1, 2)]
-        return "clip", {"lower": given[0], "upper": given[1]}, [0] + [i for i, g in zip((1, 2), given) if g]
-    if t == "Where":
-        return "where", {}, [0, 1, 2]
-    if t == "Cast":
-        return "cast", {"to": ONNX_TYPES.get(int(o.get("to", 0)), "?")}, [0]
-    if t == "Transpose":
-        return "permute", {"perm": tuple(int(p) for p in o["perm"])}, [0]
-    if t == "Expand":
-        return "expand", {"shape": tuple(int(v) for v in np.ravel(values[1]))}, [0]
-    if t == "Gather":
-        return "gather", {"axis": int(o.get("axis", 0))}, [0, 1]
-    if t == "GatherND":
-        return "gather_nd", {}, [0, 1]
-    if t == "Tile":
-        return "tile", {"repeats": tuple(int(v) for v in np.ravel(values[1]))}, [0]
-    if t == "Slice":
-        rank = np.ndim(values[0]) if values[0] is not None else None
-        starts, ends = (np.ravel(values[i]).astype(np.int64) for i in (1, 2))
-        axes = np.ravel(values[3]) if len(values) > 3 and values[3] is not None else np.arange(len(starts))
-        steps = np.ravel(values[4]) if len(values) > 4 and values[4] is not None else np.ones(len(starts), np.int64)
-        big = 1 << 62
-        return "slice", {"slices": tuple((int(a) % rank, int(s), None if abs(int(e)) >= big else int(e), int(st))
-                                         for a, s, e, st in zip(axes, starts, ends, steps))}, [0]
-    raise PorterError(f"op {op.index} {t}: onnxruntime runs it in float in this QDQ graph, and porter has no "
-                      "kernel for it")
-
-
-def _pow_exponent(op: Op, values: list) -> float:
-    """The exponent of a Pow onnxruntime computes by products; anything else is refused by name."""
-    exponent = values[1] if len(values) > 1 else None
-    if exponent is None or np.size(exponent) != 1 or float(np.ravel(exponent)[0]) not in POW_BY_PRODUCTS:
-        form = ("a computed exponent" if exponent is None else f"an exponent tensor of shape {list(np.shape(exponent))}"
-                if np.size(exponent) != 1 else f"exponent {np.ravel(exponent)[0]}")
-        raise PorterError(f"op {op.index} Pow: {form}: onnxruntime computes it with std::pow (libm's powf), which "
-                          "porter does not reproduce; it reproduces Pow by a constant 2 or 3, which onnxruntime "
-                          "computes as x * x and (x * x) * x")
-    return float(np.ravel(exponent)[0])
 
 
 class _Recovery(TypedRecovery):
@@ -231,10 +135,10 @@ class _Recovery(TypedRecovery):
                       out_quant=self.quant_of(op, *op.inputs[1:3]), source_ops=source_ops)
         elif t in ("QLinearMatMul", MS + "QGemm"):
             self.qgemm(op, source_ops)
-        elif t == MS + "QLinearAdd":
+        elif t in QLINEAR_BINARY:
             a, sa, za, b, sb, zb, sc, zc = op.inputs
             self.emit(op, IntegerOp.ORT_QLINEAR_BINARY, [a, b], quants=[self.quant_of(op, sa, za), self.quant_of(op, sb, zb)],
-                      out_quant=self.quant_of(op, sc, zc), kind="add", source_ops=source_ops)
+                      out_quant=self.quant_of(op, sc, zc), kind=QLINEAR_BINARY[t], source_ops=source_ops)
         elif t == MS + "QLinearSoftmax":
             self.qlinear_softmax(op, source_ops)
         elif t.startswith(MS) or t.startswith("QLinear"):

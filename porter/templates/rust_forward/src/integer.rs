@@ -11,7 +11,7 @@ use crate::kernels::common::generic;
 use crate::kernels::common::index as ix;
 pub use crate::kernels::common::index::{Arithmetic, Comparison};
 use crate::kernels::ort::float::{layer_norm_row, m1_columns, pow_by_products, sgemm_columns, softmax, stride_k, OrtFloats};
-use crate::kernels::ort::qdq::{self, Qgemm, QlinearAdd};
+use crate::kernels::ort::qdq::{self, Qgemm, QlinearAdd, QlinearMul};
 use crate::program::{Elementwise, Reduce};
 use crate::model::*;
 use crate::profile::{Phase, Profile};
@@ -93,6 +93,8 @@ pub enum IntKernel<'a> {
     OrtQgemm(Qgemm<'a>),
     /// QLinearAdd, its operands broadcast
     OrtQlinearAdd(QlinearAdd),
+    /// QLinearMul, its operands broadcast
+    OrtQlinearMul(QlinearMul),
     /// QLinearSoftmax over rows of `row` uint8 values
     OrtQlinearSoftmax { table: &'a [f32], multiplier: f64, zp: i32, row: usize },
     /// one op onnxruntime runs in float
@@ -375,14 +377,8 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
                 _ => integers(step.dtype, y.into_iter().map(|v| v as i32)),
             }, Phase::Matmul);
         }
-        IntKernel::OrtQlinearAdd(p) => {
-            let (a, b) = (&step.operands[0].values, &step.operands[1].values);
-            let mut q = vec![0i32; len];
-            for_each_broadcast(step.shape, &step.operands, |i, at| {
-                q[i] = qdq::qlinear_add(p, s.wide(a, at[0]) as i32, s.wide(b, at[1]) as i32)
-            });
-            return (integers(step.dtype, q.into_iter()), Phase::Other);
-        }
+        IntKernel::OrtQlinearAdd(p) => return (qlinear_binary(step, s, |a, b| qdq::qlinear_add(p, a, b)), Phase::Other),
+        IntKernel::OrtQlinearMul(p) => return (qlinear_binary(step, s, |a, b| qdq::qlinear_mul(p, a, b)), Phase::Other),
         IntKernel::OrtQlinearSoftmax { table, multiplier, zp, row } => {
             let x = s.u8s(x.unwrap());
             let mut y = vec![0u8; len];
@@ -478,6 +474,14 @@ fn interleave(parts: Vec<Tensor>, outer: usize, blocks: &[usize]) -> Tensor {
         Some(Tensor::I64(_)) => join!(I64),
         _ => join!(F32),
     }
+}
+
+/// A QLinear binary kernel on the step's two quantised operands, broadcast.
+fn qlinear_binary(step: &IntStep, s: &State, f: impl Fn(i32, i32) -> i32) -> Tensor {
+    let (a, b) = (&step.operands[0].values, &step.operands[1].values);
+    let mut q = vec![0i32; step.shape.iter().product()];
+    for_each_broadcast(step.shape, &step.operands, |i, at| q[i] = f(s.int(a, at[0]) as i32, s.int(b, at[1]) as i32));
+    integers(step.dtype, q.into_iter())
 }
 
 /// Quantised values (int8 or uint8, as `dtype` says) from i32s already in range.
