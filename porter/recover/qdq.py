@@ -175,7 +175,8 @@ class _Recovery(TypedRecovery):
 
     def float_step(self, op: Op, source_ops: list[int]) -> None:
         values = self._values(op, self.consts)
-        kind, attrs, used = float_op(op, values, self.ort_cpu.floats)
+        kind, attrs, used = float_op(op, values, self.ort_cpu.floats,
+                                     [self.g.tensor(t).shape if t >= 0 else None for t in op.inputs])
         inputs = [op.inputs[i] for i in used if i < len(op.inputs) and op.inputs[i] >= 0]
         for t in inputs:
             if t not in self.consts and self.dtype(t) in QUANTISED | INTEGERS:

@@ -40,7 +40,7 @@ def evaluate(op: Op, values: list, floats: str, out_shape: tuple) -> np.ndarray:
         if np.size(values[1]) != 1:
             raise PorterError(f"op {op.index} QuantizeLinear: per-axis quantisation of a constant is not supported")
         return K.quantize_linear(values[0], float(np.ravel(values[1])[0]), int(np.ravel(zp)[0]), str(zp.dtype))
-    kind, attrs, used = float_op(op, values, floats)
+    kind, attrs, used = float_op(op, values, floats, [np.shape(v) if v is not None else None for v in values])
     try:
         return ops.evaluate(kind, attrs, [values[i] for i in used], Reference.ONNXRUNTIME_CPU)
     except ops.Unsupported as e:
@@ -51,9 +51,9 @@ def _axis(op: Op, rank: int) -> int:
     return int(op.options.get("axis", 1)) % max(rank, 1)
 
 
-def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict, list[int]]:
+def float_op(op: Op, values: list, floats: str | None = None, shapes: list | None = None) -> tuple[str, dict, list[int]]:
     """An ONNX op as one op of porter.reference.ops: (kind, attributes, the inputs it reads).
-    `values`: the constant inputs (None for an activation)."""
+    `values`: the constant inputs (None for an activation); `shapes`: every input's."""
     t, o = op.type, op.options
     if t in onnx_ops.BINARY:
         return onnx_ops.BINARY[t], {}, [0, 1]
@@ -75,7 +75,7 @@ def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict
     if t == "MatMul":
         return "ort_matmul", {}, [0, 1]
     if t == "Pow":
-        return "pow", {"exponent": _pow_exponent(op, values)}, [0, 1]
+        return "pow", {"exponent": _pow_exponent(op, values, shapes)}, [0, 1]
     if t == "Clip":
         given = [i < len(op.inputs) and op.inputs[i] >= 0 for i in (1, 2)]
         return "clip", {"lower": given[0], "upper": given[1]}, [0] + [i for i, g in zip((1, 2), given) if g]
@@ -112,13 +112,39 @@ def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict
                       "kernel for it")
 
 
-def _pow_exponent(op: Op, values: list) -> float:
-    """The exponent of a Pow onnxruntime computes by products; anything else is refused by name."""
+def _pow_exponent(op: Op, values: list, shapes: list | None) -> float:
+    """The exponent of a Pow onnxruntime computes by products: one value, 2 or 3, that its
+    broadcaster hands the kernel as the scalar of a span of bases (`scalar_operands`); anything
+    else is std::pow, refused by name."""
     exponent = values[1] if len(values) > 1 else None
-    if exponent is None or np.size(exponent) != 1 or float(np.ravel(exponent)[0]) not in POW_BY_PRODUCTS:
-        form = ("a computed exponent" if exponent is None else f"an exponent tensor of shape {list(np.shape(exponent))}"
-                if np.size(exponent) != 1 else f"exponent {np.ravel(exponent)[0]}")
-        raise PorterError(f"op {op.index} Pow: {form}: onnxruntime computes it with std::pow (libm's powf), which "
-                          "porter does not reproduce; it reproduces Pow by a constant 2 or 3, which onnxruntime "
-                          "computes as x * x and (x * x) * x")
-    return float(np.ravel(exponent)[0])
+    base_shape = tuple(shapes[0]) if shapes and shapes[0] is not None else None
+    if exponent is None:
+        form = "a computed exponent"
+    elif np.size(exponent) != 1:
+        form = f"an exponent tensor of shape {list(np.shape(exponent))}"
+    elif float(np.ravel(exponent)[0]) not in POW_BY_PRODUCTS:
+        form = f"exponent {np.ravel(exponent)[0]}"
+    elif base_shape is not None and scalar_operands(base_shape, np.shape(exponent))[0]:
+        form = (f"a base of shape {list(base_shape)} its broadcaster takes one value at a time, by exponent "
+                f"{np.ravel(exponent)[0]}")
+    else:
+        return float(np.ravel(exponent)[0])
+    raise PorterError(f"op {op.index} Pow: {form}: onnxruntime computes it with std::pow (libm's powf), which "
+                      "porter does not reproduce; it reproduces Pow by a constant 2 or 3, which onnxruntime "
+                      "computes as x * x and (x * x) * x")
+
+
+def scalar_operands(shape0: tuple, shape1: tuple) -> tuple[bool, bool]:
+    """Whether onnxruntime's Broadcaster (element_wise_ops.h) hands a binary kernel input 0, and
+    input 1, as one value per span (IsInput0Scalar / IsInput1Scalar: the input does not advance
+    along the span's axis). The span's axis is the last one when either shape is a scalar ([]),
+    else the innermost axis of the shared trailing ones where either is more than 1 (or the
+    outermost shared one); the kernel's scalar-input-0 path is taken first."""
+    if not shape0 or not shape1:
+        last = (shape1 or shape0 or (1,))[-1]
+        return (not shape0) or last <= 1, (not shape1) or last <= 1
+    for k in range(1, min(len(shape0), len(shape1)) + 1):
+        a, b = shape0[-k], shape1[-k]
+        if max(a, b) > 1 or k == min(len(shape0), len(shape1)):
+            return a <= 1, b <= 1
+    raise AssertionError("unreachable")

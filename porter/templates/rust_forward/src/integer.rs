@@ -255,10 +255,10 @@ fn for_each_broadcast(shape: [usize; 4], operands: &[IntOperand], mut f: impl Fn
 /// integer rounded to nearest even, as C++'s conversion.
 fn from_ints(dtype: DType, values: impl Iterator<Item = i64>) -> Tensor {
     match dtype {
-        DType::Bool => Tensor::I8(values.map(|v| (v != 0) as i8).collect()),
-        DType::I8 => Tensor::I8(values.map(|v| v as i8).collect()),
-        DType::U8 => Tensor::U8(values.map(|v| v as u8).collect()),
-        DType::I32 => Tensor::I32(values.map(|v| v as i32).collect()),
+        DType::Bool => Tensor::I8(values.map(|v| ix::narrow(v, 1, false) as i8).collect()),
+        DType::I8 => Tensor::I8(values.map(|v| ix::narrow(v, 8, true) as i8).collect()),
+        DType::U8 => Tensor::U8(values.map(|v| ix::narrow(v, 8, false) as u8).collect()),
+        DType::I32 => Tensor::I32(values.map(|v| ix::narrow(v, 32, true) as i32).collect()),
         DType::I64 => Tensor::I64(values.collect()),
         DType::F32 => Tensor::F32(values.map(|v| v as f32).collect()),
     }

@@ -47,7 +47,8 @@ pub fn arithmetic(how: Arithmetic, a: i64, b: i64) -> i64 {
     }
 }
 
-/// An integer result in its type: int32's low 32 bits, int8's and uint8's low 8, bool != 0.
+/// An integer result in its type (`bits` 64, 32, 8 signed or not, 1: bool): its low bits, as
+/// C++'s conversions take them (bool: != 0).
 pub fn narrow(v: i64, bits: u32, signed: bool) -> i64 {
     match (bits, signed) {
         (64, _) => v,
