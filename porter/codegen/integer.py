@@ -159,7 +159,7 @@ class _Step:
             return (f"IntKernel::Lookup {{ table: {self.constant(f'{s.name}.table')}, rows: {rows}, "
                     f"width: {width}, wraps: {_bool(s.attrs.get('wraps'))} }}")
         if op == IntegerOp.INDEX:
-            return f"IntKernel::Index({self.array('index')})"
+            return f"IntKernel::Index({self.local[s.attrs['map']]})"
         if op in TYPED_KERNELS:
             return TYPED_KERNELS[op](self)
         return {IntegerOp.CAST: "IntKernel::Cast", IntegerOp.LOGICAL_AND: "IntKernel::LogicalAnd",
@@ -257,7 +257,12 @@ def _ort_quantize(w: _Step) -> str:
 
 
 def _ort_dequantize(w: _Step) -> str:
-    scale, zp = w.s.quants[0]
+    s = w.s
+    if s.quants[0] is None:  # one scale and zero point per index of an axis
+        shape = s.operands[0].shape
+        return (f"IntKernel::OrtDequantizeAxis {{ scale: {w.array('scale')}, zp: {w.array('zero_point')}, "
+                f"channels: {shape[s.axes[0]]}, inner: {math.prod(shape[s.axes[0] + 1:])} }}")
+    scale, zp = s.quants[0]
     return f"IntKernel::OrtDequantize {{ scale: {f32_literal(scale)}, zp: {zp} }}"
 
 

@@ -49,7 +49,7 @@ class IntegerOp(str, enum.Enum):
     DEQUANTIZE = "dequantize"  # int8 -> float32, LiteRT's op (blocks of 8 and a scalar tail)
     OUTPUT = "output"  # int8 -> float32 as the golden reports an int8 output: (q - zp) * scale
     LOOKUP = "lookup"  # rows of a constant table by int32 ids (GATHER, EMBEDDING_LOOKUP)
-    INDEX = "index"  # out[i] = x[index[i]]: every view (TRANSPOSE, SLICE, STRIDED_SLICE, GATHER_ND)
+    INDEX = "index"  # out[i] = x[map[i]]: every view (TRANSPOSE, SLICE, STRIDED_SLICE, GATHER_ND)
     CAST = "cast"  # int32 -> float32 / bool, bool -> int32 ...
     LOGICAL_AND = "logical_and"
     SELECT = "select"  # condition ? a : b
@@ -67,7 +67,10 @@ class IntegerOp(str, enum.Enum):
     GATHER_ELEMENTS = "gather_elements"  # one index per output value, along `axes[0]`
     # onnxruntime's kernels (QDQ graphs)
     ORT_QUANTIZE = "ort_quantize"  # QuantizeLinear: float32 -> uint8 / int8, x / scale rounded half to even
-    ORT_DEQUANTIZE = "ort_dequantize"  # DequantizeLinear: uint8 / int8 / int32 -> float32, (q - zp) * scale
+    # DequantizeLinear: uint8 / int8 / int32 -> float32, (q - zp) * scale; of an activation, or of
+    # an 8-bit constant (weights and tables are stored so), one scale a tensor or one per index of
+    # `axes[0]` (`<name>.scale`, `<name>.zero_point`)
+    ORT_DEQUANTIZE = "ort_dequantize"
     # QLinearMatMul, QGemm: an integer GEMM (MLAS's, the u8 x s8 dot saturating as the CPU's does),
     # requantised per output column (or scaled to float32 by a QGemm without an output scale)
     ORT_QGEMM = "ort_qgemm"
@@ -97,7 +100,8 @@ class IntegerStep(Step):
     multiplier and shift, x_scale * w_scale / out_scale), `<name>.bias` (int32, if any); DIV
     `<name>.reciprocal` (int32 [256, 2]: gemmlowp's reciprocal of each divisor 1..255); TABLE `<name>.table` (int8 [256],
     index value + 128); SOFTMAX `<name>.table` (float32 [256]); LOOKUP `<name>.table` ([rows,
-    width]); INDEX `<name>.index` (int32, one source position per output value); GATHER_ND,
+    width]); INDEX the array `attrs["map"]` names (int32, one source position per output value; one
+    array for every view of the same map); GATHER_ND,
     GATHER_ELEMENTS `<name>.table` (the constant they read).
 
     ORT_QGEMM: operands [a] with `<name>.b` a constant B stored [n, k], or [a, b] both activations;

@@ -87,6 +87,7 @@ class TypedRecovery:
         self.steps: list[IntegerStep] = []
         self.buffers: dict[str, Buffer] = {}
         self.weights: dict[str, np.ndarray] = {}
+        self.index_maps: dict[bytes, str] = {}  # INDEX maps by content -> their array
 
     # ---- operands ----------------------------------------------------------------------------
 
@@ -99,28 +100,33 @@ class TypedRecovery:
         self.weights[name] = value.astype(np.int8) if value.dtype == np.bool_ else value
         return Operand(None, name, shape)
 
-    def emit(self, op: Op, step_op: IntegerOp, inputs: list[int], arrays: dict | None = None, **extra) -> None:
-        out = op.outputs[0]
+    def emit(self, op: Op, step_op: IntegerOp, inputs: list, arrays: dict | None = None, **extra) -> None:
+        """One step for `op`: `inputs` are tensors of the graph (or operands made already, buffers
+        of the program); extra `writes` is the tensor its output stands for (the op's output by
+        default), `name`, `out_buffer` and `dtype` name the step and its output buffer and type (by
+        default op<index> and that tensor's), the rest are IntegerStep's."""
+        out = extra.pop("writes", op.outputs[0])
         tensor = self.g.tensor(out)
-        for t in [*inputs, out]:
+        for t in [*(t for t in inputs if isinstance(t, int)), out]:
             if self.dtype(t) not in self.DTYPES:
                 raise PorterError(f"op {op.index} {op.type}: tensor {t} {self.g.tensor(t).name!r} is "
                                   f"{self.g.tensor(t).dtype}, which porter's integer kernels do not take")
-        name = f"op{op.index}"
+        name = extra.pop("name", f"op{op.index}")
+        out_buffer, dtype = extra.pop("out_buffer", f"t{out}"), extra.pop("dtype", self.dtype(out))
         for key, value in (arrays or {}).items():
             self.weights[f"{name}.{key}"] = value
-        operands = [self.operand(t) for t in inputs]
-        quants = extra.pop("quants", None) or [self.quant(op, t) for t in inputs]
+        operands = [self.operand(t) if isinstance(t, int) else t for t in inputs]
+        quants = extra.pop("quants", None) or [self.quant(op, t) if isinstance(t, int) else None for t in inputs]
         out_quant = extra.pop("out_quant") if "out_quant" in extra else self.quant(op, out)
         step = IntegerStep(
-            name=name, inputs=[o.buffer for o in operands if o.buffer], outputs=[f"t{out}"],
+            name=name, inputs=[o.buffer for o in operands if o.buffer], outputs=[out_buffer],
             source_ops=list(extra.pop("source_ops", [op.index])), op=step_op, operands=operands,
-            in_dtypes=[self.dtype(t) for t in inputs], shape=extra.pop("shape", tuple(tensor.shape)),
-            dtype=self.dtype(out), quants=quants, out_quant=out_quant,
-            own_arrays=[f"{name}.{k}" for k in (arrays or {})], **extra)
+            in_dtypes=[self.dtype(t) if isinstance(t, int) else self.buffers[t.buffer].dtype for t in inputs],
+            shape=extra.pop("shape", tuple(tensor.shape)), dtype=dtype, quants=quants, out_quant=out_quant,
+            own_arrays=extra.pop("own_arrays", [f"{name}.{k}" for k in (arrays or {})]), **extra)
         self.steps.append(step)
-        self.buffers[f"t{out}"] = Buffer(1, int(np.prod(tensor.shape)), False, Rows.ALL, self.dtype(out))
-        self.source[out] = f"t{out}"
+        self.buffers[out_buffer] = Buffer(1, int(np.prod(tensor.shape)), False, Rows.ALL, dtype)
+        self.source[out] = out_buffer
 
     def dtype(self, t: int) -> str:
         """The type of a tensor's values in the program."""
@@ -146,7 +152,10 @@ class TypedRecovery:
         if index.size == positions.size and (index == positions.reshape(-1)).all():
             self.source[op.outputs[0]] = self.source[x]  # the identity: an alias
             return
-        self.emit(op, IntegerOp.INDEX, [x], {"index": index})
+        # one array for every view of the same map (each layer's head split and merge)
+        name = self.index_maps.setdefault(index.tobytes(), f"index{len(self.index_maps)}")
+        self.weights[name] = index
+        self.emit(op, IntegerOp.INDEX, [x], attrs={"map": name}, own_arrays=[name])
 
     # ---- exact integer work and data movement (porter.reference.typed) ------------------------
 

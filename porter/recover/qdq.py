@@ -33,7 +33,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
-from porter.ir.encoder import EncoderProgram, Reference
+from porter.ir.encoder import EncoderProgram, Operand, Reference
 from porter.ir.integer import ARITHMETICS, COMPARISONS as COMPARISON_KINDS, IntegerOp
 from porter.recover.canonical import onnx as onnx_ops
 from porter.recover.canonical.ort_ops import ALIASES, evaluate, float_op
@@ -75,11 +75,15 @@ class _Recovery(TypedRecovery):
         g = q.graph
         self.q, self.ort_cpu = q, ort_cpu
         consts = {t.index: t.data for t in g.tensors if t.data is not None}
+        # a DequantizeLinear of 8-bit constants (weights, tables): what it reads, per output tensor
+        self.dequantized: dict[int, Op] = {}
         for op in g.ops:  # fold everything computable from constants first: the tables then are constants
             ins = [t for t in op.inputs if t >= 0]
             if ins and all(t in consts for t in ins):
                 consts[op.outputs[0]] = np.asarray(evaluate(op, self._values(op, consts), ort_cpu.floats,
                                                             g.tensor(op.outputs[0]).shape))
+                if op.type == DQ and g.tensor(op.inputs[0]).dtype in QUANTISED:
+                    self.dequantized[op.outputs[0]] = op
         super().__init__(g, consts, input_roles(g, consts, ALIASES | {"Cast"}, LOOKUPS))
 
     @staticmethod
@@ -88,6 +92,52 @@ class _Recovery(TypedRecovery):
 
     def quant(self, op: Op, t: int):
         return None  # a QDQ graph's scales are its ops' inputs, given to each step
+
+    # ---- weights computed from 8-bit constants -------------------------------------------------
+    # onnxruntime never folds a DequantizeLinear: it dequantises the weights of every float op
+    # (and the embedding tables) when it runs. The program does the same, in the same arithmetic:
+    # model.bin keeps the 8-bit values and their scales, a quarter of float32.
+
+    def operand(self, t: int) -> Operand:
+        if t in self.dequantized and t not in self.source:
+            self.dequantize_constant(self.dequantized[t], t)
+        return super().operand(t)
+
+    def dequantize_constant(self, dq: Op, t: int, into: Operand | None = None) -> None:
+        """An ORT_DEQUANTIZE step of the 8-bit constant `dq` reads (or of `into`, the same values
+        gathered), writing tensor t's buffer: one scale and zero point, or one per index of its
+        axis (stored as arrays)."""
+        values = self._values(dq, self.consts)
+        scale = np.asarray(values[1], np.float32).reshape(-1)
+        zp = np.asarray(values[2] if len(values) > 2 and values[2] is not None else 0, np.int32).reshape(-1)
+        source = dq.inputs[0] if into is None else into
+        name = f"dq{t}"
+        if scale.size == 1:
+            self.emit(dq, IntegerOp.ORT_DEQUANTIZE, [source], quants=[(float(scale[0]), int(zp[0]))], out_quant=None,
+                      name=name, source_ops=list(self.q.origin[dq.index]), writes=t)
+        else:  # the scales' axis, counted from the end: the same in the gathered rows
+            rank, out_rank = len(self.g.tensor(dq.inputs[0]).shape), len(self.g.tensor(t).shape)
+            axis = int(dq.options.get("axis", 1)) % rank + out_rank - rank
+            self.emit(dq, IntegerOp.ORT_DEQUANTIZE, [source],
+                      {"scale": scale, "zero_point": np.broadcast_to(zp, scale.shape).astype(np.int32)},
+                      quants=[None], out_quant=None, axes=(axis,), name=name, source_ops=list(self.q.origin[dq.index]),
+                      writes=t)
+
+    def lookup(self, op: Op, table_input: int, ids_input: int, wraps: bool = False) -> None:
+        """A table computed from 8-bit constants is looked up in its stored values and the rows
+        dequantised (the same values: DequantizeLinear is elementwise), unless its scales run along
+        the rows, which the looked-up rows would need gathered too."""
+        table, out = op.inputs[table_input], op.outputs[0]
+        dq = self.dequantized.get(table)
+        per_row = dq is not None and np.size(self.consts[dq.inputs[1]]) > 1 and int(dq.options.get("axis", 1)) % 2 == 0
+        if dq is None or per_row or len(self.g.tensor(table).shape) != 2:  # (a rank-2 table's axis 0: its rows)
+            super().lookup(op, table_input, ids_input, wraps)
+            return
+        stored = self.consts[dq.inputs[0]]
+        rows = f"t{out}.stored"
+        self.emit(op, IntegerOp.LOOKUP, [op.inputs[ids_input]], {"table": stored}, table_shape=stored.shape,
+                  attrs={"wraps": wraps}, out_buffer=rows, dtype=str(stored.dtype), out_quant=None)
+        self.dequantize_constant(dq, out, Operand(rows, None, tuple(self.g.tensor(out).shape)))
 
     def run_view(self, op: Op, ins: list) -> np.ndarray:
         return evaluate(op, ins, self.ort_cpu.floats, self.g.tensor(op.outputs[0]).shape)

@@ -110,7 +110,7 @@ def _concat(step, w, ins):
 
 KERNELS = {
     IntegerOp.LOOKUP: lambda step, w, ins: lookup(w[f"{step.name}.table"], ins[0], step.attrs.get("wraps", False)),
-    IntegerOp.INDEX: lambda step, w, ins: ins[0].reshape(-1)[w[f"{step.name}.index"]],
+    IntegerOp.INDEX: lambda step, w, ins: ins[0].reshape(-1)[w[step.attrs["map"]]],
     IntegerOp.CAST: lambda step, w, ins: cast(ins[0], step.dtype),
     IntegerOp.LOGICAL_AND: lambda step, w, ins: np.logical_and(ins[0], ins[1]),
     IntegerOp.SELECT: lambda step, w, ins: np.where(ins[0].astype(bool), ins[1], ins[2]),

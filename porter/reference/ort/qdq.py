@@ -230,8 +230,9 @@ def run(step, weights: dict, ins: list[np.ndarray], float_op) -> np.ndarray:
     op = step.op
     if op == IntegerOp.ORT_QUANTIZE:
         out = quantize_linear(ins[0], *step.out_quant, step.dtype)
-    elif op == IntegerOp.ORT_DEQUANTIZE:
-        out = dequantize_linear(ins[0], *step.quants[0])
+    elif op == IntegerOp.ORT_DEQUANTIZE:  # one scale and zero point, or one per index of an axis
+        out = dequantize_linear(ins[0], *step.quants[0]) if step.quants[0] is not None \
+            else dequantize_linear(ins[0], w("scale"), w("zero_point"), step.axes[0])
     elif op == IntegerOp.ORT_QGEMM:
         b = ins[1] if len(ins) > 1 else w("b").T  # a constant B is stored [n, k]
         bias = w("bias") if step.has_bias else None

@@ -89,6 +89,9 @@ pub enum IntKernel<'a> {
     OrtQuantize { scale: f32, zp: i32, lo: i32, hi: i32 },
     /// onnxruntime's DequantizeLinear: U8 / I8 / I32 -> f32
     OrtDequantize { scale: f32, zp: i32 },
+    /// the same with one scale and zero point per index of an axis of `channels` (value i's is
+    /// (i / inner) % channels): an 8-bit weight's, dequantised as onnxruntime does when it runs
+    OrtDequantizeAxis { scale: &'a [f32], zp: &'a [i32], channels: usize, inner: usize },
     /// QLinearMatMul / QGemm: operand 0 is A, operand 1 an activation B (if not constant)
     OrtQgemm(Qgemm<'a>),
     /// QLinearAdd, its operands broadcast
@@ -364,7 +367,13 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
             return (integers(step.dtype, q), Phase::Other);
         }
         IntKernel::OrtDequantize { scale, zp } => {
-            let y = (0..len).map(|i| qdq::dequantize(s.wide(x.unwrap(), i) as i32, *scale, *zp)).collect();
+            return (Tensor::F32(s.quantised(x.unwrap(), len, |_, q| qdq::dequantize(q, *scale, *zp))), Phase::Other);
+        }
+        IntKernel::OrtDequantizeAxis { scale, zp, channels, inner } => {
+            let y = s.quantised(x.unwrap(), len, |i, q| {
+                let c = i / inner % channels;
+                qdq::dequantize(q, scale[c], zp[c])
+            });
             return (Tensor::F32(y), Phase::Other);
         }
         IntKernel::OrtQgemm(p) => {
@@ -504,6 +513,17 @@ impl<'a> State<'a> {
             Values::U8(x) => x.iter().map(|&q| q as i16).collect(),
             Values::I8(x) => x.iter().map(|&q| q as i16).collect(),
             _ => panic!("quantised values were expected"),
+        }
+    }
+
+    /// f(i, value i) over `len` values of an 8-bit or int32 operand (each type's own loop: the
+    /// weights of a float op are dequantised this way every forward pass).
+    fn quantised(&self, v: &Values<'a>, len: usize, f: impl Fn(usize, i32) -> f32) -> Vec<f32> {
+        let slot = match v { Values::Slot(s) => Some(&self.slots[*s]), _ => None };
+        match (v, slot) {
+            (Values::I8(x), _) | (_, Some(Tensor::I8(x))) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+            (Values::U8(x), _) | (_, Some(Tensor::U8(x))) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+            _ => (0..len).map(|i| f(i, self.int(v, i) as i32)).collect(),
         }
     }
 
