@@ -1183,3 +1183,206 @@ def test_mutated_tensor_kernel_fails_against_numpy(toolchain, wasm_runtime, tmp_
     assert TC.mismatches(wasm_runtime, checks_wasm, cases) == []  # the unmutated kernels pass
     mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", source, original, mutated)
     assert TC.mismatches(wasm_runtime, mutant, cases)
+
+
+# ---- the typed steps' exact integer work (kernels/common/index.rs) and QLinearMul / Pow ------------------
+
+from porter.reference import ops as OPS, typed as T  # noqa: E402
+
+I32, I64 = np.iinfo(np.int32), np.iinfo(np.int64)
+# values at every edge int32 and int64 arithmetic wraps or compares at, and small ones
+EDGE_INTS = np.array(sorted({0, 1, -1, 2, -2, 7, -7, 255, -256, 65535, -65536, I32.max, I32.min, I32.max - 1,
+                             I32.min + 1, 1 << 31, -(1 << 31) - 1, 1 << 32, I64.max, I64.min, I64.max - 1,
+                             I64.min + 1, 3037000499, -3037000499}), np.int64)
+
+
+def typed_reference(wasm_runtime, wasm, op, args, words: np.ndarray):
+    """A typed-* check on stdin words (int64 values travel as two words each); the output bytes,
+    or None where the module failed (a trap)."""
+    words = np.ascontiguousarray(words).view("<f4").reshape(1, -1)
+    stdin = struct.pack("<II", *words.shape) + words.tobytes()
+    try:
+        result = wasm_runtime.run_command(wasm, ["reference", op, *map(str, args)], stdin)
+    except PorterError:  # the module trapped
+        return None
+    return result.stdout if result.exit_code == 0 else None
+
+
+def _int_pairs(rng) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values, and random int32 and int64 pairs."""
+    a, b = (v.ravel() for v in np.meshgrid(EDGE_INTS, EDGE_INTS, indexing="ij"))
+    r32 = rng.integers(I32.min, I32.max, (2, 3000), endpoint=True)
+    r64 = rng.integers(I64.min, I64.max, (2, 3000), endpoint=True, dtype=np.int64)
+    return np.concatenate([a, r32[0], r64[0]]), np.concatenate([b, r32[1], r64[1]])
+
+
+def _compare_matches(wasm_runtime, wasm) -> bool:
+    rng = np.random.default_rng(101)
+    a, b = _int_pairs(rng)
+    specials = F32([0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1, -1, 3.4e38])
+    fa, fb = (v.ravel() for v in np.meshgrid(specials, specials, indexing="ij"))
+    fa, fb = np.concatenate([fa, rng.standard_normal(2000).astype(F32)]), np.concatenate([fb, rng.standard_normal(2000).astype(F32)])
+    for kind in T.COMPARE:
+        ours = typed_reference(wasm_runtime, wasm, "typed-compare", [kind], np.concatenate([a, b]))
+        floats = typed_reference(wasm_runtime, wasm, "typed-compare-f32", [kind], np.concatenate([fa, fb]))
+        if ours is None or floats is None or not np.array_equal(np.frombuffer(ours, np.uint8), T.compare(kind, a, b)) \
+                or not np.array_equal(np.frombuffer(floats, np.uint8), T.compare(kind, fa, fb)):
+            return False
+    return True
+
+
+def _arithmetic_matches(wasm_runtime, wasm) -> bool:
+    a, b = _int_pairs(np.random.default_rng(102))
+    for kind in T.ARITHMETIC:
+        for dtype, bits in (("int32", 32), ("int64", 64)):
+            x, y = (v.astype(dtype) for v in (a, b)) if dtype == "int32" else (a, b)
+            ours = typed_reference(wasm_runtime, wasm, "typed-arith", [kind, bits],
+                                   np.concatenate([x, y]).astype(np.int64))
+            if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), T.arithmetic(kind, x, y, dtype)):
+                return False
+    return True
+
+
+def _cumsum_matches(wasm_runtime, wasm) -> bool:
+    rng = np.random.default_rng(103)
+    for trial in range(60):
+        shape = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(1, 4))))
+        axis = int(rng.integers(0, len(shape)))
+        dtype = ("int32", "int64")[trial % 2]
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, shape, endpoint=True, dtype=np.int64).astype(dtype) if trial % 3 == 0 \
+            else rng.integers(-5, 5, shape).astype(dtype)
+        exclusive, reverse = bool(trial & 4), bool(trial & 8)
+        outer, n, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1:]))
+        ours = typed_reference(wasm_runtime, wasm, "typed-cumsum",
+                               [outer, n, inner, int(exclusive), int(reverse), np.iinfo(dtype).bits], x.astype(np.int64))
+        if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), T.cumsum(x, axis, exclusive, reverse).ravel()):
+            return False
+    return True
+
+
+def _gathers_match(wasm_runtime, wasm) -> bool:
+    """GatherND and GatherElements on random shapes and depths, negative indices wrapped (the
+    table positions each reads, against numpy's gather of a table of its positions)."""
+    rng = np.random.default_rng(104)
+    for trial in range(60):
+        table_shape = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(1, 4))))
+        positions = np.arange(int(np.prod(table_shape))).reshape(table_shape)
+        depth = int(rng.integers(1, len(table_shape) + 1))
+        dims = table_shape[:depth]
+        index = np.stack([rng.integers(-d, d, (3, 4)) for d in dims], axis=-1)
+        ours = typed_reference(wasm_runtime, wasm, "typed-gather-nd",
+                               [int(np.prod(table_shape[depth:])), 1, *dims], index.astype(np.int64))
+        if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), T.gather_nd(positions, index, True).ravel()):
+            return False
+        axis = int(rng.integers(0, len(table_shape)))
+        shape = tuple(int(rng.integers(1, d + 1)) for d in table_shape)
+        index = rng.integers(-table_shape[axis], table_shape[axis], shape)
+        strides = [int(np.prod(table_shape[a + 1:])) for a in range(len(table_shape))]
+        ours = typed_reference(wasm_runtime, wasm, "typed-gather-elements",
+                               [axis, table_shape[axis], 1, len(shape), *shape, *strides], index.astype(np.int64))
+        if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"),
+                                              T.gather_elements(positions, index, axis, True).ravel()):
+            return False
+    # an index outside the axis, or a negative one where the runtime does not wrap: refused (a trap)
+    return all(typed_reference(wasm_runtime, wasm, "typed-gather-nd", [1, wraps, 4], np.array([i], np.int64)) is None
+               for i, wraps in ((4, 1), (-5, 1), (-1, 0)))
+
+
+def _float_to_int_matches(wasm_runtime, wasm) -> bool:
+    """Every class the cast branches on: NaN, infinities, zeros, subnormals, the values either side
+    of each type's range and of the halves, sampled patterns of every exponent."""
+    edges = [np.nextafter(F32(v), F32(t)) for v in (2.0 ** 31, -(2.0 ** 31), 2.0 ** 63, -(2.0 ** 63), 0.5, -0.5, 1.5)
+             for t in (np.inf, -np.inf)]
+    x = np.concatenate([F32([np.nan, np.inf, -np.inf, 0, -0.0, 1e-45, -1e-45, 2.0 ** 31, -(2.0 ** 31), 2.0 ** 63,
+                             -(2.0 ** 63), 0.5, -0.5, 1.5, -2.5]), F32(edges),
+                        np.arange(0, 1 << 32, 65537, dtype=np.uint64).astype(np.uint32).view(F32)])
+    for wide, dtype in ((0, "int32"), (1, "int64")):
+        ours = typed_reference(wasm_runtime, wasm, "typed-float-to-int", [wide], x)
+        if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), T.cast(x, dtype).astype(np.int64)):
+            return False
+    return True
+
+
+def _qlinear_mul_matches(wasm_runtime, wasm) -> bool:
+    """QLinearMul on every pair of 8-bit values under seeded quantisations, one of them so fine
+    that the conversion overflows."""
+    rng = np.random.default_rng(105)
+    for dtype in LIMITS:
+        every = np.arange(LIMITS[dtype][0], LIMITS[dtype][1] + 1)
+        a, b = (v.ravel() for v in np.meshgrid(every, every, indexing="ij"))
+        for trial, quants in enumerate(zip(qdq_params(rng, 4, dtype), qdq_params(rng, 4, dtype), qdq_params(rng, 4, dtype))):
+            if trial == 0:
+                quants = (quants[0], quants[1], (1e-6, quants[2][1]))
+            (sa, za), (sb, zb), (sc, zc) = quants
+            args = [f32_bits(QDQ.mul_ratio(sa, sb, sc)), za, zb, zc, *LIMITS[dtype]]
+            ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-mul", args, np.stack([a, b]).astype(F32)), "<i4")
+            if not np.array_equal(ours, QDQ.qlinear_mul(a, quants[0], b, quants[1], quants[2], dtype).astype(np.int32)):
+                return False
+    return True
+
+
+def _pow_matches(wasm_runtime, wasm) -> bool:
+    """Pow by 2 and by 3 on sampled bit patterns of every exponent and the special values."""
+    x = np.concatenate([np.arange(0, 1 << 32, SAMPLE_STRIDE, dtype=np.uint64).astype(np.uint32).view(F32),
+                        F32([0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e30, -1e30, 3.4e38])])
+    for cube, exponent in ((0, 2.0), (1, 3.0)):
+        ours = np.frombuffer(int8_reference(wasm_runtime, wasm, "qdq-pow", [cube], x[None]), "<f4")
+        with np.errstate(all="ignore"):
+            want = OPS.evaluate("pow", {}, [x, F32(exponent)], Reference.ONNXRUNTIME_CPU)
+        if not np.array_equal(ours.view(np.uint32), want.view(np.uint32)):
+            return False
+    return True
+
+
+TYPED_KERNEL_CHECKS = {"compare": _compare_matches, "arithmetic": _arithmetic_matches, "cumsum": _cumsum_matches,
+                       "gathers": _gathers_match, "float-to-int": _float_to_int_matches}
+
+
+@pytest.mark.parametrize("kernel", list(TYPED_KERNEL_CHECKS))
+def test_typed_integer_kernels_match_numpy(checks_wasm, wasm_runtime, kernel):
+    """kernels/common/index.rs against porter.reference.typed: comparisons and int32 / int64
+    arithmetic on every pair of edge values and random ones, running sums (wrapping), the gathers'
+    positions with negative indices, and the float-to-integer cast on every class it branches on."""
+    assert TYPED_KERNEL_CHECKS[kernel](wasm_runtime, checks_wasm)
+
+
+@pytest.mark.parametrize("kernel", ["qlinear-mul", "pow"])
+def test_qlinear_mul_and_pow_match_numpy(ort_checks_wasm, wasm_runtime, kernel):
+    """kernels/ort/qdq.rs's QLinearMul on every pair of 8-bit values, and Pow by 2 and 3
+    (kernels/ort/float/math.rs), against porter.reference.ort.qdq and porter.reference.ops."""
+    assert {"qlinear-mul": _qlinear_mul_matches, "pow": _pow_matches}[kernel](wasm_runtime, ort_checks_wasm)
+
+
+# One mutant per kernel of this section, each seen by its numpy comparison; the first by default.
+INDEX_RS, QDQ_RS, ORT_MATH_RS = "src/kernels/common/index.rs", "src/kernels/ort/qdq.rs", "src/kernels/ort/float/math.rs"
+TYPED_MUTATIONS = {
+    # an exclusive running sum that includes each value
+    "cumsum exclusive includes the value": (INDEX_RS, "y[at] = total;\n                    total = total.wrapping_add(x[at]);",
+                                            "total = total.wrapping_add(x[at]);\n                    y[at] = total;",
+                                            _cumsum_matches),
+    # int64 sums saturating instead of wrapping
+    "arithmetic saturates": (INDEX_RS, "Arithmetic::Add => a.wrapping_add(b)", "Arithmetic::Add => a.saturating_add(b)",
+                             _arithmetic_matches),
+    # a negative index taken as it is (a trap) where the runtime counts it from the end
+    "gather ignores the wrap": (INDEX_RS, "let j = if wraps && i < 0 { i + dim as i64 } else { i };", "let j = i;",
+                                _gathers_match),
+    # Rust's saturating float-to-int conversion instead of x86's integer indefinite
+    "cast saturates": (INDEX_RS, "if v.is_nan() || v <= lo - 1.0 || v >= hi {", "if v.is_nan() {", _float_to_int_matches),
+    # equality as less-or-equal
+    "compare equal as less-equal": (INDEX_RS, "Comparison::Equal => a == b,", "Comparison::Equal => a <= b,",
+                                    _compare_matches),
+    # QLinearMul rounding half away from zero instead of cvtps_epi32's half to even
+    "qlinear mul rounds half away": (QDQ_RS, "let r = v.round_ties_even();", "let r = v.round();", _qlinear_mul_matches),
+    # Pow by 3 rounded once (in f64) instead of after each product
+    "pow cube rounded once": (ORT_MATH_RS, "if cube { square * x } else { square }",
+                              "if cube { (x as f64 * x as f64 * x as f64) as f32 } else { square }", _pow_matches),
+}
+
+
+@pytest.mark.parametrize("name", first_by_default(TYPED_MUTATIONS))
+def test_mutated_typed_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
+    source, original, mutated, matches = TYPED_MUTATIONS[name]
+    assert matches(wasm_runtime, checks_wasm)  # the unmutated kernel passes
+    mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", source, original, mutated)
+    assert not matches(wasm_runtime, mutant)

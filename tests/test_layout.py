@@ -121,12 +121,13 @@ def test_the_layout_page_names_every_stage():
 # Inside the two crowded stages, layers in data-flow order: a module may import from its own
 # layer or an earlier one. recover: what every recogniser shares, then canonicalisation, the
 # proof, the encoder's recognisers, the decoder's (which reuse the encoder's attention and
-# norms). reference: the quantisation formats, then each runtime's kernels (LiteRT's and
-# onnxruntime's never import each other), the op vocabulary, the executors.
+# norms). reference: the quantisation formats and the typed steps both runtimes compute alike,
+# then each runtime's kernels (LiteRT's and onnxruntime's never import each other), the op
+# vocabulary, the executors.
 INNER_LAYERS = {
     "recover": [{"engine", "probe", "boxes", "rows", "schemes", "tokens"}, {"canonical"}, {"prove", "integer", "qdq"},
                 {"encoder"}, {"decoder"}],
-    "reference": [{"quant", "q8_0"}, {"litert"}, {"ort"}, {"ops"}, {"execute", "execute_decoder"}],
+    "reference": [{"quant", "q8_0", "typed"}, {"litert"}, {"ort"}, {"ops"}, {"execute", "execute_decoder"}],
 }
 INDEPENDENT = {"reference": [("litert", "ort")]}
 

@@ -4,9 +4,11 @@
   with SessionOptions.optimized_model_filepath at ORT_ENABLE_ALL (the goldens' level), on every
   QDQ file of the zoo and on one-unit graphs built to probe each selector rule;
 - its kernels: porter.reference.ort.qdq against one-op models run with every optimisation off,
-  on this machine's CPU (the integer dot as its target takes it: porter.reference.ort.cpu).
+  on this machine's CPU (the integer dot as its target takes it: porter.reference.ort.cpu), and
+  Pow in every exponent form a graph can hold: multiplied, or refused by name.
 """
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -20,8 +22,11 @@ from onnx import helper, numpy_helper
 from fixtures import REPO, assert_one_line_error, run_porter
 from porter.errors import PorterError
 from porter.frontends import load_graph
+from porter.frontends.graph import Op
+from porter.ir.encoder import Reference
+from porter.recover.canonical.ort_ops import float_op
 from porter.recover.canonical.ort_qdq import ort_runs
-from porter.reference import quant
+from porter.reference import ops, quant
 from porter.reference.ort import qdq as QDQ
 from porter.reference.litert.floats import log_op
 from porter.reference.ort.cpu import host_target
@@ -320,6 +325,90 @@ def test_qgemm_with_bias_and_a_float_output():
         want = QDQ.qgemm(a, a_quant, w.T, np.zeros(n), QDQ.output_scales(a_quant[0], b_scale, None), None, "float32",
                          bias, dot)
         assert np.array_equal(y.view(np.uint32), want.view(np.uint32)), trial
+
+
+def test_qlinear_mul_every_pair():
+    """MLAS's SSE2 QLinearMul (uint8 and int8): every pair of values, either operand one value
+    (the kernel's scalar path, which takes them swapped), and an output scale so small that the
+    conversion overflows (cvtps_epi32 gives int32's minimum, which saturates low)."""
+    rng = np.random.default_rng(5)
+    node = helper.make_node("QLinearMul", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"], ["c"], domain="com.microsoft")
+    for dtype, (lo, hi) in QDQ.LIMITS.items():
+        every = np.arange(lo, hi + 1)
+        a, b = (v.ravel().astype(dtype) for v in np.meshgrid(every, every, indexing="ij"))
+        for trial in range(4):
+            quants = [(F32(10.0 ** rng.uniform(-3, 0)), int(rng.integers(lo, hi + 1))) for _ in range(3)]
+            if trial == 0:
+                quants[2] = (F32(1e-6), quants[2][1])
+            inits = [scalar(f"{n}s", s, F32) for n, (s, _) in zip("abc", quants)] + \
+                    [scalar(f"{n}z", z, dtype) for n, (_, z) in zip("abc", quants)]
+            for x, y in ((a, b), (a.reshape(every.size, -1), every[:, None].astype(dtype)), (every[:1].astype(dtype), b)):
+                (c,) = run_one(node, {"a": x, "b": y}, inits, ["c"])
+                assert np.array_equal(c, QDQ.qlinear_mul(x, quants[0], y, quants[1], quants[2], dtype)), (dtype, quants)
+
+
+EVERY_SAMPLED_F32 = np.concatenate([np.arange(0, 1 << 32, 4099, dtype=np.uint64).astype(np.uint32).view(F32),
+                                    F32([0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e30, -1e30, 3.4e38])])
+BASES = EVERY_SAMPLED_F32[: EVERY_SAMPLED_F32.size // 8 * 8].reshape(-1, 8)
+# Every form of exponent a Pow can hold that onnxruntime multiplies for: one value (of any shape)
+# equal to 2 or 3, of a float or an integer type, by a base its broadcaster walks in spans
+POW_BY_PRODUCTS = {"float [] 2": np.array(2.0, F32), "float [] 3": np.array(3.0, F32), "float [1] 3": np.array([3.0], F32),
+                   "float [1, 1, 1] 2": np.full((1, 1, 1), 2.0, F32), "double [] 3": np.array(3.0, np.float64),
+                   "int64 [] 3": np.array(3, np.int64), "int32 [1] 2": np.array([2], np.int32)}
+# and the forms it computes with std::pow (libm's powf), which porter refuses, naming them: other
+# values, an exponent tensor, and a base whose last axis is 1 by an exponent of shape [] (the
+# broadcaster's span is then one base value: its scalar-base path, which is std::pow)
+POW_REFUSED = {"exponent 0.5": (np.array(0.5, F32), BASES.shape), "exponent 1.0": (np.array(1.0, F32), BASES.shape),
+               "exponent 4.0": (np.array(4.0, F32), BASES.shape), "exponent -1.0": (np.array(-1.0, F32), BASES.shape),
+               "exponent 2.5": (np.array(2.5, F32), BASES.shape),
+               "an exponent tensor of shape [8]": (np.full(8, 3.0, F32), BASES.shape),
+               f"a base of shape [{BASES.size}, 1] its broadcaster takes one value at a time, by exponent 2.0":
+                   (np.array(2.0, F32), (BASES.size, 1))}
+POW = Op(0, "Pow", [0, 1], [2], {}, 15)
+
+
+def _onnxruntime_pow(x, exponent):
+    (y,) = run_one(helper.make_node("Pow", ["x", "e"], ["y"]), {"x": x}, [numpy_helper.from_array(exponent, "e")], ["y"])
+    return y
+
+
+@pytest.mark.parametrize("form", list(POW_BY_PRODUCTS))
+def test_pow_by_two_or_three_is_onnxruntimes_product(form):
+    """Pow(x, 2) is x * x and Pow(x, 3) (x * x) * x in onnxruntime's kernel for every form of a
+    one-value exponent (element_wise_ops.cc: `Y == 2`, `Y == 3`): porter's numpy (the FLOAT step's
+    meaning) equals onnxruntime on sampled bit patterns of every exponent and the special values."""
+    exponent = POW_BY_PRODUCTS[form]
+    kind, attrs, used = float_op(POW, [None, exponent], shapes=[BASES.shape, exponent.shape])
+    with np.errstate(all="ignore"):
+        ours = ops.evaluate(kind, attrs, [BASES, exponent][: len(used)], Reference.ONNXRUNTIME_CPU)
+    theirs = _onnxruntime_pow(BASES, exponent)  # the exponent's axes broadcast: a FLOAT step takes the output's shape
+    assert np.array_equal(ours.view(np.uint32).ravel(), theirs.view(np.uint32).ravel()), form
+
+
+@pytest.mark.parametrize("form", list(POW_REFUSED))
+def test_pow_by_anything_else_is_refused_naming_the_form(form):
+    """Every other form is std::pow, which porter does not reproduce; where the exponent is 2 or 3
+    it is measured not to be the products (an exponent tensor of 3s, a base of one value a span)."""
+    exponent, shape = POW_REFUSED[form]
+    with pytest.raises(PorterError, match=f"op 0 Pow: {re.escape(form)}: onnxruntime computes it with std::pow"):
+        float_op(POW, [None, exponent], shapes=[shape, exponent.shape])
+    if float(np.ravel(exponent)[0]) in (2.0, 3.0):
+        x = BASES.reshape(shape)
+        with np.errstate(all="ignore"):
+            products = ops.evaluate("pow", {}, [x, np.ravel(exponent)[:1]], Reference.ONNXRUNTIME_CPU)
+        assert not np.array_equal(_onnxruntime_pow(x, exponent).view(np.uint32).ravel(), products.view(np.uint32).ravel())
+
+
+def test_a_qdq_pow_porter_does_not_reproduce_is_refused_in_one_line(tmp_path):
+    """albert-tok.qdq8pc.onnx's tanh GELU with its Pow's exponent made 0.5: compile names it."""
+    model = onnx.load(ZOO / "albert-tok.qdq8pc.onnx")
+    pow_node = next(n for n in model.graph.node if n.op_type == "Pow")
+    exponent = next(i for i in model.graph.initializer if i.name == pow_node.input[1])
+    exponent.CopyFrom(numpy_helper.from_array(np.array(0.5, F32), exponent.name))
+    path = tmp_path / "albert-tok.pow-half.onnx"
+    onnx.save(model, path)
+    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out", "--ort-cpu", "avx2"),
+                          "Pow", "exponent 0.5", "std::pow")
 
 
 def _zoo_edit(tmp_path, name, edit) -> Path:

@@ -98,7 +98,6 @@ def encoder_row(path: Path, ort_cpu: str = BASE_ORT_CPU) -> Row:
 
 def _check_architecture(path: Path, program) -> None:
     """The shapes porter read from the graph are the member's (no shape is assumed)."""
-    from porter.ir.encoder import INPUT_IDS
     from porter.ir.integer import IntegerOp
 
     spec = _manifest(path)["member_spec"]
@@ -106,14 +105,30 @@ def _check_architecture(path: Path, program) -> None:
     softmaxes = [s for s in program.steps if getattr(s, "op", None) in (IntegerOp.SOFTMAX, IntegerOp.ORT_QLINEAR_SOFTMAX)
                  or getattr(s, "kind", None) == "softmax"]
     if softmaxes:  # a program of typed steps: one softmax a layer over [batch, heads, seq, seq]
-        word = next(s for s in program.steps if s.table_rows(INPUT_IDS))
-        got = (len(softmaxes), softmaxes[0].shape[-3], word.table_shape[1], program.vocab, program.seq)
+        heads = softmaxes[0].shape[-3]
+        got = (len(softmaxes), heads, heads * _head_width(program, softmaxes[0]), program.vocab, program.seq)
     else:
         got = (len(attentions), attentions[0].heads, attentions[0].heads * attentions[0].head_dim,
                program.vocab, program.seq)
     want = (spec["layers"], spec["heads"], spec["hidden"], spec["vocab"], spec["seq"])
     if got != want:
         raise AssertionError(f"{path.name}: recovered (layers, heads, hidden, vocab, seq) {got}, spec {want}")
+
+
+def _head_width(program, softmax) -> int:
+    """The width of one head's values: the last axis of the first product that reads the
+    probabilities (P·V), followed through the steps between (requantisations, views)."""
+    from porter.ir.integer import IntegerOp
+
+    products = {IntegerOp.BATCH_MATMUL, IntegerOp.ORT_QGEMM}
+    frontier = set(softmax.outputs)
+    for step in program.steps:  # in order: one pass follows the data
+        if not frontier & set(step.inputs):
+            continue
+        if step.op in products or getattr(step, "kind", "") == "ort_matmul":
+            return step.shape[-1]
+        frontier |= set(step.outputs)
+    raise AssertionError(f"no product reads the probabilities of {softmax.name}")
 
 
 def _blocks(program) -> str:
@@ -123,8 +138,8 @@ def _blocks(program) -> str:
         name = {"Elementwise": getattr(step, "op", None), "Reduce": getattr(step, "op", None),
                 "Integer": getattr(step, "op", None), "Tensor": getattr(step, "op", None)}.get(kind)
         label = f"{kind.lower()} {name.value}" if name is not None else kind.lower()
-        if kind == "Integer" and getattr(step, "kind", ""):  # a QDQ program's float op: "float softmax"
-            label = f"float {step.kind}"
+        if kind == "Integer" and getattr(step, "kind", ""):  # "float softmax", "integer compare not_equal"
+            label = f"float {step.kind}" if step.op.value == "float" else f"{label} {step.kind}"
         counts[label] = counts.get(label, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items())
 

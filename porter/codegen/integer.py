@@ -24,8 +24,12 @@ from porter.reference.ort import qdq as ort_qdq
 from porter.reference.ort.cpu import AVX2_FLOATS, AVX512_FLOATS
 from porter.reference.quant import EXACT_DOT
 
-DTYPES = {"int8": "I8", "uint8": "U8", "bool": "Bool", "int32": "I32", "float32": "F32"}
-READERS = {"int8": "i8s", "uint8": "u8s", "bool": "i8s", "int32": "i32s", "float32": "f32s"}
+DTYPES = {"int8": "I8", "uint8": "U8", "bool": "Bool", "int32": "I32", "int64": "I64", "float32": "F32"}
+READERS = {"int8": "i8s", "uint8": "u8s", "bool": "i8s", "int32": "i32s", "int64": "i64s", "float32": "f32s"}
+VALUES = {"i8s": "I8", "u8s": "U8", "i32s": "I32", "i64s": "I64", "f32s": "F32"}
+COMPARISONS = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "less_equal": "LessEqual",
+               "greater": "Greater", "greater_equal": "GreaterEqual"}
+ARITHMETIC = {"add": "Add", "sub": "Sub", "mul": "Mul", "maximum": "Maximum", "minimum": "Minimum"}
 COMBINE = {IntegerOp.ADD: "Add", IntegerOp.SUB: "Sub", IntegerOp.SQUARED_DIFFERENCE: "SquaredDifference",
            IntegerOp.MUL: "Mul", IntegerOp.DIV: "Div", IntegerOp.MAXIMUM: "Maximum"}
 
@@ -57,6 +61,15 @@ def integer_variables(program: EncoderProgram, manifest: dict) -> dict:
             "integer_output": slots[program.output_buffer]}
 
 
+def _bool(flag) -> str:
+    return str(bool(flag)).lower()
+
+
+def _around(shape, axis: int) -> tuple[int, int, int]:
+    """(the product of the axes before `axis`, its extent, the product of those after)."""
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+
+
 def _mult(m) -> str:
     return f"Multiplier {{ m: {int(m[0])}, shift: {int(m[1])} }}"
 
@@ -80,8 +93,11 @@ class _Step:
     def values(self, o) -> str:
         if o.buffer is not None:
             return f"Values::Slot({self.slots[o.buffer]})"
-        kind = {"i8s": "I8", "u8s": "U8", "i32s": "I32", "f32s": "F32"}[READERS[str(self.p.weights[o.array].dtype)]]
-        return f"Values::{kind}({self.local[o.array]})"
+        return self.constant(o.array)
+
+    def constant(self, array: str) -> str:
+        """A constant of model.bin as the Values the kernels read."""
+        return f"Values::{VALUES[READERS[str(self.p.weights[array].dtype)]]}({self.local[array]})"
 
     def rust(self) -> str:
         s = self.s
@@ -140,14 +156,12 @@ class _Step:
             return f"IntKernel::{kind} {{ scale: {f32_literal(xq[0])}, zp: {xq[1]} }}"
         if op == IntegerOp.LOOKUP:
             rows, width = s.table_shape
-            table = self.p.weights[f"{s.name}.table"]
-            kind = {"int8": "I8", "uint8": "U8", "float32": "F32"}.get(str(table.dtype))
-            if kind is None:
-                raise PorterError(f"{s.name}: a {table.dtype} lookup table has no integer kernel in porter")
-            return (f"IntKernel::Lookup {{ table: Values::{kind}({self.array('table')}), rows: {rows}, "
-                    f"width: {width} }}")
+            return (f"IntKernel::Lookup {{ table: {self.constant(f'{s.name}.table')}, rows: {rows}, "
+                    f"width: {width}, wraps: {_bool(s.attrs.get('wraps'))} }}")
         if op == IntegerOp.INDEX:
-            return f"IntKernel::Index({self.array('index')})"
+            return f"IntKernel::Index({self.local[s.attrs['map']]})"
+        if op in TYPED_KERNELS:
+            return TYPED_KERNELS[op](self)
         return {IntegerOp.CAST: "IntKernel::Cast", IntegerOp.LOGICAL_AND: "IntKernel::LogicalAnd",
                 IntegerOp.SELECT: "IntKernel::Select", IntegerOp.ABS: "IntKernel::Abs"}[op]
 
@@ -175,6 +189,52 @@ class _Step:
                 f"out: {_mult(mo)}, out_zp: {oz}, reciprocals: {reciprocals} }}")
 
 
+# ---- the typed steps both runtimes compute alike (exact integer work, data movement) ---------------
+
+def _compare(w: _Step) -> str:
+    return f"IntKernel::Compare(Comparison::{COMPARISONS[w.s.kind]})"
+
+
+def _arithmetic(w: _Step) -> str:
+    return f"IntKernel::Arithmetic(Arithmetic::{ARITHMETIC[w.s.kind]})"
+
+
+def _cumsum(w: _Step) -> str:
+    s = w.s
+    outer, n, inner = _around(s.shape, s.axes[0])
+    return (f"IntKernel::Cumsum {{ outer: {outer}, n: {n}, inner: {inner}, exclusive: {_bool(s.attrs['exclusive'])}, "
+            f"reverse: {_bool(s.attrs['reverse'])} }}")
+
+
+def _concat(w: _Step) -> str:
+    s = w.s
+    axis = s.axes[0]
+    outer, _, inner = _around(s.shape, axis)
+    blocks = [o.shape[axis] * inner for o in s.operands]
+    return f"IntKernel::Concat {{ outer: {outer}, blocks: vec!{blocks} }}"
+
+
+def _gather_nd(w: _Step) -> str:
+    s = w.s
+    table = w.p.weights[f"{s.name}.table"]
+    depth = s.operands[0].shape[-1]
+    return (f"IntKernel::GatherNd {{ table: {w.constant(f'{s.name}.table')}, dims: vec!{list(table.shape[:depth])}, "
+            f"inner: {math.prod(table.shape[depth:])}, wraps: {_bool(s.attrs['wraps'])} }}")
+
+
+def _gather_elements(w: _Step) -> str:
+    s = w.s
+    table = w.p.weights[f"{s.name}.table"]
+    strides = [math.prod(table.shape[a + 1:]) for a in range(table.ndim)]
+    axis = s.axes[0]
+    return (f"IntKernel::GatherElements {{ table: {w.constant(f'{s.name}.table')}, shape: vec!{list(s.shape)}, "
+            f"table_strides: vec!{strides}, axis: {axis}, dim: {table.shape[axis]}, wraps: {_bool(s.attrs['wraps'])} }}")
+
+
+TYPED_KERNELS = {IntegerOp.COMPARE: _compare, IntegerOp.ARITHMETIC: _arithmetic, IntegerOp.CUMSUM: _cumsum,
+                 IntegerOp.CONCAT: _concat, IntegerOp.GATHER_ND: _gather_nd, IntegerOp.GATHER_ELEMENTS: _gather_elements}
+
+
 # ---- onnxruntime's kernels (QDQ programs) ----------------------------------------------------------
 
 QDQ = "crate::kernels::ort::qdq"
@@ -183,9 +243,7 @@ ORT_FLOATS = {AVX2_FLOATS: "Avx2", AVX512_FLOATS: "Avx512"}
 FLOAT_ELEMENTWISE = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Maximum",
                      "minimum": "Minimum", "neg": "Neg", "abs": "Abs", "sqrt": "Sqrt", "relu": "Relu",
                      "erf": "ErfOrt", "tanh": "TanhOrt"}
-PREDICATES = {"equal": "Equal", "not_equal": "NotEqual", "less": "Less", "less_equal": "LessEqual",
-              "greater": "Greater", "greater_equal": "GreaterEqual", "logical_and": "And", "logical_or": "Or",
-              "logical_not": "Not", "isnan": "IsNan"}
+PREDICATES = {"logical_and": "And", "logical_or": "Or", "logical_not": "Not", "isnan": "IsNan"}
 FLOAT_REDUCES = {"reduce_sum": "Sum", "reduce_mean": "Mean", "reduce_max": "Max", "reduce_l2": "L2"}
 
 
@@ -199,7 +257,12 @@ def _ort_quantize(w: _Step) -> str:
 
 
 def _ort_dequantize(w: _Step) -> str:
-    scale, zp = w.s.quants[0]
+    s = w.s
+    if s.quants[0] is None:  # one scale and zero point per index of an axis
+        shape = s.operands[0].shape
+        return (f"IntKernel::OrtDequantizeAxis {{ scale: {w.array('scale')}, zp: {w.array('zero_point')}, "
+                f"channels: {shape[s.axes[0]]}, inner: {math.prod(shape[s.axes[0] + 1:])} }}")
+    scale, zp = s.quants[0]
     return f"IntKernel::OrtDequantize {{ scale: {f32_literal(scale)}, zp: {zp} }}"
 
 
@@ -230,11 +293,13 @@ def _ort_qgemm(w: _Step) -> str:
 
 def _ort_qlinear_binary(w: _Step) -> str:
     s = w.s
-    if s.kind != "add":
-        raise PorterError(f"{s.name}: no Rust kernel for QLinear {s.kind}")
+    lo, hi = _range(s.dtype)
+    if s.kind == "mul":
+        (sa, za), (sb, zb), (sc, zc) = s.quants[0], s.quants[1], s.out_quant
+        return (f"IntKernel::OrtQlinearMul({QDQ}::QlinearMul {{ ratio: {f32_literal(ort_qdq.mul_ratio(sa, sb, sc))}, "
+                f"a_zp: {za}, b_zp: {zb}, c_zp: {f32_literal(zc)}, lo: {lo}, hi: {hi} }})")
     ra, rb, fixed = ort_qdq.add_parameters(s.quants[0], s.quants[1], s.out_quant)
     a_scalar, b_scalar = (ort_qdq.scalar_per_run(o.shape, s.shape) for o in s.operands)
-    lo, hi = _range(s.dtype)
     return (f"IntKernel::OrtQlinearAdd({QDQ}::QlinearAdd {{ ra: {f32_literal(ra)}, rb: {f32_literal(rb)}, "
             f"fixed: {f32_literal(fixed)}, a_scalar: {str(a_scalar).lower()}, b_scalar: {str(b_scalar).lower()}, "
             f"lo: {lo}, hi: {hi} }})")
@@ -279,6 +344,8 @@ def _float_op(s: IntegerStep, program: EncoderProgram) -> str:
         m = a.shape[-2] if b_batched else math.prod(a.shape[:-1])  # a 2-D B takes A's batch as rows
         batch = math.prod(s.shape) // (m * n)
         return f"FloatOp::MatMul {{ batch: {batch}, m: {m}, k: {k}, n: {n}, b_batched: {str(b_batched).lower()} }}"
+    if kind == "pow":  # recovery took only onnxruntime's products (exponent 2 or 3)
+        return f"FloatOp::Pow {{ cube: {_bool(s.attrs['exponent'] == 3.0)} }}"
     if kind == "clip":
         return f"FloatOp::Clip {{ lower: {str(s.attrs['lower']).lower()}, upper: {str(s.attrs['upper']).lower()} }}"
     raise PorterError(f"{s.name}: no Rust kernel for onnxruntime's float {kind}")

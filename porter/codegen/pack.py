@@ -25,7 +25,7 @@ from porter.ir.encoder import EncoderProgram
 
 ALIGN = 16
 LAYOUT_VERSION = "porter.layout/1"
-DTYPES = {"int8", "uint8", "int32", "float16", "float32"}
+DTYPES = {"int8", "uint8", "int32", "int64", "float16", "float32"}
 INT4 = "int4"  # an int8 array of -8..7 stored packed (pack_int4); read back as int8
 INT4_BLOCK = 32  # values per 16-byte block of packed int4
 

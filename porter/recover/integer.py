@@ -10,7 +10,11 @@ LiteRT runs for it, in the file's order, decided from the op's own tensors:
   (the next op sees the same buffer with its own shape);
 - every other view (TRANSPOSE, SLICE, STRIDED_SLICE, GATHER_ND or GATHER by constant indices) is
   an INDEX step whose map is decided by running the op on the positions of its input;
-- a GATHER / EMBEDDING_LOOKUP of a constant table by computed ids is a LOOKUP;
+- a GATHER / EMBEDDING_LOOKUP of a constant table by computed ids is a LOOKUP, a GATHER_ND of a
+  constant at computed index vectors a GATHER_ND;
+- int32 / int64 work (index arithmetic: NOT_EQUAL, CAST, CUMSUM, ADD, MUL, LESS, SELECT,
+  CONCATENATION, as ai-edge-quantizer's RoBERTa computes its positions from the ids) is exact,
+  the same in every runtime (porter.reference.typed);
 - every other op is the kernel of its type (an op or dtype without one is refused naming the op
   and tensor), each quantised operand with its per-tensor scale and zero point (anything else is
   refused naming the tensor).
@@ -28,7 +32,7 @@ from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
 from porter.ir.encoder import (INPUT_IDS, INPUT_MASK, INPUT_TYPES, Buffer, EncoderProgram, Operand, Reference,
                                Rows)
-from porter.ir.integer import IntegerOp, IntegerStep
+from porter.ir.integer import COMPARISONS as COMPARISON_KINDS, IntegerOp, IntegerStep
 from porter.recover.canonical.window import bind, dynamic_dims
 from porter.reference.litert import full_integer, int8 as K
 from porter.reference.litert.floats import EIGEN_L1_BYTES
@@ -48,7 +52,9 @@ TABLES = {"RSQRT": lambda xq, oq, op: K.rsqrt_table(xq, oq),
 REDUCTIONS = {"MEAN": IntegerOp.MEAN, "SUM": IntegerOp.SUM}
 FLAGS = {"CAST": IntegerOp.CAST, "LOGICAL_AND": IntegerOp.LOGICAL_AND, "SELECT_V2": IntegerOp.SELECT,
          "SELECT": IntegerOp.SELECT, "ABS": IntegerOp.ABS}
-DTYPES = {"int8", "int32", "float32", "bool"}
+COMPARISONS = {kind.upper(): kind for kind in COMPARISON_KINDS}
+INTEGER_ARITHMETIC = {"ADD": "add", "SUB": "sub", "MUL": "mul", "MAXIMUM": "maximum", "MINIMUM": "minimum"}
+INTEGERS = {"int32", "int64"}
 
 
 def recover_integer(g: Graph, window: int | None = None) -> EncoderProgram:
@@ -71,7 +77,7 @@ class TypedRecovery:
     (operands, steps, views as index maps, lookups, the program). A subclass decides each op's
     kernel (`op`), how views and folds are computed (`run_view`), and quantisation (`quant`)."""
 
-    DTYPES = {"int8", "int32", "float32", "bool"}
+    DTYPES = {"int8", "int32", "int64", "float32", "bool"}
 
     def __init__(self, g: Graph, consts: dict[int, np.ndarray], roles: tuple[dict[int, str], int]):
         self.g = g
@@ -81,6 +87,7 @@ class TypedRecovery:
         self.steps: list[IntegerStep] = []
         self.buffers: dict[str, Buffer] = {}
         self.weights: dict[str, np.ndarray] = {}
+        self.index_maps: dict[bytes, str] = {}  # INDEX maps by content -> their array
 
     # ---- operands ----------------------------------------------------------------------------
 
@@ -93,40 +100,48 @@ class TypedRecovery:
         self.weights[name] = value.astype(np.int8) if value.dtype == np.bool_ else value
         return Operand(None, name, shape)
 
-    def emit(self, op: Op, step_op: IntegerOp, inputs: list[int], arrays: dict | None = None, **extra) -> None:
-        out = op.outputs[0]
+    def emit(self, op: Op, step_op: IntegerOp, inputs: list, arrays: dict | None = None, **extra) -> None:
+        """One step for `op`: `inputs` are tensors of the graph (or operands made already, buffers
+        of the program); extra `writes` is the tensor its output stands for (the op's output by
+        default), `name`, `out_buffer` and `dtype` name the step and its output buffer and type (by
+        default op<index> and that tensor's), the rest are IntegerStep's."""
+        out = extra.pop("writes", op.outputs[0])
         tensor = self.g.tensor(out)
-        for t in [*inputs, out]:
+        for t in [*(t for t in inputs if isinstance(t, int)), out]:
             if self.dtype(t) not in self.DTYPES:
                 raise PorterError(f"op {op.index} {op.type}: tensor {t} {self.g.tensor(t).name!r} is "
                                   f"{self.g.tensor(t).dtype}, which porter's integer kernels do not take")
-        name = f"op{op.index}"
+        name = extra.pop("name", f"op{op.index}")
+        out_buffer, dtype = extra.pop("out_buffer", f"t{out}"), extra.pop("dtype", self.dtype(out))
         for key, value in (arrays or {}).items():
             self.weights[f"{name}.{key}"] = value
-        operands = [self.operand(t) for t in inputs]
-        quants = extra.pop("quants", None) or [self.quant(op, t) for t in inputs]
+        operands = [self.operand(t) if isinstance(t, int) else t for t in inputs]
+        quants = extra.pop("quants", None) or [self.quant(op, t) if isinstance(t, int) else None for t in inputs]
         out_quant = extra.pop("out_quant") if "out_quant" in extra else self.quant(op, out)
         step = IntegerStep(
-            name=name, inputs=[o.buffer for o in operands if o.buffer], outputs=[f"t{out}"],
+            name=name, inputs=[o.buffer for o in operands if o.buffer], outputs=[out_buffer],
             source_ops=list(extra.pop("source_ops", [op.index])), op=step_op, operands=operands,
-            in_dtypes=[self.dtype(t) for t in inputs], shape=extra.pop("shape", tuple(tensor.shape)),
-            dtype=self.dtype(out), quants=quants, out_quant=out_quant,
-            own_arrays=[f"{name}.{k}" for k in (arrays or {})], **extra)
+            in_dtypes=[self.dtype(t) if isinstance(t, int) else self.buffers[t.buffer].dtype for t in inputs],
+            shape=extra.pop("shape", tuple(tensor.shape)), dtype=dtype, quants=quants, out_quant=out_quant,
+            own_arrays=extra.pop("own_arrays", [f"{name}.{k}" for k in (arrays or {})]), **extra)
         self.steps.append(step)
-        self.buffers[f"t{out}"] = Buffer(1, int(np.prod(tensor.shape)), False, Rows.ALL, self.dtype(out))
-        self.source[out] = f"t{out}"
+        self.buffers[out_buffer] = Buffer(1, int(np.prod(tensor.shape)), False, Rows.ALL, dtype)
+        self.source[out] = out_buffer
 
     def dtype(self, t: int) -> str:
         """The type of a tensor's values in the program."""
         return self.g.tensor(t).dtype
 
-    def lookup(self, op: Op, table_input: int, ids_input: int) -> None:
+    def lookup(self, op: Op, table_input: int, ids_input: int, wraps: bool = False) -> None:
+        """Rows of a constant table by computed ids; `wraps`: a negative id counts from the end
+        (onnxruntime's Gather), else it is refused (LiteRT's)."""
         if op.options.get("axis", 0) or op.options.get("batch_dims", 0):
             raise PorterError(f"op {op.index} {op.type}: a lookup along axis {op.options.get('axis')} (batch_dims "
                               f"{op.options.get('batch_dims', 0)}) has no integer kernel in porter")
         table = self.consts[op.inputs[table_input]]
         table = table.reshape(table.shape[0], -1)
-        self.emit(op, IntegerOp.LOOKUP, [op.inputs[ids_input]], {"table": table}, table_shape=table.shape)
+        self.emit(op, IntegerOp.LOOKUP, [op.inputs[ids_input]], {"table": table}, table_shape=table.shape,
+                  attrs={"wraps": wraps})
 
     def view(self, op: Op) -> None:
         x = op.inputs[0]
@@ -137,7 +152,60 @@ class TypedRecovery:
         if index.size == positions.size and (index == positions.reshape(-1)).all():
             self.source[op.outputs[0]] = self.source[x]  # the identity: an alias
             return
-        self.emit(op, IntegerOp.INDEX, [x], {"index": index})
+        # one array for every view of the same map (each layer's head split and merge)
+        name = self.index_maps.setdefault(index.tobytes(), f"index{len(self.index_maps)}")
+        self.weights[name] = index
+        self.emit(op, IntegerOp.INDEX, [x], attrs={"map": name}, own_arrays=[name])
+
+    # ---- exact integer work and data movement (porter.reference.typed) ------------------------
+
+    def integer_arithmetic(self, op: Op, kind: str, source_ops: list[int]) -> None:
+        inputs = op.inputs[:2]
+        if {self.dtype(t) for t in [*inputs, op.outputs[0]]} - INTEGERS:
+            raise PorterError(f"op {op.index} {op.type}: {kind} of {[self.g.tensor(t).dtype for t in inputs]}; "
+                              "porter's integer arithmetic takes int32 or int64 values of one type")
+        self.emit(op, IntegerOp.ARITHMETIC, inputs, kind=kind, source_ops=source_ops)
+
+    def compare(self, op: Op, kind: str, source_ops: list[int]) -> None:
+        """A comparison of plain values (int32, int64, float32, bool); one of quantised values
+        would compare them rescaled, which porter does not reproduce."""
+        for t in op.inputs[:2]:
+            if self.dtype(t) in ("int8", "uint8"):
+                raise PorterError(f"op {op.index} {op.type}: compares quantised tensor {t} {self.g.tensor(t).name!r}; "
+                                  "porter compares int32, int64, float32 or bool values")
+        self.emit(op, IntegerOp.COMPARE, op.inputs[:2], kind=kind, source_ops=source_ops)
+
+    def cumsum(self, op: Op, axis_input: int, exclusive: bool, reverse: bool, source_ops: list[int]) -> None:
+        x = op.inputs[0]
+        if self.dtype(x) not in INTEGERS or axis_input not in self.consts:
+            raise PorterError(f"op {op.index} {op.type}: a running sum of {self.g.tensor(x).dtype} values along "
+                              f"{'a computed' if axis_input not in self.consts else 'an'} axis; porter's kernel sums "
+                              "int32 or int64 values along a constant axis")
+        axis = int(np.ravel(self.consts[axis_input])[0]) % len(self.g.tensor(x).shape)
+        self.emit(op, IntegerOp.CUMSUM, [x], axes=(axis,), attrs={"exclusive": exclusive, "reverse": reverse},
+                  source_ops=source_ops)
+
+    def concat(self, op: Op, axis: int, source_ops: list[int]) -> None:
+        """Data movement, exact for any type whose values the output keeps as they are: refused
+        where a quantised operand has other parameters than the output (a requantisation)."""
+        ins = [t for t in op.inputs if t >= 0]
+        out_quant = self.quant(op, op.outputs[0])
+        for t in ins:
+            if self.dtype(t) != self.dtype(op.outputs[0]) or self.quant(op, t) != out_quant:
+                raise PorterError(f"op {op.index} {op.type}: tensor {t} {self.g.tensor(t).name!r} is "
+                                  f"{self.g.tensor(t).dtype} at other quantisation parameters than the output; "
+                                  "porter joins values of one type and quantisation, not requantised")
+        rank = len(self.g.tensor(op.outputs[0]).shape)
+        self.emit(op, IntegerOp.CONCAT, ins, axes=(axis % rank,), source_ops=source_ops)
+
+    def gather(self, op: Op, kind: IntegerOp, table: int, index: int, wraps: bool, source_ops: list[int],
+               axis: int = 0) -> None:
+        """A constant read at computed indices (GATHER_ND: index vectors; GATHER_ELEMENTS: one
+        index per output value along `axis`)."""
+        if self.dtype(index) not in INTEGERS:
+            raise PorterError(f"op {op.index} {op.type}: indices of type {self.g.tensor(index).dtype}")
+        self.emit(op, kind, [index], {"table": np.asarray(self.consts[table])}, axes=(axis,),
+                  attrs={"wraps": wraps}, quants=[None], source_ops=source_ops)
 
     # ---- the program -------------------------------------------------------------------------
 
@@ -217,6 +285,17 @@ class _LiteRT(TypedRecovery):
             self.lookup(op, *LOOKUPS[op.type])
         elif op.type in VIEWS and all(t in self.consts for t in ins[1:]):
             self.view(op)
+        elif op.type in INTEGER_ARITHMETIC and self.dtype(op.inputs[0]) in INTEGERS:
+            self.integer_arithmetic(op, INTEGER_ARITHMETIC[op.type], [op.index])
+        elif op.type in COMPARISONS:
+            self.compare(op, COMPARISONS[op.type], [op.index])
+        elif op.type == "CUMSUM":
+            self.cumsum(op, op.inputs[1], bool(op.options.get("exclusive")), bool(op.options.get("reverse")),
+                        [op.index])
+        elif op.type == "CONCATENATION":
+            self.concat(op, int(op.options.get("axis", 0)), [op.index])
+        elif op.type == "GATHER_ND" and op.inputs[0] in self.consts:  # LiteRT refuses a negative index
+            self.gather(op, IntegerOp.GATHER_ND, op.inputs[0], op.inputs[1], False, [op.index])
         elif op.type == "FULLY_CONNECTED":
             self.fully_connected(op)
         elif op.type == "BATCH_MATMUL":

@@ -9,9 +9,15 @@ LiteRT's full-integer graphs (whose TypedRecovery it shares):
 - an op of constants only is folded in onnxruntime's arithmetic (the weights' DequantizeLinear);
 - Reshape / Squeeze / Unsqueeze / Flatten / Identity are aliases; Transpose, Expand, Slice, Tile
   and Gather / GatherND by constant indices are index maps (INDEX), decided by running the op on
-  its input's positions; a Gather of a constant table by computed ids is a LOOKUP;
-- QuantizeLinear / DequantizeLinear of an activation, QLinearMatMul and QGemm, QLinearAdd and
-  QLinearSoftmax are their kernels (porter.reference.ort.qdq), with the scales and zero points
+  its input's positions; a Gather of a constant table by computed ids is a LOOKUP, a GatherND /
+  GatherElements of a constant at computed indices a GATHER_ND / GATHER_ELEMENTS, a Concat a
+  CONCAT;
+- comparisons, Cast, Where, and int32 / int64 Add / Sub / Mul / Max / Min and CumSum (index
+  arithmetic: RoBERTa's positions from the ids) are exact typed steps (porter.reference.typed);
+- Pow by a constant 2 or 3 is onnxruntime's product (x * x, (x * x) * x); any other exponent it
+  computes with std::pow (libm's powf), which porter does not reproduce: refused, named;
+- QuantizeLinear / DequantizeLinear of an activation, QLinearMatMul and QGemm, QLinearAdd,
+  QLinearMul and QLinearSoftmax are their kernels (porter.reference.ort.qdq), with the scales and zero points
   of their own inputs; any other quantised kernel onnxruntime would run is refused, named;
 - every other op is a FLOAT step: one op of porter.reference.ops' vocabulary in onnxruntime's
   float kernels (its float MatMul of a B it does not prepack, LayerNormalization, Softmax, Erf,
@@ -27,24 +33,24 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
-from porter.ir.encoder import EncoderProgram, Reference
-from porter.ir.integer import IntegerOp
+from porter.ir.encoder import EncoderProgram, Operand, Reference
+from porter.ir.integer import ARITHMETICS, COMPARISONS as COMPARISON_KINDS, IntegerOp
 from porter.recover.canonical import onnx as onnx_ops
+from porter.recover.canonical.ort_ops import ALIASES, evaluate, float_op
 from porter.recover.canonical.ort_qdq import DQ, MS, Q, QdqGraph, ort_runs
 from porter.recover.canonical.window import bind, dynamic_dims
 from porter.recover.integer import TypedRecovery, input_roles
-from porter.reference import ops
 from porter.reference.litert.floats import log_op
 from porter.reference.ort import qdq as K
 from porter.reference.ort.cpu import OrtCpu
 
-ALIASES = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 VIEWS = {"Transpose", "Expand", "Slice", "Tile", "Gather", "GatherND"}
 LOOKUPS = {"Gather": (0, 1)}  # op -> (table input, ids input)
-REDUCTIONS = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
-              "ReduceL2": "reduce_l2"}
-ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool"}
 QUANTISED = {"uint8", "int8"}
+INTEGERS = {"int32", "int64"}
+QLINEAR_BINARY = {MS + "QLinearAdd": "add", MS + "QLinearMul": "mul"}
+COMPARISONS = {t: kind for t, kind in onnx_ops.BINARY.items() if kind in COMPARISON_KINDS}
+ARITHMETIC = {t: kind for t, kind in onnx_ops.BINARY.items() if kind in ARITHMETICS}
 
 
 def recover_qdq(g: Graph, ort_cpu: OrtCpu, window: int | None = None) -> EncoderProgram:
@@ -55,113 +61,83 @@ def recover_qdq(g: Graph, ort_cpu: OrtCpu, window: int | None = None) -> Encoder
     g = bind(g, window)
     if len(g.outputs) != 1:
         raise PorterError(f"porter compiles models with one output; this one has {sorted(g.outputs)}")
-    q = ort_runs(g)
+    q = ort_runs(g, ort_cpu.floats)
     r = _Recovery(q, ort_cpu)
     for op in q.graph.ops:
         r.op(op)
     return r.program(Reference.ONNXRUNTIME_CPU, ort_cpu=ort_cpu.name)
 
 
-def evaluate(op: Op, values: list, floats: str, out_shape: tuple) -> np.ndarray:
-    """One op of the graph onnxruntime runs, on numpy values, in its arithmetic (the folding of
-    constants, and the index maps of views run on positions)."""
-    if op.type in ALIASES:
-        return np.reshape(values[0], out_shape)
-    if op.type == DQ:
-        zp = values[2] if len(values) > 2 and values[2] is not None else np.zeros(1, np.int32)
-        return K.dequantize_linear(values[0], values[1], zp, _axis(op, np.ndim(values[0])))
-    if op.type == Q:
-        zp = np.asarray(values[2]) if len(values) > 2 and values[2] is not None else np.zeros((), np.uint8)
-        if np.size(values[1]) != 1:
-            raise PorterError(f"op {op.index} QuantizeLinear: per-axis quantisation of a constant is not supported")
-        return K.quantize_linear(values[0], float(np.ravel(values[1])[0]), int(np.ravel(zp)[0]), str(zp.dtype))
-    kind, attrs, used = float_op(op, values, floats)
-    try:
-        return ops.evaluate(kind, attrs, [values[i] for i in used], Reference.ONNXRUNTIME_CPU)
-    except ops.Unsupported as e:
-        raise PorterError(f"op {op.index} {op.type}: {e}") from None
-
-
-def _axis(op: Op, rank: int) -> int:
-    return int(op.options.get("axis", 1)) % max(rank, 1)
-
-
-def float_op(op: Op, values: list, floats: str | None = None) -> tuple[str, dict, list[int]]:
-    """An ONNX op as one op of porter.reference.ops: (kind, attributes, the inputs it reads).
-    `values`: the constant inputs (None for an activation)."""
-    t, o = op.type, op.options
-    if t in onnx_ops.BINARY:
-        return onnx_ops.BINARY[t], {}, [0, 1]
-    if t in onnx_ops.UNARY:
-        return onnx_ops.UNARY[t], {}, [0]
-    if t in REDUCTIONS:
-        axes = o.get("axes")
-        if len(op.inputs) > 1 and op.inputs[1] >= 0:
-            if values[1] is None:
-                raise PorterError(f"op {op.index} {t}: the reduction axes are not a constant")
-            axes = [int(a) for a in np.ravel(values[1])]
-        return REDUCTIONS[t], {"axes": axes, "keepdims": bool(o.get("keepdims", 1))}, [0]
-    if t == "Softmax":
-        return "softmax", {"axis": int(o.get("axis", -1)), "ort_floats": floats}, [0]
-    if t == "LayerNormalization":
-        if int(o.get("axis", -1)) != -1 or len(op.inputs) < 3 or op.inputs[2] < 0:
-            raise PorterError(f"op {op.index} LayerNormalization: porter runs it over the last axis with a bias")
-        return "layer_norm", {"epsilon": float(np.float32(o.get("epsilon", 1e-5)))}, [0, 1, 2]
-    if t == "MatMul":
-        return "ort_matmul", {}, [0, 1]
-    if t == "Clip":
-        given = [i < len(op.inputs) and op.inputs[i] >= 0 for i in (1, 2)]
-        return "clip", {"lower": given[0], "upper": given[1]}, [0] + [i for i, g in zip((1, 2), given) if g]
-    if t == "Where":
-        return "where", {}, [0, 1, 2]
-    if t == "Cast":
-        return "cast", {"to": ONNX_TYPES.get(int(o.get("to", 0)), "?")}, [0]
-    if t == "Transpose":
-        return "permute", {"perm": tuple(int(p) for p in o["perm"])}, [0]
-    if t == "Expand":
-        return "expand", {"shape": tuple(int(v) for v in np.ravel(values[1]))}, [0]
-    if t == "Gather":
-        return "gather", {"axis": int(o.get("axis", 0))}, [0, 1]
-    if t == "GatherND":
-        return "gather_nd", {}, [0, 1]
-    if t == "Tile":
-        return "tile", {"repeats": tuple(int(v) for v in np.ravel(values[1]))}, [0]
-    if t == "Slice":
-        rank = np.ndim(values[0]) if values[0] is not None else None
-        starts, ends = (np.ravel(values[i]).astype(np.int64) for i in (1, 2))
-        axes = np.ravel(values[3]) if len(values) > 3 and values[3] is not None else np.arange(len(starts))
-        steps = np.ravel(values[4]) if len(values) > 4 and values[4] is not None else np.ones(len(starts), np.int64)
-        big = 1 << 62
-        return "slice", {"slices": tuple((int(a) % rank, int(s), None if abs(int(e)) >= big else int(e), int(st))
-                                         for a, s, e, st in zip(axes, starts, ends, steps))}, [0]
-    raise PorterError(f"op {op.index} {t}: onnxruntime runs it in float in this QDQ graph, and porter has no "
-                      "kernel for it")
-
-
 class _Recovery(TypedRecovery):
-    DTYPES = {"uint8", "int8", "int32", "float32", "bool"}
+    DTYPES = {"uint8", "int8", "int32", "int64", "float32", "bool"}
 
     def __init__(self, q: QdqGraph, ort_cpu: OrtCpu):
         g = q.graph
         self.q, self.ort_cpu = q, ort_cpu
         consts = {t.index: t.data for t in g.tensors if t.data is not None}
+        # a DequantizeLinear of 8-bit constants (weights, tables): what it reads, per output tensor
+        self.dequantized: dict[int, Op] = {}
         for op in g.ops:  # fold everything computable from constants first: the tables then are constants
             ins = [t for t in op.inputs if t >= 0]
             if ins and all(t in consts for t in ins):
                 consts[op.outputs[0]] = np.asarray(evaluate(op, self._values(op, consts), ort_cpu.floats,
                                                             g.tensor(op.outputs[0]).shape))
+                if op.type == DQ and g.tensor(op.inputs[0]).dtype in QUANTISED:
+                    self.dequantized[op.outputs[0]] = op
         super().__init__(g, consts, input_roles(g, consts, ALIASES | {"Cast"}, LOOKUPS))
 
     @staticmethod
     def _values(op: Op, consts: dict) -> list:
         return [consts.get(t) if t >= 0 else None for t in op.inputs]
 
-    def dtype(self, t: int) -> str:
-        d = self.g.tensor(t).dtype
-        return "int32" if d == "int64" else d  # ids, masks and indices: int32 in the module
-
     def quant(self, op: Op, t: int):
         return None  # a QDQ graph's scales are its ops' inputs, given to each step
+
+    # ---- weights computed from 8-bit constants -------------------------------------------------
+    # onnxruntime never folds a DequantizeLinear: it dequantises the weights of every float op
+    # (and the embedding tables) when it runs. The program does the same, in the same arithmetic:
+    # model.bin keeps the 8-bit values and their scales, a quarter of float32.
+
+    def operand(self, t: int) -> Operand:
+        if t in self.dequantized and t not in self.source:
+            self.dequantize_constant(self.dequantized[t], t)
+        return super().operand(t)
+
+    def dequantize_constant(self, dq: Op, t: int, into: Operand | None = None) -> None:
+        """An ORT_DEQUANTIZE step of the 8-bit constant `dq` reads (or of `into`, the same values
+        gathered), writing tensor t's buffer: one scale and zero point, or one per index of its
+        axis (stored as arrays)."""
+        values = self._values(dq, self.consts)
+        scale = np.asarray(values[1], np.float32).reshape(-1)
+        zp = np.asarray(values[2] if len(values) > 2 and values[2] is not None else 0, np.int32).reshape(-1)
+        source = dq.inputs[0] if into is None else into
+        name = f"dq{t}"
+        if scale.size == 1:
+            self.emit(dq, IntegerOp.ORT_DEQUANTIZE, [source], quants=[(float(scale[0]), int(zp[0]))], out_quant=None,
+                      name=name, source_ops=list(self.q.origin[dq.index]), writes=t)
+        else:  # the scales' axis, counted from the end: the same in the gathered rows
+            rank, out_rank = len(self.g.tensor(dq.inputs[0]).shape), len(self.g.tensor(t).shape)
+            axis = int(dq.options.get("axis", 1)) % rank + out_rank - rank
+            self.emit(dq, IntegerOp.ORT_DEQUANTIZE, [source],
+                      {"scale": scale, "zero_point": np.broadcast_to(zp, scale.shape).astype(np.int32)},
+                      quants=[None], out_quant=None, axes=(axis,), name=name, source_ops=list(self.q.origin[dq.index]),
+                      writes=t)
+
+    def lookup(self, op: Op, table_input: int, ids_input: int, wraps: bool = False) -> None:
+        """A table computed from 8-bit constants is looked up in its stored values and the rows
+        dequantised (the same values: DequantizeLinear is elementwise), unless its scales run along
+        the rows, which the looked-up rows would need gathered too."""
+        table, out = op.inputs[table_input], op.outputs[0]
+        dq = self.dequantized.get(table)
+        per_row = dq is not None and np.size(self.consts[dq.inputs[1]]) > 1 and int(dq.options.get("axis", 1)) % 2 == 0
+        if dq is None or per_row or len(self.g.tensor(table).shape) != 2:  # (a rank-2 table's axis 0: its rows)
+            super().lookup(op, table_input, ids_input, wraps)
+            return
+        stored = self.consts[dq.inputs[0]]
+        rows = f"t{out}.stored"
+        self.emit(op, IntegerOp.LOOKUP, [op.inputs[ids_input]], {"table": stored}, table_shape=stored.shape,
+                  attrs={"wraps": wraps}, out_buffer=rows, dtype=str(stored.dtype), out_quant=None)
+        self.dequantize_constant(dq, out, Operand(rows, None, tuple(self.g.tensor(out).shape)))
 
     def run_view(self, op: Op, ins: list) -> np.ndarray:
         return evaluate(op, ins, self.ort_cpu.floats, self.g.tensor(op.outputs[0]).shape)
@@ -193,9 +169,11 @@ class _Recovery(TypedRecovery):
         if t in ALIASES:
             self.source[op.outputs[0]] = self.source[op.inputs[0]]
         elif t in LOOKUPS and op.inputs[0] in self.consts and op.inputs[1] not in self.consts:
-            self.lookup(op, *LOOKUPS[t])
+            self.lookup(op, *LOOKUPS[t], wraps=True)
         elif t in VIEWS and all(x in self.consts for x in ins[1:]):
             self.view(op)
+        elif t in ("GatherND", "GatherElements") and op.inputs[0] in self.consts:
+            self.computed_gather(op, source_ops)
         elif t == DQ:
             if np.size(self.consts.get(op.inputs[1], 0)) != 1:
                 raise PorterError(f"{self.name(op)}: an activation dequantised per axis; porter's kernels take one "
@@ -207,10 +185,10 @@ class _Recovery(TypedRecovery):
                       out_quant=self.quant_of(op, *op.inputs[1:3]), source_ops=source_ops)
         elif t in ("QLinearMatMul", MS + "QGemm"):
             self.qgemm(op, source_ops)
-        elif t == MS + "QLinearAdd":
+        elif t in QLINEAR_BINARY:
             a, sa, za, b, sb, zb, sc, zc = op.inputs
             self.emit(op, IntegerOp.ORT_QLINEAR_BINARY, [a, b], quants=[self.quant_of(op, sa, za), self.quant_of(op, sb, zb)],
-                      out_quant=self.quant_of(op, sc, zc), kind="add", source_ops=source_ops)
+                      out_quant=self.quant_of(op, sc, zc), kind=QLINEAR_BINARY[t], source_ops=source_ops)
         elif t == MS + "QLinearSoftmax":
             self.qlinear_softmax(op, source_ops)
         elif t.startswith(MS) or t.startswith("QLinear"):
@@ -220,17 +198,40 @@ class _Recovery(TypedRecovery):
             self.emit(op, IntegerOp.CAST, op.inputs[:1], source_ops=source_ops)
         elif t == "Where":
             self.emit(op, IntegerOp.SELECT, op.inputs[:3], source_ops=source_ops)
+        elif t in COMPARISONS:
+            self.compare(op, COMPARISONS[t], source_ops)
+        elif t in ARITHMETIC and self.dtype(op.inputs[0]) in INTEGERS:
+            self.integer_arithmetic(op, ARITHMETIC[t], source_ops)
+        elif t == "CumSum":
+            o = op.options
+            self.cumsum(op, op.inputs[1], bool(o.get("exclusive", 0)), bool(o.get("reverse", 0)), source_ops)
+        elif t == "Concat":
+            self.concat(op, int(op.options.get("axis", 0)), source_ops)
         else:
             self.float_step(op, source_ops)
 
+    def computed_gather(self, op: Op, source_ops: list[int]) -> None:
+        """A GatherND / GatherElements of a constant at computed indices (a negative index counts
+        from the end, as onnxruntime takes it)."""
+        if op.type == "GatherND":
+            if int(op.options.get("batch_dims", 0)):
+                raise PorterError(f"{self.name(op)}: GatherND with batch_dims {op.options['batch_dims']} is not "
+                                  "supported")
+            self.gather(op, IntegerOp.GATHER_ND, op.inputs[0], op.inputs[1], True, source_ops)
+        else:
+            rank = len(self.g.tensor(op.inputs[0]).shape)
+            self.gather(op, IntegerOp.GATHER_ELEMENTS, op.inputs[0], op.inputs[1], True, source_ops,
+                        axis=int(op.options.get("axis", 0)) % rank)
+
     def float_step(self, op: Op, source_ops: list[int]) -> None:
         values = self._values(op, self.consts)
-        kind, attrs, used = float_op(op, values, self.ort_cpu.floats)
+        kind, attrs, used = float_op(op, values, self.ort_cpu.floats,
+                                     [self.g.tensor(t).shape if t >= 0 else None for t in op.inputs])
         inputs = [op.inputs[i] for i in used if i < len(op.inputs) and op.inputs[i] >= 0]
         for t in inputs:
-            if self.dtype(t) in QUANTISED:
-                raise PorterError(f"{self.name(op)}: reads {self.g.tensor(t).dtype} values; onnxruntime runs no "
-                                  "float kernel on them")
+            if t not in self.consts and self.dtype(t) in QUANTISED | INTEGERS:
+                raise PorterError(f"{self.name(op)}: reads {self.g.tensor(t).dtype} values; porter runs "
+                                  f"{op.type} as onnxruntime's float kernel, on float32 (or bool) values only")
         self.emit(op, IntegerOp.FLOAT, inputs, kind=kind, attrs=attrs, source_ops=source_ops)
 
     def qgemm(self, op: Op, source_ops: list[int]) -> None:

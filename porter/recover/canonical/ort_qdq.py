@@ -5,6 +5,10 @@ op, QuantizeLinear (Q) on its output. onnxruntime does not run that spelling. It
 transformers (onnxruntime/core/optimizer/qdq_transformer/, read for 1.32 and measured with
 SessionOptions.optimized_model_filepath at ORT_ENABLE_ALL) rewrite it first, in this order:
 
+0. ConstantFolding (level 1): an op whose inputs are all constants becomes a constant, in
+   onnxruntime's arithmetic (porter.recover.canonical.ort_ops), except a DequantizeLinear, which
+   a session with its QDQ transformers keeps for the node units (a QuantizeLinear of constants
+   is folded: measured).
 1. EnsureUniqueDQForNodeUnit (level 1): a DQ read by several nodes becomes one DQ per reader.
 2. WhereDummyDq: a Where whose one data input is a DQ, the other a scalar float constant, and
    whose output goes to one Q, reads the constant through a DQ it builds for it: int8 0 / 127
@@ -38,9 +42,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op, Tensor
-
-Q, DQ = "QuantizeLinear", "DequantizeLinear"
-MS = "com.microsoft."
+from porter.recover.canonical.ort_ops import DQ, MS, Q, evaluate
 
 # ---- the selectors, as data (qdq_selector_action_transformer.cc, qdq_selectors.cc) -----------
 
@@ -133,6 +135,12 @@ class _Rewrite:
         self.ops = _execution_order(keep)
         self.origin[id(fused)] = origin
 
+    def fold(self, op: Op, value: np.ndarray) -> None:
+        """`op` gives way to its output as a constant."""
+        t = op.outputs[0]
+        self.tensors[t] = replace(self.tensors[t], data=np.asarray(value).astype(self.tensors[t].dtype, copy=False))
+        self.remove(op)
+
     def remove(self, op: Op) -> None:
         self.ops = [o for o in self.ops if o is not op]
 
@@ -158,6 +166,24 @@ def _execution_order(ops: list[Op]) -> list[Op]:
     for i in range(len(ops)):
         visit(i)
     return order
+
+
+# ---- 0. constant folding --------------------------------------------------------------------------
+
+def _fold_constants(r: _Rewrite, floats: str | None) -> None:
+    """Every op of constants only, in order (a folded output is a constant for the ops after
+    it), but a DQ, an op of several outputs or one that makes a graph output; an op porter
+    cannot evaluate is left to the recovery, which refuses it by name."""
+    for op in list(r.ops):
+        ins = [t for t in op.inputs if t >= 0]
+        if op.type == DQ or len(op.outputs) != 1 or r.makes_output(op) or not ins \
+                or any(r.const(t) is None for t in ins):
+            continue
+        try:
+            value = evaluate(op, [r.const(t) for t in op.inputs], floats, r.tensors[op.outputs[0]].shape)
+        except PorterError:
+            continue
+        r.fold(op, value)
 
 
 # ---- 1. one DQ per reader ------------------------------------------------------------------------
@@ -501,10 +527,12 @@ def _refuse_level1_fusions(g: Graph) -> None:
                               "fuses into a Gemm first (MatMulAddFusion); porter does not model it in a QDQ graph")
 
 
-def ort_runs(g: Graph) -> QdqGraph:
-    """The graph onnxruntime's CPU provider runs for the QDQ graph `g` (see the module's doc)."""
+def ort_runs(g: Graph, floats: str | None = None) -> QdqGraph:
+    """The graph onnxruntime's CPU provider runs for the QDQ graph `g` (see the module's doc);
+    `floats`: the float kernels of the CPU target constants are folded with (porter.reference.ort.cpu)."""
     _refuse_level1_fusions(g)
     r = _Rewrite(g)
+    _fold_constants(r, floats)
     _unique_dqs(r)
     _where_dummy_dqs(r)
     _s8_to_u8(r)

@@ -12,6 +12,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
+from porter.reference import typed
 from porter.reference.litert import int8 as K
 
 
@@ -48,6 +49,21 @@ def _binary(kernel):
     def run(g, op, ins):
         return kernel(ins[0], _q(g, op.inputs[0]), ins[1], _q(g, op.inputs[1]), _q(g, op.outputs[0]))
     return run
+
+
+def _or_integer(kernel, kind: str):
+    """A quantised int8 kernel; on int32 / int64 operands (index arithmetic) the plain integer one."""
+    def run(g, op, ins):
+        if np.asarray(ins[0]).dtype in (np.int32, np.int64):
+            return typed.arithmetic(kind, ins[0], ins[1], str(np.asarray(ins[0]).dtype))
+        return kernel(g, op, ins)
+    return run
+
+
+def _cumsum(g, op, ins):
+    x = np.asarray(ins[0])
+    return typed.cumsum(x, int(np.ravel(ins[1])[0]) % x.ndim, bool(op.options.get("exclusive")),
+                        bool(op.options.get("reverse")))
 
 
 def _mean(g, op, ins):
@@ -122,22 +138,21 @@ def _slice(g, op, ins):
 
 
 def _gather_nd(g, op, ins):
-    params, idx = ins
-    idx = np.asarray(idx, np.int64)
-    return params[tuple(np.moveaxis(idx, -1, 0))]
+    return typed.gather_nd(ins[0], ins[1], wraps=False)
 
 
 KERNELS = {
     "FULLY_CONNECTED": _fully_connected,
     "BATCH_MATMUL": _batch_matmul,
-    "ADD": _binary(K.add_sub),
-    "SUB": _binary(lambda x, xq, y, yq, oq: K.add_sub(x, xq, y, yq, oq, subtract=True)),
-    "MUL": _binary(K.mul),
+    "ADD": _or_integer(_binary(K.add_sub), "add"),
+    "SUB": _or_integer(_binary(lambda x, xq, y, yq, oq: K.add_sub(x, xq, y, yq, oq, subtract=True)), "sub"),
+    "MUL": _or_integer(_binary(K.mul), "mul"),
     "SQUARED_DIFFERENCE": _binary(K.squared_difference),
     "MEAN": _mean,
     "SUM": _sum,
     "DIV": _binary(K.divide),
-    "MAXIMUM": lambda g, op, ins: K.maximum(ins[0], ins[1]),
+    "MAXIMUM": _or_integer(lambda g, op, ins: K.maximum(ins[0], ins[1]), "maximum"),
+    "MINIMUM": lambda g, op, ins: typed.arithmetic("minimum", ins[0], ins[1], str(np.asarray(ins[0]).dtype)),
     "SQRT": lambda g, op, ins: K.apply_table(ins[0], K.sqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
     "ABS": lambda g, op, ins: _float_only(op, ins, np.abs),
     "RSQRT": lambda g, op, ins: K.apply_table(ins[0], K.rsqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
@@ -153,13 +168,18 @@ KERNELS = {
     "EMBEDDING_LOOKUP": lambda g, op, ins: _rows(ins[1], ins[0]),
     "RESHAPE": lambda g, op, ins: ins[0].reshape(g.tensor(op.outputs[0]).shape),
     "TRANSPOSE": lambda g, op, ins: np.transpose(ins[0], np.asarray(ins[1], np.int64)),
-    "CAST": lambda g, op, ins: ins[0].astype(g.tensor(op.outputs[0]).dtype),
+    "CAST": lambda g, op, ins: typed.cast(ins[0], g.tensor(op.outputs[0]).dtype),
     "GATHER_ND": _gather_nd,
     "GATHER": _gather,
     "STRIDED_SLICE": _strided_slice,
     "SLICE": _slice,
     "LOGICAL_AND": lambda g, op, ins: np.logical_and(ins[0], ins[1]),
     "SELECT_V2": _select,
+    "SELECT": _select,
+    "CUMSUM": _cumsum,
+    "CONCATENATION": lambda g, op, ins: np.concatenate(ins, axis=int(op.options.get("axis", 0))),
+    **{kind.upper(): (lambda kind: lambda g, op, ins: typed.compare(kind, ins[0], ins[1]))(kind)
+       for kind in typed.COMPARE},
 }
 
 

@@ -2,7 +2,8 @@
 (porter.reference.litert.int8), on the step's operands and with its quantisation parameters.
 
 The crate's kernels (templates/rust_forward/src/kernels/litert/int8/) compute the same values;
-`porter verify` holds both to LiteRT's golden.
+`porter verify` holds both to LiteRT's golden. The steps both runtimes compute alike (data
+movement, casts, index arithmetic) are porter.reference.typed's.
 """
 
 from __future__ import annotations
@@ -10,16 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from porter.ir.integer import IntegerOp, IntegerStep
+from porter.reference import typed
 from porter.reference.litert import int8 as K
-
-NUMPY_DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32, "bool": np.bool_}
 
 
 def run(step: IntegerStep, weights: dict, ins: list[np.ndarray]) -> np.ndarray:
     """The step's output for its operands' values (each already seen with its operand's shape)."""
-    ins = [np.asarray(x).astype(NUMPY_DTYPES[d], copy=False) for x, d in zip(ins, step.in_dtypes)]
+    if step.op in typed.KERNELS:
+        return typed.run(step, weights, ins)
+    ins = [np.asarray(x).astype(typed.NUMPY_DTYPES[d], copy=False) for x, d in zip(ins, step.in_dtypes)]
     out = np.asarray(_KERNELS[step.op](step, weights, ins))
-    return out.reshape(step.shape).astype(NUMPY_DTYPES[step.dtype], copy=False)
+    return out.reshape(step.shape).astype(typed.NUMPY_DTYPES[step.dtype], copy=False)
 
 
 def _fully_connected(step, w, ins):
@@ -61,18 +63,6 @@ _KERNELS = {
     IntegerOp.REQUANTIZE: lambda step, w, ins: K.requantize(ins[0], step.quants[0], step.out_quant),
     IntegerOp.DEQUANTIZE: lambda step, w, ins: K.dequantize(ins[0], step.quants[0]),
     IntegerOp.OUTPUT: lambda step, w, ins: K.dequantize_output(ins[0], step.quants[0]),
-    IntegerOp.LOOKUP: lambda step, w, ins: lookup(w[f"{step.name}.table"], ins[0]),
-    IntegerOp.INDEX: lambda step, w, ins: ins[0].reshape(-1)[w[f"{step.name}.index"]],
-    IntegerOp.CAST: lambda step, w, ins: ins[0].astype(NUMPY_DTYPES[step.dtype]),
-    IntegerOp.LOGICAL_AND: lambda step, w, ins: np.logical_and(ins[0], ins[1]),
-    IntegerOp.SELECT: lambda step, w, ins: np.where(ins[0], ins[1], ins[2]),
     IntegerOp.ABS: lambda step, w, ins: np.abs(ins[0]),
 }
 
-
-def lookup(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Rows of the table by id; an id outside it is refused, as LiteRT refuses it."""
-    ids = np.asarray(ids, np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-        raise ValueError(f"id outside the table's {table.shape[0]} rows")
-    return table[ids]

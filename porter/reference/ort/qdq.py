@@ -16,6 +16,11 @@ both CPU targets: tests/test_ort_qdq.py).
   and b_scale / c_scale, a fixed part zc - fma(ra, za, rb * zb) (the compiler contracts it),
   then fma(a, ra, fma(b, rb, fixed)) per value, rounded half to even and saturated; a scalar
   operand folds into the fixed part with a plain multiply and add.
+- QLinearMul (MlasQLinearMul: its SSE2 kernel on every x86 target, read in qlmul.cpp and
+  measured): the product of the centred values (exact, as int32), converted to float32, times
+  a_scale * b_scale / c_scale (float32, in that order), plus c's zero point as a float32; then
+  _mm_cvtps_epi32 (half to even; a NaN or a value beyond int32 gives int32's minimum) and the
+  saturating packs.
 - QLinearSoftmax (QlinearSoftmaxCPU<uint8_t>, read in 1.32's machine code: scalar, the same on
   every CPU; the MLAS softmax kernels in its source tree are not what the release runs): a
   256-entry float32 table exp((i - 255 + shift) * x_scale) in double, shift = max(0,
@@ -31,7 +36,7 @@ import math
 import numpy as np
 
 from porter.ir.integer import IntegerOp
-from porter.reference import quant
+from porter.reference import quant, typed
 from porter.reference.ort import floats
 
 F32 = np.float32
@@ -149,6 +154,24 @@ def qlinear_add(a: np.ndarray, a_quant, b: np.ndarray, b_quant, out_quant, dtype
     return np.clip(np.rint(r), lo, hi).astype(dtype)
 
 
+def mul_ratio(a_scale: float, b_scale: float, c_scale: float) -> np.float32:
+    """QLinearMul's multiplier: a_scale * b_scale / c_scale in float32, in that order."""
+    return F32(F32(F32(a_scale) * F32(b_scale)) / F32(c_scale))
+
+
+def qlinear_mul(a: np.ndarray, a_quant, b: np.ndarray, b_quant, out_quant, dtype: str) -> np.ndarray:
+    """QLinearMul on a and b broadcast against each other (a scalar operand takes the same
+    arithmetic: the product is exact and the ratio's factors commute)."""
+    (sa, za), (sb, zb), (sc, zc) = a_quant, b_quant, out_quant
+    centred_a, centred_b = np.broadcast_arrays(np.asarray(a, np.int64) - za, np.asarray(b, np.int64) - zb)
+    with np.errstate(all="ignore"):
+        v = ((centred_a * centred_b).astype(F32) * mul_ratio(sa, sb, sc)).astype(F32) + F32(zc)
+        r = np.rint(v.astype(F32))
+        converted = np.where(np.isfinite(r) & (r >= -2.0 ** 31) & (r < 2.0 ** 31), r, -2.0 ** 31)
+    lo, hi = LIMITS[dtype]
+    return np.clip(converted, lo, hi).astype(dtype)
+
+
 def scalar_per_run(shape: tuple, out: tuple) -> bool:
     """Whether an operand is a single value for each contiguous run onnxruntime's broadcaster
     hands the kernel (its last axis broadcast against the output's)."""
@@ -196,51 +219,33 @@ def qlinear_softmax(x: np.ndarray, table: np.ndarray, y_scale: float, y_zero_poi
 
 # ---- the numpy meaning of porter.ir.integer's onnxruntime steps -------------------------------------
 
-NUMPY_DTYPES = {"uint8": np.uint8, "int8": np.int8, "int32": np.int32, "float32": np.float32, "bool": np.bool_}
-
-
 def run(step, weights: dict, ins: list[np.ndarray], float_op) -> np.ndarray:
     """The output of one onnxruntime step (porter.ir.integer.IntegerStep) for its operands'
-    values; `float_op(kind, attrs, inputs)` computes a FLOAT step's op (porter.reference.ops)."""
-    ins = [np.asarray(x).astype(NUMPY_DTYPES[d], copy=False) for x, d in zip(ins, step.in_dtypes)]
+    values; `float_op(kind, attrs, inputs)` computes a FLOAT step's op (porter.reference.ops).
+    The steps both runtimes compute alike are porter.reference.typed's."""
+    if step.op in typed.KERNELS:
+        return typed.run(step, weights, ins)
+    ins = [np.asarray(x).astype(typed.NUMPY_DTYPES[d], copy=False) for x, d in zip(ins, step.in_dtypes)]
     w = lambda key: weights[f"{step.name}.{key}"]  # noqa: E731
     op = step.op
     if op == IntegerOp.ORT_QUANTIZE:
         out = quantize_linear(ins[0], *step.out_quant, step.dtype)
-    elif op == IntegerOp.ORT_DEQUANTIZE:
-        out = dequantize_linear(ins[0], *step.quants[0])
+    elif op == IntegerOp.ORT_DEQUANTIZE:  # one scale and zero point, or one per index of an axis
+        out = dequantize_linear(ins[0], *step.quants[0]) if step.quants[0] is not None \
+            else dequantize_linear(ins[0], w("scale"), w("zero_point"), step.axes[0])
     elif op == IntegerOp.ORT_QGEMM:
         b = ins[1] if len(ins) > 1 else w("b").T  # a constant B is stored [n, k]
         bias = w("bias") if step.has_bias else None
         out = qgemm(ins[0], step.quants[0], b, w("b_zero_point"), w("scale"), step.out_quant, step.dtype, bias,
                     step.integer_dot)
     elif op == IntegerOp.ORT_QLINEAR_BINARY:
-        out = qlinear_add(ins[0], step.quants[0], ins[1], step.quants[1], step.out_quant, step.dtype)
+        binary = {"add": qlinear_add, "mul": qlinear_mul}[step.kind]
+        out = binary(ins[0], step.quants[0], ins[1], step.quants[1], step.out_quant, step.dtype)
     elif op == IntegerOp.ORT_QLINEAR_SOFTMAX:
         out = qlinear_softmax(ins[0], w("table"), *step.out_quant)
     elif op == IntegerOp.FLOAT:
         out = float_op(step.kind, step.attrs, ins)
-    elif op == IntegerOp.LOOKUP:
-        ids = np.asarray(ins[0], np.int64)
-        table = w("table")
-        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-            raise ValueError(f"id outside the table's {table.shape[0]} rows")
-        out = table[ids]
-    elif op == IntegerOp.INDEX:
-        out = ins[0].reshape(-1)[w("index")]
-    elif op == IntegerOp.CAST:
-        out = _cast(ins[0], step.dtype)
-    elif op == IntegerOp.SELECT:
-        out = np.where(ins[0].astype(bool), ins[1], ins[2])
     else:
         raise ValueError(f"{step.name}: {op.value} is not an onnxruntime step")
-    return np.asarray(out).reshape(step.shape).astype(NUMPY_DTYPES[step.dtype], copy=False)
+    return np.asarray(out).reshape(step.shape).astype(typed.NUMPY_DTYPES[step.dtype], copy=False)
 
-
-def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
-    """onnxruntime's Cast: float to integer truncates toward zero; anything to bool is != 0."""
-    if dtype == "bool":
-        return x != 0
-    if x.dtype.kind == "f" and dtype != "float32":
-        return np.trunc(x).astype(NUMPY_DTYPES[dtype])
-    return x.astype(NUMPY_DTYPES[dtype])

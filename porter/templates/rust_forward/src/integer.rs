@@ -8,8 +8,10 @@ use crate::kernels::litert::int8::dot::{batch_matmul, dot, fully_connected, Batc
 use crate::kernels::litert::int8::elementwise::{self as ew, binary, reduced, Binary, Reduction};
 use crate::kernels::litert::int8::fixed_point::Multiplier;
 use crate::kernels::common::generic;
-use crate::kernels::ort::float::{layer_norm_row, m1_columns, sgemm_columns, softmax, stride_k, OrtFloats};
-use crate::kernels::ort::qdq::{self, Qgemm, QlinearAdd};
+use crate::kernels::common::index as ix;
+pub use crate::kernels::common::index::{Arithmetic, Comparison};
+use crate::kernels::ort::float::{layer_norm_row, m1_columns, pow_by_products, sgemm_columns, softmax, stride_k, OrtFloats};
+use crate::kernels::ort::qdq::{self, Qgemm, QlinearAdd, QlinearMul};
 use crate::program::{Elementwise, Reduce};
 use crate::model::*;
 use crate::profile::{Phase, Profile};
@@ -26,6 +28,7 @@ pub enum DType {
     U8,
     Bool,
     I32,
+    I64,
     F32,
 }
 
@@ -36,6 +39,7 @@ pub enum Values<'a> {
     I8(&'a [i8]),
     U8(&'a [u8]),
     I32(&'a [i32]),
+    I64(&'a [i64]),
     F32(&'a [f32]),
 }
 
@@ -59,8 +63,8 @@ pub enum IntKernel<'a> {
     Requantize { x_zp: i32, multiplier: Multiplier, out_zp: i32 },
     Dequantize { scale: f32, zp: i32 },
     Output { scale: f32, zp: i32 },
-    /// rows of a constant table (I8 or F32) by int32 ids
-    Lookup { table: Values<'a>, rows: usize, width: usize },
+    /// rows of a constant table (I8, U8 or F32) by integer ids (`wraps`: a negative id counts from the end)
+    Lookup { table: Values<'a>, rows: usize, width: usize, wraps: bool },
     /// out[i] = x[index[i]]
     Index(&'a [i32]),
     Cast,
@@ -68,14 +72,32 @@ pub enum IntKernel<'a> {
     /// condition ? a : b, broadcast
     Select,
     Abs,
+    /// two operands of one type compared, broadcast: a bool per output value
+    Compare(Comparison),
+    /// int32 / int64 arithmetic, broadcast, wrapping
+    Arithmetic(Arithmetic),
+    /// running sums along the middle axis of [outer, n, inner]
+    Cumsum { outer: usize, n: usize, inner: usize, exclusive: bool, reverse: bool },
+    /// the operands one after the other: `blocks[i]` values of operand i in turn, `outer` times
+    Concat { outer: usize, blocks: Vec<usize> },
+    /// a constant at integer index vectors (operand 0's last axis) into its first axes (`dims`),
+    /// each selecting `inner` values
+    GatherNd { table: Values<'a>, dims: Vec<usize>, inner: usize, wraps: bool },
+    /// a constant at one integer index per output value (operand 0, of `shape`) along `axis`
+    GatherElements { table: Values<'a>, shape: Vec<usize>, table_strides: Vec<usize>, axis: usize, dim: usize, wraps: bool },
     /// onnxruntime's QuantizeLinear: f32 -> the step's dtype (U8 or I8), whose range is lo..=hi
     OrtQuantize { scale: f32, zp: i32, lo: i32, hi: i32 },
     /// onnxruntime's DequantizeLinear: U8 / I8 / I32 -> f32
     OrtDequantize { scale: f32, zp: i32 },
+    /// the same with one scale and zero point per index of an axis of `channels` (value i's is
+    /// (i / inner) % channels): an 8-bit weight's, dequantised as onnxruntime does when it runs
+    OrtDequantizeAxis { scale: &'a [f32], zp: &'a [i32], channels: usize, inner: usize },
     /// QLinearMatMul / QGemm: operand 0 is A, operand 1 an activation B (if not constant)
     OrtQgemm(Qgemm<'a>),
     /// QLinearAdd, its operands broadcast
     OrtQlinearAdd(QlinearAdd),
+    /// QLinearMul, its operands broadcast
+    OrtQlinearMul(QlinearMul),
     /// QLinearSoftmax over rows of `row` uint8 values
     OrtQlinearSoftmax { table: &'a [f32], multiplier: f64, zp: i32, row: usize },
     /// one op onnxruntime runs in float
@@ -97,18 +119,14 @@ pub enum FloatOp {
     /// the larger of x and the lower bound, then the smaller of that and the upper (operands x,
     /// then the bounds given)
     Clip { lower: bool, upper: bool },
-    /// a comparison or logical op of two operands (broadcast), or of one (Not, IsNaN): bool out
+    /// a logical op of two operands (broadcast), or of one (Not, IsNaN): bool out
     Predicate(Predicate),
+    /// Pow by a constant 2 or 3 (`cube`), as onnxruntime's kernel multiplies
+    Pow { cube: bool },
 }
 
 #[derive(Clone, Copy)]
 pub enum Predicate {
-    Equal,
-    NotEqual,
-    Less,
-    LessEqual,
-    Greater,
-    GreaterEqual,
     And,
     Or,
     Not,
@@ -128,6 +146,7 @@ pub enum Tensor {
     I8(Vec<i8>),
     U8(Vec<u8>),
     I32(Vec<i32>),
+    I64(Vec<i64>),
     F32(Vec<f32>),
 }
 
@@ -158,21 +177,61 @@ impl<'a> State<'a> {
     typed_values!(f32s, f32, F32, "float32");
     typed_values!(i32s, i32, I32, "int32");
 
-    /// Value i of an operand of any type, widened (exact for every int32 and float32).
+    /// Value i of an operand of any type, widened (exact for every 8- and 32-bit value).
     fn wide(&self, v: &Values<'a>, i: usize) -> f64 {
-        match v {
-            Values::Slot(s) => match &self.slots[*s] {
-                Tensor::I8(x) => x[i] as f64,
-                Tensor::U8(x) => x[i] as f64,
-                Tensor::I32(x) => x[i] as f64,
-                Tensor::F32(x) => x[i] as f64,
-            },
-            Values::I8(x) => x[i] as f64,
-            Values::U8(x) => x[i] as f64,
-            Values::I32(x) => x[i] as f64,
-            Values::F32(x) => x[i] as f64,
+        match self.number(v, i) {
+            Number::Int(x) => x as f64,
+            Number::Float(x) => x as f64,
         }
     }
+
+    /// Value i of an operand of any type, exactly.
+    fn number(&self, v: &Values<'a>, i: usize) -> Number {
+        match v {
+            Values::Slot(s) => match &self.slots[*s] {
+                Tensor::I8(x) => Number::Int(x[i] as i64),
+                Tensor::U8(x) => Number::Int(x[i] as i64),
+                Tensor::I32(x) => Number::Int(x[i] as i64),
+                Tensor::I64(x) => Number::Int(x[i]),
+                Tensor::F32(x) => Number::Float(x[i]),
+            },
+            Values::I8(x) => Number::Int(x[i] as i64),
+            Values::U8(x) => Number::Int(x[i] as i64),
+            Values::I32(x) => Number::Int(x[i] as i64),
+            Values::I64(x) => Number::Int(x[i]),
+            Values::F32(x) => Number::Float(x[i]),
+        }
+    }
+
+    /// Value i of an integer (or bool) operand of any width.
+    fn int(&self, v: &Values<'a>, i: usize) -> i64 {
+        match self.number(v, i) {
+            Number::Int(x) => x,
+            Number::Float(_) => panic!("an integer operand was expected"),
+        }
+    }
+
+    /// Every value of an integer operand, `len` of them.
+    fn ints(&self, v: &Values<'a>, len: usize) -> Vec<i64> {
+        (0..len).map(|i| self.int(v, i)).collect()
+    }
+
+    /// The values of `from` (of the step's type) at the positions `at`: data movement, exact.
+    fn gather(&self, from: &Values<'a>, dtype: DType, at: impl Iterator<Item = usize>) -> Tensor {
+        match dtype {
+            DType::F32 => { let x = self.f32s(from); Tensor::F32(at.map(|i| x[i]).collect()) }
+            DType::U8 => { let x = self.u8s(from); Tensor::U8(at.map(|i| x[i]).collect()) }
+            DType::I8 => { let x = self.i8s(from); Tensor::I8(at.map(|i| x[i]).collect()) }
+            _ => from_ints(dtype, at.map(|i| self.int(from, i))),
+        }
+    }
+}
+
+/// One value of any type, exactly.
+#[derive(Clone, Copy)]
+enum Number {
+    Int(i64),
+    Float(f32),
 }
 
 /// Every output index of a four-axis shape with each operand's offset there.
@@ -195,13 +254,35 @@ fn for_each_broadcast(shape: [usize; 4], operands: &[IntOperand], mut f: impl Fn
     }
 }
 
-fn from_wide(dtype: DType, values: impl Iterator<Item = f64>) -> Tensor {
+/// Integer results in their type (ix::narrow: the low bits; bool != 0); a float32 result is the
+/// integer rounded to nearest even, as C++'s conversion.
+fn from_ints(dtype: DType, values: impl Iterator<Item = i64>) -> Tensor {
     match dtype {
-        DType::Bool => Tensor::I8(values.map(|v| (v != 0.0) as i8).collect()),
-        DType::I8 => Tensor::I8(values.map(|v| v as i64 as i8).collect()),
-        DType::U8 => Tensor::U8(values.map(|v| v as i64 as u8).collect()),
-        DType::I32 => Tensor::I32(values.map(|v| v as i64 as i32).collect()),
+        DType::Bool => Tensor::I8(values.map(|v| ix::narrow(v, 1, false) as i8).collect()),
+        DType::I8 => Tensor::I8(values.map(|v| ix::narrow(v, 8, true) as i8).collect()),
+        DType::U8 => Tensor::U8(values.map(|v| ix::narrow(v, 8, false) as u8).collect()),
+        DType::I32 => Tensor::I32(values.map(|v| ix::narrow(v, 32, true) as i32).collect()),
+        DType::I64 => Tensor::I64(values.collect()),
         DType::F32 => Tensor::F32(values.map(|v| v as f32).collect()),
+    }
+}
+
+/// One value cast to `dtype` as both runtimes cast (porter.reference.typed.cast).
+fn cast(v: Number, dtype: DType) -> Number {
+    match (v, dtype) {
+        (Number::Float(x), DType::F32) => Number::Float(x),
+        (Number::Float(x), DType::Bool) => Number::Int((x != 0.0) as i64),
+        (Number::Float(x), _) => Number::Int(ix::float_to_int(x, dtype == DType::I64)),
+        (Number::Int(x), DType::F32) => Number::Float(x as f32),
+        (Number::Int(x), _) => Number::Int(x),
+    }
+}
+
+/// Values of any type in the step's type (each already cast to it).
+fn from_numbers(dtype: DType, values: impl Iterator<Item = Number>) -> Tensor {
+    match dtype {
+        DType::F32 => Tensor::F32(values.map(|v| match v { Number::Float(x) => x, Number::Int(x) => x as f32 }).collect()),
+        _ => from_ints(dtype, values.map(|v| match v { Number::Int(x) => x, Number::Float(_) => panic!("a float for an integer") })),
     }
 }
 
@@ -275,34 +356,24 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
             }
             return (Tensor::F32(y), Phase::Other);
         }
-        IntKernel::Lookup { table, rows, width } => {
-            let ids = s.i32s(x.unwrap());
-            let row_of = |id: i32| -> usize {
-                assert!(id >= 0 && (id as usize) < *rows, "id {id} outside the table's {rows} rows");
-                id as usize * width
-            };
-            return (match table {
-                Values::I8(t) => Tensor::I8(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
-                Values::U8(t) => Tensor::U8(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
-                Values::F32(t) => Tensor::F32(ids.iter().flat_map(|&id| &t[row_of(id)..row_of(id) + width]).copied().collect()),
-                _ => panic!("a lookup table is int8, uint8 or float32"),
-            }, Phase::Other);
+        IntKernel::Lookup { table, rows, width, wraps } => {
+            let ids = s.ints(x.unwrap(), len / width);
+            let at = ids.iter().flat_map(|&id| { let row = ix::index_in(id, *rows, *wraps) * width; row..row + width });
+            return (s.gather(table, step.dtype, at), Phase::Other);
         }
-        IntKernel::Index(index) => {
-            let v = x.unwrap();
-            return (match step.dtype {
-                DType::F32 => Tensor::F32(index.iter().map(|&i| s.f32s(v)[i as usize]).collect()),
-                DType::I32 => Tensor::I32(index.iter().map(|&i| s.i32s(v)[i as usize]).collect()),
-                DType::U8 => Tensor::U8(index.iter().map(|&i| s.u8s(v)[i as usize]).collect()),
-                _ => Tensor::I8(index.iter().map(|&i| s.i8s(v)[i as usize]).collect()),
-            }, Phase::Other);
-        }
+        IntKernel::Index(index) => return (s.gather(x.unwrap(), step.dtype, index.iter().map(|&i| i as usize)), Phase::Other),
         IntKernel::OrtQuantize { scale, zp, lo, hi } => {
             let q = s.f32s(x.unwrap()).iter().map(|&v| qdq::quantize(v, *scale, *zp, *lo, *hi));
             return (integers(step.dtype, q), Phase::Other);
         }
         IntKernel::OrtDequantize { scale, zp } => {
-            let y = (0..len).map(|i| qdq::dequantize(s.wide(x.unwrap(), i) as i32, *scale, *zp)).collect();
+            return (Tensor::F32(s.quantised(x.unwrap(), len, |_, q| qdq::dequantize(q, *scale, *zp))), Phase::Other);
+        }
+        IntKernel::OrtDequantizeAxis { scale, zp, channels, inner } => {
+            let y = s.quantised(x.unwrap(), len, |i, q| {
+                let c = i / inner % channels;
+                qdq::dequantize(q, scale[c], zp[c])
+            });
             return (Tensor::F32(y), Phase::Other);
         }
         IntKernel::OrtQgemm(p) => {
@@ -315,14 +386,8 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
                 _ => integers(step.dtype, y.into_iter().map(|v| v as i32)),
             }, Phase::Matmul);
         }
-        IntKernel::OrtQlinearAdd(p) => {
-            let (a, b) = (&step.operands[0].values, &step.operands[1].values);
-            let mut q = vec![0i32; len];
-            for_each_broadcast(step.shape, &step.operands, |i, at| {
-                q[i] = qdq::qlinear_add(p, s.wide(a, at[0]) as i32, s.wide(b, at[1]) as i32)
-            });
-            return (integers(step.dtype, q.into_iter()), Phase::Other);
-        }
+        IntKernel::OrtQlinearAdd(p) => return (qlinear_binary(step, s, |a, b| qdq::qlinear_add(p, a, b)), Phase::Other),
+        IntKernel::OrtQlinearMul(p) => return (qlinear_binary(step, s, |a, b| qdq::qlinear_mul(p, a, b)), Phase::Other),
         IntKernel::OrtQlinearSoftmax { table, multiplier, zp, row } => {
             let x = s.u8s(x.unwrap());
             let mut y = vec![0u8; len];
@@ -332,25 +397,100 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
             return (Tensor::U8(y), Phase::Attention);
         }
         IntKernel::Float(op) => return float_op(op, step, s),
-        IntKernel::Cast => return (from_wide(step.dtype, (0..len).map(|i| s.wide(x.unwrap(), i))), Phase::Other),
+        IntKernel::Cast => {
+            return (from_numbers(step.dtype, (0..len).map(|i| cast(s.number(x.unwrap(), i), step.dtype))), Phase::Other)
+        }
         IntKernel::Abs => return (Tensor::F32(s.f32s(x.unwrap()).iter().map(|v| v.abs()).collect()), Phase::Other),
         IntKernel::LogicalAnd => {
             let (a, b) = (&step.operands[0].values, &step.operands[1].values);
-            for_each_broadcast(step.shape, &step.operands, |i, at| {
-                y8[i] = (s.wide(a, at[0]) != 0.0 && s.wide(b, at[1]) != 0.0) as i8
-            });
+            for_each_broadcast(step.shape, &step.operands, |i, at| y8[i] = (s.int(a, at[0]) != 0 && s.int(b, at[1]) != 0) as i8);
             Phase::Other
         }
         IntKernel::Select => {
             let (c, a, b) = (&step.operands[0].values, &step.operands[1].values, &step.operands[2].values);
-            let mut wide = vec![0.0f64; len];
-            for_each_broadcast(step.shape, &step.operands, |i, at| {
-                wide[i] = if s.wide(c, at[0]) != 0.0 { s.wide(a, at[1]) } else { s.wide(b, at[2]) }
+            let mut picked = Vec::with_capacity(len);
+            for_each_broadcast(step.shape, &step.operands, |_, at| {
+                picked.push(if s.int(c, at[0]) != 0 { s.number(a, at[1]) } else { s.number(b, at[2]) })
             });
-            return (from_wide(step.dtype, wide.into_iter()), Phase::Other);
+            return (from_numbers(step.dtype, picked.into_iter()), Phase::Other);
+        }
+        IntKernel::Compare(how) => {
+            let (a, b) = (&step.operands[0].values, &step.operands[1].values);
+            for_each_broadcast(step.shape, &step.operands, |i, at| {
+                y8[i] = match (s.number(a, at[0]), s.number(b, at[1])) {
+                    (Number::Int(p), Number::Int(q)) => ix::compare(*how, p, q),
+                    (p, q) => ix::compare(*how, as_f64(p), as_f64(q)),
+                } as i8
+            });
+            Phase::Other
+        }
+        IntKernel::Arithmetic(how) => {
+            let (a, b) = (&step.operands[0].values, &step.operands[1].values);
+            let mut y = Vec::with_capacity(len);
+            for_each_broadcast(step.shape, &step.operands, |_, at| y.push(ix::arithmetic(*how, s.int(a, at[0]), s.int(b, at[1]))));
+            return (from_ints(step.dtype, y.into_iter()), Phase::Other);
+        }
+        IntKernel::Cumsum { outer, n, inner, exclusive, reverse } => {
+            let y = ix::cumsum(&s.ints(x.unwrap(), len), *outer, *n, *inner, *exclusive, *reverse);
+            return (from_ints(step.dtype, y.into_iter()), Phase::Other);
+        }
+        IntKernel::Concat { outer, blocks } => {
+            let mut parts: Vec<Tensor> = Vec::with_capacity(blocks.len());
+            for (operand, &block) in step.operands.iter().zip(blocks) {
+                let at = (0..*outer).flat_map(|o| o * block..(o + 1) * block);
+                parts.push(s.gather(&operand.values, step.dtype, at));
+            }
+            return (interleave(parts, *outer, blocks), Phase::Other);
+        }
+        IntKernel::GatherNd { table, dims, inner, wraps } => {
+            let index = s.ints(x.unwrap(), len / inner * dims.len());
+            return (s.gather(table, step.dtype, ix::gather_nd_positions(&index, dims, *inner, *wraps).into_iter()), Phase::Other);
+        }
+        IntKernel::GatherElements { table, shape, table_strides, axis, dim, wraps } => {
+            let at = ix::gather_elements_positions(&s.ints(x.unwrap(), len), shape, table_strides, *axis, *dim, *wraps);
+            return (s.gather(table, step.dtype, at.into_iter()), Phase::Other);
         }
     };
     (Tensor::I8(y8), phase)
+}
+
+/// A float operand's value widened (exact), to compare with another of its type.
+fn as_f64(v: Number) -> f64 {
+    match v {
+        Number::Int(x) => x as f64,
+        Number::Float(x) => x as f64,
+    }
+}
+
+/// Concat's output: `outer` rounds of each part's next block (`blocks[i]` values of part i).
+fn interleave(parts: Vec<Tensor>, outer: usize, blocks: &[usize]) -> Tensor {
+    macro_rules! join {
+        ($variant:ident) => {{
+            let mut out = Vec::with_capacity(outer * blocks.iter().sum::<usize>());
+            for o in 0..outer {
+                for (part, &block) in parts.iter().zip(blocks) {
+                    let Tensor::$variant(v) = part else { unreachable!("the parts of a concat share a type") };
+                    out.extend_from_slice(&v[o * block..(o + 1) * block]);
+                }
+            }
+            Tensor::$variant(out)
+        }};
+    }
+    match parts.first() {
+        Some(Tensor::I8(_)) => join!(I8),
+        Some(Tensor::U8(_)) => join!(U8),
+        Some(Tensor::I32(_)) => join!(I32),
+        Some(Tensor::I64(_)) => join!(I64),
+        _ => join!(F32),
+    }
+}
+
+/// A QLinear binary kernel on the step's two quantised operands, broadcast.
+fn qlinear_binary(step: &IntStep, s: &State, f: impl Fn(i32, i32) -> i32) -> Tensor {
+    let (a, b) = (&step.operands[0].values, &step.operands[1].values);
+    let mut q = vec![0i32; step.shape.iter().product()];
+    for_each_broadcast(step.shape, &step.operands, |i, at| q[i] = f(s.int(a, at[0]) as i32, s.int(b, at[1]) as i32));
+    integers(step.dtype, q.into_iter())
 }
 
 /// Quantised values (int8 or uint8, as `dtype` says) from i32s already in range.
@@ -373,6 +513,17 @@ impl<'a> State<'a> {
             Values::U8(x) => x.iter().map(|&q| q as i16).collect(),
             Values::I8(x) => x.iter().map(|&q| q as i16).collect(),
             _ => panic!("quantised values were expected"),
+        }
+    }
+
+    /// f(i, value i) over `len` values of an 8-bit or int32 operand (each type's own loop: the
+    /// weights of a float op are dequantised this way every forward pass).
+    fn quantised(&self, v: &Values<'a>, len: usize, f: impl Fn(usize, i32) -> f32) -> Vec<f32> {
+        let slot = match v { Values::Slot(s) => Some(&self.slots[*s]), _ => None };
+        match (v, slot) {
+            (Values::I8(x), _) | (_, Some(Tensor::I8(x))) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+            (Values::U8(x), _) | (_, Some(Tensor::U8(x))) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+            _ => (0..len).map(|i| f(i, self.int(v, i) as i32)).collect(),
         }
     }
 
@@ -432,6 +583,11 @@ fn float_op(op: &FloatOp, step: &IntStep, s: &State) -> (Tensor, Phase) {
                 *o = hi.map_or(v, |hi| if hi < v { hi } else { v });
             }
         }
+        FloatOp::Pow { cube } => {
+            for (o, &v) in y.iter_mut().zip(s.floats(&ops[0])) {
+                *o = pow_by_products(v, *cube);
+            }
+        }
         FloatOp::Predicate(p) => {
             let a = &ops[0].values;
             let mut flags = vec![0i8; len];
@@ -439,12 +595,6 @@ fn float_op(op: &FloatOp, step: &IntStep, s: &State) -> (Tensor, Phase) {
                 let x = s.wide(a, at[0]);
                 let b = || s.wide(&ops[1].values, at[1]);
                 flags[i] = match p {
-                    Predicate::Equal => x == b(),
-                    Predicate::NotEqual => x != b(),
-                    Predicate::Less => x < b(),
-                    Predicate::LessEqual => x <= b(),
-                    Predicate::Greater => x > b(),
-                    Predicate::GreaterEqual => x >= b(),
                     Predicate::And => x != 0.0 && b() != 0.0,
                     Predicate::Or => x != 0.0 || b() != 0.0,
                     Predicate::Not => x == 0.0,

@@ -94,6 +94,7 @@ mod tiles;
 mod int8;
 mod qdq;
 mod tensor;
+mod typed;
 
 use std::io::{Read, Write};
 use std::process::exit;
@@ -660,7 +661,8 @@ fn reference(op: &str, args: &[String]) -> ! {
     let (rows, cols) = (word(0) as usize, word(1) as usize);
     let data: Vec<f32> = (0..rows * cols).map(|i| f32::from_bits(word(2 + i))).collect();
     let mut out = Vec::new();
-    if let Some(bytes) = int8::reference_int8(op, args, &data, cols).or_else(|| qdq::reference_qdq(op, args, &data, cols)) {
+    if let Some(bytes) = int8::reference_int8(op, args, &data, cols).or_else(|| qdq::reference_qdq(op, args, &data, cols))
+        .or_else(|| typed::reference_typed(op, args, &data)) {
         std::io::stdout().write_all(&bytes).expect("write stdout");
         exit(0)
     }

@@ -2,7 +2,8 @@
 //! its scalar reference on random shapes, and the scalar kernels on stdin values, which porter's
 //! tests compare with porter.reference.ort.qdq (every 8-bit input where a kernel reads one).
 
-use crate::kernels::ort::qdq::{self, qgemm, qgemm_scalar, Qgemm, QgemmOutput, QlinearAdd};
+use crate::kernels::ort::float::pow_by_products;
+use crate::kernels::ort::qdq::{self, qgemm, qgemm_scalar, Qgemm, QgemmOutput, QlinearAdd, QlinearMul};
 use crate::{Rng, Tally};
 
 /// `qdq SEED`: QLinearMatMul / QGemm with a constant int8 B on random shapes, zero points,
@@ -71,6 +72,15 @@ pub fn reference_qdq(op: &str, args: &[String], data: &[f32], cols: usize) -> Op
             let (a, b) = data.split_at(cols);
             words(a.iter().zip(b).map(|(&x, &y)| qdq::qlinear_add(&p, x as i32, y as i32)))
         }
+        // RATIO A_ZP B_ZP C_ZP LO HI: a's row then b's, QLinearMul of each pair
+        "qdq-mul" => {
+            let p = QlinearMul { ratio: float(args, 0), a_zp: int(args, 1), b_zp: int(args, 2), c_zp: int(args, 3) as f32,
+                                 lo: int(args, 4), hi: int(args, 5) };
+            let (a, b) = data.split_at(cols);
+            words(a.iter().zip(b).map(|(&x, &y)| qdq::qlinear_mul(&p, x as i32, y as i32)))
+        }
+        // CUBE: Pow by 2 (0) or 3 (1) of every value, as onnxruntime multiplies
+        "qdq-pow" => floats(data.iter().map(|&x| pow_by_products(x, int(args, 0) == 1))),
         // MULTIPLIER (an f32, widened) ZP ROW: the first 256 values are the table, then softmax rows of ROW values
         "qdq-softmax" => {
             let (table, rows) = data.split_at(256);

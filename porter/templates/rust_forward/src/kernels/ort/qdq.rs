@@ -141,6 +141,28 @@ pub fn qgemm_scalar(p: &Qgemm, a: &[i16], b: &[i16], out: &mut [f32]) {
     }
 }
 
+/// QLinearMul (MlasQLinearMul: its SSE2 kernel on every x86 target): the exact product of the
+/// centred values as f32, times `ratio` (a_scale * b_scale / c_scale in f32, in that order), plus
+/// c's zero point, converted by cvtps_epi32 (half to even; NaN or beyond int32 gives int32's
+/// minimum), then the saturating packs: clamped to the type's range.
+#[derive(Clone, Copy)]
+pub struct QlinearMul {
+    pub ratio: f32,
+    pub a_zp: i32,
+    pub b_zp: i32,
+    pub c_zp: f32,
+    pub lo: i32,
+    pub hi: i32,
+}
+
+#[inline(always)]
+pub fn qlinear_mul(p: &QlinearMul, a: i32, b: i32) -> i32 {
+    let v = ((a - p.a_zp) * (b - p.b_zp)) as f32 * p.ratio + p.c_zp;
+    let r = v.round_ties_even();
+    let converted = if r.is_nan() || !(-2147483648.0..2147483648.0).contains(&r) { i32::MIN } else { r as i32 };
+    converted.clamp(p.lo, p.hi)
+}
+
 /// QLinearAdd as MlasQLinearAddKernelAvx2 computes it: ra = a_scale / c_scale, rb = b_scale /
 /// c_scale, fixed = zc - fma(ra, za, rb * zb) (porter/codegen computes these as the reference
 /// does); an operand that is one value per run (`a_scalar`, `b_scalar`) is folded into the fixed

@@ -1,5 +1,5 @@
 //! The scalar definitions: fma, MLAS's exp (softmax's two scalings), erf and GELU, tanh and
-//! FastGelu, softmax.
+//! FastGelu, softmax, Pow by 2 or 3.
 
 use super::lanes::fused_in_place;
 
@@ -18,6 +18,14 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
         return f64::from_bits(if away_from_zero { bits + 1 } else { bits - 1 }) as f32;
     }
     s as f32
+}
+
+/// onnxruntime's Pow by a constant 2 or 3 (element_wise_ops.cc): x * x, or (x * x) * x, each
+/// product rounded to float32; every other exponent is std::pow, which porter does not reproduce.
+#[inline(always)]
+pub fn pow_by_products(x: f32, cube: bool) -> f32 {
+    let square = x * x;
+    if cube { square * x } else { square }
 }
 
 // ---- constants (bit patterns of porter/reference/ort/floats.py's float32 values) -----------------------
