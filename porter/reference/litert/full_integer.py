@@ -130,8 +130,8 @@ def _gather_nd(g, op, ins):
 KERNELS = {
     "FULLY_CONNECTED": _fully_connected,
     "BATCH_MATMUL": _batch_matmul,
-    "ADD": _binary(K.add_sub),
-    "SUB": _binary(lambda x, xq, y, yq, oq: K.add_sub(x, xq, y, yq, oq, subtract=True)),
+    "ADD": _binary(K.add),
+    "SUB": _binary(K.sub),
     "MUL": _binary(K.mul),
     "SQUARED_DIFFERENCE": _binary(K.squared_difference),
     "MEAN": _mean,
