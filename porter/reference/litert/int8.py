@@ -278,14 +278,20 @@ def _add_vector(x, x_q, y, y_q, out_q, broadcast: bool) -> np.ndarray:
     return _saturate(_wrap16(_wrap16(out) + oz))
 
 
+def add_by_path(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, path: int) -> np.ndarray:
+    """int8 ADD of each pair (broadcast) by one loop's formula: SCALAR, VECTOR or BROADCAST_VECTOR."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.int64), np.asarray(y, np.int64))
+    if path == SCALAR:
+        return _add_scalar(x, x_q, y, y_q, out_q)
+    return _add_vector(x, x_q, y, y_q, out_q, broadcast=path == BROADCAST_VECTOR)
+
+
 def add(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     """int8 ADD as LiteRT's x86 build runs it (optimized_integer_ops::Add and BroadcastAddDispatch):
     each element by the loop its position falls in (binary_paths), all three on the same
     rescaling to twice the larger scale at 2^20 but rounding differently."""
     paths = binary_paths(np.shape(x), np.shape(y), *ADD_BLOCKS)
-    x, y = np.broadcast_arrays(np.asarray(x, np.int64), np.asarray(y, np.int64))
-    return np.choose(paths, [_add_scalar(x, x_q, y, y_q, out_q), _add_vector(x, x_q, y, y_q, out_q, False),
-                             _add_vector(x, x_q, y, y_q, out_q, True)]).astype(np.int8)
+    return np.choose(paths, [add_by_path(x, x_q, y, y_q, out_q, p) for p in (SCALAR, VECTOR, BROADCAST_VECTOR)])
 
 
 def sub(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
@@ -313,16 +319,20 @@ def _mul_vector(prod: np.ndarray, m, out_zp: int) -> np.ndarray:
     return _saturate(_wrap16(np.clip(out, -(1 << 15), (1 << 15) - 1) + out_zp))
 
 
+def mul_by_path(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, path: int) -> np.ndarray:
+    """int8 MUL of each pair (broadcast) by one loop's formula (both NEON loops share one)."""
+    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
+    m = mul_multiplier(xs, ys, os_)
+    prod = (np.asarray(x, np.int64) - xz) * (np.asarray(y, np.int64) - yz)
+    return _mul_scalar(prod, m, oz) if path == SCALAR else _mul_vector(prod, m, oz)
+
+
 def mul(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     """int8 MUL as LiteRT's x86 build runs it (optimized_integer_ops::Mul, BroadcastMulDispatch):
     (x - zx)(y - zy) by one multiplier x_scale * y_scale / out_scale, each element by the loop
     its position falls in (binary_paths)."""
-    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    m = mul_multiplier(xs, ys, os_)
     paths = binary_paths(np.shape(x), np.shape(y), *MUL_BLOCKS)
-    prod = (np.asarray(x, np.int64) - xz) * (np.asarray(y, np.int64) - yz)
-    vector = _mul_vector(prod, m, oz)
-    return np.choose(paths, [_mul_scalar(prod, m, oz), vector, vector]).astype(np.int8)
+    return np.choose(paths, [mul_by_path(x, x_q, y, y_q, out_q, p) for p in (SCALAR, VECTOR, BROADCAST_VECTOR)])
 
 
 def squared_difference(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
@@ -332,14 +342,58 @@ def squared_difference(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndar
     return _saturate(multiply_double_rounding(diff * diff, *mo) + out_q[1])
 
 
+def is_mean_4d(shape, axes: tuple[int, ...], keep_dims: bool) -> bool:
+    """Whether LiteRT's EvalMean takes its optimized Mean4D kernel: a 4-D input, its axes 1 and 2,
+    keep_dims (an image's spatial mean)."""
+    return keep_dims and len(shape) == 4 and tuple(sorted(axes)) == (1, 2)
+
+
 def mean(x: np.ndarray, x_q, axes: tuple[int, ...], out_q, keep_dims: bool) -> np.ndarray:
     """int8 MEAN (QuantizedMeanOrSum): the int32 sum over the axes less count * in_zp, by the
     multiplier in_scale / out_scale with the count folded in: shifted left by floor(log2 count)
-    (at most 32, and no further than a shift of -31 allows), integer-divided by the count."""
+    (at most 32, and no further than a shift of -31 allows), integer-divided by the count.
+    Over axes 1 and 2 of a 4-D tensor with keep_dims LiteRT runs Mean4D instead (mean_4d)."""
+    if is_mean_4d(np.shape(x), axes, keep_dims):
+        return mean_4d(x, x_q, out_q)
     (xs, xz), (os_, oz) = x_q, out_q
     count = math.prod(x.shape[a] for a in axes)
     total = np.sum(np.asarray(x, np.int64), axis=axes, keepdims=keep_dims) - count * xz
     return _saturate(multiply_double_rounding(total, *mean_multiplier(xs, os_, count)) + oz)
+
+
+# Mean4D's NEON loop takes 16 channels at a time (one thread: the whole depth in one task).
+MEAN_4D_BLOCK = 16
+
+
+def mean_4d_parameters(x_q, out_q, count: int) -> tuple[int, int, int]:
+    """Mean4D's multiplier in_scale / (count * out_scale) and its bias out_zp - in_zp * in_scale /
+    out_scale, both in float32 as optimized_integer_ops::Mean computes them, the bias rounded
+    half away from zero by adding +-0.5 and truncating."""
+    f = np.float32
+    (xs, xz), (os_, oz) = x_q, out_q
+    temp = f(f(xz) * f(xs)) / f(os_)
+    temp = temp + f(0.5) if temp > 0 else temp - f(0.5)
+    m, shift = quantize_multiplier(float(f(xs) / (f(count) * f(os_))))
+    return m, shift, oz - int(temp)
+
+
+def mean_4d(x: np.ndarray, x_q, out_q) -> np.ndarray:
+    """int8 MEAN over axes 1 and 2 of [batch, h, w, depth] with keep_dims (optimized Mean4D): the
+    raw sum (zero point not subtracted) by one multiplier, plus the bias; channels in whole blocks
+    of 16 by the NEON loop (MultiplyByQuantizedMultiplier4Rows: the right shift rounds ties up),
+    the rest by gemmlowp's (ties away)."""
+    x = np.asarray(x, np.int64)
+    parameters = mean_4d_parameters(x_q, out_q, x.shape[1] * x.shape[2])
+    return mean_4d_from_sums(x.sum(axis=(1, 2), keepdims=True), *parameters)
+
+
+def mean_4d_from_sums(total: np.ndarray, m: int, shift: int, bias: int) -> np.ndarray:
+    """Mean4D's outputs from the raw sums [..., depth]: whole blocks of 16 channels by the NEON
+    loop's rounding, the rest by gemmlowp's, plus the bias."""
+    depth = np.shape(total)[-1]
+    vector = np.arange(depth) < depth - depth % MEAN_4D_BLOCK
+    scaled = np.where(vector, _requantize_vector(total, m, shift), multiply_double_rounding(total, m, shift))
+    return _saturate(scaled + bias)
 
 
 def mean_multiplier(x_scale: float, out_scale: float, count: int):

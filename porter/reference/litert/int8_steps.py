@@ -41,7 +41,8 @@ def _binary(kernel):
 
 
 def _reduce(kernel):
-    return lambda step, w, ins: kernel(ins[0], step.quants[0], step.axes, step.out_quant, True)
+    return lambda step, w, ins: kernel(ins[0], step.quants[0], step.axes, step.out_quant,
+                                       step.attrs.get("keep_dims", True))
 
 
 _KERNELS = {
