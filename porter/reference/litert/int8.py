@@ -8,14 +8,19 @@ files, read from TFLite's kernels and measured op by op against LiteRT itself
 - every real multiplier becomes a fixed-point multiplier and shift (QuantizeMultiplier: frexp,
   the mantissa rounded half away from zero to 31 bits). This LiteRT build applies it with
   double rounding everywhere (TFLITE_SINGLE_ROUNDING off: a single-rounding model of the
-  products misses about one output in 600): gemmlowp's SaturatingRoundingDoublingHighMul and
-  RoundingDivideByPOT (ties away from zero) in the elementwise kernels, MEAN, RSQRT and
-  BATCH_MATMUL, and ruy's form in the per-channel FULLY_CONNECTED, whose final right shift
-  rounds ties up (toward +inf): -0.5 exactly becomes 0 there, -1 in gemmlowp;
+  products misses about one output in 600): gemmlowp's SaturatingRoundingDoublingHighMul (ties
+  up, as NEON's VQRDMULH) and RoundingDivideByPOT (ties away from zero) in the elementwise
+  kernels, MEAN, RSQRT and BATCH_MATMUL, and ruy's form in the per-channel FULLY_CONNECTED,
+  whose final right shift rounds ties up (toward +inf): -0.5 exactly becomes 0 there, -1 in
+  gemmlowp; MUL's and DIV's real multipliers are float32 arithmetic on the scales;
 - ADD / SUB rescale both inputs to a common scale at 2^20 (SQUARED_DIFFERENCE at 2^7) before the
-  output multiplier; MUL multiplies the offset inputs and applies one multiplier;
+  output multiplier; MUL multiplies the offset inputs and applies one multiplier. ADD and MUL
+  run NEON loops (through NEON_2_SSE) on whole blocks of each run ProcessBroadcastShapes makes of
+  the two shapes and the reference formula on the rest, which round and narrow otherwise:
+  broadcast_walk and binary_paths say which loop takes each element;
 - MEAN takes the int32 sum less count * zero point through one multiplier with the count
-  folded into it (the older float division of TFLite's reference kernel misses ~40%);
+  folded into it (the older float division of TFLite's reference kernel misses ~40%), except
+  over axes 1 and 2 of a 4-D tensor with keep_dims (Mean4D: its own bias, NEON blocks);
 - SUM is still float (round(sum * scale + bias)); DIV multiplies by gemmlowp's fixed-point
   reciprocal of the divisor;
 - RSQRT runs gemmlowp's fixed-point Newton iteration per input value;
