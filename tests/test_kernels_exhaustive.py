@@ -796,7 +796,10 @@ def test_int8_tables_every_input(wasm_runtime, checks_wasm):
 INT8_TIES = [((0.3125, 50), (0.875, -36), (0.25, 14)), ((0.0546875, -127), (0.001953125, 65), (0.0625, -117)),
              ((0.078125, 74), (3.75, 87), (0.0009765625, 79)), ((0.5, -72), (0.0625, 127), (0.00146484375, -84))]
 INT8_PATHS = {"add": ["scalar", "vector", "broadcast-vector"], "mul": ["scalar", "vector"],
-              "sub": ["scalar"], "squared-difference": ["scalar"]}
+              "sub": ["scalar"], "squared-difference": ["scalar"], "div": ["scalar"]}
+# DIV's: a dividend at its zero point past a shift of 31, a multiplier far above one (a negative shift)
+INT8_DIV_TIES = [((0.01975412108004093, 43), (0.02366747334599495, 46), (0.016851525753736496, -78)),
+                 ((1.0, 3), (1e-4, 0), (1e-4, 5))]
 PATH_CODES = {"scalar": K.SCALAR, "vector": K.VECTOR, "broadcast-vector": K.BROADCAST_VECTOR}
 
 
@@ -813,8 +816,9 @@ def int8_run(wasm_runtime, wasm, args, rows: np.ndarray) -> bytes | None:
 
 def int8_binary_args(combine, x_q, y_q, out_q) -> list:
     """XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ of the checks crate's int8-binary and int8-walk."""
-    if combine == "mul":
-        shift, mx, my, mo = 0, (0, 0), (0, 0), K.mul_multiplier(x_q[0], y_q[0], out_q[0])
+    if combine in ("mul", "div"):
+        multiplier = K.mul_multiplier if combine == "mul" else K.divide_multiplier
+        shift, mx, my, mo = 0, (0, 0), (0, 0), multiplier(x_q[0], y_q[0], out_q[0])
     else:
         squared = combine == "squared-difference"
         shift = K.SQUARED_DIFFERENCE_LEFT_SHIFT if squared else K.ADD_LEFT_SHIFT
@@ -828,17 +832,23 @@ def int8_pair_kernel(combine, path):
         return lambda *a: K.add_by_path(*a, PATH_CODES[path])
     if combine == "mul":
         return lambda *a: K.mul_by_path(*a, PATH_CODES[path])
-    return K.sub if combine == "sub" else K.squared_difference
+    return {"sub": K.sub, "squared-difference": K.squared_difference, "div": K.divide}[combine]
 
 
 def int8_binary_matches(wasm_runtime, wasm, combine, seed=84) -> bool:
     """Every int8 pair through each of the op's loops under the tie quantisations and seeded ones."""
     rng = np.random.default_rng(seed)
-    x, y = (a.ravel() for a in np.meshgrid(EVERY_INT8, EVERY_INT8))
-    for quants in INT8_TIES + list(zip(int8_params(rng, 3), int8_params(rng, 3), int8_params(rng, 3))):
+    x, every_y = (a.ravel() for a in np.meshgrid(EVERY_INT8, EVERY_INT8))
+    reciprocals = np.array([K.reciprocal(b) if b else (0, 0) for b in range(256)], np.int32).ravel()
+    for quants in INT8_TIES + INT8_DIV_TIES + list(zip(int8_params(rng, 3), int8_params(rng, 3), int8_params(rng, 3))):
+        y, rows = every_y, [x, every_y]
+        if combine == "div":  # every divisor but the zero point, and the reciprocal table
+            zp = quants[1][1]
+            y = np.where(every_y == zp, zp + 1 if zp < 127 else zp - 1, every_y)
+            rows = [x, y, np.resize(reciprocals, x.size).view(np.float32)]  # the table as its bits
         for path in INT8_PATHS[combine]:
             out = int8_run(wasm_runtime, wasm, ["int8-binary", combine, path, *int8_binary_args(combine, *quants)],
-                           np.stack([x, y]))
+                           np.stack([r if r.dtype == np.float32 else r.astype(np.float32) for r in rows]))
             want = int8_pair_kernel(combine, path)(x, quants[0], y, quants[1], quants[2])
             if out is None or not np.array_equal(np.frombuffer(out, np.int8), want):
                 return False
@@ -847,10 +857,10 @@ def int8_binary_matches(wasm_runtime, wasm, combine, seed=84) -> bool:
 
 @pytest.mark.parametrize("combine", list(INT8_PATHS))
 def test_int8_binary_every_input_pair(wasm_runtime, checks_wasm, combine):
-    """ADD, SUB, SQUARED_DIFFERENCE and MUL on all 65,536 int8 pairs by each loop LiteRT runs them in
-    (ADD: the reference formula, AddElementwiseInt8's and AddScalarBroadcast's NEON blocks; MUL:
-    the reference formula and its NEON blocks), under quantisations that separate the loops and
-    seeded ones."""
+    """ADD, SUB, SQUARED_DIFFERENCE, MUL and DIV on all 65,536 int8 pairs (DIV's divisors less the
+    zero point) by each loop LiteRT runs them in (ADD: the reference formula, AddElementwiseInt8's
+    and AddScalarBroadcast's NEON blocks; MUL: the reference formula and its NEON blocks), under
+    quantisations that separate the loops, DIV's shifts past 31 and below 0, and seeded ones."""
     assert int8_binary_matches(wasm_runtime, checks_wasm, combine)
 
 
@@ -929,6 +939,10 @@ INT8_MUTATIONS = {
     # the five-fold walk not switching its inputs back
     "walk not switched": ("let (ix, iy) = if swapped { (b, a) } else { (a, b) };", "let (ix, iy) = (a, b);",
                           int8_walks_match),
+    # DIV's rounding shift past 31 as a plain (saturating) shift, not x86's count modulo 32
+    "div shift past 31": ("(x >> (exponent & 31)) + ((x & mask) > threshold) as i32",
+                          "x.checked_shr(exponent as u32).unwrap_or(x >> 31) + ((x & mask) > threshold) as i32",
+                          lambda rt, wasm: int8_binary_matches(rt, wasm, "div")),
     # Mean4D's tail channels by the NEON loop's rounding too
     "mean 4d without a tail": ("pub const MEAN_4D_BLOCK: usize = 16;", "pub const MEAN_4D_BLOCK: usize = 1;",
                                int8_mean_4d_matches),

@@ -11,7 +11,8 @@ differently (ADD's combined shift, AddScalarBroadcast's floor shift, int16 narro
   reference loop walks), under quantisations found to separate the loops (ties of the
   roundings, results far outside int8) and seeded ones; and through every walk (tails, a
   broadcast leading axis, a true scalar, a rank-5 five-fold pattern, a 6-D generic broadcast);
-- MUL's and DIV's multipliers are float32 products, DIV's rounding shift past 31 is x86's;
+- MUL's and DIV's multipliers are float32 products, DIV's rounding shift past 31 (and negative,
+  for a multiplier far above one) is x86's;
 - MEAN over axes 1 and 2 of a 4-D tensor with keep_dims is LiteRT's Mean4D (its own bias and
   multiplier, blocks of 16 channels);
 - one mutation of each loop's arithmetic must fail (the first by default, the rest -m slow).
@@ -63,11 +64,12 @@ WALKS = {
 # Quantisations on which the loops disagree on many pairs (a search in numpy over scales that are
 # short binary fractions): AddElementwiseInt8's one rounding against the reference's two,
 # AddScalarBroadcast's floor, MUL's and ADD's int16 wrapping of results far outside int8, MUL's
-# float32 multiplier against a double one, DIV's rounding shift past 31.
+# float32 multiplier against a double one, DIV's rounding shift past 31 and below 0.
 TIES = [((0.3125, 50), (0.875, -36), (0.25, 14)), ((0.0546875, -127), (0.001953125, 65), (0.0625, -117)),
         ((0.078125, 74), (3.75, 87), (0.0009765625, 79)), ((0.5, -72), (0.0625, 127), (0.00146484375, -84)),
         ((0.009765625, 81), (0.25, -105), (0.005859375, -55)),
-        ((0.01975412108004093, 43), (0.02366747334599495, 46), (0.016851525753736496, -78))]
+        ((0.01975412108004093, 43), (0.02366747334599495, 46), (0.016851525753736496, -78)),
+        ((1.0, 3), (1e-4, 0), (1e-4, 5))]
 
 
 def seeded(n: int, seed: int) -> list:

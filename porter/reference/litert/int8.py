@@ -477,8 +477,6 @@ def divide(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     headroom = np.vectorize(_leading_sign_bits, otypes=[np.int64])(a)
     quotient = _srdhm_vector(_wrap32(a << headroom), inverse)
     total = shift - recip_shift - headroom
-    if (total > 0).any():
-        raise ValueError("int8 DIV: a left shift of the quotient is not in porter's reference")
     scaled = saturating_rounding_doubling_high_mul(quotient, m)
     return _saturate(_rounding_divide_by_pots(scaled, -total) + oz)
 
@@ -493,10 +491,11 @@ def _srdhm_vector(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _rounding_divide_by_pots(x: np.ndarray, exponents: np.ndarray) -> np.ndarray:
     """rounding_divide_by_pot with an exponent per element. DIV's small dividends (a large
-    headroom) give exponents past 31, which gemmlowp asserts against and LiteRT's release build
-    computes as x86 does: the mask 2^e - 1 is made in 64 bits (the count taken modulo 64) and cut
-    to 32, all ones; the int32 shift takes its count modulo 32 (so a dividend at its zero point
-    comes out one above the output's zero point there)."""
+    headroom) give exponents past 31, and a multiplier far above one negative exponents, which
+    gemmlowp asserts against and LiteRT's release build computes as x86 does: the mask 2^e - 1
+    is made in 64 bits (the count taken modulo 64) and cut to 32 (all ones past 31); the int32
+    shift takes its count modulo 32 (so a dividend at its zero point comes out one above the
+    output's zero point past 31)."""
     x, e = np.asarray(x, np.int64), np.asarray(exponents, np.int64)
     mask = _wrap32(((np.int64(1) << (e & 63)) - 1).astype(np.uint64).astype(np.int64))
     threshold = (mask >> 1) + (x < 0)

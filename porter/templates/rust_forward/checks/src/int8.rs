@@ -51,20 +51,22 @@ pub fn check_int8(seed: u64) -> ! {
     tally.finish()
 }
 
-/// A binary kernel's parameters from COMBINE - XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ.
-fn binary_params(args: &[String], walk: Walk) -> Binary<'static> {
+/// A binary kernel's parameters from COMBINE - XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ (DIV's
+/// reciprocal table given apart).
+fn binary_params<'a>(args: &[String], walk: Walk, reciprocals: &'a [i32]) -> Binary<'a> {
     let combine = match args.first().map(String::as_str) {
         Some("add") => Combine::Add,
         Some("sub") => Combine::Sub,
         Some("squared-difference") => Combine::SquaredDifference,
         Some("mul") => Combine::Mul,
+        Some("div") => Combine::Div,
         _ => crate::usage(),
     };
     let mult = |i: usize| Multiplier { m: int(args, i), shift: int(args, i + 1) };
     let shift = int(args, 4) as u32;
     Binary { combine, x: Rescale { zero_point: int(args, 2), left_shift: shift, multiplier: mult(5) },
              y: Rescale { zero_point: int(args, 3), left_shift: shift, multiplier: mult(7) },
-             out: mult(9), out_zp: int(args, 11), reciprocals: &[], walk }
+             out: mult(9), out_zp: int(args, 11), reciprocals, walk }
 }
 
 fn int(args: &[String], i: usize) -> i32 {
@@ -99,17 +101,19 @@ pub fn reference_int8(op: &str, args: &[String], data: &[f32], cols: usize) -> O
         }
         // the first row (256 values) is the table
         "int8-table" => bytes(x[256..].iter().map(|&v| ew::table(&x[..256], v)).collect()),
-        // add|sub|squared-difference|mul scalar|vector|broadcast-vector XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ:
-        // each pair (rows x and y) by one loop's formula
+        // add|sub|squared-difference|mul|div scalar|vector|broadcast-vector XZ YZ LEFT_SHIFT MX SX MY SY
+        // MO SO OZ: each pair (rows x and y) by one loop's formula; div's third row begins with
+        // its reciprocal table [256, 2] as int32 bits
         "int8-binary" => {
-            let p = binary_params(args, Walk::Reference);
+            let reciprocals: Vec<i32> = data.get(2 * cols..2 * cols + 512).unwrap_or(&[]).iter().map(|v| v.to_bits() as i32).collect();
+            let p = binary_params(args, Walk::Reference, &reciprocals);
             let path = match args.get(1).map(String::as_str) {
                 Some("scalar") => Path::Scalar,
                 Some("vector") => Path::Vector,
                 Some("broadcast-vector") => Path::BroadcastVector,
                 _ => crate::usage(),
             };
-            let (xs, ys) = x.split_at(cols);
+            let (xs, ys) = (&x[..cols], &x[cols..2 * cols]);
             bytes(xs.iter().zip(ys).map(|(&a, &b)| ew::binary(&p, path, a, b)).collect())
         }
         // M SHIFT BIAS: Mean4D's outputs from each row's sums (a row the depth)
@@ -127,7 +131,7 @@ pub fn reference_int8(op: &str, args: &[String], data: &[f32], cols: usize) -> O
                                                  swapped: number(19) == 1 },
                 _ => crate::usage(),
             };
-            let p = binary_params(args, walk);
+            let p = binary_params(args, walk, &[]);
             let (xs, ys) = x.split_at(number(12));
             let len = match walk { Walk::FiveFold { y, .. } => y.iter().product(), _ => xs.len() };
             let mut out = vec![0i8; len];

@@ -53,9 +53,10 @@
 //!                                     first two rows are gamma and beta, eps 1e-12); the full-integer
 //!                                     kernels' (int8/): int8-requantize XZ M SHIFT OZ, int8-dequantize and
 //!                                     int8-output ZP SCALE_BITS, int8-table (the first 256 values the
-//!                                     table), int8-binary add|sub|squared-difference|mul
+//!                                     table), int8-binary add|sub|squared-difference|mul|div
 //!                                     scalar|vector|broadcast-vector XZ YZ LEFT_SHIFT MX SX MY SY MO
-//!                                     SO OZ (rows x and y: one loop's formula), int8-walk add|mul -
+//!                                     SO OZ (rows x and y: one loop's formula; div's third row its
+//!                                     reciprocal table as int32 bits), int8-walk add|mul -
 //!                                     (the same) XLEN flat|five Y0 Y1 Y2 Y3 Y4 SWAPPED (one row: x's
 //!                                     XLEN values then y's, through LiteRT's walk), int8-mean-4d M
 //!                                     SHIFT BIAS (rows of raw sums, a row the depth)); onnxruntime's QDQ

@@ -176,17 +176,16 @@ fn divide(p: &Binary, x: i8, y: i8) -> i8 {
     let headroom = leading_sign_bits(a);
     let quotient = srdhm(a << headroom, inverse);
     let total = p.out.shift - inverse_shift - headroom as i32;
-    assert!(total <= 0, "int8 DIV: a left shift of the quotient");
     let scaled = srdhm(quotient, p.out.m);
-    saturate(rounding_divide_by_pot_wide(scaled, (-total) as u32) as i64 + p.out_zp as i64)
+    saturate(rounding_divide_by_pot_wide(scaled, -total) as i64 + p.out_zp as i64)
 }
 
 /// rounding_divide_by_pot as LiteRT's release build computes it for any exponent (DIV's small
-/// dividends reach past 31): the mask 2^e - 1 made in 64 bits (count modulo 64) and cut to 32,
-/// the int32 shift's count taken modulo 32, as x86 does.
+/// dividends reach past 31, a multiplier far above one below 0): the mask 2^e - 1 made in 64 bits
+/// (count modulo 64) and cut to 32, the int32 shift's count taken modulo 32, as x86 does.
 #[inline(always)]
-fn rounding_divide_by_pot_wide(x: i32, exponent: u32) -> i32 {
-    let mask = (1i64.wrapping_shl(exponent & 63)).wrapping_sub(1) as i32;
+fn rounding_divide_by_pot_wide(x: i32, exponent: i32) -> i32 {
+    let mask = (1i64.wrapping_shl((exponent & 63) as u32)).wrapping_sub(1) as i32;
     let threshold = (mask >> 1) + (x < 0) as i32;
     (x >> (exponent & 31)) + ((x & mask) > threshold) as i32
 }

@@ -1,6 +1,7 @@
 //! Fixed-point arithmetic of TFLite's integer kernels, built without TFLITE_SINGLE_ROUNDING:
-//! gemmlowp's SaturatingRoundingDoublingHighMul and RoundingDivideByPOT (ties away from zero)
-//! and ruy's multiplier (its right shift rounds ties up), as porter.reference.litert.int8.
+//! gemmlowp's SaturatingRoundingDoublingHighMul (ties up, as NEON's VQRDMULH) and
+//! RoundingDivideByPOT (ties away from zero), ruy's multiplier (its right shift rounds ties up)
+//! and NEON's VSHL, as porter.reference.litert.int8.
 
 /// A real multiplier as TFLite's QuantizeMultiplier gives it: m * 2^(shift - 31).
 #[derive(Clone, Copy, Debug)]
