@@ -320,8 +320,8 @@ def check_batch_matmul(seed: int):
 
 
 BINARY = {  # op -> (options, options type, kernel)
-    "ADD": (S.AddOptionsT, S.BuiltinOptions.AddOptions, K.add_sub),
-    "SUB": (S.SubOptionsT, S.BuiltinOptions.SubOptions, lambda *a: K.add_sub(*a, subtract=True)),
+    "ADD": (S.AddOptionsT, S.BuiltinOptions.AddOptions, K.add),
+    "SUB": (S.SubOptionsT, S.BuiltinOptions.SubOptions, K.sub),
     "MUL": (S.MulOptionsT, S.BuiltinOptions.MulOptions, K.mul),
     "SQUARED_DIFFERENCE": (S.SquaredDifferenceOptionsT, S.BuiltinOptions.SquaredDifferenceOptions,
                            K.squared_difference),

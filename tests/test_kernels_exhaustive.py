@@ -807,6 +807,7 @@ def test_mutated_expf_fails_against_numpy(toolchain, wasm_runtime, tmp_path):
 
 # ---- full-integer int8 kernels (kernels/litert/int8/) -------------------------------------------
 
+from porter.errors import PorterError  # noqa: E402
 from porter.reference.litert import int8 as K  # noqa: E402
 
 EVERY_INT8 = np.arange(-128, 128, dtype=np.int64)
@@ -866,23 +867,172 @@ def test_int8_tables_every_input(wasm_runtime, checks_wasm):
             assert np.array_equal(ours, K.apply_table(EVERY_INT8, table))
 
 
-@pytest.mark.parametrize("combine", ["add", "sub", "squared-difference", "mul"])
+# Quantisations on which LiteRT's loops disagree on many pairs (found by search in numpy,
+# measured against LiteRT in tests/test_litert_int8_paths.py): the combined shift's and the floor
+# shift's roundings, int16 wrapping of results far outside int8.
+INT8_TIES = [((0.3125, 50), (0.875, -36), (0.25, 14)), ((0.0546875, -127), (0.001953125, 65), (0.0625, -117)),
+             ((0.078125, 74), (3.75, 87), (0.0009765625, 79)), ((0.5, -72), (0.0625, 127), (0.00146484375, -84))]
+INT8_PATHS = {"add": ["scalar", "vector", "broadcast-vector"], "mul": ["scalar", "vector"],
+              "sub": ["scalar"], "squared-difference": ["scalar"], "div": ["scalar"]}
+# DIV's: a dividend at its zero point past a shift of 31, a multiplier far above one (a negative shift)
+INT8_DIV_TIES = [((0.01975412108004093, 43), (0.02366747334599495, 46), (0.016851525753736496, -78)),
+                 ((1.0, 3), (1e-4, 0), (1e-4, 5))]
+PATH_CODES = {"scalar": K.SCALAR, "vector": K.VECTOR, "broadcast-vector": K.BROADCAST_VECTOR}
+
+
+def int8_run(wasm_runtime, wasm, args, rows: np.ndarray) -> bytes | None:
+    """A `reference` command's output on rows of values, or None where it fails (a mutant may
+    index out of bounds: a trap, which is a mismatch as much as a wrong value is)."""
+    rows = np.ascontiguousarray(rows, dtype="<f4")
+    try:
+        run = wasm_runtime.run_command(wasm, ["reference", *map(str, args)], struct.pack("<II", *rows.shape) + rows.tobytes())
+    except PorterError:
+        return None
+    return run.stdout if run.exit_code == 0 else None
+
+
+def int8_binary_args(combine, x_q, y_q, out_q) -> list:
+    """XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ of the checks crate's int8-binary and int8-walk."""
+    if combine in ("mul", "div"):
+        multiplier = K.mul_multiplier if combine == "mul" else K.divide_multiplier
+        shift, mx, my, mo = 0, (0, 0), (0, 0), multiplier(x_q[0], y_q[0], out_q[0])
+    else:
+        squared = combine == "squared-difference"
+        shift = K.SQUARED_DIFFERENCE_LEFT_SHIFT if squared else K.ADD_LEFT_SHIFT
+        mx, my, mo = K.rescale_multipliers(x_q[0], y_q[0], out_q[0], shift, squared)
+    return [x_q[1], y_q[1], shift, *mx, *my, *mo, out_q[1]]
+
+
+def int8_pair_kernel(combine, path):
+    """porter.reference.litert.int8's formula of one loop for each pair."""
+    if combine == "add":
+        return lambda *a: K.add_by_path(*a, PATH_CODES[path])
+    if combine == "mul":
+        return lambda *a: K.mul_by_path(*a, PATH_CODES[path])
+    return {"sub": K.sub, "squared-difference": K.squared_difference, "div": K.divide}[combine]
+
+
+def int8_binary_matches(wasm_runtime, wasm, combine, seed=84) -> bool:
+    """Every int8 pair through each of the op's loops under the tie quantisations and seeded ones."""
+    rng = np.random.default_rng(seed)
+    x, every_y = (a.ravel() for a in np.meshgrid(EVERY_INT8, EVERY_INT8))
+    reciprocals = np.array([K.reciprocal(b) if b else (0, 0) for b in range(256)], np.int32).ravel()
+    for quants in INT8_TIES + INT8_DIV_TIES + list(zip(int8_params(rng, 3), int8_params(rng, 3), int8_params(rng, 3))):
+        y, rows = every_y, [x, every_y]
+        if combine == "div":  # every divisor but the zero point, and the reciprocal table
+            zp = quants[1][1]
+            y = np.where(every_y == zp, zp + 1 if zp < 127 else zp - 1, every_y)
+            rows = [x, y, np.resize(reciprocals, x.size).view(np.float32)]  # the table as its bits
+        for path in INT8_PATHS[combine]:
+            out = int8_run(wasm_runtime, wasm, ["int8-binary", combine, path, *int8_binary_args(combine, *quants)],
+                           np.stack([r if r.dtype == np.float32 else r.astype(np.float32) for r in rows]))
+            want = int8_pair_kernel(combine, path)(x, quants[0], y, quants[1], quants[2])
+            if out is None or not np.array_equal(np.frombuffer(out, np.int8), want):
+                return False
+    return True
+
+
+@pytest.mark.parametrize("combine", list(INT8_PATHS))
 def test_int8_binary_every_input_pair(wasm_runtime, checks_wasm, combine):
-    """ADD, SUB, SQUARED_DIFFERENCE and MUL on all 65,536 int8 pairs, under seeded quantisations."""
-    rng = np.random.default_rng(84)
-    x, y = (a.ravel() for a in np.meshgrid(EVERY_INT8, EVERY_INT8))
-    kernels = {"add": K.add_sub, "sub": lambda *a: K.add_sub(*a, subtract=True),
-               "squared-difference": K.squared_difference, "mul": K.mul}
-    for x_q, y_q, out_q in zip(int8_params(rng, 3), int8_params(rng, 3), int8_params(rng, 3)):
-        if combine == "mul":
-            shift, mx, my, mo = 0, (0, 0), (0, 0), K.mul_multiplier(x_q[0], y_q[0], out_q[0])
-        else:
-            squared = combine == "squared-difference"
-            shift = K.SQUARED_DIFFERENCE_LEFT_SHIFT if squared else K.ADD_LEFT_SHIFT
-            mx, my, mo = K.rescale_multipliers(x_q[0], y_q[0], out_q[0], shift, squared)
-        args = [combine, x_q[1], y_q[1], shift, *mx, *my, *mo, out_q[1]]
-        ours = np.frombuffer(int8_reference(wasm_runtime, checks_wasm, "int8-binary", args, np.stack([x, y])), np.int8)
-        assert np.array_equal(ours, kernels[combine](x, x_q, y, y_q, out_q)), (combine, x_q, y_q, out_q)
+    """ADD, SUB, SQUARED_DIFFERENCE, MUL and DIV on all 65,536 int8 pairs (DIV's divisors less the
+    zero point) by each loop LiteRT runs them in (ADD: the reference formula, AddElementwiseInt8's
+    and AddScalarBroadcast's NEON blocks; MUL: the reference formula and its NEON blocks), under
+    quantisations that separate the loops, DIV's shifts past 31 and below 0, and seeded ones."""
+    assert int8_binary_matches(wasm_runtime, checks_wasm, combine)
+
+
+# Operand shapes that take every walk of LiteRT's ADD / MUL (porter.reference.litert.int8.broadcast_walk):
+# flat with a tail; five-fold runs of y4 > 1 with a tail, switched or not; runs of y3 against a
+# broadcast value (y4 == 1) with a tail, switched or not; a broadcast leading axis; a true scalar;
+# a rank-5 pattern with every one of y0..y4 above one.
+INT8_WALK_SHAPES = [((4103,), (4103,)), ((6, 29), (1, 29)), ((1, 29), (6, 29)), ((37, 1), (1, 45)),
+                    ((3, 45), (3, 1)), ((3, 4, 20), (4, 20)), ((), (50,)), ((2, 5, 3, 1, 7), (2, 1, 3, 4, 7))]
+
+
+def int8_walks_match(wasm_runtime, wasm, seed=85) -> bool:
+    """ADD and MUL through the crate's walk of each shape pair against numpy's per-element paths."""
+    rng = np.random.default_rng(seed)
+    for combine, kernel in (("add", K.add), ("mul", K.mul)):
+        for quants in INT8_TIES[:2] + INT8_TIES[3:]:
+            for x_shape, y_shape in INT8_WALK_SHAPES:
+                kind, dims, swapped = K.broadcast_walk(x_shape, y_shape)
+                x, y = (rng.integers(-128, 128, s).astype(np.int64) for s in (x_shape, y_shape))
+                walk = ["flat"] if kind == "flat" else ["five", *dims, int(swapped)]
+                args = ["int8-walk", combine, "-", *int8_binary_args(combine, *quants), x.size, *walk]
+                out = int8_run(wasm_runtime, wasm, args, np.concatenate([x.ravel(), y.ravel()])[None])
+                want = kernel(x, quants[0], y, quants[1], quants[2]).ravel()
+                if out is None or not np.array_equal(np.frombuffer(out, np.int8), want):
+                    return False
+    return True
+
+
+def test_int8_walks_take_litert_paths(wasm_runtime, checks_wasm):
+    assert int8_walks_match(wasm_runtime, checks_wasm)
+
+
+def int8_mean_4d_matches(wasm_runtime, wasm, seed=86) -> bool:
+    """Mean4D's outputs from raw sums (every residue of the rounding shifts among them) for depths
+    with and without a tail past its blocks of 16 channels, under seeded quantisations."""
+    rng = np.random.default_rng(seed)
+    for depth in (16, 21, 48, 7):
+        for x_q, out_q in zip(int8_params(rng, 6), int8_params(rng, 6)):
+            count = int(rng.integers(1, 400))
+            m, shift, bias = K.mean_4d_parameters(x_q, out_q, count)
+            sums = rng.integers(-128 * count, 128 * count, (64, depth))
+            out = int8_run(wasm_runtime, wasm, ["int8-mean-4d", m, shift, bias], sums)
+            if out is None or not np.array_equal(np.frombuffer(out, np.int8), K.mean_4d_from_sums(sums, m, shift, bias).ravel()):
+                return False
+    return True
+
+
+def test_int8_mean_4d_in_blocks_and_tail(wasm_runtime, checks_wasm):
+    assert int8_mean_4d_matches(wasm_runtime, checks_wasm)
+
+
+def int8_add_pairs_match(wasm_runtime, wasm) -> bool:
+    return int8_binary_matches(wasm_runtime, wasm, "add")
+
+
+# One mutant per loop of ADD and MUL, each seen by its numpy comparison (the first by default),
+# and Mean4D's.
+INT8_MUTATIONS = {
+    # AddElementwiseInt8's combined shift taken in two steps (as AddScalarBroadcast does)
+    "add elementwise shift in two steps": ("srdhm(vshl(offset, self.left_shift as i32 + shift), m)",
+                                           "vshl(srdhm(vshl(offset, self.left_shift as i32), m), shift)",
+                                           int8_add_pairs_match),
+    # AddScalarBroadcast's floor shift rounding instead
+    "add broadcast shift rounds": ("vshl(srdhm(vshl(offset, self.left_shift as i32), m), shift)",
+                                   "rounding_divide_by_pot(srdhm(vshl(offset, self.left_shift as i32), m), (-shift) as u32)",
+                                   int8_add_pairs_match),
+    # ADD's VMOVN saturating instead of wrapping
+    "add narrowing saturates": ("saturate((out as i16).wrapping_add(p.out_zp as i16) as i64)",
+                                "saturate(out as i64 + p.out_zp as i64)", int8_add_pairs_match),
+    # MUL's zero point added in int16 saturating instead of wrapping
+    "mul offset saturates": ("saturate(out.wrapping_add(p.out_zp as i16) as i64)", "saturate(out as i64 + p.out_zp as i64)",
+                             lambda rt, wasm: int8_binary_matches(rt, wasm, "mul")),
+    # AddScalarBroadcast's block of 8 taken as 16
+    "add broadcast block": ("if combine == Combine::Add { (16, 8) }", "if combine == Combine::Add { (16, 16) }",
+                            int8_walks_match),
+    # the five-fold walk not switching its inputs back
+    "walk not switched": ("let (ix, iy) = if swapped { (b, a) } else { (a, b) };", "let (ix, iy) = (a, b);",
+                          int8_walks_match),
+    # DIV's rounding shift past 31 as a plain (saturating) shift, not x86's count modulo 32
+    "div shift past 31": ("(x >> (exponent & 31)) + ((x & mask) > threshold) as i32",
+                          "x.checked_shr(exponent as u32).unwrap_or(x >> 31) + ((x & mask) > threshold) as i32",
+                          lambda rt, wasm: int8_binary_matches(rt, wasm, "div")),
+    # Mean4D's tail channels by the NEON loop's rounding too
+    "mean 4d without a tail": ("pub const MEAN_4D_BLOCK: usize = 16;", "pub const MEAN_4D_BLOCK: usize = 1;",
+                               int8_mean_4d_matches),
+}
+
+
+@pytest.mark.parametrize("name", first_by_default(INT8_MUTATIONS))
+def test_mutated_int8_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
+    original, mutated, matches = INT8_MUTATIONS[name]
+    assert matches(wasm_runtime, checks_wasm)  # the unmutated kernel passes
+    mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", "src/kernels/litert/int8/elementwise.rs",
+                          original, mutated)
+    assert not matches(wasm_runtime, mutant)
 
 
 # ---- onnxruntime's QDQ kernels (kernels/ort/qdq.rs) -----------------------------------------------------

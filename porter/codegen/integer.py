@@ -131,7 +131,10 @@ class _Step:
             if len(shape) > 4:
                 raise PorterError(f"{s.name}: a reduction over a rank-{len(shape)} tensor")
             count = math.prod(shape[a] for a in s.axes)
-            if op == IntegerOp.MEAN:
+            if op == IntegerOp.MEAN and K.is_mean_4d(shape, s.axes, s.attrs.get("keep_dims", True)):
+                m, shift, bias = K.mean_4d_parameters(xq, oq, count)
+                reduction = f"Reduction::Mean4d {{ multiplier: {_mult((m, shift))}, bias: {bias}, depth: {shape[3]} }}"
+            elif op == IntegerOp.MEAN:
                 reduction = (f"Reduction::Mean {{ x_zp: {xq[1]}, count: {count}, "
                              f"multiplier: {_mult(K.mean_multiplier(xq[0], oq[0], count))}, out_zp: {oq[1]} }}")
             else:
@@ -186,7 +189,23 @@ class _Step:
         return (f"Binary {{ combine: Combine::{COMBINE[s.op]}, "
                 f"x: Rescale {{ zero_point: {xz}, left_shift: {shift}, multiplier: {x_mult} }}, "
                 f"y: Rescale {{ zero_point: {yz}, left_shift: {shift}, multiplier: {y_mult} }}, "
-                f"out: {_mult(mo)}, out_zp: {oz}, reciprocals: {reciprocals} }}")
+                f"out: {_mult(mo)}, out_zp: {oz}, reciprocals: {reciprocals}, walk: {_walk(s)} }}")
+
+
+# LiteRT's optimized kernels, whose NEON loops round otherwise than the reference formula
+# (porter.reference.litert.int8.add / mul); every other binary op runs its reference loop.
+WALKED = {IntegerOp.ADD, IntegerOp.MUL}
+
+
+def _walk(s: IntegerStep) -> str:
+    """How LiteRT walks a binary step's operands (ProcessBroadcastShapes on the file's shapes)."""
+    walk = "crate::kernels::litert::int8::elementwise::Walk"
+    kind, dims, swapped = K.broadcast_walk(s.operands[0].shape, s.operands[1].shape)
+    if s.op not in WALKED or kind == "generic":
+        return f"{walk}::Reference"
+    if kind == "flat":
+        return f"{walk}::Flat"
+    return f"{walk}::FiveFold {{ y: [{', '.join(map(str, dims))}], swapped: {str(swapped).lower()} }}"
 
 
 # ---- the typed steps both runtimes compute alike (exact integer work, data movement) ---------------

@@ -25,7 +25,12 @@ def pad4(shape) -> list[int]:
 
 
 def strides_for(operand_shape, out_shape) -> list[int]:
-    """An operand's strides along the output's four axes (0 where it is broadcast)."""
-    op4, out4 = pad4(operand_shape), pad4(out_shape)
+    """An operand's strides along the output's four axes (0 where it is broadcast). Past four
+    axes pad4 keeps the output's axes longer than one; the operand keeps the same axes (its own
+    are one wherever the output's are), so both stay aligned."""
+    operand = [1] * (len(out_shape) - len(operand_shape)) + list(operand_shape)
+    if len(out_shape) > 4:
+        operand = [d for d, o in zip(operand, out_shape) if o != 1]
+    op4, out4 = pad4(operand), pad4(out_shape)
     natural = [int(np.prod(op4[a + 1:])) for a in range(4)]
     return [0 if op4[a] == 1 and out4[a] != 1 else natural[a] for a in range(4)]

@@ -378,7 +378,8 @@ class _LiteRT(TypedRecovery):
         shape = self.g.tensor(x).shape
         axes = tuple(sorted({int(a) % len(shape) for a in np.ravel(self.consts[op.inputs[1]])}))
         kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
-        self.emit(op, REDUCTIONS[op.type], [x], axes=axes, shape=kept)
+        self.emit(op, REDUCTIONS[op.type], [x], axes=axes, shape=kept,
+                  attrs={"keep_dims": bool(op.options.get("keep_dims"))})  # LiteRT's kernel depends on it
 
 
 def input_roles(g: Graph, consts: dict, passes: set[str], lookups: dict[str, tuple[int, int]]

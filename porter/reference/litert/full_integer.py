@@ -144,8 +144,8 @@ def _gather_nd(g, op, ins):
 KERNELS = {
     "FULLY_CONNECTED": _fully_connected,
     "BATCH_MATMUL": _batch_matmul,
-    "ADD": _or_integer(_binary(K.add_sub), "add"),
-    "SUB": _or_integer(_binary(lambda x, xq, y, yq, oq: K.add_sub(x, xq, y, yq, oq, subtract=True)), "sub"),
+    "ADD": _or_integer(_binary(K.add), "add"),
+    "SUB": _or_integer(_binary(K.sub), "sub"),
     "MUL": _or_integer(_binary(K.mul), "mul"),
     "SQUARED_DIFFERENCE": _binary(K.squared_difference),
     "MEAN": _mean,

@@ -8,14 +8,19 @@ files, read from TFLite's kernels and measured op by op against LiteRT itself
 - every real multiplier becomes a fixed-point multiplier and shift (QuantizeMultiplier: frexp,
   the mantissa rounded half away from zero to 31 bits). This LiteRT build applies it with
   double rounding everywhere (TFLITE_SINGLE_ROUNDING off: a single-rounding model of the
-  products misses about one output in 600): gemmlowp's SaturatingRoundingDoublingHighMul and
-  RoundingDivideByPOT (ties away from zero) in the elementwise kernels, MEAN, RSQRT and
-  BATCH_MATMUL, and ruy's form in the per-channel FULLY_CONNECTED, whose final right shift
-  rounds ties up (toward +inf): -0.5 exactly becomes 0 there, -1 in gemmlowp;
+  products misses about one output in 600): gemmlowp's SaturatingRoundingDoublingHighMul (ties
+  up, as NEON's VQRDMULH) and RoundingDivideByPOT (ties away from zero) in the elementwise
+  kernels, MEAN, RSQRT and BATCH_MATMUL, and ruy's form in the per-channel FULLY_CONNECTED,
+  whose final right shift rounds ties up (toward +inf): -0.5 exactly becomes 0 there, -1 in
+  gemmlowp; MUL's and DIV's real multipliers are float32 arithmetic on the scales;
 - ADD / SUB rescale both inputs to a common scale at 2^20 (SQUARED_DIFFERENCE at 2^7) before the
-  output multiplier; MUL multiplies the offset inputs and applies one multiplier;
+  output multiplier; MUL multiplies the offset inputs and applies one multiplier. ADD and MUL
+  run NEON loops (through NEON_2_SSE) on whole blocks of each run ProcessBroadcastShapes makes of
+  the two shapes and the reference formula on the rest, which round and narrow otherwise:
+  broadcast_walk and binary_paths say which loop takes each element;
 - MEAN takes the int32 sum less count * zero point through one multiplier with the count
-  folded into it (the older float division of TFLite's reference kernel misses ~40%);
+  folded into it (the older float division of TFLite's reference kernel misses ~40%), except
+  over axes 1 and 2 of a 4-D tensor with keep_dims (Mean4D: its own bias, NEON blocks);
 - SUM is still float (round(sum * scale + bias)); DIV multiplies by gemmlowp's fixed-point
   reciprocal of the divisor;
 - RSQRT runs gemmlowp's fixed-point Newton iteration per input value;
@@ -65,7 +70,10 @@ def _wrap32(x: np.ndarray) -> np.ndarray:
 
 
 def saturating_rounding_doubling_high_mul(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp: (2ab + 2^31 rounding toward zero's nudge) / 2^32, INT32_MIN * INT32_MIN saturating."""
+    """gemmlowp's SaturatingRoundingDoublingHighMul: (ab + nudge) / 2^31 with C's truncating
+    division, the nudge 2^30 for a positive product and 1 - 2^30 for a negative one, which is
+    floor((ab + 2^30) / 2^31): ties rounded up (toward +inf), exactly as NEON's VQRDMULH (and
+    NEON_2_SSE's emulation of it) rounds them; INT32_MIN * INT32_MIN saturates."""
     a = np.asarray(a, np.int64)
     ab = a * np.int64(b)
     nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
@@ -98,6 +106,20 @@ def multiply_ruy(x: np.ndarray, m: int, shift: int) -> np.ndarray:
     return (v + np.int64(1 << (right - 1))) >> right if right else v
 
 
+def vshl(x: np.ndarray, shift: int) -> np.ndarray:
+    """NEON's VSHL by a register (NEON_2_SSE's serial loop): a left shift wrapping to 32 bits, or
+    for a negative count an arithmetic right shift (a floor, no rounding); 0 past 31."""
+    x = np.asarray(x, np.int64)
+    if abs(shift) >= 32:
+        return np.zeros_like(x)
+    return _wrap32(x << shift) if shift >= 0 else x >> -shift
+
+
+def _wrap16(x: np.ndarray) -> np.ndarray:
+    """int values taken modulo 2^16 into int16 range (vmovn, and NEON's wrapping int16 adds)."""
+    return ((np.asarray(x, np.int64) + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
 def _saturate(x: np.ndarray, lo: int = INT8_MIN, hi: int = INT8_MAX) -> np.ndarray:
     return np.clip(x, lo, hi).astype(np.int8)
 
@@ -105,6 +127,59 @@ def _saturate(x: np.ndarray, lo: int = INT8_MIN, hi: int = INT8_MAX) -> np.ndarr
 def _round_half_away(v: np.ndarray) -> np.ndarray:
     """TfLiteRound (std::round) on float32 values: ties away from zero."""
     return np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+
+
+# --- which loop of LiteRT's optimized ADD / MUL computes an element ------------------------------
+
+SCALAR, VECTOR, BROADCAST_VECTOR = 0, 1, 2  # the loops: reference formula, NEON block, scalar-broadcast block
+ADD_BLOCKS = (16, 8)  # AddElementwiseInt8's and AddScalarBroadcast's NEON blocks
+MUL_BLOCKS = (16, 16)  # MulElementwise's and MulSimpleBroadcast's
+
+
+def broadcast_walk(x_shape, y_shape) -> tuple[str, tuple[int, ...], bool]:
+    """ProcessBroadcastShapes: how LiteRT's optimized binary kernels walk two operands. "flat" when
+    the shapes are equal once extended to one rank (one elementwise run over the flat size);
+    "five_fold" with (y0, y1, y2, y3, y4) and whether the inputs are switched (the second one
+    broadcasts innermost); "generic" when no five-fold pattern fits (the reference 6-D loop)."""
+    rank = max(len(x_shape), len(y_shape))
+    x = (1,) * (rank - len(x_shape)) + tuple(x_shape)
+    y = (1,) * (rank - len(y_shape)) + tuple(y_shape)
+    if x == y:
+        return "flat", (), False
+    inner = next(i for i in reversed(range(rank)) if x[i] != y[i])
+    if x[inner] != 1 and y[inner] != 1:
+        return "generic", (), False
+    swapped = x[inner] != 1  # the second input broadcasts there: the kernels take it first
+    a, b = (y, x) if swapped else (x, y)
+    dims = [1] * 5
+    i = rank - 1
+    for k, test in ((4, lambda i: a[i] == b[i]), (3, lambda i: a[i] == 1), (2, lambda i: a[i] == b[i]),
+                    (1, lambda i: b[i] == 1), (0, lambda i: a[i] == b[i])):
+        while i >= 0 and test(i):
+            dims[k] *= max(a[i], b[i])
+            i -= 1
+    return ("generic", (), False) if i >= 0 else ("five_fold", tuple(dims), swapped)
+
+
+def binary_paths(x_shape, y_shape, block: int, broadcast_block: int) -> np.ndarray:
+    """The loop each output element of ADD / MUL takes (SCALAR, VECTOR, BROADCAST_VECTOR), over the
+    broadcast output shape. A flat run (equal shapes) and the five-fold walk's inner runs of y4 > 1
+    take `block` values at a time by the NEON loop, the rest of each run by the scalar one; with
+    y4 == 1 the runs of y3 against one broadcast value take `broadcast_block`; a generic broadcast
+    is the reference loop throughout."""
+    out_shape = np.broadcast_shapes(tuple(x_shape), tuple(y_shape))
+    kind, dims, _ = broadcast_walk(x_shape, y_shape)
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if kind == "generic":
+        return np.full(out_shape, SCALAR, np.int64)
+    if kind == "flat":
+        run, width, path = size, block, VECTOR
+    elif dims[4] > 1:
+        run, width, path = dims[4], block, VECTOR
+    else:
+        run, width, path = dims[3], broadcast_block, BROADCAST_VECTOR
+    at = np.arange(size, dtype=np.int64) % run
+    return np.where(at < run - run % width, path, SCALAR).reshape(out_shape)
 
 
 # --- matrix products ---------------------------------------------------------------------------
@@ -167,48 +242,163 @@ def rescale_multipliers(x_scale: float, y_scale: float, out_scale: float, left_s
     return mx, my, mo
 
 
-def add_sub(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, subtract: bool = False) -> np.ndarray:
-    """int8 ADD / SUB: both inputs rescaled to twice the larger scale at 2^20, summed, rescaled."""
+def _rescaled_inputs(x, x_q, y, y_q, out_q, left_shift: int, squared: bool):
+    """Both inputs less their zero points, shifted left and rescaled (MultiplyByQuantizedMultiplier-
+    SmallerThanOneExp), and the output's multiplier: the reference formula of ADD / SUB /
+    SQUARED_DIFFERENCE."""
     (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    left_shift = ADD_LEFT_SHIFT
-    mx, my, mo = rescale_multipliers(xs, ys, os_, left_shift, squared=False)
+    mx, my, mo = rescale_multipliers(xs, ys, os_, left_shift, squared)
     sx = multiply_double_rounding((np.asarray(x, np.int64) - xz) << left_shift, *mx)
     sy = multiply_double_rounding((np.asarray(y, np.int64) - yz) << left_shift, *my)
-    raw = sx - sy if subtract else sx + sy
-    return _saturate(multiply_double_rounding(raw, *mo) + oz)
+    return sx, sy, mo
+
+
+def _add_scalar(x, x_q, y, y_q, out_q, subtract: bool = False) -> np.ndarray:
+    """The reference formula (LiteRT's scalar loops): each input rescaled to twice the larger
+    scale at 2^20 by gemmlowp's rounding, summed, rescaled."""
+    sx, sy, mo = _rescaled_inputs(x, x_q, y, y_q, out_q, ADD_LEFT_SHIFT, squared=False)
+    return _saturate(multiply_double_rounding(sx - sy if subtract else sx + sy, *mo) + out_q[1])
+
+
+def _add_vector(x, x_q, y, y_q, out_q, broadcast: bool) -> np.ndarray:
+    """ADD's NEON loops (through NEON_2_SSE; VQRDMULH rounds as gemmlowp's high multiply does).
+    AddElementwiseInt8 (broadcast False) shifts each input left by 20 plus its (negative) shift
+    at once, then multiplies: one rounding where the reference formula rounds the product and
+    then divides with a second. AddScalarBroadcast (broadcast True) shifts by 20, multiplies,
+    then shifts right by the input's shift with VSHL: a floor, not a rounding. Then both take the
+    sum through the output multiplier and gemmlowp's RoundingDivideByPOT, narrow it to int16
+    (VMOVN: wrapping, not saturating), add the output offset in int16 (wrapping) and saturate to
+    int8 (VQMOVN)."""
+    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
+    mx, my, mo = rescale_multipliers(xs, ys, os_, ADD_LEFT_SHIFT, squared=False)
+
+    def rescaled(q, zp, mult):
+        offset = np.asarray(q, np.int64) - zp
+        if broadcast:
+            return vshl(saturating_rounding_doubling_high_mul(vshl(offset, ADD_LEFT_SHIFT), mult[0]), mult[1])
+        return saturating_rounding_doubling_high_mul(vshl(offset, ADD_LEFT_SHIFT + mult[1]), mult[0])
+
+    raw = _wrap32(rescaled(x, xz, mx) + rescaled(y, yz, my))
+    out = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(raw, mo[0]), -mo[1])
+    return _saturate(_wrap16(_wrap16(out) + oz))
+
+
+def add_by_path(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, path: int) -> np.ndarray:
+    """int8 ADD of each pair (broadcast) by one loop's formula: SCALAR, VECTOR or BROADCAST_VECTOR."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.int64), np.asarray(y, np.int64))
+    if path == SCALAR:
+        return _add_scalar(x, x_q, y, y_q, out_q)
+    return _add_vector(x, x_q, y, y_q, out_q, broadcast=path == BROADCAST_VECTOR)
+
+
+def add(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
+    """int8 ADD as LiteRT's x86 build runs it (optimized_integer_ops::Add and BroadcastAddDispatch):
+    each element by the loop its position falls in (binary_paths), all three on the same
+    rescaling to twice the larger scale at 2^20 but rounding differently."""
+    paths = binary_paths(np.shape(x), np.shape(y), *ADD_BLOCKS)
+    return np.choose(paths, [add_by_path(x, x_q, y, y_q, out_q, p) for p in (SCALAR, VECTOR, BROADCAST_VECTOR)])
+
+
+def sub(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
+    """int8 SUB: LiteRT runs the reference kernel (Sub, BroadcastQuantSubSlow) for every shape."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.int64), np.asarray(y, np.int64))
+    return _add_scalar(x, x_q, y, y_q, out_q, subtract=True)
 
 
 def mul_multiplier(x_scale: float, y_scale: float, out_scale: float):
-    return quantize_multiplier(_scale(x_scale) * _scale(y_scale) / _scale(out_scale))
+    """x_scale * y_scale / out_scale in float32, as mul.cc's Prepare computes it from the
+    tensors' float scales (only then widened to double)."""
+    return quantize_multiplier(float(np.float32(np.float32(x_scale) * np.float32(y_scale)) / np.float32(out_scale)))
 
 
-def mul(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
-    """int8 MUL: (x - zx)(y - zy) by one multiplier x_scale * y_scale / out_scale."""
+def _mul_scalar(prod: np.ndarray, m, out_zp: int) -> np.ndarray:
+    """The reference formula: MultiplyByQuantizedMultiplier of the product, plus the zero point."""
+    return _saturate(multiply_double_rounding(prod, *m) + out_zp)
+
+
+def _mul_vector(prod: np.ndarray, m, out_zp: int) -> np.ndarray:
+    """MUL's NEON loops (MulElementwise, MulSimpleBroadcast): the reference formula's rounding,
+    then the result saturated to int16 (VQMOVN), the zero point added in int16 (wrapping: a result
+    far past the int8 range can come back with the other sign) and saturated to int8."""
+    out = multiply_double_rounding(prod, *m)
+    return _saturate(_wrap16(np.clip(out, -(1 << 15), (1 << 15) - 1) + out_zp))
+
+
+def mul_by_path(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q, path: int) -> np.ndarray:
+    """int8 MUL of each pair (broadcast) by one loop's formula (both NEON loops share one)."""
     (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
     m = mul_multiplier(xs, ys, os_)
     prod = (np.asarray(x, np.int64) - xz) * (np.asarray(y, np.int64) - yz)
-    return _saturate(multiply_double_rounding(prod, *m) + oz)
+    return _mul_scalar(prod, m, oz) if path == SCALAR else _mul_vector(prod, m, oz)
+
+
+def mul(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
+    """int8 MUL as LiteRT's x86 build runs it (optimized_integer_ops::Mul, BroadcastMulDispatch):
+    (x - zx)(y - zy) by one multiplier x_scale * y_scale / out_scale, each element by the loop
+    its position falls in (binary_paths)."""
+    paths = binary_paths(np.shape(x), np.shape(y), *MUL_BLOCKS)
+    return np.choose(paths, [mul_by_path(x, x_q, y, y_q, out_q, p) for p in (SCALAR, VECTOR, BROADCAST_VECTOR)])
 
 
 def squared_difference(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     """int8 SQUARED_DIFFERENCE: inputs rescaled at 2^7, the difference squared, rescaled."""
-    (xs, xz), (ys, yz), (os_, oz) = x_q, y_q, out_q
-    left_shift = SQUARED_DIFFERENCE_LEFT_SHIFT
-    mx, my, mo = rescale_multipliers(xs, ys, os_, left_shift, squared=True)
-    sx = multiply_double_rounding((np.asarray(x, np.int64) - xz) << left_shift, *mx)
-    sy = multiply_double_rounding((np.asarray(y, np.int64) - yz) << left_shift, *my)
+    sx, sy, mo = _rescaled_inputs(x, x_q, y, y_q, out_q, SQUARED_DIFFERENCE_LEFT_SHIFT, squared=True)
     diff = sx - sy
-    return _saturate(multiply_double_rounding(diff * diff, *mo) + oz)
+    return _saturate(multiply_double_rounding(diff * diff, *mo) + out_q[1])
+
+
+def is_mean_4d(shape, axes: tuple[int, ...], keep_dims: bool) -> bool:
+    """Whether LiteRT's EvalMean takes its optimized Mean4D kernel: a 4-D input, its axes 1 and 2,
+    keep_dims (an image's spatial mean)."""
+    return keep_dims and len(shape) == 4 and tuple(sorted(axes)) == (1, 2)
 
 
 def mean(x: np.ndarray, x_q, axes: tuple[int, ...], out_q, keep_dims: bool) -> np.ndarray:
     """int8 MEAN (QuantizedMeanOrSum): the int32 sum over the axes less count * in_zp, by the
     multiplier in_scale / out_scale with the count folded in: shifted left by floor(log2 count)
-    (at most 32, and no further than a shift of -31 allows), integer-divided by the count."""
+    (at most 32, and no further than a shift of -31 allows), integer-divided by the count.
+    Over axes 1 and 2 of a 4-D tensor with keep_dims LiteRT runs Mean4D instead (mean_4d)."""
+    if is_mean_4d(np.shape(x), axes, keep_dims):
+        return mean_4d(x, x_q, out_q)
     (xs, xz), (os_, oz) = x_q, out_q
     count = math.prod(x.shape[a] for a in axes)
     total = np.sum(np.asarray(x, np.int64), axis=axes, keepdims=keep_dims) - count * xz
     return _saturate(multiply_double_rounding(total, *mean_multiplier(xs, os_, count)) + oz)
+
+
+# Mean4D's NEON loop takes 16 channels at a time (one thread: the whole depth in one task).
+MEAN_4D_BLOCK = 16
+
+
+def mean_4d_parameters(x_q, out_q, count: int) -> tuple[int, int, int]:
+    """Mean4D's multiplier in_scale / (count * out_scale) and its bias out_zp - in_zp * in_scale /
+    out_scale, both in float32 as optimized_integer_ops::Mean computes them, the bias rounded
+    half away from zero by adding +-0.5 and truncating."""
+    f = np.float32
+    (xs, xz), (os_, oz) = x_q, out_q
+    temp = f(f(xz) * f(xs)) / f(os_)
+    temp = temp + f(0.5) if temp > 0 else temp - f(0.5)
+    m, shift = quantize_multiplier(float(f(xs) / (f(count) * f(os_))))
+    return m, shift, oz - int(temp)
+
+
+def mean_4d(x: np.ndarray, x_q, out_q) -> np.ndarray:
+    """int8 MEAN over axes 1 and 2 of [batch, h, w, depth] with keep_dims (optimized Mean4D): the
+    raw sum (zero point not subtracted) by one multiplier, plus the bias; channels in whole blocks
+    of 16 by the NEON loop (MultiplyByQuantizedMultiplier4Rows: the right shift rounds ties up),
+    the rest by gemmlowp's (ties away)."""
+    x = np.asarray(x, np.int64)
+    parameters = mean_4d_parameters(x_q, out_q, x.shape[1] * x.shape[2])
+    return mean_4d_from_sums(x.sum(axis=(1, 2), keepdims=True), *parameters)
+
+
+def mean_4d_from_sums(total: np.ndarray, m: int, shift: int, bias: int) -> np.ndarray:
+    """Mean4D's outputs from the raw sums [..., depth]: whole blocks of 16 channels by the NEON
+    loop's rounding, the rest by gemmlowp's, plus the bias."""
+    depth = np.shape(total)[-1]
+    vector = np.arange(depth) < depth - depth % MEAN_4D_BLOCK
+    scaled = np.where(vector, _requantize_vector(total, m, shift), multiply_double_rounding(total, m, shift))
+    return _saturate(scaled + bias)
 
 
 def mean_multiplier(x_scale: float, out_scale: float, count: int):
@@ -266,7 +456,9 @@ def reciprocal(value: int) -> tuple[int, int]:
 
 
 def divide_multiplier(x_scale: float, y_scale: float, out_scale: float):
-    return quantize_multiplier(_scale(x_scale) / (_scale(y_scale) * _scale(out_scale)))
+    """x_scale / (y_scale * out_scale) in float32, as div.cc's Prepare computes it."""
+    f = np.float32
+    return quantize_multiplier(float(f(x_scale) / (f(y_scale) * f(out_scale))))
 
 
 def divide(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
@@ -285,8 +477,6 @@ def divide(x: np.ndarray, x_q, y: np.ndarray, y_q, out_q) -> np.ndarray:
     headroom = np.vectorize(_leading_sign_bits, otypes=[np.int64])(a)
     quotient = _srdhm_vector(_wrap32(a << headroom), inverse)
     total = shift - recip_shift - headroom
-    if (total > 0).any():
-        raise ValueError("int8 DIV: a left shift of the quotient is not in porter's reference")
     scaled = saturating_rounding_doubling_high_mul(quotient, m)
     return _saturate(_rounding_divide_by_pots(scaled, -total) + oz)
 
@@ -300,11 +490,16 @@ def _srdhm_vector(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _rounding_divide_by_pots(x: np.ndarray, exponents: np.ndarray) -> np.ndarray:
-    """rounding_divide_by_pot with an exponent per element."""
-    x = np.asarray(x, np.int64)
-    mask = (np.int64(1) << exponents) - 1
+    """rounding_divide_by_pot with an exponent per element. DIV's small dividends (a large
+    headroom) give exponents past 31, and a multiplier far above one negative exponents, which
+    gemmlowp asserts against and LiteRT's release build computes as x86 does: the mask 2^e - 1
+    is made in 64 bits (the count taken modulo 64) and cut to 32 (all ones past 31); the int32
+    shift takes its count modulo 32 (so a dividend at its zero point comes out one above the
+    output's zero point past 31)."""
+    x, e = np.asarray(x, np.int64), np.asarray(exponents, np.int64)
+    mask = _wrap32(((np.int64(1) << (e & 63)) - 1).astype(np.uint64).astype(np.int64))
     threshold = (mask >> 1) + (x < 0)
-    return (x >> exponents) + ((x & mask) > threshold)
+    return (x >> (e & 31)) + ((x & mask) > threshold)
 
 
 def maximum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -489,8 +684,8 @@ REQUANTIZE_BLOCK = 16
 
 
 def _requantize_vector(x: np.ndarray, m: int, shift: int) -> np.ndarray:
-    """The vector loop's multiplier: vqrdmulh (gemmlowp's high multiply) after the left shift,
-    then vrshl's rounding right shift, ties rounded up."""
+    """The vector loop's multiplier (MultiplyByQuantizedMultiplier4Rows): vqrdmulh after the left
+    shift, then vrshl's rounding right shift, both rounding ties up."""
     left, right = max(shift, 0), max(-shift, 0)
     high = saturating_rounding_doubling_high_mul(_wrap32(np.asarray(x, np.int64) << left), m)
     return (high + np.int64(1 << (right - 1))) >> right if right else high

@@ -43,14 +43,15 @@ def _binary(kernel):
 
 
 def _reduce(kernel):
-    return lambda step, w, ins: kernel(ins[0], step.quants[0], step.axes, step.out_quant, True)
+    return lambda step, w, ins: kernel(ins[0], step.quants[0], step.axes, step.out_quant,
+                                       step.attrs.get("keep_dims", True))
 
 
 _KERNELS = {
     IntegerOp.FULLY_CONNECTED: _fully_connected,
     IntegerOp.BATCH_MATMUL: _batch_matmul,
-    IntegerOp.ADD: _binary(K.add_sub),
-    IntegerOp.SUB: _binary(lambda x, xq, y, yq, oq: K.add_sub(x, xq, y, yq, oq, subtract=True)),
+    IntegerOp.ADD: _binary(K.add),
+    IntegerOp.SUB: _binary(K.sub),
     IntegerOp.MUL: _binary(K.mul),
     IntegerOp.SQUARED_DIFFERENCE: _binary(K.squared_difference),
     IntegerOp.DIV: _binary(K.divide),

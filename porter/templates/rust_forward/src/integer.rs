@@ -5,7 +5,7 @@
 //! window's ids, mask and token types.
 
 use crate::kernels::litert::int8::dot::{batch_matmul, dot, fully_connected, BatchMatmul, FullyConnected};
-use crate::kernels::litert::int8::elementwise::{self as ew, binary, reduced, Binary, Reduction};
+use crate::kernels::litert::int8::elementwise::{self as ew, binary, reduced, Binary, Path, Reduction, Walk};
 use crate::kernels::litert::int8::fixed_point::Multiplier;
 use crate::kernels::common::generic;
 use crate::kernels::common::index as ix;
@@ -301,7 +301,11 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
         }
         IntKernel::Binary(p) => {
             let (a, b) = (s.i8s(&step.operands[0].values), s.i8s(&step.operands[1].values));
-            for_each_broadcast(step.shape, &step.operands, |i, at| y8[i] = binary(p, a[at[0]], b[at[1]]));
+            if let Walk::Reference = p.walk {
+                for_each_broadcast(step.shape, &step.operands, |i, at| y8[i] = binary(p, Path::Scalar, a[at[0]], b[at[1]]));
+            } else {  // LiteRT's optimized ADD / MUL: each element by its loop
+                ew::for_each_walked(p.walk, p.combine, len, |i, ix, iy, path| y8[i] = binary(p, path, a[ix], b[iy]));
+            }
             Phase::Other
         }
         IntKernel::Reduce { reduction, shape, axes } => {
@@ -324,8 +328,8 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
                     }
                 }
             }
-            for (o, &t) in y8.iter_mut().zip(&totals) {
-                *o = reduced(reduction, t);
+            for (at, (o, &t)) in y8.iter_mut().zip(&totals).enumerate() {
+                *o = reduced(reduction, at, t);
             }
             Phase::Other
         }

@@ -4,7 +4,7 @@
 //! porter.reference.litert.int8 over every int8 input.
 
 use crate::kernels::litert::int8::dot::{batch_matmul, dot, dot_scalar, fully_connected, BatchMatmul, FullyConnected};
-use crate::kernels::litert::int8::elementwise::{self as ew, Binary, Combine, Rescale};
+use crate::kernels::litert::int8::elementwise::{self as ew, Binary, Combine, Path, Reduction, Rescale, Walk};
 use crate::kernels::litert::int8::fixed_point::Multiplier;
 use crate::{Rng, Tally};
 
@@ -51,6 +51,24 @@ pub fn check_int8(seed: u64) -> ! {
     tally.finish()
 }
 
+/// A binary kernel's parameters from COMBINE - XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ (DIV's
+/// reciprocal table given apart).
+fn binary_params<'a>(args: &[String], walk: Walk, reciprocals: &'a [i32]) -> Binary<'a> {
+    let combine = match args.first().map(String::as_str) {
+        Some("add") => Combine::Add,
+        Some("sub") => Combine::Sub,
+        Some("squared-difference") => Combine::SquaredDifference,
+        Some("mul") => Combine::Mul,
+        Some("div") => Combine::Div,
+        _ => crate::usage(),
+    };
+    let mult = |i: usize| Multiplier { m: int(args, i), shift: int(args, i + 1) };
+    let shift = int(args, 4) as u32;
+    Binary { combine, x: Rescale { zero_point: int(args, 2), left_shift: shift, multiplier: mult(5) },
+             y: Rescale { zero_point: int(args, 3), left_shift: shift, multiplier: mult(7) },
+             out: mult(9), out_zp: int(args, 11), reciprocals, walk }
+}
+
 fn int(args: &[String], i: usize) -> i32 {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| crate::usage())
 }
@@ -83,21 +101,42 @@ pub fn reference_int8(op: &str, args: &[String], data: &[f32], cols: usize) -> O
         }
         // the first row (256 values) is the table
         "int8-table" => bytes(x[256..].iter().map(|&v| ew::table(&x[..256], v)).collect()),
-        // add|sub|squared-difference|mul XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ
+        // add|sub|squared-difference|mul|div scalar|vector|broadcast-vector XZ YZ LEFT_SHIFT MX SX MY SY
+        // MO SO OZ: each pair (rows x and y) by one loop's formula; div's third row begins with
+        // its reciprocal table [256, 2] as int32 bits
         "int8-binary" => {
-            let combine = match args.first().map(String::as_str) {
-                Some("add") => Combine::Add,
-                Some("sub") => Combine::Sub,
-                Some("squared-difference") => Combine::SquaredDifference,
-                Some("mul") => Combine::Mul,
+            let reciprocals: Vec<i32> = data.get(2 * cols..2 * cols + 512).unwrap_or(&[]).iter().map(|v| v.to_bits() as i32).collect();
+            let p = binary_params(args, Walk::Reference, &reciprocals);
+            let path = match args.get(1).map(String::as_str) {
+                Some("scalar") => Path::Scalar,
+                Some("vector") => Path::Vector,
+                Some("broadcast-vector") => Path::BroadcastVector,
                 _ => crate::usage(),
             };
-            let shift = int(args, 3) as u32;
-            let p = Binary { combine, x: Rescale { zero_point: int(args, 1), left_shift: shift, multiplier: mult(4) },
-                             y: Rescale { zero_point: int(args, 2), left_shift: shift, multiplier: mult(6) },
-                             out: mult(8), out_zp: int(args, 10), reciprocals: &[] };
-            let (xs, ys) = x.split_at(cols);
-            bytes(xs.iter().zip(ys).map(|(&a, &b)| ew::binary(&p, a, b)).collect())
+            let (xs, ys) = (&x[..cols], &x[cols..2 * cols]);
+            bytes(xs.iter().zip(ys).map(|(&a, &b)| ew::binary(&p, path, a, b)).collect())
+        }
+        // M SHIFT BIAS: Mean4D's outputs from each row's sums (a row the depth)
+        "int8-mean-4d" => {
+            let r = Reduction::Mean4d { multiplier: mult(0), bias: int(args, 2), depth: cols };
+            bytes(data.iter().enumerate().map(|(at, &total)| ew::reduced(&r, at, total as i64)).collect())
+        }
+        // add|mul - XZ YZ LEFT_SHIFT MX SX MY SY MO SO OZ XLEN flat | ... XLEN five Y0 Y1 Y2 Y3 Y4 SWAPPED:
+        // ADD / MUL over LiteRT's walk of two operands (stdin's row: x's XLEN values, then y's)
+        "int8-walk" => {
+            let number = |i: usize| int(args, i) as usize;
+            let walk = match args.get(13).map(String::as_str) {
+                Some("flat") => Walk::Flat,
+                Some("five") => Walk::FiveFold { y: [number(14), number(15), number(16), number(17), number(18)],
+                                                 swapped: number(19) == 1 },
+                _ => crate::usage(),
+            };
+            let p = binary_params(args, walk, &[]);
+            let (xs, ys) = x.split_at(number(12));
+            let len = match walk { Walk::FiveFold { y, .. } => y.iter().product(), _ => xs.len() };
+            let mut out = vec![0i8; len];
+            ew::for_each_walked(walk, p.combine, len, |i, ix, iy, path| out[i] = ew::binary(&p, path, xs[ix], ys[iy]));
+            bytes(out)
         }
         _ => return None,
     })

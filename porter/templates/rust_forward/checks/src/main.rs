@@ -64,8 +64,13 @@
 //!                                     first two rows are gamma and beta, eps 1e-12); the full-integer
 //!                                     kernels' (int8/): int8-requantize XZ M SHIFT OZ, int8-dequantize and
 //!                                     int8-output ZP SCALE_BITS, int8-table (the first 256 values the
-//!                                     table), int8-binary add|sub|squared-difference|mul XZ YZ
-//!                                     LEFT_SHIFT MX SX MY SY MO SO OZ (rows x and y)); onnxruntime's QDQ
+//!                                     table), int8-binary add|sub|squared-difference|mul|div
+//!                                     scalar|vector|broadcast-vector XZ YZ LEFT_SHIFT MX SX MY SY MO
+//!                                     SO OZ (rows x and y: one loop's formula; div's third row its
+//!                                     reciprocal table as int32 bits), int8-walk add|mul -
+//!                                     (the same) XLEN flat|five Y0 Y1 Y2 Y3 Y4 SWAPPED (one row: x's
+//!                                     XLEN values then y's, through LiteRT's walk), int8-mean-4d M
+//!                                     SHIFT BIAS (rows of raw sums, a row the depth)); onnxruntime's QDQ
 //!                                     kernels' (qdq.rs, float arguments as their bits): qdq-quantize and
 //!                                     qdq-requantize SCALE ZP LO HI (requantize's values are int32 bits),
 //!                                     qdq-dequantize SCALE ZP, qdq-add RA RB FIXED A_SCALAR B_SCALAR LO
@@ -826,7 +831,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary|int8-walk|int8-mean-4d ARGS");
     exit(2)
 }
 

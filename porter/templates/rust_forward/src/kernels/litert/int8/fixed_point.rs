@@ -1,6 +1,7 @@
 //! Fixed-point arithmetic of TFLite's integer kernels, built without TFLITE_SINGLE_ROUNDING:
-//! gemmlowp's SaturatingRoundingDoublingHighMul and RoundingDivideByPOT (ties away from zero)
-//! and ruy's multiplier (its right shift rounds ties up), as porter.reference.litert.int8.
+//! gemmlowp's SaturatingRoundingDoublingHighMul (ties up, as NEON's VQRDMULH) and
+//! RoundingDivideByPOT (ties away from zero), ruy's multiplier (its right shift rounds ties up)
+//! and NEON's VSHL, as porter.reference.litert.int8.
 
 /// A real multiplier as TFLite's QuantizeMultiplier gives it: m * 2^(shift - 31).
 #[derive(Clone, Copy, Debug)]
@@ -9,8 +10,9 @@ pub struct Multiplier {
     pub shift: i32,
 }
 
-/// gemmlowp: the high half of 2ab, rounded to nearest (C's truncating division after the
-/// nudge); INT32_MIN * INT32_MIN saturates.
+/// gemmlowp's SaturatingRoundingDoublingHighMul: (ab + nudge) / 2^31 truncating, which is
+/// floor((ab + 2^30) / 2^31), ties rounded up, as NEON's VQRDMULH rounds them too;
+/// INT32_MIN * INT32_MIN saturates.
 #[inline(always)]
 pub fn srdhm(a: i32, b: i32) -> i32 {
     if a == i32::MIN && b == i32::MIN {
@@ -53,6 +55,17 @@ pub fn multiply_vector_rounding(x: i64, mult: Multiplier) -> i32 {
     let (left, right) = (mult.shift.max(0) as u32, (-mult.shift).max(0) as u32);
     let high = srdhm(x.wrapping_shl(left) as i32, mult.m) as i64;
     (if right > 0 { (high + (1i64 << (right - 1))) >> right } else { high }) as i32
+}
+
+/// NEON's VSHL by a register (NEON_2_SSE's serial loop): left, wrapping, for a count of 0 or more;
+/// an arithmetic right shift (a floor) for a negative count; 0 past 31 either way.
+#[inline(always)]
+pub fn vshl(x: i32, count: i32) -> i32 {
+    match count {
+        c if c.abs() >= 32 => 0,
+        c if c >= 0 => x.wrapping_shl(c as u32),
+        c => x >> -c,
+    }
 }
 
 /// An int32 result plus the output's zero point, saturated to int8.
