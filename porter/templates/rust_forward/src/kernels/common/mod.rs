@@ -5,3 +5,4 @@ pub mod dequantize;
 pub mod gemm;
 pub mod generic;
 pub mod int4;
+pub mod unroll;

@@ -31,4 +31,4 @@ pub use layer_norm::{embed_layer_norm_row, layer_norm_row, skip_layer_norm_row};
 pub use math::{apply_in_place, apply_in_place_scalar, erf, fast_gelu, fast_gelu_in_place, fma, gelu_erf, gelu_erf_in_place,
                gelu_erf_mul, gelu_erf_mul_in_place, scaled_subnormal, softmax, sum_exp, sum_exp_scalef, tanh, Elementwise,
                OrtFloats};
-pub use sgemm::{lane_splats, linear, m1_columns, m1_dot, sgemm_columns, sgemm_dot, sgemm_outputs, stride_k, PACKED_STRIDE_K};
+pub use sgemm::{lane_splats, linear, m1_columns, m1_dot, sgemm_columns, sgemm_dot, sgemm_outputs, stride_k, transpose, PACKED_STRIDE_K};
