@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 # GEMM register tiles: (activation rows, output rows) per inner loop; outputs 1, 2 or 4 (eight
 # weight vectors held: templates/rust_forward/src/kernels/common/gemm.rs), rows at most 8.
-GEMM_TILES = ((2, 4), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4))
+GEMM_TILES = ((4, 4), (8, 2), (8, 4))
 # Attention query rows scored together (at most 8: templates/rust_forward/src/kernels/litert/attention.rs
 # each_row writes them out).
 QUERY_ROWS = (1, 2, 4, 8)

@@ -264,7 +264,7 @@ pub fn integer_gemm<const PAIRS_SATURATE: bool, const R: usize, const O: usize>(
 /// The activations a row block of more than 4 rows may span: 16 KiB, half the smallest L1 data
 /// cache of the CPUs porter targets (AMD Zen 3 and 4: 32 KiB), the rest left to the weights
 /// streaming past.
-const ROW_BLOCK_BYTES: usize = 16 * 1024;
+const ROW_BLOCK_BYTES: usize = 1 << 14;
 
 /// Every output of the first `rows` rows, R rows at a time, the rows left over in blocks of 4,
 /// 2 and 1 (a short input's rows are few: each block shares its weights among its rows); K is
@@ -413,11 +413,11 @@ unsafe fn tile_sums<const M: usize, const N: usize, const S: bool, const H: usiz
         step::<M, N, S, H>(a.add(i), w.add(i), k, sums);
         i += width;
     }
-    if H > 4 && i + 32 <= k {
+    if H > 4 && i + 2 * NARROW_K <= k {
         step::<M, N, S, 4>(a.add(i), w.add(i), k, sums);
-        i += 32;
+        i += 2 * NARROW_K;
     }
-    if H > 2 && i + 16 <= k {
+    if H > 2 && i + NARROW_K <= k {
         step::<M, N, S, 2>(a.add(i), w.add(i), k, sums);
     }
 }

@@ -295,9 +295,9 @@ unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: 
         let width = KEY_PANEL.min(keys - j0);
         let (panel, out) = (key_t.add(j0 * d), scores.add(j0));
         let mut j = 0;
-        while j + 32 <= width {
-            score_columns::<R, 8>(query, panel.add(j), width, d, keys, scale, out.add(j));
-            j += 32;
+        while j + KEY_PANEL <= width {
+            score_columns::<R, { KEY_PANEL / 4 }>(query, panel.add(j), width, d, keys, scale, out.add(j));
+            j += KEY_PANEL;
         }
         while j + 8 <= width {
             score_columns::<R, 2>(query, panel.add(j), width, d, keys, scale, out.add(j));
@@ -495,11 +495,16 @@ fn exponentiate(s: &mut [f32], max: f32, beta: f32) -> f32 {
     sum.unwrap_or(0.0)
 }
 
+/// The widest head (in vectors of four columns) whose context is computed all columns at once:
+/// each row's sums of a step are updated in straight-line code.
+const WHOLE_HEAD_VECTORS: usize = 16;
+
 /// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order. A head as wide as the model's widest
-/// (MAX_HEAD_DIM, at most 64) takes all its columns per step; any other, 8 columns at a time.
+/// (MAX_HEAD_DIM, up to WHOLE_HEAD_VECTORS vectors) takes all its columns per step; any other,
+/// 8 columns at a time.
 #[inline(always)]
 unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, d: usize, ctx: *mut f32) {
-    if d == MAX_HEAD_DIM && MAX_HEAD_DIM <= 64 && MAX_HEAD_DIM % 4 == 0 {
+    if d == MAX_HEAD_DIM && MAX_HEAD_DIM % 4 == 0 && MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS {
         return context_rows::<R, { MAX_HEAD_DIM / 4 }>(probs, v, hidden, keys, ctx);
     }
     let mut c0 = 0;
