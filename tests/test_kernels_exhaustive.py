@@ -541,6 +541,11 @@ MUTATIONS = {
                                                  "mask_and_max(ptr, keep, full, |_| f32x4_splat(p.mask_value))",
                                                  "mask_and_max(ptr, keep, full, |x| f32x4_add(x, f32x4_splat(p.mask_value)))",
                                                  ["kernels", 11]),
+    # The same as the scores are written (no score terms): the replacing mask added.
+    "written mask adds instead of replacing": ("src/kernels/litert/attention.rs",
+                                               "let dropped = if replaces { f32x4_splat(value) } else { f32x4_add(x, f32x4_splat(value)) };",
+                                               "let dropped = f32x4_add(x, f32x4_splat(value));",
+                                               ["kernels", 11]),
     # The context's products of a step paired with the step's value rows in reverse.
     "context value rows reversed": ("src/kernels/litert/attention.rs",
                                     "acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));",

@@ -460,8 +460,9 @@ fn check_kernels(seed: u64) -> ! {
         let keys = 1 + rng.below(40) as usize;
         let rows = 1 + rng.below(keys as u64) as usize;
         let hidden = heads * head_dim;
-        // a replacing mask's value close to the scores, so that replacing and adding differ
-        let mask_replaces = trial % 4 == 2;
+        // a replacing mask's value close to the scores, so that replacing and adding differ; with
+        // and without score terms (the mask is applied as the scores are written without them)
+        let mask_replaces = trial % 4 >= 2;
         let p = AttentionParams {
             heads,
             head_dim,

@@ -277,19 +277,14 @@ fn row_blocks<const R: usize, const O: usize, const S: bool, const K: usize>(
     out: &mut [f32],
     finish: impl Finish,
 ) {
+    // rows too long to keep R of them in L1 beside the weights: blocks of 4
+    let long_rows = R > 4 && R * (if K == 0 { w.k } else { K }) * 2 > ROW_BLOCK_BYTES;
     let mut r0 = 0;
-    if R > 4 && R * (if K == 0 { w.k } else { K }) * 2 > ROW_BLOCK_BYTES {
-        // rows too long to keep R of them in L1 beside the weights: blocks of 4
-        while r0 + 4 <= rows {
-            row_block::<4, O, S, K>(a, r0, w, out, finish);
-            r0 += 4;
-        }
-    }
-    while r0 + R <= rows {
+    while !long_rows && r0 + R <= rows {
         row_block::<R, O, S, K>(a, r0, w, out, finish);
         r0 += R;
     }
-    if R > 4 && r0 + 4 <= rows {
+    while R > 4 && r0 + 4 <= rows {
         row_block::<4, O, S, K>(a, r0, w, out, finish);
         r0 += 4;
     }
@@ -303,7 +298,9 @@ fn row_blocks<const R: usize, const O: usize, const S: bool, const K: usize>(
 }
 
 /// All outputs of M activation rows starting at r0, O outputs at a time, then one at a time.
-#[inline(always)]
+/// (A function of its own: inlined into each of row_blocks' calls, the checks module's many
+/// tiles would take minutes to compile.)
+#[inline(never)]
 fn row_block<const M: usize, const O: usize, const S: bool, const K: usize>(
     a: &[i16],
     r0: usize,

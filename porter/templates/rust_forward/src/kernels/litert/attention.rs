@@ -253,12 +253,20 @@ fn query_block<const R: usize>(
     s: &mut AttentionScratch,
 ) {
     let d = p.head_dim;
-    let scale = (!p.scale_on_query).then_some(p.scale);
+    let keep = masked.then_some(&s.keep_lanes[..keys]);
+    // Where no score term comes between the scale and the mask, the scores are masked and their
+    // maximum taken as they are written (one pass over them fewer).
+    let write = ScoreWrite {
+        scale: (!p.scale_on_query).then_some(p.scale),
+        mask: keep.filter(|_| terms.arrays.is_empty()).map(|keep| (keep, p.mask_value, p.mask_replaces)),
+    };
+    let mut maxima = [f32x4_splat(f32::NEG_INFINITY); R];
     // SAFETY: query holds rows >= i0 + R rows of d; key_t holds d x keys; probs R x keys.
-    unsafe { scores_block::<R>(s.query.as_ptr().add(i0 * d), s.key_t.as_ptr(), d, keys, scale, s.probs.as_mut_ptr()) };
+    unsafe { scores_block::<R>(s.query.as_ptr().add(i0 * d), s.key_t.as_ptr(), d, keys, write, &mut maxima, s.probs.as_mut_ptr()) };
+    let fused = terms.arrays.is_empty();
     for r in 0..R {
         let add_terms = |row: &mut [f32]| terms.add_to_row(head, i0 + r, row);
-        softmax_row(p, masked.then_some(&s.keep_lanes[..keys]), add_terms, &mut s.probs[r * keys..(r + 1) * keys]);
+        softmax_row(p, keep, fused.then_some(maxima[r]), add_terms, &mut s.probs[r * keys..(r + 1) * keys]);
     }
     let hidden = p.heads * d;
     // SAFETY: v holds keys x hidden; ctx holds (i0 + R) x hidden; probs R x keys.
@@ -284,36 +292,65 @@ unsafe fn splats<const U: usize>(p: *const f32) -> [v128; U] {
     }
 }
 
-/// scores[r][j] = sum_c query[r][c] * key[j][c], each sum in c order, times `scale` (where the
-/// graph scales the scores; the same product as scaling them afterwards), for R query rows
-/// (query rows d apart, score rows `keys` apart) and every key of the panels.
+/// How finished scores are written: times the scale where the graph scales the scores (the
+/// same product as scaling them afterwards), and, where no score term comes between, the mask
+/// (the kept keys' lanes, the mask value, whether it replaces the score).
+#[derive(Clone, Copy)]
+struct ScoreWrite<'a> {
+    scale: Option<f32>,
+    mask: Option<(&'a [u32], f32, bool)>,
+}
+
+impl ScoreWrite<'_> {
+    /// Four scores of keys j..j + 4, as written.
+    #[inline(always)]
+    unsafe fn four(&self, sum: v128, j: usize) -> v128 {
+        let x = match self.scale {
+            Some(scale) => f32x4_mul(sum, f32x4_splat(scale)),
+            None => sum,
+        };
+        match self.mask {
+            Some((keep, value, replaces)) => {
+                let kept = v128_load(keep[j..j + 4].as_ptr() as *const v128);
+                let dropped = if replaces { f32x4_splat(value) } else { f32x4_add(x, f32x4_splat(value)) };
+                v128_bitselect(x, dropped, kept)
+            }
+            None => x,
+        }
+    }
+}
+
+/// scores[r][j] = sum_c query[r][c] * key[j][c], each sum in c order, written as `write` says,
+/// for R query rows (query rows d apart, score rows `keys` apart) and every key of the panels;
+/// maxima[r] the lanes' maximum of row r's scores written four at a time.
 #[inline(always)]
-unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, scale: Option<f32>,
-                                       scores: *mut f32) {
+unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, write: ScoreWrite,
+                                       maxima: &mut [v128; R], scores: *mut f32) {
     let mut j0 = 0;
     while j0 < keys {
         let width = KEY_PANEL.min(keys - j0);
         let (panel, out) = (key_t.add(j0 * d), scores.add(j0));
         let mut j = 0;
         while j + KEY_PANEL <= width {
-            score_columns::<R, { KEY_PANEL / 4 }>(query, panel.add(j), width, d, keys, scale, out.add(j));
+            score_columns::<R, { KEY_PANEL / 4 }>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
             j += KEY_PANEL;
         }
         while j + 8 <= width {
-            score_columns::<R, 2>(query, panel.add(j), width, d, keys, scale, out.add(j));
+            score_columns::<R, 2>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
             j += 8;
         }
         while j + 4 <= width {
-            score_columns::<R, 1>(query, panel.add(j), width, d, keys, scale, out.add(j));
+            score_columns::<R, 1>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
             j += 4;
         }
+        // the keys past the last whole vector (softmax_row masks them)
         for jj in j..width {
             for r in 0..R {
                 let mut s = *query.add(r * d) * *panel.add(jj);
                 for c in 1..d {
                     s += *query.add(r * d + c) * *panel.add(c * width + jj);
                 }
-                *out.add(r * keys + jj) = match scale {
+                *out.add(r * keys + jj) = match write.scale {
                     Some(scale) => s * scale,
                     None => s,
                 };
@@ -323,10 +360,12 @@ unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: 
     }
 }
 
-/// The scores of R query rows and 4 KV keys of a panel (its dimension rows `stride` apart).
+/// The scores of R query rows and 4 KV keys (from key j) of a panel (its dimension rows
+/// `stride` apart).
 #[inline(always)]
 unsafe fn score_columns<const R: usize, const KV: usize>(query: *const f32, panel: *const f32, stride: usize, d: usize,
-                                                         keys: usize, scale: Option<f32>, out: *mut f32) {
+                                                         keys: usize, write: ScoreWrite, j: usize, maxima: &mut [v128; R],
+                                                         out: *mut f32) {
     let mut sums = [[f32x4_splat(0.0); KV]; R];
     let sums = sums.as_mut_ptr() as *mut v128;
     let mut c = if d >= 4 {
@@ -344,14 +383,11 @@ unsafe fn score_columns<const R: usize, const KV: usize>(query: *const f32, pane
         score_step::<R, KV, 1, false>(query.add(c), panel.add(c * stride), stride, d, sums);
         c += 1;
     }
-    for r in 0..R {
+    for (r, max) in maxima.iter_mut().enumerate() {
         for kv in 0..KV {
-            let sum = sums.add(r * KV + kv).read_volatile();
-            let sum = match scale {
-                Some(scale) => f32x4_mul(sum, f32x4_splat(scale)),
-                None => sum,
-            };
-            v128_store(out.add(r * keys + 4 * kv) as *mut v128, sum);
+            let x = write.four(sums.add(r * KV + kv).read_volatile(), j + 4 * kv);
+            v128_store(out.add(r * keys + 4 * kv) as *mut v128, x);
+            *max = f32x4_pmax(*max, x);
         }
     }
 }
@@ -383,15 +419,17 @@ unsafe fn score_step<const R: usize, const KV: usize, const U: usize, const FIRS
 }
 
 /// Scores -> probabilities in place, the vector form of finish_scores_scalar (the scale was
-/// applied as the scores were written): the score terms, the mask and the maximum, then
-/// exp((s - max) * beta) with its sum in Eigen's order, then each times 1 / sum.
-fn softmax_row(p: &AttentionParams, keep_lanes: Option<&[u32]>, add_terms: impl Fn(&mut [f32]), s: &mut [f32]) {
+/// applied as the scores were written): the score terms, the mask and the maximum (or, where
+/// the scores' whole vectors were masked as they were written, their lanes' maximum `written`),
+/// then exp((s - max) * beta) with its sum in Eigen's order, then each times 1 / sum.
+fn softmax_row(p: &AttentionParams, keep_lanes: Option<&[u32]>, written: Option<v128>, add_terms: impl Fn(&mut [f32]),
+               s: &mut [f32]) {
     let n = s.len();
     let full = n / 4 * 4;
     let ptr = s.as_mut_ptr();
     add_terms(s);
     // SAFETY: all accesses below `full` <= n; keep_lanes has n entries.
-    let max_x4 = unsafe {
+    let max_x4 = written.unwrap_or_else(|| unsafe {
         match keep_lanes {
             Some(keep) if p.mask_replaces => mask_and_max(ptr, keep, full, |_| f32x4_splat(p.mask_value)),
             Some(keep) => mask_and_max(ptr, keep, full, |x| f32x4_add(x, f32x4_splat(p.mask_value))),
@@ -405,7 +443,7 @@ fn softmax_row(p: &AttentionParams, keep_lanes: Option<&[u32]>, add_terms: impl 
                 max_x4
             }
         }
-    };
+    });
     let mut max = f32::NEG_INFINITY;
     for lane in [f32x4_extract_lane::<0>(max_x4), f32x4_extract_lane::<1>(max_x4), f32x4_extract_lane::<2>(max_x4), f32x4_extract_lane::<3>(max_x4)] {
         if lane > max {
