@@ -43,6 +43,7 @@ pub struct AttentionScratch {
     query: Vec<f32>,   // [rows, head_dim] of one head
     probs: Vec<f32>,   // [query rows per block, keys]
     keep_lanes: Vec<u32>, // per key: all ones where the key is kept
+    all_kept: Vec<u32>,   // all ones: the lanes a score write masks by where it does not mask
 }
 
 impl AttentionScratch {
@@ -58,6 +59,7 @@ impl AttentionScratch {
             query: vec![0.0; rows * head_dim],
             probs: vec![0.0; query_rows * keys],
             keep_lanes: vec![u32::MAX; keys],
+            all_kept: vec![u32::MAX; keys],
         }
     }
 }
@@ -191,14 +193,20 @@ pub fn attention_in_blocks<const Q: usize>(
     }
     for h in 0..p.heads {
         key_panels(k, keys, hidden, h * p.head_dim, p.head_dim, p.key_scale, &mut scratch.key_t);
-        gather_queries(p, q, rows, hidden, h, &mut scratch.query);
+        // the head's query rows read in place, or copied scaled where the graph scales Q
+        let queries = if p.scale_on_query {
+            gather_queries(p, q, rows, hidden, h, &mut scratch.query);
+            Queries { rows: scratch.query.as_ptr(), stride: p.head_dim }
+        } else {
+            Queries { rows: q[h * p.head_dim..].as_ptr(), stride: hidden }
+        };
         let mut i = 0;
         while i + Q <= rows {
-            query_block::<Q>(p, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
+            query_block::<Q>(p, queries, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
             i += Q;
         }
         while i < rows {
-            query_block::<1>(p, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
+            query_block::<1>(p, queries, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
             i += 1;
         }
     }
@@ -240,9 +248,18 @@ fn key_panels(k: &[f32], keys: usize, hidden: usize, offset: usize, d: usize, sc
     }
 }
 
+/// One head's query rows: row i's d values start at rows + i * stride (the queries' own buffer,
+/// or the scaled copy).
+#[derive(Clone, Copy)]
+struct Queries {
+    rows: *const f32,
+    stride: usize,
+}
+
 #[inline(always)]
 fn query_block<const R: usize>(
     p: &AttentionParams,
+    queries: Queries,
     i0: usize,
     head: usize,
     v: &[f32],
@@ -255,22 +272,37 @@ fn query_block<const R: usize>(
     let d = p.head_dim;
     let keep = masked.then_some(&s.keep_lanes[..keys]);
     // Where no score term comes between the scale and the mask, the scores are masked and their
-    // maximum taken as they are written (one pass over them fewer).
-    let write = ScoreWrite {
-        scale: (!p.scale_on_query).then_some(p.scale),
-        mask: keep.filter(|_| terms.arrays.is_empty()).map(|keep| (keep, p.mask_value, p.mask_replaces)),
-    };
-    let mut maxima = [f32x4_splat(f32::NEG_INFINITY); R];
-    // SAFETY: query holds rows >= i0 + R rows of d; key_t holds d x keys; probs R x keys.
-    unsafe { scores_block::<R>(s.query.as_ptr().add(i0 * d), s.key_t.as_ptr(), d, keys, write, &mut maxima, s.probs.as_mut_ptr()) };
+    // maximum taken as they are written; else the mask waits for the terms (softmax_row).
     let fused = terms.arrays.is_empty();
+    let write = ScoreWrite::new(p, if fused { keep } else { None }.unwrap_or(&s.all_kept[..keys]));
+    let mut maxima = [f32x4_splat(f32::NEG_INFINITY); R];
+    // SAFETY: the queries hold rows >= i0 + R; key_t holds d x keys; probs R x keys.
+    unsafe {
+        let query = Queries { rows: queries.rows.add(i0 * queries.stride), stride: queries.stride };
+        scores_block::<R>(query, s.key_t.as_ptr(), d, keys, write, &mut maxima, s.probs.as_mut_ptr())
+    };
+    let whole_head = whole_head_context(d);
+    let mut inverse = [f32x4_splat(1.0); R];
     for r in 0..R {
         let add_terms = |row: &mut [f32]| terms.add_to_row(head, i0 + r, row);
-        softmax_row(p, keep, fused.then_some(maxima[r]), add_terms, &mut s.probs[r * keys..(r + 1) * keys]);
+        let row = &mut s.probs[r * keys..(r + 1) * keys];
+        let inv = softmax_row(p, keep, fused.then_some(maxima[r]), add_terms, row);
+        if whole_head {
+            inverse[r] = f32x4_splat(inv); // each probability times it as the context reads it
+        } else {
+            normalise(row, inv);
+        }
     }
     let hidden = p.heads * d;
-    // SAFETY: v holds keys x hidden; ctx holds (i0 + R) x hidden; probs R x keys.
-    unsafe { context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr().add(i0 * hidden + head * d)) };
+    let ctx = &mut ctx[i0 * hidden + head * d..];
+    // SAFETY: v holds keys x hidden; ctx holds R rows of hidden from i0; probs R x keys.
+    unsafe {
+        if whole_head {
+            context_rows::<R, WHOLE_HEAD_DV>(s.probs.as_ptr(), &inverse, v.as_ptr().add(head * d), hidden, keys, ctx.as_mut_ptr())
+        } else {
+            context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr())
+        }
+    }
 }
 
 // The running sums of the score and context loops below live in memory (volatile reads and
@@ -293,30 +325,47 @@ unsafe fn splats<const U: usize>(p: *const f32) -> [v128; U] {
 }
 
 /// How finished scores are written: times the scale where the graph scales the scores (the
-/// same product as scaling them afterwards), and, where no score term comes between, the mask
-/// (the kept keys' lanes, the mask value, whether it replaces the score).
+/// same product as scaling them afterwards; times 1 where it scales Q, an identity on every
+/// score), then the mask by `kept` (a score whose lane is 0 becomes the mask value, or is
+/// added to it: all ones where no mask is applied as the scores are written).
 #[derive(Clone, Copy)]
-struct ScoreWrite<'a> {
+struct ScoreWrite {
     scale: Option<f32>,
-    mask: Option<(&'a [u32], f32, bool)>,
+    scale_x4: v128,
+    kept: *const u32,
+    mask_value: v128,
+    mask_replaces: v128,
 }
 
-impl ScoreWrite<'_> {
-    /// Four scores of keys j..j + 4, as written.
+impl ScoreWrite {
+    fn new(p: &AttentionParams, kept: &[u32]) -> Self {
+        let scale = (!p.scale_on_query).then_some(p.scale);
+        ScoreWrite {
+            scale,
+            scale_x4: f32x4_splat(scale.unwrap_or(1.0)),
+            kept: kept.as_ptr(),
+            mask_value: f32x4_splat(p.mask_value),
+            mask_replaces: i32x4_splat(if p.mask_replaces { -1 } else { 0 }),
+        }
+    }
+
+    /// Four scores of keys j..j + 4 (j + 4 <= keys), as written.
     #[inline(always)]
     unsafe fn four(&self, sum: v128, j: usize) -> v128 {
-        let x = match self.scale {
-            Some(scale) => f32x4_mul(sum, f32x4_splat(scale)),
-            None => sum,
-        };
-        match self.mask {
-            Some((keep, value, replaces)) => {
-                let kept = v128_load(keep[j..j + 4].as_ptr() as *const v128);
-                let dropped = if replaces { f32x4_splat(value) } else { f32x4_add(x, f32x4_splat(value)) };
-                v128_bitselect(x, dropped, kept)
-            }
-            None => x,
-        }
+        let x = f32x4_mul(sum, self.scale_x4);
+        let dropped = v128_bitselect(self.mask_value, f32x4_add(x, self.mask_value), self.mask_replaces);
+        v128_bitselect(x, dropped, v128_load(self.kept.add(j) as *const v128))
+    }
+}
+
+/// (exps[0..U] * inverse), each in all four lanes: normalise's products, as the context reads them.
+#[inline(always)]
+unsafe fn probabilities<const U: usize>(exps: *const f32, inverse: v128) -> [v128; U] {
+    if U == 4 {
+        let lanes = ort_float::lane_splats(f32x4_mul(v128_load(exps as *const v128), inverse));
+        core::array::from_fn(|u| lanes[u])
+    } else {
+        core::array::from_fn(|u| f32x4_mul(v128_load32_splat(exps.add(u) as *const u32), inverse))
     }
 }
 
@@ -324,7 +373,7 @@ impl ScoreWrite<'_> {
 /// for R query rows (query rows d apart, score rows `keys` apart) and every key of the panels;
 /// maxima[r] the lanes' maximum of row r's scores written four at a time.
 #[inline(always)]
-unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, write: ScoreWrite,
+unsafe fn scores_block<const R: usize>(query: Queries, key_t: *const f32, d: usize, keys: usize, write: ScoreWrite,
                                        maxima: &mut [v128; R], scores: *mut f32) {
     let mut j0 = 0;
     while j0 < keys {
@@ -346,9 +395,10 @@ unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: 
         // the keys past the last whole vector (softmax_row masks them)
         for jj in j..width {
             for r in 0..R {
-                let mut s = *query.add(r * d) * *panel.add(jj);
+                let q = query.rows.add(r * query.stride);
+                let mut s = *q * *panel.add(jj);
                 for c in 1..d {
-                    s += *query.add(r * d + c) * *panel.add(c * width + jj);
+                    s += *q.add(c) * *panel.add(c * width + jj);
                 }
                 *out.add(r * keys + jj) = match write.scale {
                     Some(scale) => s * scale,
@@ -363,24 +413,25 @@ unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: 
 /// The scores of R query rows and 4 KV keys (from key j) of a panel (its dimension rows
 /// `stride` apart).
 #[inline(always)]
-unsafe fn score_columns<const R: usize, const KV: usize>(query: *const f32, panel: *const f32, stride: usize, d: usize,
+unsafe fn score_columns<const R: usize, const KV: usize>(query: Queries, panel: *const f32, stride: usize, d: usize,
                                                          keys: usize, write: ScoreWrite, j: usize, maxima: &mut [v128; R],
                                                          out: *mut f32) {
     let mut sums = [[f32x4_splat(0.0); KV]; R];
     let sums = sums.as_mut_ptr() as *mut v128;
+    let (q, q_stride) = (query.rows, query.stride);
     let mut c = if d >= 4 {
-        score_step::<R, KV, 4, true>(query, panel, stride, d, sums);
+        score_step::<R, KV, 4, true>(q, panel, stride, q_stride, sums);
         4
     } else {
-        score_step::<R, KV, 1, true>(query, panel, stride, d, sums);
+        score_step::<R, KV, 1, true>(q, panel, stride, q_stride, sums);
         1
     };
     while c + 4 <= d {
-        score_step::<R, KV, 4, false>(query.add(c), panel.add(c * stride), stride, d, sums);
+        score_step::<R, KV, 4, false>(q.add(c), panel.add(c * stride), stride, q_stride, sums);
         c += 4;
     }
     while c < d {
-        score_step::<R, KV, 1, false>(query.add(c), panel.add(c * stride), stride, d, sums);
+        score_step::<R, KV, 1, false>(q.add(c), panel.add(c * stride), stride, q_stride, sums);
         c += 1;
     }
     for (r, max) in maxima.iter_mut().enumerate() {
@@ -393,19 +444,19 @@ unsafe fn score_columns<const R: usize, const KV: usize>(query: *const f32, pane
 }
 
 /// sums[r][kv] = (FIRST) or += query[r][u] * panel[u][4kv..4kv + 4] for u in 0..U, in u order
-/// (query and panel point at the step's first dimension).
+/// (query and panel point at the step's first dimension; query rows q_stride apart).
 #[inline(always)]
 unsafe fn score_step<const R: usize, const KV: usize, const U: usize, const FIRST: bool>(
     query: *const f32,
     panel: *const f32,
     stride: usize,
-    d: usize,
+    q_stride: usize,
     sums: *mut v128,
 ) {
     // the step's dimension rows, each key vector a constant offset from one of them
     let dims: [*const f32; U] = core::array::from_fn(|u| panel.add(u * stride));
     unrolled::<R>(|r| {
-        let q = splats::<U>(query.add(r * d));
+        let q = splats::<U>(query.add(r * q_stride));
         unrolled::<KV>(|kv| {
             let key = |u: usize| (dims[u].add(4 * kv) as *const v128).read_volatile();
             let sum = sums.add(r * KV + kv);
@@ -418,12 +469,13 @@ unsafe fn score_step<const R: usize, const KV: usize, const U: usize, const FIRS
     });
 }
 
-/// Scores -> probabilities in place, the vector form of finish_scores_scalar (the scale was
-/// applied as the scores were written): the score terms, the mask and the maximum (or, where
-/// the scores' whole vectors were masked as they were written, their lanes' maximum `written`),
-/// then exp((s - max) * beta) with its sum in Eigen's order, then each times 1 / sum.
+/// Scores -> exps in place and 1 / their sum, the vector form of finish_scores_scalar but its
+/// last product (the scale was applied as the scores were written): the score terms, the mask
+/// and the maximum (or, where the scores' whole vectors were masked as they were written, their
+/// lanes' maximum `written`), then exp((s - max) * beta) with its sum in Eigen's order. Each
+/// probability is exp * inverse: `normalise`, or the context as it reads them.
 fn softmax_row(p: &AttentionParams, keep_lanes: Option<&[u32]>, written: Option<v128>, add_terms: impl Fn(&mut [f32]),
-               s: &mut [f32]) {
+               s: &mut [f32]) -> f32 {
     let n = s.len();
     let full = n / 4 * 4;
     let ptr = s.as_mut_ptr();
@@ -460,14 +512,18 @@ fn softmax_row(p: &AttentionParams, keep_lanes: Option<&[u32]>, written: Option<
             max = x;
         }
     }
-    let inv = 1.0 / exponentiate(s, max, p.softmax_beta);
-    let inv_x4 = f32x4_splat(inv);
-    // SAFETY: as above.
+    1.0 / exponentiate(s, max, p.softmax_beta)
+}
+
+/// s[j] *= inv: exps -> probabilities.
+fn normalise(s: &mut [f32], inv: f32) {
+    let full = s.len() / 4 * 4;
+    let (ptr, inv_x4) = (s.as_mut_ptr(), f32x4_splat(inv));
+    // SAFETY: every vector lies below `full` <= len.
     unsafe {
         let mut j = 0;
         while j < full {
-            let x = v128_load(ptr.add(j) as *const v128);
-            v128_store(ptr.add(j) as *mut v128, f32x4_mul(x, inv_x4));
+            v128_store(ptr.add(j) as *mut v128, f32x4_mul(v128_load(ptr.add(j) as *const v128), inv_x4));
             j += 4;
         }
     }
@@ -537,14 +593,19 @@ fn exponentiate(s: &mut [f32], max: f32, beta: f32) -> f32 {
 /// each row's sums of a step are updated in straight-line code.
 const WHOLE_HEAD_VECTORS: usize = 16;
 
-/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order. A head as wide as the model's widest
-/// (MAX_HEAD_DIM, up to WHOLE_HEAD_VECTORS vectors) takes all its columns per step; any other,
-/// 8 columns at a time.
+/// The model's head in such vectors (1 where it is wider: context_rows is then not taken).
+const WHOLE_HEAD_DV: usize = if MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS { MAX_HEAD_DIM / 4 } else { 1 };
+
+/// Whether a head of d dimensions takes context_rows (all its columns per step): one as wide
+/// as the model's widest (MAX_HEAD_DIM, up to WHOLE_HEAD_VECTORS vectors).
+fn whole_head_context(d: usize) -> bool {
+    d == MAX_HEAD_DIM && MAX_HEAD_DIM % 4 == 0 && MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS
+}
+
+/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order, 8 columns at a time (a head of another
+/// width than context_rows takes).
 #[inline(always)]
 unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, d: usize, ctx: *mut f32) {
-    if d == MAX_HEAD_DIM && MAX_HEAD_DIM % 4 == 0 && MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS {
-        return context_rows::<R, { MAX_HEAD_DIM / 4 }>(probs, v, hidden, keys, ctx);
-    }
     let mut c0 = 0;
     while c0 + 8 <= d {
         context_columns::<R, 2>(probs, v.add(c0), hidden, keys, ctx.add(c0), hidden);
@@ -565,25 +626,27 @@ unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden
     }
 }
 
-/// The context of R rows over all 4DV columns of the head: each row's four probabilities of a
-/// step broadcast once, then each column vector's sum updated with its four value rows.
+/// ctx[r][c] = sum_j (exps[r][j] * inverse[r]) * v[j][c] in j order, for R rows over all 4DV
+/// columns of the head: each row's four probabilities of a step formed and broadcast once, then
+/// each column vector's sum updated with its four value rows.
 #[inline(always)]
-unsafe fn context_rows<const R: usize, const DV: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, ctx: *mut f32) {
+unsafe fn context_rows<const R: usize, const DV: usize>(exps: *const f32, inverse: &[v128; R], v: *const f32, hidden: usize,
+                                                        keys: usize, ctx: *mut f32) {
     let mut sums = [[f32x4_splat(0.0); DV]; R];
     let sums = sums.as_mut_ptr() as *mut v128;
     let mut j = if keys >= 4 {
-        context_rows_step::<R, DV, 4, true>(probs, v, hidden, keys, sums);
+        context_rows_step::<R, DV, 4, true>(exps, inverse, v, hidden, keys, sums);
         4
     } else {
-        context_rows_step::<R, DV, 1, true>(probs, v, hidden, keys, sums);
+        context_rows_step::<R, DV, 1, true>(exps, inverse, v, hidden, keys, sums);
         1
     };
     while j + 4 <= keys {
-        context_rows_step::<R, DV, 4, false>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
+        context_rows_step::<R, DV, 4, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums);
         j += 4;
     }
     while j < keys {
-        context_rows_step::<R, DV, 1, false>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
+        context_rows_step::<R, DV, 1, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums);
         j += 1;
     }
     for r in 0..R {
@@ -593,11 +656,12 @@ unsafe fn context_rows<const R: usize, const DV: usize>(probs: *const f32, v: *c
     }
 }
 
-/// sums[r][cv] = (FIRST) or += probs[r][u] * v[u][4cv..4cv + 4] for u in 0..U, in u order
-/// (probs and v point at the step's first key).
+/// sums[r][cv] = (FIRST) or += (exps[r][u] * inverse[r]) * v[u][4cv..4cv + 4] for u in 0..U, in
+/// u order (exps and v point at the step's first key).
 #[inline(always)]
 unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, const FIRST: bool>(
-    probs: *const f32,
+    exps: *const f32,
+    inverse: &[v128; R],
     v: *const f32,
     hidden: usize,
     keys: usize,
@@ -606,7 +670,7 @@ unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, con
     // the step's value rows, each column vector a constant offset from one of them
     let values: [*const f32; U] = core::array::from_fn(|u| v.add(u * hidden));
     unrolled::<R>(|r| {
-        let pr = splats::<U>(probs.add(r * keys));
+        let pr = probabilities::<U>(exps.add(r * keys), inverse[r]);
         unrolled::<DV>(|cv| {
             let value = |u: usize| (values[u].add(4 * cv) as *const v128).read_volatile();
             let sum = sums.add(r * DV + cv);
