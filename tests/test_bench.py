@@ -81,7 +81,8 @@ def test_bench_runs_every_peer_and_reports_ratios(compiled, tmp_path):
     cpu = report["machine"]["cpu"]
     assert cpu == host_cpu() and cpu["l1d_bytes"] == host_l1d_bytes()
     assert report["kernel_variant"] == {"gemm_tile": [Tuning().tile_rows, Tuning().tile_outs],
-                                        "attention_query_rows": Tuning().query_rows, "chosen_by": "default"}
+                                        "attention_query_rows": Tuning().query_rows, "chosen_by": "default",
+                                        "gemm_row_block_bytes": 16 * 1024, "attention_key_panel": 32}
     assert machine_line(cpu, report["kernel_variant"]) in result.stdout.splitlines()
     assert_roofline(report, json.loads((compiled / "ir.json").read_text()))
     assert "roofline: floors in wasm under wasmtime" in result.stdout

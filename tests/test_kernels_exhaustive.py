@@ -1,7 +1,7 @@
 """The forward crate's kernel checks (templates/rust_forward/checks), run in wasm.
 
-- SIMD against scalar: GELU (exact and tanh), LiteRT's TANH and LOGISTIC and row quantisation over f32 bit
-  patterns (a sample by default, all 2^32 with `-m slow`), 20,000 awkward random rows per
+- SIMD against scalar: GELU (exact and tanh), LiteRT's TANH and LOGISTIC, SOFTMAX's exp and row
+  quantisation over f32 bit patterns (a sample by default, all 2^32 with `-m slow`), 20,000 awkward random rows per
   quantisation scheme, every int8 value widened under 20,000 scales (weight-only int8), and the
   other kernels (GEMM, attention, Eigen sums, float Linear) on
   random shapes.
@@ -86,7 +86,8 @@ SAMPLE_STRIDE = 4099
 SCATTER_STRIDE = 0x9E3779B9
 
 
-ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "litert-fn gelu-tanh", "quant sym", "quant asym"]
+ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "litert-fn gelu-tanh", "litert-fn exp", "quant sym",
+                     "quant asym"]
 
 
 @pytest.mark.parametrize("stride", [SAMPLE_STRIDE, SCATTER_STRIDE])
@@ -104,11 +105,12 @@ def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, ke
             assert_check_passes(wasm_runtime, checks_wasm, *kernel.split(), start, 4096, 1)
 
 
-# tanh's clamp, the logistic's upper and lower cut-offs, 0 and the subnormals, infinity, the quiet NaNs
-LITERT_CENTRES = (0x40FD0956, 0x41851592, 0x42D00000, 0x00000000, 0x7F800000, 0x7FC00000)
+# tanh's clamp, the logistic's upper and lower cut-offs (the lower one exp's too), exp's clamp and
+# its last normal power of two (m = -126 | -127), 0 and the subnormals, infinity, the quiet NaNs
+LITERT_CENTRES = (0x40FD0956, 0x41851592, 0x42D00000, 0x42B1722D, 0x42AEAC4F, 0x00000000, 0x7F800000, 0x7FC00000)
 
 
-@pytest.mark.parametrize("function", ["tanh", "logistic", "gelu-tanh"])
+@pytest.mark.parametrize("function", ["tanh", "logistic", "gelu-tanh", "exp"])
 def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, wasm_runtime, function):
     for centre in LITERT_CENTRES:
         for sign in (0, 0x80000000):
@@ -607,9 +609,27 @@ MUTATIONS = {
                                      ["kernels", 11]),
     # A replacing mask (Keras' masked softmax) added to the dropped keys' scores in the SIMD kernel.
     "attention mask adds instead of replacing": ("src/kernels/litert/attention.rs",
-                                                 "if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) }",
-                                                 "f32x4_add(x, mask_value)",
+                                                 "mask_and_max(ptr, keep, full, |_| f32x4_splat(p.mask_value))",
+                                                 "mask_and_max(ptr, keep, full, |x| f32x4_add(x, f32x4_splat(p.mask_value)))",
                                                  ["kernels", 11]),
+    # The same as the scores are written (no score terms): the replacing mask added.
+    "written mask adds instead of replacing": ("src/kernels/litert/attention.rs",
+                                               "let dropped = if replaces { f32x4_splat(value) } else { f32x4_add(x, f32x4_splat(value)) };",
+                                               "let dropped = f32x4_add(x, f32x4_splat(value));",
+                                               ["kernels", 11]),
+    # The context's products of a step paired with the step's value rows in reverse.
+    "context value rows reversed": ("src/kernels/litert/attention.rs",
+                                    "acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));",
+                                    "acc = f32x4_add(acc, f32x4_mul(pr[u], value(U - u)));",
+                                    ["kernels", 11]),
+    # softmax's sum adding every packet into one accumulator (Eigen alternates two).
+    "softmax sum in one accumulator": ("src/kernels/litert/attention.rs",
+                                       "acc1 = f32x4_add(acc1, packet(j + 4));", "acc0 = f32x4_add(acc0, packet(j + 4));",
+                                       ["kernels", 11]),
+    # exp's clamp with its operands swapped: pmin(c, NaN) is c, so exp(NaN) comes out finite.
+    "exp clamp operands swapped": ("src/kernels/litert/mathfn.rs",
+                                   "f32x4_pmin(x_in, splat(EXP_HI))", "f32x4_pmin(splat(EXP_HI), x_in)",
+                                   ["litert-fn", "exp", 0x7FC00000, 64, 1]),
     # The score terms (a relative-position bias) of every row of a query block read at the block's
     # first row: each later row gets another query's bias.
     "score terms at the block's first row": ("src/kernels/litert/attention.rs",
@@ -629,8 +649,12 @@ MUTATIONS = {
                                   ["int4"]),
     # onnxruntime's dot without its int16 saturation in the SIMD kernel only.
     "ort dot saturation dropped": ("src/kernels/common/gemm.rs",
-                                   "i16x8_add_sat(i16x8_mul(rows[r][h], weights[h])", "i16x8_add(i16x8_mul(rows[r][h], weights[h])",
+                                   "i16x8_add_sat(i16x8_mul(acts[h], weights[h])", "i16x8_add(i16x8_mul(acts[h], weights[h])",
                                    ["kernels", 11]),
+    # The GEMM's reduction of four outputs' sums taking two lanes of the wrong pair.
+    "gemm four-output reduction mixed": ("src/kernels/common/gemm.rs",
+                                         "i32x4_shuffle::<2, 3, 6, 7>(t0, t1))", "i32x4_shuffle::<2, 3, 6, 7>(t1, t0))",
+                                         ["kernels", 11]),
     # The full-integer int8 dot reading y's upper (zero) lanes: every product of y vanishes.
     "int8 dot lanes": ("src/kernels/litert/int8/dot.rs",
                        "let wb = i16x8_sub(i16x8_extend_low_i8x16(vb), zb);",

@@ -1,8 +1,14 @@
 """What a benchmark ran on, so that figures from different machines can be compared: the CPU (its
 model, the microarchitecture its family and model numbers stand for, the SIMD extensions the
 engine and the peers may use), its per-core L1 data and L2 caches, and the kernel variant the
-module was built with (its src/tuning.rs). Cloud machines often report a bare "AMD EPYC" as
-their model name; the family and model numbers still tell Zen 3 from Zen 4.
+module was built with (its src/tuning.rs, and the cache budgets its kernels block by). Cloud
+machines often report a bare "AMD EPYC" as their model name; the family and model numbers still
+tell Zen 3 from Zen 4.
+
+The variant is fixed when the module is built, the same on every CPU: the hot loops' machine
+code is the same on AVX2-only and AVX-512 hosts (wasmtime emits 128-bit VEX instructions for
+simd128 on both), and the kernels block by sizes that fit the smallest L1 data cache of the
+targets (32 KiB), not by the host's.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ MICROARCHITECTURES = (
 # onnxruntime's MLAS and LiteRT's Eigen pick natively.
 SIMD_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
 TUNING_CONSTANT = re.compile(r"pub const (GEMM_TILE_ROWS|GEMM_TILE_OUTS|ATTENTION_QUERY_ROWS): usize = (\d+);")
+# Cache budgets of the kernels, where they are defined: (file in the crate, constant, variant key).
+KERNEL_BUDGETS = (("src/kernels/common/gemm.rs", "ROW_BLOCK_BYTES", "gemm_row_block_bytes"),
+                  ("src/kernels/litert/attention.rs", "KEY_PANEL", "attention_key_panel"))
 
 
 def host_cpu(cpuinfo: str = CPUINFO, caches: str = SYSFS_CPU0_CACHES) -> dict:
@@ -47,8 +56,9 @@ def microarchitecture(vendor: str, family: int | None, model: int | None) -> str
 
 
 def kernel_variant(compiled_dir: Path) -> dict | None:
-    """The GEMM tile and attention query rows the module was built with, and whether
-    `porter build --tune` chose them (None for a crate without src/tuning.rs: a decoder's)."""
+    """The GEMM tile and attention query rows the module was built with, whether `porter build
+    --tune` chose them, and the kernels' cache budgets (None for a crate without src/tuning.rs:
+    a decoder's)."""
     try:
         text = (Path(compiled_dir) / "src" / "tuning.rs").read_text()
     except OSError:
@@ -56,9 +66,26 @@ def kernel_variant(compiled_dir: Path) -> dict | None:
     constants = {name: int(value) for name, value in TUNING_CONSTANT.findall(text)}
     if len(constants) != 3:
         return None
-    return {"gemm_tile": [constants["GEMM_TILE_ROWS"], constants["GEMM_TILE_OUTS"]],
-            "attention_query_rows": constants["ATTENTION_QUERY_ROWS"],
-            "chosen_by": "porter build --tune" if "Chosen by `porter build --tune`" in text else "default"}
+    variant = {"gemm_tile": [constants["GEMM_TILE_ROWS"], constants["GEMM_TILE_OUTS"]],
+               "attention_query_rows": constants["ATTENTION_QUERY_ROWS"],
+               "chosen_by": "porter build --tune" if "Chosen by `porter build --tune`" in text else "default"}
+    for source, name, key in KERNEL_BUDGETS:
+        value = _rust_constant(Path(compiled_dir) / source, name)
+        if value is not None:
+            variant[key] = value
+    return variant
+
+
+def _rust_constant(path: Path, name: str) -> int | None:
+    """A `const NAME: usize = N;` of a crate source: N a number, `a << b` or `a * b`."""
+    try:
+        match = re.search(rf"const {name}: usize = (\d+)(?: (<<|\*) (\d+))?;", path.read_text())
+    except OSError:
+        return None
+    if match is None:
+        return None
+    value, op, other = int(match.group(1)), match.group(2), int(match.group(3) or 0)
+    return value << other if op == "<<" else value * other if op == "*" else value
 
 
 def machine_line(cpu: dict, variant: dict | None) -> str:
@@ -71,8 +98,13 @@ def machine_line(cpu: dict, variant: dict | None) -> str:
             f"{' '.join(cpu['simd']) or 'no AVX2'}")
     if variant:
         rows, outs = variant["gemm_tile"]
-        line += (f"; kernels: GEMM tile {rows}x{outs}, {variant['attention_query_rows']} query rows "
-                 f"({variant['chosen_by']})")
+        block = variant.get("gemm_row_block_bytes")
+        panel = variant.get("attention_key_panel")
+        line += (f"; kernels: GEMM tile {rows}x{outs}"
+                 + (f" (4 rows where {rows} span over {size(block)} of activations)" if block and rows > 4 else "")
+                 + f", {variant['attention_query_rows']} query rows"
+                 + (f", key panels of {panel}" if panel else "")
+                 + f" ({variant['chosen_by']}; the same on every CPU)")
     return line
 
 

@@ -75,23 +75,21 @@ def _madd(a: str, b: str, c: str) -> str:
     return f"(f32x4.add (f32x4.mul {a} {b}) {c})"
 
 
-# mathfn.rs's constants, as bit patterns: EXP_HI, LOG2E, 0.5, LN2_HI, LN2_LO, P2..P6, 1, EXP_LO
+# mathfn.rs's constants, as bit patterns: EXP_HI, LOG2E, 0.5, LN2_HI, LN2_LO, P2..P6, 1, EXP_LO,
+# ROUND_MAGIC (1.5 * 2^23)
 EXP_HI, LOG2E, HALF, LN2_HI, LN2_LO = 0x42b1722d, 0x3fb8aa3b, 0x3f000000, 0xbf318000, 0x395e8083
 EXP_P2, EXP_P3, EXP_P4, EXP_P5, EXP_P6 = 0x3efffffc, 0x3e2aaa47, 0x3d2aadcc, 0x3c091de6, 0x3ab42872
-ONE, EXP_LO = 0x3f800000, 0xc2d00000
+ONE, EXP_LO, ROUND_MAGIC = 0x3f800000, 0xc2d00000, 0x4b400000
 
 
-EXP_TEMPORARIES = ["$c", "$m", "$r", "$r2", "$e", "$y"]
+EXP_TEMPORARIES = ["$c", "$m", "$r", "$r2", "$e", "$f", "$y"]
 
 
 def exp_wat(x: str) -> list[str]:
     """porter's exp_x4 (templates' mathfn.rs) on the local `x`, as WAT statements that leave the
-    result in $y."""
-    c, m, r, r2, e = "(local.get $c)", "(local.get $m)", "(local.get $r)", "(local.get $r2)", "(local.get $e)"
-    below, above = f"(i32x4.lt_s {e} {_i32s(-126)})", f"(i32x4.gt_s {e} {_i32s(127)})"
-    first = f"(v128.bitselect (i32x4.add {e} {_i32s(100)}) (v128.bitselect {_i32s(127)} {e} {above}) {below})"
-    second = (f"(v128.bitselect {_i32s(-100)} "
-              f"(v128.bitselect (i32x4.sub {e} {_i32s(127)}) {_i32s(0)} {above}) {below})")
+    result in $y: the same operations (pmin and pmax for the clamp and the NaN rule, the
+    exponent through 1.5 * 2^23, ldexp's first exponent and what is left)."""
+    c, m, r, r2, e, f = (f"(local.get {v})" for v in ("$c", "$m", "$r", "$r2", "$e", "$f"))
 
     def pow2(v: str) -> str:
         return f"(i32x4.shl (i32x4.add {v} {_i32s(127)}) (i32.const 23))"
@@ -99,13 +97,15 @@ def exp_wat(x: str) -> list[str]:
     even = _madd(r2, _madd(r2, _splat(EXP_P6), _splat(EXP_P4)), _splat(EXP_P2))
     odd = _madd(r2, _splat(EXP_P5), _splat(EXP_P3))
     y = _madd(r2, _madd(r, odd, even), f"(f32x4.add {r} {_splat(ONE)})")
+    below = f"(i32x4.lt_s {e} {_i32s(-126)})"
     return [
-        f"(local.set $c (f32x4.min {x} {_splat(EXP_HI)}))",
+        f"(local.set $c (f32x4.pmin {x} {_splat(EXP_HI)}))",
         f"(local.set $m (f32x4.floor {_madd(c, _splat(LOG2E), _splat(HALF))}))",
         f"(local.set $r {_madd(m, _splat(LN2_LO), _madd(m, _splat(LN2_HI), c))})",
         f"(local.set $r2 (f32x4.mul {r} {r}))",
-        f"(local.set $e (i32x4.trunc_sat_f32x4_s {m}))",
-        f"(local.set $y (f32x4.max (f32x4.mul (f32x4.mul {y} {pow2(first)}) {pow2(second)}) {x}))",
+        f"(local.set $e (i32x4.sub (f32x4.add {m} {_splat(ROUND_MAGIC)}) {_i32s(ROUND_MAGIC)}))",
+        f"(local.set $f (v128.bitselect (i32x4.add {e} {_i32s(100)}) (i32x4.min_s {e} {_i32s(127)}) {below}))",
+        f"(local.set $y (f32x4.pmax (f32x4.mul (f32x4.mul {y} {pow2(f)}) {pow2(f'(i32x4.sub {e} {f})')}) {x}))",
         f"(local.set $y (v128.andnot (local.get $y) (f32x4.lt {x} {_splat(EXP_LO)})))"]
 
 

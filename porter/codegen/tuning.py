@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# GEMM register tiles: (activation rows, output rows) per inner loop.
-GEMM_TILES = ((1, 4), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 1))
+# GEMM register tiles: (activation rows, output rows) per inner loop; outputs 1, 2 or 4 (eight
+# weight vectors held: templates/rust_forward/src/kernels/common/gemm.rs), rows at most 8.
+GEMM_TILES = ((4, 4), (8, 2), (8, 4))
 # Attention query rows scored together (at most 8: templates/rust_forward/src/kernels/litert/attention.rs
 # each_row writes them out).
 QUERY_ROWS = (1, 2, 4, 8)
@@ -20,13 +21,14 @@ QUERY_ROWS = (1, 2, 4, 8)
 
 @dataclass(frozen=True)
 class Tuning:
-    """Work per loop iteration; never changes a result bit. The defaults are the fastest on
-    MiniLM-L6 on this project's machine (AMD EPYC, wasmtime 50), timed side by side: GEMM tiles
-    of 2 rows x 4 outputs (matmul 119-126 ms a window against 137-193 for 2x2 and 138 for 4x4,
-    whose sixteen accumulators and sixteen activation vectors no longer fit the registers) and
-    8 query rows."""
+    """Work per loop iteration; never changes a result bit. The defaults, chosen from the machine
+    code and timed side by side on MiniLM-L6 (issue 32, an Intel Xeon; docs/speed.md): GEMM tiles
+    of 8 activation rows x 4 outputs, the outputs' weights held while the rows pass by (one int8
+    widening per 64 products, 2.125 vector ALU operations per 8 products where the floor takes 2;
+    4 rows where 8 would span more than 16 KiB of activations, half the 32 KiB L1 of AMD Zen 3
+    and 4), and 8 query rows per attention block."""
 
-    tile_rows: int = 2
+    tile_rows: int = 8
     tile_outs: int = 4
     query_rows: int = 8
 

@@ -1,9 +1,9 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
-//!   litert-fn tanh|logistic|gelu-tanh START COUNT STEP
-//!                                     LiteRT's TANH, LOGISTIC and GELU(approximate=True) on the
-//!                                     same patterns (the logistic
+//!   litert-fn tanh|logistic|gelu-tanh|exp START COUNT STEP
+//!                                     LiteRT's TANH, LOGISTIC and GELU(approximate=True), and
+//!                                     SOFTMAX's exp, on the same patterns (the logistic
 //!                                     in tensors of 1 to 67 values, some passed as a prefix, so
 //!                                     packets, lone packet values and the scalar tail all run)
 //!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP
@@ -114,7 +114,7 @@ use kernels::litert::activation::{gelu_tanh_in_place, gelu_tanh_in_place_scalar,
                           tanh_in_place_scalar, tanh_scalar};
 use kernels::litert::libm::expf;
 use kernels::litert::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
-use kernels::litert::mathfn::{erfc_scalar, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
+use kernels::litert::mathfn::{erfc_scalar, exp_in_place, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
 use kernels::ort::float as ort_float;
 use kernels::ort::quant::{self as ort_quant, TensorQuantized};
 use kernels::litert::quantize::*;
@@ -178,6 +178,8 @@ fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
                                         gelu_tanh_in_place_scalar),
         "logistic" => compare_in_place(&mut tally, name, patterns(start, count, step),
                                        |v| in_tensors(v, logistic_in_place), |v| in_tensors(v, logistic_in_place_scalar)),
+        "exp" => compare_in_place(&mut tally, name, patterns(start, count, step), exp_in_place,
+                                  |v| v.iter_mut().for_each(|x| *x = exp_scalar(*x))),
         _ => usage(),
     }
     tally.finish()
@@ -502,12 +504,14 @@ fn check_kernels(seed: u64) -> ! {
     }
     for trial in 0..12 {
         let heads = 1 + rng.below(3) as usize;
-        let head_dim = [4, 8, 12, 16, 20, 36, 48][rng.below(7) as usize];
+        // the first trials at the model's own head width: the context's whole-head path (attention.rs)
+        let head_dim = if trial < 4 { model::MAX_HEAD_DIM } else { [4, 8, 12, 16, 20, 36, 48][rng.below(7) as usize] };
         let keys = 1 + rng.below(40) as usize;
         let rows = 1 + rng.below(keys as u64) as usize;
         let hidden = heads * head_dim;
-        // a replacing mask's value close to the scores, so that replacing and adding differ
-        let mask_replaces = trial % 4 == 2;
+        // a replacing mask's value close to the scores, so that replacing and adding differ; with
+        // and without score terms (the mask is applied as the scores are written without them)
+        let mask_replaces = trial % 4 >= 2;
         let p = AttentionParams {
             heads,
             head_dim,
@@ -831,7 +835,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary|int8-walk|int8-mean-4d ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh|exp START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary|int8-walk|int8-mean-4d ARGS");
     exit(2)
 }
 

@@ -8,3 +8,4 @@ pub mod generic;
 pub mod index;
 pub mod int4;
 pub mod tensor;
+pub mod unroll;

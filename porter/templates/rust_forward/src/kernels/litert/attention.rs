@@ -8,11 +8,12 @@
 
 use core::arch::wasm32::*;
 
-use super::eigen::{eigen_sum, eigen_sum_scalar};
+use super::eigen::eigen_sum_scalar;
+use crate::kernels::common::unroll::unrolled;
 use crate::kernels::ort::float as ort_float;
 pub use crate::kernels::ort::float::ScoreTerms;
-use super::mathfn::{exp_in_place, exp_scalar};
-use crate::model::SEQ;
+use super::mathfn::{exp_scalar, exp_x4};
+use crate::model::{MAX_HEAD_DIM, SEQ};
 use crate::tuning::ATTENTION_QUERY_ROWS;
 
 #[derive(Clone, Copy)]
@@ -40,10 +41,11 @@ pub struct AttentionParams {
 
 /// Work buffers, allocated once per forward pass.
 pub struct AttentionScratch {
-    key_t: Vec<f32>,   // [head_dim, keys]
+    key_t: Vec<f32>,   // one head's keys transposed (key_panels), head_dim x keys values
     query: Vec<f32>,   // [rows, head_dim] of one head
     probs: Vec<f32>,   // [query rows per block, keys]
     keep_lanes: Vec<u32>, // per key: all ones where the key is kept
+    all_kept: Vec<u32>,   // all ones: the lanes a score write masks by where it does not mask
 }
 
 impl AttentionScratch {
@@ -59,6 +61,7 @@ impl AttentionScratch {
             query: vec![0.0; rows * head_dim],
             probs: vec![0.0; query_rows * keys],
             keep_lanes: vec![u32::MAX; keys],
+            all_kept: vec![u32::MAX; keys],
         }
     }
 }
@@ -67,9 +70,11 @@ impl AttentionScratch {
 fn gather_queries(p: &AttentionParams, q: &[f32], rows: usize, hidden: usize, head: usize, out: &mut [f32]) {
     let d = p.head_dim;
     for i in 0..rows {
-        for c in 0..d {
-            let v = q[i * hidden + head * d + c];
-            out[i * d + c] = if p.scale_on_query { v * p.scale } else { v };
+        let (from, to) = (&q[i * hidden + head * d..][..d], &mut out[i * d..][..d]);
+        if p.scale_on_query {
+            to.iter_mut().zip(from).for_each(|(y, &x)| *y = x * p.scale);
+        } else {
+            to.copy_from_slice(from);
         }
     }
 }
@@ -191,32 +196,74 @@ pub fn attention_in_blocks<const Q: usize>(
         }
     }
     for h in 0..p.heads {
-        transpose_head(k, keys, hidden, h * p.head_dim, p.head_dim, p.key_scale, &mut scratch.key_t);
-        gather_queries(p, q, rows, hidden, h, &mut scratch.query);
+        key_panels(k, keys, hidden, h * p.head_dim, p.head_dim, p.key_scale, &mut scratch.key_t);
+        // the head's query rows read in place, or copied scaled where the graph scales Q
+        let queries = if p.scale_on_query {
+            gather_queries(p, q, rows, hidden, h, &mut scratch.query);
+            Queries { rows: scratch.query.as_ptr(), stride: p.head_dim }
+        } else {
+            Queries { rows: q[h * p.head_dim..].as_ptr(), stride: hidden }
+        };
         let mut i = 0;
         while i + Q <= rows {
-            query_block::<Q>(p, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
+            query_block::<Q>(p, queries, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
             i += Q;
         }
         while i < rows {
-            query_block::<1>(p, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
+            query_block::<1>(p, queries, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
             i += 1;
         }
     }
 }
 
-/// key_t[c][j] = k[j][offset + c]: the keys of one head, dimension-major.
-fn transpose_head(k: &[f32], keys: usize, hidden: usize, offset: usize, d: usize, scale: f32, key_t: &mut [f32]) {
-    for j in 0..keys {
-        for c in 0..d {
-            key_t[c * keys + j] = k[j * hidden + offset + c] * scale;
+/// Keys a panel of the transposed keys holds (the last panel of a head: the rest).
+const KEY_PANEL: usize = 32;
+
+/// One head's keys, times key_scale, transposed in panels of KEY_PANEL keys: the panel of keys
+/// j0..j0 + width holds key j's dimension c at j0 * d + c * width + (j - j0), so that a score
+/// step reads four dimensions of a panel's keys at fixed offsets from one address. Four keys by
+/// four dimensions at a time, the rest one value at a time.
+fn key_panels(k: &[f32], keys: usize, hidden: usize, offset: usize, d: usize, scale: f32, key_t: &mut [f32]) {
+    let scale_x4 = f32x4_splat(scale);
+    let mut j0 = 0;
+    while j0 < keys {
+        let width = KEY_PANEL.min(keys - j0);
+        let panel = &mut key_t[j0 * d..(j0 + width) * d];
+        let key = |j: usize| &k[(j0 + j) * hidden + offset..][..d];
+        let (whole_keys, whole_dims) = (width / 4 * 4, d / 4 * 4);
+        for j in (0..whole_keys).step_by(4) {
+            for c in (0..whole_dims).step_by(4) {
+                // SAFETY: each key slice holds d >= c + 4 values.
+                let rows = core::array::from_fn(|u| unsafe { f32x4_mul(v128_load(key(j + u)[c..].as_ptr() as *const v128), scale_x4) });
+                for (t, column) in ort_float::transpose(rows).into_iter().enumerate() {
+                    let out = &mut panel[(c + t) * width + j..][..4];
+                    // SAFETY: out holds four values.
+                    unsafe { v128_store(out.as_mut_ptr() as *mut v128, column) };
+                }
+            }
         }
+        for j in 0..width {
+            let from = if j < whole_keys { whole_dims } else { 0 };
+            for (c, &x) in key(j).iter().enumerate().skip(from) {
+                panel[c * width + j] = x * scale;
+            }
+        }
+        j0 += width;
     }
+}
+
+/// One head's query rows: row i's d values start at rows + i * stride (the queries' own buffer,
+/// or the scaled copy).
+#[derive(Clone, Copy)]
+struct Queries {
+    rows: *const f32,
+    stride: usize,
 }
 
 #[inline(always)]
 fn query_block<const R: usize>(
     p: &AttentionParams,
+    queries: Queries,
     i0: usize,
     head: usize,
     v: &[f32],
@@ -227,39 +274,47 @@ fn query_block<const R: usize>(
     s: &mut AttentionScratch,
 ) {
     let d = p.head_dim;
-    // SAFETY: query holds rows >= i0 + R rows of d; key_t holds d x keys; probs R x keys.
-    unsafe { scores_block::<R>(s.query.as_ptr().add(i0 * d), s.key_t.as_ptr(), d, keys, s.probs.as_mut_ptr()) };
+    let keep = masked.then_some(&s.keep_lanes[..keys]);
+    // Where no score term comes between the scale and the mask, the scores are masked and their
+    // maximum taken as they are written; else the mask waits for the terms (softmax_row).
+    let fused = terms.arrays.is_empty();
+    let write = ScoreWrite::new(p, if fused { keep } else { None }.unwrap_or(&s.all_kept[..keys]));
+    let mut maxima = [f32x4_splat(f32::NEG_INFINITY); R];
+    // SAFETY: the queries hold rows >= i0 + R; key_t holds d x keys; probs R x keys.
+    unsafe {
+        let query = Queries { rows: queries.rows.add(i0 * queries.stride), stride: queries.stride };
+        scores_block::<R>(query, s.key_t.as_ptr(), d, keys, write, &mut maxima, s.probs.as_mut_ptr())
+    };
+    let whole_head = whole_head_context(d);
+    let mut inverse = [f32x4_splat(1.0); R];
     for r in 0..R {
         let add_terms = |row: &mut [f32]| terms.add_to_row(head, i0 + r, row);
-        finish_scores(p, masked.then_some(&s.keep_lanes[..keys]), add_terms, &mut s.probs[r * keys..(r + 1) * keys]);
+        let row = &mut s.probs[r * keys..(r + 1) * keys];
+        let inv = softmax_row(p, keep, fused.then_some(maxima[r]), add_terms, row);
+        if whole_head {
+            inverse[r] = f32x4_splat(inv); // each probability times it as the context reads it
+        } else {
+            normalise(row, inv);
+        }
     }
     let hidden = p.heads * d;
-    // SAFETY: v holds keys x hidden; ctx holds (i0 + R) x hidden; probs R x keys.
-    unsafe { context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr().add(i0 * hidden + head * d)) };
+    let ctx = &mut ctx[i0 * hidden + head * d..];
+    // SAFETY: v holds keys x hidden; ctx holds R rows of hidden from i0; probs R x keys.
+    unsafe {
+        if whole_head {
+            context_rows::<R, WHOLE_HEAD_DV>(s.probs.as_ptr(), &inverse, v.as_ptr().add(head * d), hidden, keys, ctx.as_mut_ptr())
+        } else {
+            context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr())
+        }
+    }
 }
 
-/// Products added per step of the score and context loops, each sum still in its own order.
-const STEP: usize = 4;
-
-// The running sums of both loops below live in memory (volatile reads and writes), read and
-// written once per STEP products, not in loop variables: why, at ort/float/sgemm.rs `columns`.
-
-/// f(0), f(1), .., f(R - 1) as straight-line code. LLVM leaves a row loop with a body this long
-/// rolled, and the loop would put an epoch check, with the step's loaded vectors spilled
-/// across it, between the rows.
-#[inline(always)]
-fn each_row<const R: usize>(mut f: impl FnMut(usize)) {
-    const { assert!(R <= 8, "attention query blocks have at most 8 rows (porter/codegen/tuning.py)") };
-    // written out: a `for` over the eight would stay a loop
-    if R > 0 { f(0) }
-    if R > 1 { f(1) }
-    if R > 2 { f(2) }
-    if R > 3 { f(3) }
-    if R > 4 { f(4) }
-    if R > 5 { f(5) }
-    if R > 6 { f(6) }
-    if R > 7 { f(7) }
-}
+// The running sums of the score and context loops below live in memory (volatile reads and
+// writes), read and written once per four products, not in loop variables: why, at
+// ort/float/sgemm.rs `columns`. Each sum's products are formed right after their operands'
+// loads and before its store, so that only the row's broadcast values stay in registers; the
+// operands are read volatile too, once per row, or LLVM would load each once for all the rows
+// of a block and Cranelift spill them.
 
 /// p[0..U], each in all four lanes: four as one load and lane shuffles (Cranelift turns each
 /// scalar splat load into a load, a move and a broadcast).
@@ -273,105 +328,178 @@ unsafe fn splats<const U: usize>(p: *const f32) -> [v128; U] {
     }
 }
 
-/// scores[r][j] = sum_c query[r][c] * key_t[c][j], each sum in c order, 8 keys per pass.
-#[inline(always)]
-unsafe fn scores_block<const R: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, scores: *mut f32) {
-    let mut sums = [[f32x4_splat(0.0); 2]; R];
-    let sums = sums.as_mut_ptr() as *mut v128;
-    let mut j = 0;
-    while j + 8 <= keys {
-        let (k_lo, k_hi) = (v128_load(key_t.add(j) as *const v128), v128_load(key_t.add(j + 4) as *const v128));
-        for r in 0..R {
-            let qv = v128_load32_splat(query.add(r * d) as *const u32);
-            sums.add(2 * r).write_volatile(f32x4_mul(qv, k_lo));
-            sums.add(2 * r + 1).write_volatile(f32x4_mul(qv, k_hi));
+/// How finished scores are written: times the scale where the graph scales the scores (the
+/// same product as scaling them afterwards; times 1 where it scales Q, an identity on every
+/// score), then the mask by `kept` (a score whose lane is 0 becomes the mask value, or is
+/// added to it: all ones where no mask is applied as the scores are written).
+#[derive(Clone, Copy)]
+struct ScoreWrite {
+    scale: Option<f32>,
+    scale_x4: v128,
+    kept: *const u32,
+    mask_value: v128,
+    mask_replaces: v128,
+}
+
+impl ScoreWrite {
+    fn new(p: &AttentionParams, kept: &[u32]) -> Self {
+        let scale = (!p.scale_on_query).then_some(p.scale);
+        ScoreWrite {
+            scale,
+            scale_x4: f32x4_splat(scale.unwrap_or(1.0)),
+            kept: kept.as_ptr(),
+            mask_value: f32x4_splat(p.mask_value),
+            mask_replaces: i32x4_splat(if p.mask_replaces { -1 } else { 0 }),
         }
-        let mut c = 1;
-        while c + STEP <= d {
-            score_step::<R, STEP>(query.add(c), key_t.add(c * keys + j), d, keys, sums);
-            c += STEP;
-        }
-        while c < d {
-            score_step::<R, 1>(query.add(c), key_t.add(c * keys + j), d, keys, sums);
-            c += 1;
-        }
-        for r in 0..R {
-            v128_store(scores.add(r * keys + j) as *mut v128, sums.add(2 * r).read_volatile());
-            v128_store(scores.add(r * keys + j + 4) as *mut v128, sums.add(2 * r + 1).read_volatile());
-        }
-        j += 8;
     }
-    for jj in j..keys {
-        for r in 0..R {
-            let mut s = *query.add(r * d) * *key_t.add(jj);
-            for c in 1..d {
-                s += *query.add(r * d + c) * *key_t.add(c * keys + jj);
+
+    /// Four scores of keys j..j + 4 (j + 4 <= keys), as written.
+    #[inline(always)]
+    unsafe fn four(&self, sum: v128, j: usize) -> v128 {
+        let x = f32x4_mul(sum, self.scale_x4);
+        let dropped = v128_bitselect(self.mask_value, f32x4_add(x, self.mask_value), self.mask_replaces);
+        v128_bitselect(x, dropped, v128_load(self.kept.add(j) as *const v128))
+    }
+}
+
+/// (exps[0..U] * inverse), each in all four lanes: normalise's products, as the context reads them.
+#[inline(always)]
+unsafe fn probabilities<const U: usize>(exps: *const f32, inverse: v128) -> [v128; U] {
+    if U == 4 {
+        let lanes = ort_float::lane_splats(f32x4_mul(v128_load(exps as *const v128), inverse));
+        core::array::from_fn(|u| lanes[u])
+    } else {
+        core::array::from_fn(|u| f32x4_mul(v128_load32_splat(exps.add(u) as *const u32), inverse))
+    }
+}
+
+/// scores[r][j] = sum_c query[r][c] * key[j][c], each sum in c order, written as `write` says,
+/// for R query rows (query rows d apart, score rows `keys` apart) and every key of the panels;
+/// maxima[r] the lanes' maximum of row r's scores written four at a time.
+#[inline(always)]
+unsafe fn scores_block<const R: usize>(query: Queries, key_t: *const f32, d: usize, keys: usize, write: ScoreWrite,
+                                       maxima: &mut [v128; R], scores: *mut f32) {
+    let mut j0 = 0;
+    while j0 < keys {
+        let width = KEY_PANEL.min(keys - j0);
+        let (panel, out) = (key_t.add(j0 * d), scores.add(j0));
+        let mut j = 0;
+        while j + KEY_PANEL <= width {
+            score_columns::<R, { KEY_PANEL / 4 }>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
+            j += KEY_PANEL;
+        }
+        while j + 8 <= width {
+            score_columns::<R, 2>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
+            j += 8;
+        }
+        while j + 4 <= width {
+            score_columns::<R, 1>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
+            j += 4;
+        }
+        // the keys past the last whole vector (softmax_row masks them)
+        for jj in j..width {
+            for r in 0..R {
+                let q = query.rows.add(r * query.stride);
+                let mut s = *q * *panel.add(jj);
+                for c in 1..d {
+                    s += *q.add(c) * *panel.add(c * width + jj);
+                }
+                *out.add(r * keys + jj) = match write.scale {
+                    Some(scale) => s * scale,
+                    None => s,
+                };
             }
-            *scores.add(r * keys + jj) = s;
+        }
+        j0 += width;
+    }
+}
+
+/// The scores of R query rows and 4 KV keys (from key j) of a panel (its dimension rows
+/// `stride` apart).
+#[inline(always)]
+unsafe fn score_columns<const R: usize, const KV: usize>(query: Queries, panel: *const f32, stride: usize, d: usize,
+                                                         keys: usize, write: ScoreWrite, j: usize, maxima: &mut [v128; R],
+                                                         out: *mut f32) {
+    let mut sums = [[f32x4_splat(0.0); KV]; R];
+    let sums = sums.as_mut_ptr() as *mut v128;
+    let (q, q_stride) = (query.rows, query.stride);
+    let mut c = if d >= 4 {
+        score_step::<R, KV, 4, true>(q, panel, stride, q_stride, sums);
+        4
+    } else {
+        score_step::<R, KV, 1, true>(q, panel, stride, q_stride, sums);
+        1
+    };
+    while c + 4 <= d {
+        score_step::<R, KV, 4, false>(q.add(c), panel.add(c * stride), stride, q_stride, sums);
+        c += 4;
+    }
+    while c < d {
+        score_step::<R, KV, 1, false>(q.add(c), panel.add(c * stride), stride, q_stride, sums);
+        c += 1;
+    }
+    for (r, max) in maxima.iter_mut().enumerate() {
+        for kv in 0..KV {
+            let x = write.four(sums.add(r * KV + kv).read_volatile(), j + 4 * kv);
+            v128_store(out.add(r * keys + 4 * kv) as *mut v128, x);
+            *max = f32x4_pmax(*max, x);
         }
     }
 }
 
-/// sums[r] += query[r][u] * key_t[u][0..8] for u in 0..U, in u order (query and key_t point at
-/// the step's first dimension; sums holds each row's two vectors of eight keys).
+/// sums[r][kv] = (FIRST) or += query[r][u] * panel[u][4kv..4kv + 4] for u in 0..U, in u order
+/// (query and panel point at the step's first dimension; query rows q_stride apart).
 #[inline(always)]
-unsafe fn score_step<const R: usize, const U: usize>(query: *const f32, key_t: *const f32, d: usize, keys: usize, sums: *mut v128) {
-    let mut k_lo = [f32x4_splat(0.0); U];
-    let mut k_hi = [f32x4_splat(0.0); U];
-    for u in 0..U {
-        let row = key_t.add(u * keys);
-        k_lo[u] = v128_load(row as *const v128);
-        k_hi[u] = v128_load(row.add(4) as *const v128);
-    }
-    each_row::<R>(|r| {
-        let (mut lo, mut hi) = (sums.add(2 * r).read_volatile(), sums.add(2 * r + 1).read_volatile());
-        let qv = splats::<U>(query.add(r * d));
-        for u in 0..U {
-            lo = f32x4_add(lo, f32x4_mul(qv[u], k_lo[u]));
-            hi = f32x4_add(hi, f32x4_mul(qv[u], k_hi[u]));
-        }
-        sums.add(2 * r).write_volatile(lo);
-        sums.add(2 * r + 1).write_volatile(hi);
+unsafe fn score_step<const R: usize, const KV: usize, const U: usize, const FIRST: bool>(
+    query: *const f32,
+    panel: *const f32,
+    stride: usize,
+    q_stride: usize,
+    sums: *mut v128,
+) {
+    // the step's dimension rows, each key vector a constant offset from one of them
+    let dims: [*const f32; U] = core::array::from_fn(|u| panel.add(u * stride));
+    unrolled::<R>(|r| {
+        let q = splats::<U>(query.add(r * q_stride));
+        unrolled::<KV>(|kv| {
+            let key = |u: usize| (dims[u].add(4 * kv) as *const v128).read_volatile();
+            let sum = sums.add(r * KV + kv);
+            let mut acc = if FIRST { f32x4_mul(q[0], key(0)) } else { f32x4_add(sum.read_volatile(), f32x4_mul(q[0], key(0))) };
+            for u in 1..U {
+                acc = f32x4_add(acc, f32x4_mul(q[u], key(u)));
+            }
+            sum.write_volatile(acc);
+        });
     });
 }
 
-/// The vector form of finish_scores_scalar.
-fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, add_terms: impl Fn(&mut [f32]), s: &mut [f32]) {
+/// Scores -> exps in place and 1 / their sum, the vector form of finish_scores_scalar but its
+/// last product (the scale was applied as the scores were written): the score terms, the mask
+/// and the maximum (or, where the scores' whole vectors were masked as they were written, their
+/// lanes' maximum `written`), then exp((s - max) * beta) with its sum in Eigen's order. Each
+/// probability is exp * inverse: `normalise`, or the context as it reads them.
+fn softmax_row(p: &AttentionParams, keep_lanes: Option<&[u32]>, written: Option<v128>, add_terms: impl Fn(&mut [f32]),
+               s: &mut [f32]) -> f32 {
     let n = s.len();
     let full = n / 4 * 4;
     let ptr = s.as_mut_ptr();
-    let scale = f32x4_splat(p.scale);
-    if !p.scale_on_query {
-        // SAFETY: all accesses below `full` <= n.
-        unsafe {
-            let mut j = 0;
-            while j < full {
-                v128_store(ptr.add(j) as *mut v128, f32x4_mul(v128_load(ptr.add(j) as *const v128), scale));
-                j += 4;
-            }
-        }
-        for x in &mut s[full..] {
-            *x *= p.scale;
-        }
-    }
     add_terms(s);
-    let mask_value = f32x4_splat(p.mask_value);
-    let dropped = |x: v128| if p.mask_replaces { mask_value } else { f32x4_add(x, mask_value) };
-    let mut max_x4 = f32x4_splat(f32::NEG_INFINITY);
     // SAFETY: all accesses below `full` <= n; keep_lanes has n entries.
-    unsafe {
-        let mut j = 0;
-        while j < full {
-            let mut x = v128_load(ptr.add(j) as *const v128);
-            if let Some(keep) = keep_lanes {
-                let kept = v128_load(keep.as_ptr().add(j) as *const v128);
-                x = v128_bitselect(x, dropped(x), kept);
+    let max_x4 = written.unwrap_or_else(|| unsafe {
+        match keep_lanes {
+            Some(keep) if p.mask_replaces => mask_and_max(ptr, keep, full, |_| f32x4_splat(p.mask_value)),
+            Some(keep) => mask_and_max(ptr, keep, full, |x| f32x4_add(x, f32x4_splat(p.mask_value))),
+            None => {
+                let mut max_x4 = f32x4_splat(f32::NEG_INFINITY);
+                let mut j = 0;
+                while j < full {
+                    max_x4 = f32x4_pmax(max_x4, v128_load(ptr.add(j) as *const v128));
+                    j += 4;
+                }
+                max_x4
             }
-            v128_store(ptr.add(j) as *mut v128, x);
-            max_x4 = f32x4_pmax(max_x4, x);
-            j += 4;
         }
-    }
+    });
     let mut max = f32::NEG_INFINITY;
     for lane in [f32x4_extract_lane::<0>(max_x4), f32x4_extract_lane::<1>(max_x4), f32x4_extract_lane::<2>(max_x4), f32x4_extract_lane::<3>(max_x4)] {
         if lane > max {
@@ -388,28 +516,18 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, add_terms: imp
             max = x;
         }
     }
-    let (max_x4, beta) = (f32x4_splat(max), f32x4_splat(p.softmax_beta));
-    // SAFETY: as above.
+    1.0 / exponentiate(s, max, p.softmax_beta)
+}
+
+/// s[j] *= inv: exps -> probabilities.
+fn normalise(s: &mut [f32], inv: f32) {
+    let full = s.len() / 4 * 4;
+    let (ptr, inv_x4) = (s.as_mut_ptr(), f32x4_splat(inv));
+    // SAFETY: every vector lies below `full` <= len.
     unsafe {
         let mut j = 0;
         while j < full {
-            let x = v128_load(ptr.add(j) as *const v128);
-            v128_store(ptr.add(j) as *mut v128, f32x4_mul(f32x4_sub(x, max_x4), beta));
-            j += 4;
-        }
-    }
-    for x in &mut s[full..] {
-        *x = (*x - max) * p.softmax_beta;
-    }
-    exp_in_place(s);
-    let inv = 1.0 / eigen_sum(s);
-    let inv_x4 = f32x4_splat(inv);
-    // SAFETY: as above.
-    unsafe {
-        let mut j = 0;
-        while j < full {
-            let x = v128_load(ptr.add(j) as *const v128);
-            v128_store(ptr.add(j) as *mut v128, f32x4_mul(x, inv_x4));
+            v128_store(ptr.add(j) as *mut v128, f32x4_mul(v128_load(ptr.add(j) as *const v128), inv_x4));
             j += 4;
         }
     }
@@ -418,7 +536,78 @@ fn finish_scores(p: &AttentionParams, keep_lanes: Option<&[u32]>, add_terms: imp
     }
 }
 
-/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order, 8 dimensions per pass.
+/// The mask applied to s[..full] (a dropped key's score becomes dropped(score)), and the lanes'
+/// maximum of the result.
+#[inline(always)]
+unsafe fn mask_and_max(s: *mut f32, keep: &[u32], full: usize, dropped: impl Fn(v128) -> v128) -> v128 {
+    assert!(keep.len() >= full);
+    let mut max_x4 = f32x4_splat(f32::NEG_INFINITY);
+    let mut j = 0;
+    while j < full {
+        let x = v128_load(s.add(j) as *const v128);
+        let x = v128_bitselect(x, dropped(x), v128_load(keep.as_ptr().add(j) as *const v128));
+        v128_store(s.add(j) as *mut v128, x);
+        max_x4 = f32x4_pmax(max_x4, x);
+        j += 4;
+    }
+    max_x4
+}
+
+/// s[j] = exp((s[j] - max) * beta), returning their sum in Eigen's order (eigen::eigen_sum: two
+/// packet accumulators, even and odd packets): one pass where an exp pass and a sum pass would
+/// read the row twice.
+fn exponentiate(s: &mut [f32], max: f32, beta: f32) -> f32 {
+    let (n, full) = (s.len(), s.len() / 4 * 4);
+    let pairs = full / 8 * 8;
+    let (max_x4, beta_x4) = (f32x4_splat(max), f32x4_splat(beta));
+    let p = s.as_mut_ptr();
+    // SAFETY: every packet lies below `full` <= n.
+    let packet = |j: usize| unsafe {
+        let y = exp_x4(f32x4_mul(f32x4_sub(v128_load(p.add(j) as *const v128), max_x4), beta_x4));
+        v128_store(p.add(j) as *mut v128, y);
+        y
+    };
+    let mut sum = None;
+    if full > 0 {
+        let mut acc0 = packet(0);
+        if full > 4 {
+            let mut acc1 = packet(4);
+            let mut j = 8;
+            while j < pairs {
+                acc0 = f32x4_add(acc0, packet(j));
+                acc1 = f32x4_add(acc1, packet(j + 4));
+                j += 8;
+            }
+            acc0 = f32x4_add(acc0, acc1);
+            if full > pairs {
+                acc0 = f32x4_add(acc0, packet(pairs));
+            }
+        }
+        sum = Some((f32x4_extract_lane::<0>(acc0) + f32x4_extract_lane::<2>(acc0))
+            + (f32x4_extract_lane::<1>(acc0) + f32x4_extract_lane::<3>(acc0)));
+    }
+    for x in &mut s[full..] {
+        *x = exp_scalar((*x - max) * beta);
+        sum = Some(sum.map_or(*x, |sum| sum + *x));
+    }
+    sum.unwrap_or(0.0)
+}
+
+/// The widest head (in vectors of four columns) whose context is computed all columns at once:
+/// each row's sums of a step are updated in straight-line code.
+const WHOLE_HEAD_VECTORS: usize = 16;
+
+/// The model's head in such vectors (1 where it is wider: context_rows is then not taken).
+const WHOLE_HEAD_DV: usize = if MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS { MAX_HEAD_DIM / 4 } else { 1 };
+
+/// Whether a head of d dimensions takes context_rows (all its columns per step): one as wide
+/// as the model's widest (MAX_HEAD_DIM, up to WHOLE_HEAD_VECTORS vectors).
+fn whole_head_context(d: usize) -> bool {
+    d == MAX_HEAD_DIM && MAX_HEAD_DIM % 4 == 0 && MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS
+}
+
+/// ctx[r][c] = sum_j probs[r][j] * v[j][c] in j order, 8 columns at a time (a head of another
+/// width than context_rows takes).
 #[inline(always)]
 unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden: usize, keys: usize, d: usize, ctx: *mut f32) {
     let mut c0 = 0;
@@ -441,7 +630,65 @@ unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden
     }
 }
 
-/// ctx[r][4w..4w + 4] for w < W: the context of R rows over 4 * W dimensions.
+/// ctx[r][c] = sum_j (exps[r][j] * inverse[r]) * v[j][c] in j order, for R rows over all 4DV
+/// columns of the head: each row's four probabilities of a step formed and broadcast once, then
+/// each column vector's sum updated with its four value rows.
+#[inline(always)]
+unsafe fn context_rows<const R: usize, const DV: usize>(exps: *const f32, inverse: &[v128; R], v: *const f32, hidden: usize,
+                                                        keys: usize, ctx: *mut f32) {
+    let mut sums = [[f32x4_splat(0.0); DV]; R];
+    let sums = sums.as_mut_ptr() as *mut v128;
+    let mut j = if keys >= 4 {
+        context_rows_step::<R, DV, 4, true>(exps, inverse, v, hidden, keys, sums);
+        4
+    } else {
+        context_rows_step::<R, DV, 1, true>(exps, inverse, v, hidden, keys, sums);
+        1
+    };
+    while j + 4 <= keys {
+        context_rows_step::<R, DV, 4, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums);
+        j += 4;
+    }
+    while j < keys {
+        context_rows_step::<R, DV, 1, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums);
+        j += 1;
+    }
+    for r in 0..R {
+        for cv in 0..DV {
+            v128_store(ctx.add(r * hidden + 4 * cv) as *mut v128, sums.add(r * DV + cv).read_volatile());
+        }
+    }
+}
+
+/// sums[r][cv] = (FIRST) or += (exps[r][u] * inverse[r]) * v[u][4cv..4cv + 4] for u in 0..U, in
+/// u order (exps and v point at the step's first key).
+#[inline(always)]
+unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, const FIRST: bool>(
+    exps: *const f32,
+    inverse: &[v128; R],
+    v: *const f32,
+    hidden: usize,
+    keys: usize,
+    sums: *mut v128,
+) {
+    // the step's value rows, each column vector a constant offset from one of them
+    let values: [*const f32; U] = core::array::from_fn(|u| v.add(u * hidden));
+    unrolled::<R>(|r| {
+        let pr = probabilities::<U>(exps.add(r * keys), inverse[r]);
+        unrolled::<DV>(|cv| {
+            let value = |u: usize| (values[u].add(4 * cv) as *const v128).read_volatile();
+            let sum = sums.add(r * DV + cv);
+            let mut acc = if FIRST { f32x4_mul(pr[0], value(0)) } else { f32x4_add(sum.read_volatile(), f32x4_mul(pr[0], value(0))) };
+            for u in 1..U {
+                acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));
+            }
+            sum.write_volatile(acc);
+        });
+    });
+}
+
+/// ctx[r][4w..4w + 4] for w < W: the context of R rows over 4 * W dimensions (the value
+/// vectors of a step loaded once, each row's sums updated with them).
 #[inline(always)]
 unsafe fn context_columns<const R: usize, const W: usize>(
     probs: *const f32,
@@ -460,9 +707,9 @@ unsafe fn context_columns<const R: usize, const W: usize>(
         }
     }
     let mut j = 1;
-    while j + STEP <= keys {
-        context_step::<R, W, STEP>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
-        j += STEP;
+    while j + 4 <= keys {
+        context_step::<R, W, 4>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
+        j += 4;
     }
     while j < keys {
         context_step::<R, W, 1>(probs.add(j), v.add(j * hidden), hidden, keys, sums);
@@ -485,7 +732,7 @@ unsafe fn context_step<const R: usize, const W: usize, const U: usize>(probs: *c
             vv[u][w] = v128_load(v.add(u * hidden + 4 * w) as *const v128);
         }
     }
-    each_row::<R>(|r| {
+    unrolled::<R>(|r| {
         let mut acc = [f32x4_splat(0.0); W];
         for w in 0..W {
             acc[w] = sums.add(r * W + w).read_volatile();

@@ -149,27 +149,33 @@ fn pow2_x4(e: v128) -> v128 {
     i32x4_shl(i32x4_add(e, i32x4_splat(127)), 23)
 }
 
+/// y * 2^e per lane, as ldexp_scalar: the first exponent min(e, 127), or e + LDEXP_SHIFT below
+/// -126, the second what is left of e (integer identities of ldexp_split, lane by lane).
 #[inline(always)]
 fn ldexp_x4(y: v128, e: v128) -> v128 {
     let below = i32x4_lt(e, i32x4_splat(-126));
-    let above = i32x4_gt(e, i32x4_splat(127));
-    let first = v128_bitselect(
-        i32x4_add(e, i32x4_splat(LDEXP_SHIFT)),
-        v128_bitselect(i32x4_splat(127), e, above),
-        below,
-    );
-    let second = v128_bitselect(
-        i32x4_splat(-LDEXP_SHIFT),
-        v128_bitselect(i32x4_sub(e, i32x4_splat(127)), i32x4_splat(0), above),
-        below,
-    );
+    let first = v128_bitselect(i32x4_add(e, i32x4_splat(LDEXP_SHIFT)), i32x4_min(e, i32x4_splat(127)), below);
+    let second = i32x4_sub(e, first);
     f32x4_mul(f32x4_mul(y, pow2_x4(first)), pow2_x4(second))
+}
+
+/// 1.5 * 2^23: an integer-valued float m with |m| < 2^22 added to it leaves m in the sum's low
+/// mantissa bits, exactly.
+const ROUND_MAGIC: f32 = f32::from_bits(0x4b40_0000);
+
+/// The integer value of each lane of m, an integer-valued float below 2^22 in magnitude (the
+/// exponent of exp_x4, in [-151, 128] wherever its result is not masked to 0 or NaN), with two
+/// operations where i32x4.trunc_sat_f32x4_s takes seven.
+#[inline(always)]
+fn small_integer_x4(m: v128) -> v128 {
+    i32x4_sub(f32x4_add(m, splat(ROUND_MAGIC)), i32x4_splat(ROUND_MAGIC.to_bits() as i32))
 }
 
 #[inline(always)]
 pub fn exp_x4(x_in: v128) -> v128 {
-    // f32x4_min/max propagate NaN, as the scalar min_nan/max_nan do.
-    let x = f32x4_min(x_in, splat(EXP_HI));
+    // pmin(a, b) is `b < a ? b : a`: with x_in first it keeps a NaN, as the scalar min_nan does,
+    // in one instruction where f32x4_min takes seven (the bound is no zero, so no signed-zero tie)
+    let x = f32x4_pmin(x_in, splat(EXP_HI));
     let m = f32x4_floor(madd(x, splat(LOG2E), splat(0.5)));
     let r = madd(m, splat(LN2_HI), x);
     let r = madd(m, splat(LN2_LO), r);
@@ -180,8 +186,10 @@ pub fn exp_x4(x_in: v128) -> v128 {
     let p_low = f32x4_add(r, splat(1.0));
     let y = madd(r, p_odd, p_even);
     let y = madd(r2, y, p_low);
-    // trunc_sat turns a NaN m into 0, like the scalar `as i32`.
-    let out = f32x4_max(ldexp_x4(y, i32x4_trunc_sat_f32x4(m)), x_in);
+    // A NaN x_in makes y NaN, whatever exponent its m gives; pmax(out, x_in) (`out < x_in ?
+    // x_in : out`) is max_nan(out, x_in) here: out is NaN where x_in is, and never a zero where
+    // x_in is one.
+    let out = f32x4_pmax(ldexp_x4(y, small_integer_x4(m)), x_in);
     v128_andnot(out, f32x4_lt(x_in, splat(EXP_LO)))
 }
 
@@ -206,7 +214,8 @@ fn square_error_x4(x: v128, x2: v128) -> v128 {
 
 #[inline(always)]
 pub fn erfc_x4(x_in: v128) -> v128 {
-    let x = f32x4_min(f32x4_max(x_in, splat(-ERFC_CLAMP)), splat(ERFC_CLAMP));
+    // the clamp as exp_x4's: pmax then pmin with x_in first keep a NaN, in two instructions
+    let x = f32x4_pmin(f32x4_pmax(x_in, splat(-ERFC_CLAMP)), splat(ERFC_CLAMP));
     let x2 = f32x4_mul(x, x);
     let small = madd(x, horner_x4(x2, &ERFC_ALPHA), splat(1.0));
     let takes_large = f32x4_gt(x2, splat(1.0));

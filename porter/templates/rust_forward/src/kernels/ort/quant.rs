@@ -8,7 +8,9 @@
 //! exact in any order: the SIMD path is the int8 GEMM's register tiles (gemm::integer_gemm),
 //! whose saturating form adds even and odd products with i16x8.add_sat_s.
 
-use crate::kernels::common::gemm::{integer_gemm, pair_dot_scalar, Int8Weights};
+use core::arch::wasm32::*;
+
+use crate::kernels::common::gemm::{four_of, integer_gemm, pair_dot_scalar, Finish, Int8Weights};
 use crate::tuning::{GEMM_TILE_OUTS, GEMM_TILE_ROWS};
 
 /// A whole tensor quantised to uint8 (held as i16 for the SIMD products).
@@ -57,6 +59,42 @@ fn dequantize(xq: &TensorQuantized, w: &Int8Weights, weight_sums: &[i32], acc: i
     }
 }
 
+/// `dequantize` as the integer GEMM's tiles finish their outputs.
+#[derive(Clone, Copy)]
+struct OrtOutput<'a> {
+    xq: &'a TensorQuantized,
+    w: &'a Int8Weights<'a>,
+    weight_sums: &'a [i32],
+}
+
+impl Finish for OrtOutput<'_> {
+    type Columns = (v128, v128, Option<v128>); // weight sums, both scales' product, bias
+
+    #[inline(always)]
+    fn one(&self, acc: i32, _r: usize, o: usize) -> f32 {
+        dequantize(self.xq, self.w, self.weight_sums, acc, o)
+    }
+
+    #[inline(always)]
+    fn columns(&self, o: usize) -> (v128, v128, Option<v128>) {
+        let sums = &self.weight_sums[o..o + 4];
+        // SAFETY: the slice holds four sums.
+        let sums = unsafe { v128_load(sums.as_ptr() as *const v128) };
+        (sums, f32x4_mul(f32x4_splat(self.xq.scale), four_of(self.w.scale, o)), self.w.bias.map(|b| four_of(b, o)))
+    }
+
+    /// Four outputs, each lane `one`'s steps.
+    #[inline(always)]
+    fn four(&self, (sums, scale, bias): (v128, v128, Option<v128>), acc: v128, _r: usize) -> v128 {
+        let corrected = i32x4_sub(acc, i32x4_mul(i32x4_splat(self.xq.zero_point), sums));
+        let y = f32x4_mul(f32x4_convert_i32x4(corrected), scale);
+        match bias {
+            Some(b) => f32x4_add(y, b),
+            None => y,
+        }
+    }
+}
+
 /// sums[o] = sum over k of w[o][k], for MatMulInteger's zero-point term.
 fn fill_weight_sums(w: &Int8Weights, sums: &mut Vec<i32>) {
     sums.clear();
@@ -82,8 +120,7 @@ pub fn linear_tiled<const R: usize, const O: usize>(
 ) {
     assert!(xq.cols == w.k && rows <= xq.rows && out.len() >= rows * w.outs);
     fill_weight_sums(w, weight_sums);
-    let sums = &weight_sums[..];
-    let finish = |acc, _r, o| dequantize(xq, w, sums, acc, o);
+    let finish = OrtOutput { xq, w, weight_sums: &weight_sums[..] };
     if saturating {
         integer_gemm::<true, R, O>(&xq.values, rows, w, out, finish);
     } else {

@@ -34,4 +34,4 @@ pub use layer_norm::{embed_layer_norm_row, layer_norm_row, skip_layer_norm_row};
 pub use math::{apply_in_place, apply_in_place_scalar, eigen_log, erf, fast_gelu, fast_gelu_in_place, fma, gelu_erf, gelu_erf_in_place,
                gelu_erf_mul, gelu_erf_mul_in_place, pow_by_products, scaled_subnormal, softmax, sum_exp, sum_exp_scalef, tanh,
                Elementwise, OrtFloats};
-pub use sgemm::{lane_splats, linear, m1_columns, m1_dot, m1_transpose_b, sgemm_columns, sgemm_dot, sgemm_outputs, stride_k, PACKED_STRIDE_K};
+pub use sgemm::{lane_splats, linear, m1_columns, m1_dot, m1_transpose_b, sgemm_columns, sgemm_dot, sgemm_outputs, stride_k, transpose, PACKED_STRIDE_K};

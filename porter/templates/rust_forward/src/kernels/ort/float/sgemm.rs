@@ -198,9 +198,8 @@ pub fn lane_splats(v: v128) -> [v128; 4] {
 }
 
 /// Rows r[0..4] of four values -> columns: column j holds r[0][j], r[1][j], r[2][j], r[3][j].
-#[cfg(feature = "fused-madd")]
 #[inline(always)]
-fn transpose(r: [v128; 4]) -> [v128; 4] {
+pub fn transpose(r: [v128; 4]) -> [v128; 4] {
     let (t0, t1) = (i32x4_shuffle::<0, 4, 1, 5>(r[0], r[1]), i32x4_shuffle::<2, 6, 3, 7>(r[0], r[1]));
     let (t2, t3) = (i32x4_shuffle::<0, 4, 1, 5>(r[2], r[3]), i32x4_shuffle::<2, 6, 3, 7>(r[2], r[3]));
     [
