@@ -261,7 +261,7 @@ fn from_ints(dtype: DType, values: impl Iterator<Item = i64>) -> Tensor {
         DType::Bool => Tensor::I8(values.map(|v| ix::narrow(v, 1, false) as i8).collect()),
         DType::I8 => Tensor::I8(values.map(|v| ix::narrow(v, 8, true) as i8).collect()),
         DType::U8 => Tensor::U8(values.map(|v| ix::narrow(v, 8, false) as u8).collect()),
-        DType::I32 => Tensor::I32(values.map(|v| ix::narrow(v, 32, true) as i32).collect()),
+        DType::I32 => Tensor::I32(values.map(|v| ix::narrow(v, i32::BITS, true) as i32).collect()),
         DType::I64 => Tensor::I64(values.collect()),
         DType::F32 => Tensor::F32(values.map(|v| v as f32).collect()),
     }
@@ -524,9 +524,16 @@ impl<'a> State<'a> {
     /// weights of a float op are dequantised this way every forward pass).
     fn quantised(&self, v: &Values<'a>, len: usize, f: impl Fn(usize, i32) -> f32) -> Vec<f32> {
         let slot = match v { Values::Slot(s) => Some(&self.slots[*s]), _ => None };
-        match (v, slot) {
-            (Values::I8(x), _) | (_, Some(Tensor::I8(x))) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
-            (Values::U8(x), _) | (_, Some(Tensor::U8(x))) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+        let (i8s, u8s): (Option<&[i8]>, Option<&[u8]>) = match (v, slot) {
+            (Values::I8(x), _) => (Some(x), None),
+            (_, Some(Tensor::I8(x))) => (Some(x), None),
+            (Values::U8(x), _) => (None, Some(x)),
+            (_, Some(Tensor::U8(x))) => (None, Some(x)),
+            _ => (None, None),
+        };
+        match (i8s, u8s) {
+            (Some(x), _) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+            (_, Some(x)) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
             _ => (0..len).map(|i| f(i, self.int(v, i) as i32)).collect(),
         }
     }

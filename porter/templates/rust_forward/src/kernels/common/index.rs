@@ -50,9 +50,11 @@ pub fn arithmetic(how: Arithmetic, a: i64, b: i64) -> i64 {
 /// An integer result in its type (`bits` 64, 32, 8 signed or not, 1: bool): its low bits, as
 /// C++'s conversions take them (bool: != 0).
 pub fn narrow(v: i64, bits: u32, signed: bool) -> i64 {
+    const I64_BITS: u32 = i64::BITS;
+    const I32_BITS: u32 = i32::BITS;
     match (bits, signed) {
-        (64, _) => v,
-        (32, _) => v as i32 as i64,
+        (I64_BITS, _) => v,
+        (I32_BITS, _) => v as i32 as i64,
         (8, true) => v as i8 as i64,
         (8, false) => v as u8 as i64,
         _ => (v != 0) as i64,

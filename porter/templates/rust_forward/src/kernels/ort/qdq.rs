@@ -10,7 +10,8 @@
 //! the CPU's kernel saturates); `qgemm_scalar` is the reference it must match.
 
 use super::float::fma;
-use crate::kernels::common::gemm::{integer_gemm, pair_dot_scalar, Int8Weights};
+use crate::kernels::common::gemm::{integer_gemm, pair_dot_scalar, Finish, Int8Weights};
+use core::arch::wasm32::*;
 use crate::tuning::{GEMM_TILE_OUTS, GEMM_TILE_ROWS};
 
 /// v clamped to [lo - zp, hi - zp] as MLAS's max_ps / min_ps do (a NaN gives the lower bound),
@@ -101,11 +102,40 @@ pub fn qgemm(p: &Qgemm, a: &[i16], b: &[i16], out: &mut [f32]) {
     let rows = p.batch * p.m;
     let (a_sums, b_sums) = (row_sums(a, rows, p.k), p.column_sums(b));
     let weights = Int8Weights { w, scale: &[1.0], bias: None, outs: p.n, k: p.k };
-    let finish = |raw, r, o| p.finish(raw, a_sums[r], b_sums[o], o);
+    let finish = QgemmFinish { p, a_sums: &a_sums, b_sums: &b_sums };
     if p.saturating {
         integer_gemm::<true, GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, rows, &weights, out, finish);
     } else {
         integer_gemm::<false, GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, rows, &weights, out, finish);
+    }
+}
+
+/// The GEMM tiles' outputs: each lane is `Qgemm::finish`, one output at a time (its zero-point
+/// terms, bias and requantisation are per output; exact as the scalar path).
+#[derive(Clone, Copy)]
+struct QgemmFinish<'a> {
+    p: &'a Qgemm<'a>,
+    a_sums: &'a [i32],
+    b_sums: &'a [i32],
+}
+
+impl Finish for QgemmFinish<'_> {
+    type Columns = usize; // the first of the four outputs
+
+    #[inline(always)]
+    fn one(&self, acc: i32, r: usize, o: usize) -> f32 {
+        self.p.finish(acc, self.a_sums[r], self.b_sums[o], o)
+    }
+
+    #[inline(always)]
+    fn columns(&self, o: usize) -> usize {
+        o
+    }
+
+    #[inline(always)]
+    fn four(&self, o: usize, acc: v128, r: usize) -> v128 {
+        f32x4(self.one(i32x4_extract_lane::<0>(acc), r, o), self.one(i32x4_extract_lane::<1>(acc), r, o + 1),
+              self.one(i32x4_extract_lane::<2>(acc), r, o + 2), self.one(i32x4_extract_lane::<3>(acc), r, o + 3))
     }
 }
 

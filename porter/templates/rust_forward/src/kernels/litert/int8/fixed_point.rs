@@ -62,7 +62,7 @@ pub fn multiply_vector_rounding(x: i64, mult: Multiplier) -> i32 {
 #[inline(always)]
 pub fn vshl(x: i32, count: i32) -> i32 {
     match count {
-        c if c.abs() >= 32 => 0,
+        c if c.unsigned_abs() >= i32::BITS => 0,
         c if c >= 0 => x.wrapping_shl(c as u32),
         c => x >> -c,
     }
