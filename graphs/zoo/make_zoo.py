@@ -299,9 +299,10 @@ def export_aeq(m: zm.Encoder, module, out: Path, src: Path, flavour: str) -> dic
                 versions=versions("litert-torch", "ai-edge-quantizer", *TORCH_PACKAGES))
 
 
-def export_ort_qdq(m: zm.Encoder, module, out: Path, src: Path, per_channel: bool = True) -> dict:
-    """The dynamo-f32 file through onnxruntime quantize_static, QDQ format, per channel or per
-    tensor, calibrated on the member's own windows."""
+def export_ort_qdq(m: zm.Encoder, module, out: Path, src: Path, per_channel: bool = True,
+                   operators: bool = False) -> dict:
+    """The dynamo-f32 file through onnxruntime quantize_static, QDQ format (or, with operators,
+    the QOperator format), per channel or per tensor, calibrated on the member's own windows."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     import make_goldens as mg
@@ -321,14 +322,16 @@ def export_ort_qdq(m: zm.Encoder, module, out: Path, src: Path, per_channel: boo
     t0 = time.perf_counter()
 
     def write(p):
-        quantize_static(str(src), str(p), Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+        fmt = QuantFormat.QOperator if operators else QuantFormat.QDQ
+        quantize_static(str(src), str(p), Reader(), quant_format=fmt, per_channel=per_channel,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                         use_external_data_format=False)
         _onnx_finish(p)
 
     atomic(out, write, suffix=".onnx")
     return dict(exporter="torch.onnx.export(dynamo=True) + onnxruntime quantize_static",
-                recipe=f"quantize_static(QuantFormat.QDQ, per_channel={per_channel}, QInt8 activations and "
+                recipe=f"quantize_static(QuantFormat.{'QOperator' if operators else 'QDQ'}, per_channel={per_channel}, "
+                       f"QInt8 activations and "
                        f"weights, MinMax calibration on {CALIBRATION_WINDOWS} seeded windows)",
                 source=src.name, source_sha256=fixture_info.sha256(src),
                 export_seconds=round(time.perf_counter() - t0, 2),
@@ -620,6 +623,7 @@ ENCODER_EXPORTERS = {
     "tf-si8.tflite": lambda m, mod, out, src: export_tf(m, mod, out, keras_layers=False, full_integer=True),
     "qdq8pc.onnx": export_ort_qdq,
     "qdq8pt.onnx": lambda m, mod, out, src: export_ort_qdq(m, mod, out, src, per_channel=False),
+    "qop8pc.onnx": lambda m, mod, out, src: export_ort_qdq(m, mod, out, src, operators=True),
     "f16.onnx": export_onnx_f16,
     "dyn-f16.onnx": export_onnx_f16,
     "half.onnx": lambda m, mod, out, src: export_onnx_half(m, mod, out),
@@ -634,7 +638,7 @@ SOURCE = {"litert-dq8.tflite": "litert-f32.tflite", "dq8pc.onnx": "dynamo-f32.on
           "aeq-wo8.tflite": "litert-f32.tflite",
           "aeq-f16.tflite": "litert-f32.tflite", "aeq-dq4.tflite": "litert-f32.tflite",
           "aeq-si8.tflite": "litert-f32.tflite", "aeq-wo4.tflite": "litert-f32.tflite", "qdq8pc.onnx": "dynamo-f32.onnx",
-          "qdq8pt.onnx": "dynamo-f32.onnx", "f16.onnx": "dynamo-f32.onnx", "dyn-f16.onnx": "ts-dyn-f32.onnx"}
+          "qdq8pt.onnx": "dynamo-f32.onnx", "qop8pc.onnx": "dynamo-f32.onnx", "f16.onnx": "dynamo-f32.onnx", "dyn-f16.onnx": "ts-dyn-f32.onnx"}
 SOURCE_EXPORTER = {"dynamo-f32.onnx": "torch.onnx.export(dynamo=True)",
                    "ts-dyn-f32.onnx": "torch.onnx.export(dynamo=False, dynamic_axes)"}
 # Sources first.
@@ -642,7 +646,7 @@ ORDER = ["litert-f32.tflite", "litert-dq8.tflite", "dynamo-f32.onnx", "dq8pc.onn
          "ts-f32.onnx", "tf-dq8.tflite", "keras-dq8.tflite", "ts-dyn-f32.onnx", "dyn-dq8pc.onnx",
          "dynamo-dyn-f32.onnx", "dynamo20-f32.onnx", "ortgelu-f32.onnx", "ortopt-f32.onnx",
          "ortopt2-f32.onnx", "ortopt-dyn-f32.onnx", "aeq-wo8.tflite", "aeq-f16.tflite", "tf-f16.tflite", "aeq-dq4.tflite", "aeq-wo4.tflite",
-         "aeq-si8.tflite", "tf-si8.tflite", "qdq8pc.onnx", "qdq8pt.onnx", "f16.onnx", "dyn-f16.onnx", "half.onnx"]
+         "aeq-si8.tflite", "tf-si8.tflite", "qdq8pc.onnx", "qdq8pt.onnx", "qop8pc.onnx", "f16.onnx", "dyn-f16.onnx", "half.onnx"]
 
 
 def make_encoder(m: zm.Encoder, todo: list[str]) -> None:

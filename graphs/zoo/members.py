@@ -83,6 +83,8 @@ FLAVOURS = {
                      "supported_ops=[TFLITE_BUILTINS_INT8], inference_output_type=int8",
     "qdq8pc.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QDQ, "
                    "per_channel=True), calibrated on seeded windows",
+    "qop8pc.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QOperator, "
+                   "per_channel=True), calibrated on seeded windows",
     "qdq8pt.onnx": "the dynamo-f32 file through onnxruntime quantize_static(QuantFormat.QDQ, "
                    "per_channel=False), calibrated on seeded windows",
     "f16.onnx": "the dynamo-f32 file through onnxconverter-common convert_float_to_float16(keep_io_types=True)",
@@ -101,6 +103,11 @@ FLOAT16_ONNX_FORMS = ("dyn-f16.onnx", "half.onnx")
 # name the scheme before anything else, is tested on a real file.
 # flavour -> (the scheme the refusal starts with, why porter does not reproduce it).
 REFUSED_SCHEMES: dict[str, tuple[str, str]] = {
+    "qop8pc.onnx": ("onnxruntime QOperator format", "the file holds onnxruntime's quantised operators itself "
+                    "(QLinearMatMul, com.microsoft QLinearAdd / QLinearMul / QLinearSoftmax); onnxruntime runs "
+                    "them with the kernels porter reproduces for QDQ files, but which it fuses or rewrites further "
+                    "when they are already in the file is not measured, and the same quantisation written as QDQ "
+                    "(quantize_static's default format) is reproduced"),
 }
 # Members of a form porter refuses, kept to show the refusal names the real cause: member ->
 # (what the refusal says, why porter does not take it yet).

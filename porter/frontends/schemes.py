@@ -193,7 +193,7 @@ def assert_scheme_reproduced(g: Graph) -> None:
     static = _static_activations(g)
     if is_full_integer(g) or is_onnxruntime_qdq(g):  # porter.recover.integer / .qdq take them op by op
         static = None
-    problem = _int4_weights(g) or static or _float16_compute(g)
+    problem = _quantised_operators(g) or _int4_weights(g) or static or _float16_compute(g)
     if problem is not None:
         scheme, evidence = problem
         raise PorterError(f"{scheme}: not reproduced ({evidence}); {REPRODUCED}")
@@ -210,8 +210,27 @@ def is_onnxruntime_qdq(g: Graph) -> bool:
     """An ONNX graph in onnxruntime's QDQ format with 8-bit activations: QuantizeLinear of an
     activation, every one to uint8 or int8 (int16 and 4-bit activations are another scheme)."""
     quantised = [op for op in g.ops if op.type == "QuantizeLinear" and g.const(op.inputs[0]) is None]
-    return g.format == "onnx" and bool(quantised) and all(
+    return g.format == "onnx" and bool(quantised) and _quantised_operators(g) is None and all(
         g.tensor(op.outputs[0]).dtype in ("uint8", "int8") for op in quantised)
+
+
+# onnxruntime's quantised operators (QOperator format: quantize_static(quant_format=QOperator)
+# writes them into the file; in QDQ files only its transformers make them, at load time).
+QUANTISED_OPERATORS = ("QGemm", "QAttention", "QEmbedLayerNormalization")
+
+
+def _quantised_operators(g: Graph):
+    """An ONNX file that holds onnxruntime's quantised operators itself (QLinearMatMul,
+    com.microsoft.QLinearAdd, QGemm, ...): the QOperator format, which porter does not take."""
+    if g.format != "onnx":
+        return None
+    for op in g.ops:
+        name = op.type.rsplit(".", 1)[-1]
+        if name.startswith("QLinear") or name in QUANTISED_OPERATORS:
+            return ("onnxruntime QOperator format (quantised operators in the file)",
+                    f"op {op.index} {op.type}; porter takes the same quantisation written as QDQ, "
+                    "quantize_static's default QuantFormat.QDQ")
+    return None
 
 
 # The ops whose int4 weights porter reproduces: LiteRT's hybrid (dynamic-range) 4-bit kernels, and
