@@ -33,7 +33,7 @@ TEMPLATE = TEMPLATES_DIR / "rust_decoder"
 KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
 SHARED_KERNELS = ("litert/eigen.rs", "litert/linear_f32.rs", "ort/float/mod.rs", "ort/float/math.rs", "ort/float/lanes.rs",
                   "ort/float/layer_norm.rs", "ort/float/sgemm.rs", "ort/float/attention.rs",
-                  "ort/float/masked_tail.rs")
+                  "ort/float/masked_tail.rs", "ort/float/half.rs")
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
