@@ -86,6 +86,16 @@ def _gather_nd_batch_dims(op: Op, g: Graph) -> str | None:
     return None
 
 
+def _integer_indices(op: Op, g: Graph) -> str | None:
+    """A gather's indices are int32 or int64 (the schema's Tind), as onnxruntime checks on load."""
+    if len(op.inputs) < 2 or op.inputs[1] < 0:
+        return None
+    dtype = g.tensor(op.inputs[1]).dtype
+    if dtype in ("int32", "int64", UNKNOWN_DTYPE):
+        return None
+    return f"its indices (input 1) are {dtype}; the op takes int32 or int64 indices"
+
+
 # What each op porter's ONNX patterns and constant folding use needs beyond its schema.
 ONNX_RULES = {
     "LayerNormalization": Rule(ranks={0: (1, None)}, checks=(
@@ -94,8 +104,9 @@ ONNX_RULES = {
     "Transpose": Rule(checks=(permutation_attribute("perm"),)),
     "MatMul": Rule(ranks={0: (1, None), 1: (1, None)}),
     "MatMulInteger": Rule(ranks={0: (1, None), 1: (1, None)}),
-    "Gather": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis", 0),)),
-    "GatherND": Rule(ranks={0: (1, None), 1: (1, None)}, checks=(_gather_nd_batch_dims,)),
+    "Gather": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis", 0), _integer_indices)),
+    "GatherND": Rule(ranks={0: (1, None), 1: (1, None)}, checks=(_gather_nd_batch_dims, _integer_indices)),
+    "GatherElements": Rule(checks=(axis_attribute("axis", 0), _integer_indices)),
     "Concat": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis"),)),
     "Flatten": Rule(checks=(axis_attribute("axis", 1, past_last=True),)),
     "Split": Rule(ranks={0: (1, None)}, checks=(axis_attribute("axis", 0),)),

@@ -110,6 +110,13 @@ impl<'a> Cursor<'a> {
         unsafe { core::slice::from_raw_parts(s.as_ptr() as *const i32, len) }
     }
 
+    fn i64s(&mut self, offset: usize, len: usize) -> &'a [i64] {
+        let s = self.take(offset, len * 8);
+        assert_eq!(s.as_ptr() as usize % 8, 0, "model.bin: misaligned i64 array");
+        // SAFETY: aligned, in bounds, and wasm is little endian like model.bin.
+        unsafe { core::slice::from_raw_parts(s.as_ptr() as *const i64, len) }
+    }
+
     fn f32s(&mut self, offset: usize, len: usize) -> &'a [f32] {
         let s = self.take(offset, len * 4);
         assert_eq!(s.as_ptr() as usize % 4, 0, "model.bin: misaligned f32 array");
