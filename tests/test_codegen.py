@@ -19,9 +19,11 @@ from porter.codegen.compile import compile_model, recover
 from porter.check.golden import load_golden
 
 GOLDEN = REPO / "golden"
+# The MiniLMs' modules take a minute each to build and run; the bundled one is built and checked
+# against its golden and baseline by default in tests/test_verify.py, so here they run with -m slow.
 BUILT = [spec.TINY.path("litert-dq8.tflite"), spec.TINY.path("tf-dq8.tflite"),
          spec.SMALL.path("litert-dq8.tflite"), spec.SMALL.path("tf-dq8.tflite"),
-         MINILM_LITERT_DQ8, MINILM_TF_DQ8,
+         *[pytest.param(p, marks=pytest.mark.slow, id=p.name) for p in (MINILM_LITERT_DQ8, MINILM_TF_DQ8)],
          spec.TINY.path("f32.tflite")]
 
 
@@ -215,15 +217,17 @@ def test_whole_window_module_attends_over_the_padding(crates, wasm_runtime):
 # on the CPU it was compiled for, the same bits as onnxruntime's goldens from such a CPU
 # (ORT_ENABLE_ALL) on every window, and as the numpy executor (which the MiniLMs' 256-token
 # windows make too slow to run here: see fixtures.executor_windows). Both targets' modules run
-# every small fixture; the MiniLMs' AVX-512 VNNI modules (their executor windows are checked by
-# default in test_onnx_recover) add two crate builds, and run with -m slow.
+# the small float, TorchScript and quantize_dynamic fixtures (the AVX2 one every small fixture); the
+# MiniLMs' modules (their executor windows are checked by default in test_onnx_recover) add four
+# crate builds, and run with -m slow.
 SMALL_ONNX = [spec.TINY.path("f32.onnx"), spec.TINY.path("f32-ts.onnx"), spec.TINY.path("dq8pc.onnx"),
               spec.TINY.path("dq8pt.onnx"), spec.SMALL.path("dq8pc.onnx")]
 MINILM_ONNX = [MINILM_SMALL_F32_ONNX, MINILM_DQ8PC_ONNX]
-ONNX_MODULES = ([pytest.param(p, "avx2", id=f"{p.name}-avx2") for p in SMALL_ONNX + MINILM_ONNX]
-                + [pytest.param(p, "avx512vnni", id=f"{p.name}-avx512vnni") for p in SMALL_ONNX]
-                + [pytest.param(p, "avx512vnni", id=f"{p.name}-avx512vnni", marks=pytest.mark.slow)
-                   for p in MINILM_ONNX])
+ONNX_MODULES = ([pytest.param(p, "avx2", id=f"{p.name}-avx2") for p in SMALL_ONNX]
+                + [pytest.param(p, "avx512vnni", id=f"{p.name}-avx512vnni") for p in SMALL_ONNX
+                   if p.name != spec.TINY.path("dq8pt.onnx").name]
+                + [pytest.param(p, t, id=f"{p.name}-{t}", marks=pytest.mark.slow)
+                   for p in MINILM_ONNX for t in ("avx2", "avx512vnni")])
 
 
 @pytest.mark.parametrize("path, target", ONNX_MODULES)

@@ -272,16 +272,17 @@ def test_a_mask_that_also_hides_the_diagonal_is_refused(tmp_path):
 
 
 def test_an_unknown_op_inside_a_block_is_refused_by_name(tmp_path):
-    """A Floor between Llama's gated product and its down projection."""
+    """A Round (an op porter has no canonical form of) between Llama's gated product and its down
+    projection."""
     def edit(graph):
         gated = next(n for n in graph.node if n.op_type == "Mul" and "silu" in n.input)
         down = next(n for n in graph.node if n.op_type == "MatMul" and n.input[0] == gated.output[0])
-        graph.node.insert(list(graph.node).index(down), helper.make_node("Floor", [down.input[0]], ["floored"]))
-        down.input[0] = "floored"
+        graph.node.insert(list(graph.node).index(down), helper.make_node("Round", [down.input[0]], ["rounded"]))
+        down.input[0] = "rounded"
     path = _edited("llama-lm.dynamo-f32.onnx", tmp_path, edit)
-    with pytest.raises(PorterError, match=r"op \d+ Floor\(.*porter does not know this op"):
+    with pytest.raises(PorterError, match=r"op \d+ Round\(.*porter does not know this op"):
         recover_decoder(load_graph(path), str(path), context=64)
-    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out", "--context", "64"), "Floor")
+    assert_one_line_error(run_porter("compile", path, "-o", tmp_path / "out", "--context", "64"), "Round")
 
 
 def test_a_known_op_where_no_block_has_it_is_refused_by_name(tmp_path):

@@ -4,6 +4,8 @@ choice is recorded in the crate, and the tuned module still gives the executor's
 import json
 import re
 
+import pytest
+
 from fixtures import REPO, require, run_porter, spec
 from porter.runtime import evalproto
 from porter.reference import execute
@@ -14,6 +16,7 @@ from porter.codegen.tuning import GEMM_TILES, QUERY_ROWS
 TINY = spec.TINY.path("litert-dq8.tflite")
 
 
+@pytest.mark.slow  # builds and times every candidate tile: minutes on two cores
 def test_tune_records_its_choice_and_keeps_the_bits(toolchain, wasm_runtime, tmp_path):
     crate = tmp_path / "tiny"
     ir = compile_model(require(TINY), crate)

@@ -21,24 +21,14 @@ ENCODERS = [p for p in coverage.model_files() if not coverage.is_decoder(p)
 REFUSED = [p for p in coverage.model_files() if coverage.refused_scheme(p) is not None]
 # Members of a form porter does not take yet (graphs/zoo/members.py REFUSED_FORMS).
 REFUSED_FORM = [p for p in coverage.model_files() if coverage.refused_form(p) is not None]
-# One file per exporter and head kind: litert-torch int8 and float (token, sequence with tanh
-# pooler, mean-pooled embedding), TensorFlow and Keras, torch.onnx dynamo / TorchScript,
-# quantize_dynamic per channel and per tensor, RoBERTa's positions from the ids, ELECTRA's
-# projection, CLS pooling, the tanh GELU as LiteRT's GELU(approximate=True) (onnxruntime's
-# FastGelu lanes are held to their scalar emulation by tests/test_kernels_exhaustive.py),
-# ai-edge-quantizer's weight-only int8 (DEQUANTIZE of constants folded), onnxruntime's static
-# QDQ (its fused QLinear kernels, uint8 activations between them).
-WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "roberta-seq.litert-f32.tflite", "st-bert-mean.litert-dq8.tflite",
-               "bert-seq.keras-dq8.tflite", "electra-tok.dq8pc.onnx", "xlmr-seq.dq8pt.onnx",
-               "distilbert-seq.ts-f32.onnx", "st-bert-cls.dynamo-f32.onnx",
-               "bert-tok.dyn-dq8pc.onnx",  # dynamic axes: the window from the position table
-               "bert-tanh-tok.litert-dq8.tflite", "bert-tok.aeq-wo8.tflite",
-               "mpnet-tok.litert-dq8.tflite",  # a relative-position bias: a constant score term
-               "deberta-seq.dynamo-f32.onnx",  # DeBERTa: score terms computed per window, token types
-               "bert-tok.aeq-si8.tflite",  # full-integer int8: LiteRT's integer kernels
-               "bert-tok.ortopt-dyn-f32.onnx",  # onnxruntime.transformers' optimizer: contrib ops
-               "bert-tok.qdq8pc.onnx",  # onnxruntime QDQ: QLinearMatMul / QGemm / QLinearSoftmax
-               "bert-tok.dyn-f16.onnx"]  # float16 with dynamic axes: onnxruntime's casts and roundings
+# One file per kernel family and form (every file runs through wasm under -m slow): litert-torch's
+# hybrid int8 (a token head; mean pooling), quantize_dynamic with ELECTRA's projection, a constant
+# relative-position bias (MPNet), score terms computed per window with token types (DeBERTa),
+# full-integer int8 (LiteRT's integer kernels), onnxruntime.transformers' contrib ops, onnxruntime's
+# static QDQ (its fused QLinear kernels), float16 with dynamic axes (onnxruntime's casts and roundings).
+WASM_SUBSET = ["bert-tok.litert-dq8.tflite", "st-bert-mean.litert-dq8.tflite", "electra-tok.dq8pc.onnx",
+               "mpnet-tok.litert-dq8.tflite", "deberta-seq.dynamo-f32.onnx", "bert-tok.aeq-si8.tflite",
+               "bert-tok.ortopt-dyn-f32.onnx", "bert-tok.qdq8pc.onnx", "bert-tok.dyn-f16.onnx"]
 
 
 @pytest.fixture(scope="module")
