@@ -31,9 +31,9 @@ from porter.errors import PorterError
 
 TEMPLATE = TEMPLATES_DIR / "rust_decoder"
 KERNELS_DIR = "templates/rust_forward/src/kernels"  # in porter's package data
-SHARED_KERNELS = ("litert/eigen.rs", "litert/linear_f32.rs", "ort/float/mod.rs", "ort/float/math.rs", "ort/float/lanes.rs",
-                  "ort/float/layer_norm.rs", "ort/float/sgemm.rs", "ort/float/attention.rs",
-                  "ort/float/masked_tail.rs", "ort/float/half.rs")
+SHARED_KERNELS = ("litert/eigen.rs", "litert/linear_f32.rs")
+# onnxruntime's float kernels are copied as a whole module: its mod.rs declares every file beside it
+SHARED_KERNEL_MODULES = ("ort/float",)
 # float32; Q8_0 weights (dequantised inside onnxruntime's float arithmetic); Q8_0 weights times
 # Q8_0-quantised inputs in integers (porter.reference.q8_0.q8_0_int8_linear)
 QUANT_MODES = ("float32", "q8_0", "q8_0_int8")
@@ -230,11 +230,18 @@ def template_variables(ir: DecoderIR, manifest: dict, quant: str, crate_dir: Pat
     }
 
 
+def shared_kernels() -> list[str]:
+    """The encoder crate's kernel files the decoder crate takes, relative to KERNELS_DIR."""
+    modules = [f"{m}/{f.name}" for m in SHARED_KERNEL_MODULES
+               for f in sorted(package_path(f"{KERNELS_DIR}/{m}/mod.rs").parent.glob("*.rs"))]
+    return [*SHARED_KERNELS, *modules]
+
+
 def render_decoder_crate(ir: DecoderIR, out_dir: str | Path, quant: str = "float32") -> Path:
     """Writes the crate, model.bin, layout.json and ir.json into out_dir, replacing it whole."""
     out = Path(out_dir)
     blob, manifest = pack.pack(packed_arrays(ir, quant))
     variables = template_variables(ir, manifest, quant, out)
-    files = {f"src/kernels/{name}": package_path(f"{KERNELS_DIR}/{name}").read_bytes() for name in SHARED_KERNELS}
+    files = {f"src/kernels/{name}": package_path(f"{KERNELS_DIR}/{name}").read_bytes() for name in shared_kernels()}
     summary = {**ir.summary(), "weight_format": quant}
     return render_crate(TEMPLATE, out, variables, {**files, **compiled_files(blob, manifest, summary)})
