@@ -524,16 +524,13 @@ impl<'a> State<'a> {
     /// weights of a float op are dequantised this way every forward pass).
     fn quantised(&self, v: &Values<'a>, len: usize, f: impl Fn(usize, i32) -> f32) -> Vec<f32> {
         let slot = match v { Values::Slot(s) => Some(&self.slots[*s]), _ => None };
-        let (i8s, u8s): (Option<&[i8]>, Option<&[u8]>) = match (v, slot) {
-            (Values::I8(x), _) => (Some(x), None),
-            (_, Some(Tensor::I8(x))) => (Some(x), None),
-            (Values::U8(x), _) => (None, Some(x)),
-            (_, Some(Tensor::U8(x))) => (None, Some(x)),
-            _ => (None, None),
-        };
-        match (i8s, u8s) {
-            (Some(x), _) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
-            (_, Some(x)) => x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect(),
+        let each = |x: &[i8]| x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect();
+        let each_u8 = |x: &[u8]| x[..len].iter().enumerate().map(|(i, &q)| f(i, q as i32)).collect();
+        match (v, slot) {
+            (Values::I8(x), _) => each(x),
+            (_, Some(Tensor::I8(x))) => each(x),
+            (Values::U8(x), _) => each_u8(x),
+            (_, Some(Tensor::U8(x))) => each_u8(x),
             _ => (0..len).map(|i| f(i, self.int(v, i) as i32)).collect(),
         }
     }

@@ -12,6 +12,7 @@
 //! An index out of its axis's range is an error of the run (the reference runtimes fail the same
 //! way): a panic naming the step's kernel, never a read out of place.
 
+use super::index::{compare, Comparison};
 use crate::kernels::litert::batch_matmul::row_product;
 use crate::kernels::litert::libm::logf;
 use crate::kernels::ort::float::{eigen_log, sgemm_columns, stride_k};
@@ -86,6 +87,21 @@ pub enum Pointwise {
     Not,
     /// condition ? a : b
     Where,
+}
+
+impl Pointwise {
+    /// The comparison an op is, if it is one (index::compare evaluates it for every element type).
+    fn comparison(self) -> Option<Comparison> {
+        Some(match self {
+            Pointwise::Equal => Comparison::Equal,
+            Pointwise::NotEqual => Comparison::NotEqual,
+            Pointwise::Less => Comparison::Less,
+            Pointwise::LessEqual => Comparison::LessEqual,
+            Pointwise::Greater => Comparison::Greater,
+            Pointwise::GreaterEqual => Comparison::GreaterEqual,
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -463,7 +479,9 @@ fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out
 fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: usize, y: &mut Out) {
     let a = values[0].f32(i[0]);
     let b = || values[1].f32(i[1]);
-    let compare = |c: bool| c as i64;
+    if let Some(how) = op.comparison() {
+        return y.int(o, compare(how, a, b()) as i64);
+    }
     match op {
         Pointwise::Add => y.f32(o, a + b()),
         Pointwise::Sub => y.f32(o, a - b()),
@@ -480,12 +498,6 @@ fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: 
         Pointwise::Floor => y.f32(o, a.floor()),
         Pointwise::Log => y.f32(o, logf(a)),
         Pointwise::LogOrt => y.f32(o, if o < packets { eigen_log(a) } else { logf(a) }),
-        Pointwise::Equal => y.int(o, compare(a == b())),
-        Pointwise::NotEqual => y.int(o, compare(a != b())),
-        Pointwise::Less => y.int(o, compare(a < b())),
-        Pointwise::LessEqual => y.int(o, compare(a <= b())),
-        Pointwise::Greater => y.int(o, compare(a > b())),
-        Pointwise::GreaterEqual => y.int(o, compare(a >= b())),
         _ => unreachable!("{op:?} is not float arithmetic"),
     }
 }
@@ -493,6 +505,9 @@ fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: 
 fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out) {
     let a = values[0].int(i[0]);
     let b = || values[1].int(i[1]);
+    if let Some(how) = op.comparison() {
+        return y.int(o, compare(how, a, b()) as i64);
+    }
     let v = match op {
         Pointwise::Add => a.wrapping_add(b()),
         Pointwise::Sub => a.wrapping_sub(b()),
@@ -510,12 +525,6 @@ fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out
         Pointwise::Abs => a.wrapping_abs(),
         Pointwise::Sign => a.signum(),
         Pointwise::Ceil | Pointwise::Floor => a,
-        Pointwise::Equal => (a == b()) as i64,
-        Pointwise::NotEqual => (a != b()) as i64,
-        Pointwise::Less => (a < b()) as i64,
-        Pointwise::LessEqual => (a <= b()) as i64,
-        Pointwise::Greater => (a > b()) as i64,
-        Pointwise::GreaterEqual => (a >= b()) as i64,
         _ => unreachable!("{op:?} is not integer arithmetic"),
     };
     y.int(o, v);
