@@ -4,7 +4,14 @@ the host that serves the components in the served-component tests.
 The smoke crate is built once per session into the shared cargo target directory
 (PORTER_CARGO_TARGET or ~/.cache/porter/cargo-target), so the standard library is compiled only
 on the first run on a machine.
+
+scripts/test.sh runs the suite on every core (pytest-xdist, each file on one worker, so a module's
+builds are made once). Cargo locks a target directory for the whole of a build and porter's crates
+link as one codegen unit, one core each: the workers after the first get target directories of
+their own beside the shared one, or their builds would queue behind each other's.
 """
+
+import os
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +21,16 @@ import pytest
 from porter import TEMPLATES_DIR
 from porter.codegen.render import render_and_build
 from porter.serve.deploy import HOSTS
+from porter.toolchain.cargo import shared_target_dir
 from porter.toolchain.discover import Toolchain, find_spin, require_toolchain
 from porter.runtime.wasm import WasmRuntime
+
+
+def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker != "gw0":
+        # Set in the environment, so the porter commands the tests run inherit it too.
+        os.environ["PORTER_CARGO_TARGET"] = f"{shared_target_dir()}-{worker}"
 
 
 @dataclass(frozen=True)
