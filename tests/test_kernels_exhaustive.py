@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from fixtures import require, spec
+from porter import TEMPLATES_DIR
 from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
 from porter.reference import quant
@@ -614,9 +615,12 @@ MUTATIONS = {
                                                  ["kernels", 11]),
     # The same as the scores are written (no score terms): the replacing mask added.
     "written mask adds instead of replacing": ("src/kernels/litert/attention.rs",
-                                               "let dropped = if replaces { f32x4_splat(value) } else { f32x4_add(x, f32x4_splat(value)) };",
-                                               "let dropped = f32x4_add(x, f32x4_splat(value));",
+                                               "Some(kept) => v128_bitselect(x, self.mask_value, ",
+                                               "Some(kept) => v128_bitselect(x, f32x4_add(x, self.mask_value), ",
                                                ["kernels", 11]),
+    # The adding mask left out of the scores' write: dropped keys count in the softmax.
+    "written mask not added": ("src/kernels/litert/attention.rs",
+                               "*addend = if kept { -0.0 } else { dropped };", "*addend = -0.0;", ["kernels", 11]),
     # The context's products of a step paired with the step's value rows in reverse.
     "context value rows reversed": ("src/kernels/litert/attention.rs",
                                     "acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));",
@@ -1565,3 +1569,27 @@ def test_mutated_typed_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path,
     assert matches(wasm_runtime, checks_wasm)  # the unmutated kernel passes
     mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", source, original, mutated)
     assert not matches(wasm_runtime, mutant)
+
+
+# ---- every mutant's site ---------------------------------------------------------------------------
+
+def mutation_sites():
+    """(table, mutant, template source, original text) of every mutant above: most of them build
+    only under -m slow, so the default suite checks here that each still names code that exists."""
+    yield from (("MUTATIONS", n, src, o) for n, (src, o, _, _) in MUTATIONS.items())
+    yield from (("ORT_MUTATIONS", n, src, o) for n, (src, o, _, _) in ORT_MUTATIONS.items())
+    yield from (("NUMPY_MUTATIONS", n, src, o) for n, (_, src, o, *_) in NUMPY_MUTATIONS.items())
+    yield from (("INT8_MUTATIONS", n, "src/kernels/litert/int8/elementwise.rs", o) for n, (o, _, _) in INT8_MUTATIONS.items())
+    yield from (("QDQ_MUTATIONS", n, "src/kernels/ort/qdq.rs", o) for n, (o, _, _) in QDQ_MUTATIONS.items())
+    yield from (("TENSOR_MUTATIONS", n, src, o) for n, (src, o, _) in TENSOR_MUTATIONS.items())
+    yield from (("TYPED_MUTATIONS", n, src, o) for n, (src, o, *_) in TYPED_MUTATIONS.items())
+
+
+def test_every_mutation_site_is_found_once_in_its_kernel():
+    stale = []
+    for table, name, source, original in mutation_sites():
+        path = TEMPLATES_DIR / "rust_forward" / source
+        text = path.read_text() if path.exists() else ""
+        if text.count(original) != 1:
+            stale.append(f"{table}[{name!r}]: {source} holds its original {text.count(original)} times")
+    assert not stale, "\n".join(stale)
