@@ -6,7 +6,7 @@
 //! so any order gives the same values; int32 and int64 sums and products wrap as the runtimes' C++
 //! does on x86 (`narrow` takes an int32 result's low bits).
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Comparison {
     Equal,
     NotEqual,
@@ -28,7 +28,7 @@ pub fn compare<T: PartialOrd>(how: Comparison, a: T, b: T) -> bool {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Arithmetic {
     Add,
     Sub,

@@ -59,13 +59,11 @@ pub struct TensorOperand<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pointwise {
-    Add,
-    Sub,
-    Mul,
+    /// add, sub, mul, maximum, minimum: on integers exact::arithmetic (wrapping), on floats one
+    /// IEEE operation (maximum / minimum as std::max / std::min)
+    Arithmetic(Arithmetic),
     /// integers: C's division, toward zero
     Div,
-    Maximum,
-    Minimum,
     Neg,
     Abs,
     Sign,
@@ -78,44 +76,13 @@ pub enum Pointwise {
     LogOrt,
     /// to the output's dtype: float -> int truncates (x86's integer indefinite out of range)
     Cast,
-    Equal,
-    NotEqual,
-    Less,
-    LessEqual,
-    Greater,
-    GreaterEqual,
+    /// exact::compare, for every element type
+    Compare(Comparison),
     And,
     Or,
     Not,
     /// condition ? a : b
     Where,
-}
-
-impl Pointwise {
-    /// The comparison an op is, if it is one (exact::compare evaluates it for every element type).
-    fn comparison(self) -> Option<Comparison> {
-        Some(match self {
-            Pointwise::Equal => Comparison::Equal,
-            Pointwise::NotEqual => Comparison::NotEqual,
-            Pointwise::Less => Comparison::Less,
-            Pointwise::LessEqual => Comparison::LessEqual,
-            Pointwise::Greater => Comparison::Greater,
-            Pointwise::GreaterEqual => Comparison::GreaterEqual,
-            _ => return None,
-        })
-    }
-
-    /// The integer arithmetic an op is, if it is one of those typed programs share (exact::arithmetic).
-    fn arithmetic(self) -> Option<Arithmetic> {
-        Some(match self {
-            Pointwise::Add => Arithmetic::Add,
-            Pointwise::Sub => Arithmetic::Sub,
-            Pointwise::Mul => Arithmetic::Mul,
-            Pointwise::Maximum => Arithmetic::Maximum,
-            Pointwise::Minimum => Arithmetic::Minimum,
-            _ => return None,
-        })
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -470,9 +437,9 @@ fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out
         }
     });
     match op {
-        Pointwise::Add => binary(|x, y| x + y, out),
-        Pointwise::Sub => binary(|x, y| x - y, out),
-        Pointwise::Mul => binary(|x, y| x * y, out),
+        Pointwise::Arithmetic(Arithmetic::Add) => binary(|x, y| x + y, out),
+        Pointwise::Arithmetic(Arithmetic::Sub) => binary(|x, y| x - y, out),
+        Pointwise::Arithmetic(Arithmetic::Mul) => binary(|x, y| x * y, out),
         Pointwise::Div => binary(|x, y| x / y, out),
         _ => return false,
     }
@@ -482,17 +449,15 @@ fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out
 fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: usize, y: &mut Out) {
     let a = values[0].f32(i[0]);
     let b = || values[1].f32(i[1]);
-    if let Some(how) = op.comparison() {
-        return y.int(o, compare(how, a, b()) as i64);
-    }
     match op {
-        Pointwise::Add => y.f32(o, a + b()),
-        Pointwise::Sub => y.f32(o, a - b()),
-        Pointwise::Mul => y.f32(o, a * b()),
+        Pointwise::Compare(how) => y.int(o, compare(how, a, b()) as i64),
+        Pointwise::Arithmetic(Arithmetic::Add) => y.f32(o, a + b()),
+        Pointwise::Arithmetic(Arithmetic::Sub) => y.f32(o, a - b()),
+        Pointwise::Arithmetic(Arithmetic::Mul) => y.f32(o, a * b()),
         Pointwise::Div => y.f32(o, a / b()),
         // std::max / std::min: a unless b is strictly beyond it
-        Pointwise::Maximum => y.f32(o, if a < b() { b() } else { a }),
-        Pointwise::Minimum => y.f32(o, if b() < a { b() } else { a }),
+        Pointwise::Arithmetic(Arithmetic::Maximum) => y.f32(o, if a < b() { b() } else { a }),
+        Pointwise::Arithmetic(Arithmetic::Minimum) => y.f32(o, if b() < a { b() } else { a }),
         Pointwise::Neg => y.f32(o, -a),
         Pointwise::Abs => y.f32(o, a.abs()),
         // (0 < x) - (x < 0): a NaN gives 0
@@ -508,13 +473,9 @@ fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: 
 fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out) {
     let a = values[0].int(i[0]);
     let b = || values[1].int(i[1]);
-    if let Some(how) = op.comparison() {
-        return y.int(o, compare(how, a, b()) as i64);
-    }
-    if let Some(how) = op.arithmetic() {
-        return y.int(o, exact::arithmetic(how, a, b()));
-    }
     let v = match op {
+        Pointwise::Compare(how) => compare(how, a, b()) as i64,
+        Pointwise::Arithmetic(how) => exact::arithmetic(how, a, b()),
         Pointwise::Div => {
             let d = b();
             if d == 0 {
