@@ -1337,9 +1337,8 @@ TENSOR_MUTATIONS = {
     "batch matmul chain start": ("src/kernels/litert/batch_matmul.rs",
                                  "let mut total = 0.0f32;\n        for (k, &x) in a.iter().enumerate() {\n            total += x * b[k * ldb + j];",
                                  "let mut total = -0.0f32;\n        for (k, &x) in a.iter().enumerate() {\n            total += x * b[k * ldb + j];"),
-    # A float cast to int rounded to nearest instead of truncated.
-    "cast rounds": ("src/kernels/common/tensor.rs", "y.int(o, if inside { v.trunc() as i64 } else { min });",
-                    "y.int(o, if inside { v.round() as i64 } else { min });"),
+    # A float cast to int rounded to nearest instead of truncated (the cast typed programs share).
+    "cast rounds": ("src/kernels/common/exact.rs", "v.trunc() as i64", "v.round() as i64"),
     # logf's subinterval read one bit too high: the wrong 1/c and log(c) for half the inputs.
     "logf table index": ("src/kernels/litert/libm.rs", "LOGF_TABLE[((tmp >> 19) % 16) as usize]",
                          "LOGF_TABLE[((tmp >> 20) % 16) as usize]"),
@@ -1368,9 +1367,9 @@ def test_mutated_tensor_kernel_fails_against_numpy(toolchain, wasm_runtime, tmp_
     assert TC.mismatches(wasm_runtime, mutant, cases)
 
 
-# ---- the typed steps' exact integer work (kernels/common/index.rs) and QLinearMul / Pow ------------------
+# ---- the exact element work typed programs and tensor steps share (kernels/common/exact.rs), QLinearMul, Pow
 
-from porter.reference import ops as OPS, typed as T  # noqa: E402
+from porter.reference import exact as E, ops as OPS, typed as T  # noqa: E402
 
 I32, I64 = np.iinfo(np.int32), np.iinfo(np.int64)
 # values at every edge int32 and int64 arithmetic wraps or compares at, and small ones
@@ -1405,23 +1404,23 @@ def _compare_matches(wasm_runtime, wasm) -> bool:
     specials = F32([0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1, -1, 3.4e38])
     fa, fb = (v.ravel() for v in np.meshgrid(specials, specials, indexing="ij"))
     fa, fb = np.concatenate([fa, rng.standard_normal(2000).astype(F32)]), np.concatenate([fb, rng.standard_normal(2000).astype(F32)])
-    for kind in T.COMPARE:
+    for kind in E.COMPARE:
         ours = typed_reference(wasm_runtime, wasm, "typed-compare", [kind], np.concatenate([a, b]))
         floats = typed_reference(wasm_runtime, wasm, "typed-compare-f32", [kind], np.concatenate([fa, fb]))
-        if ours is None or floats is None or not np.array_equal(np.frombuffer(ours, np.uint8), T.compare(kind, a, b)) \
-                or not np.array_equal(np.frombuffer(floats, np.uint8), T.compare(kind, fa, fb)):
+        if ours is None or floats is None or not np.array_equal(np.frombuffer(ours, np.uint8), E.compare(kind, a, b)) \
+                or not np.array_equal(np.frombuffer(floats, np.uint8), E.compare(kind, fa, fb)):
             return False
     return True
 
 
 def _arithmetic_matches(wasm_runtime, wasm) -> bool:
     a, b = _int_pairs(np.random.default_rng(102))
-    for kind in T.ARITHMETIC:
+    for kind in E.ARITHMETIC:
         for dtype, bits in (("int32", 32), ("int64", 64)):
             x, y = (v.astype(dtype) for v in (a, b)) if dtype == "int32" else (a, b)
             ours = typed_reference(wasm_runtime, wasm, "typed-arith", [kind, bits],
                                    np.concatenate([x, y]).astype(np.int64))
-            if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), T.arithmetic(kind, x, y, dtype)):
+            if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), E.arithmetic(kind, x, y, dtype)):
                 return False
     return True
 
@@ -1439,7 +1438,7 @@ def _cumsum_matches(wasm_runtime, wasm) -> bool:
         outer, n, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1:]))
         ours = typed_reference(wasm_runtime, wasm, "typed-cumsum",
                                [outer, n, inner, int(exclusive), int(reverse), np.iinfo(dtype).bits], x.astype(np.int64))
-        if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), T.cumsum(x, axis, exclusive, reverse).ravel()):
+        if ours is None or not np.array_equal(np.frombuffer(ours, "<i8"), E.cumsum(x, axis, exclusive, reverse).ravel()):
             return False
     return True
 
@@ -1524,7 +1523,7 @@ TYPED_KERNEL_CHECKS = {"compare": _compare_matches, "arithmetic": _arithmetic_ma
 
 @pytest.mark.parametrize("kernel", list(TYPED_KERNEL_CHECKS))
 def test_typed_integer_kernels_match_numpy(checks_wasm, wasm_runtime, kernel):
-    """kernels/common/index.rs against porter.reference.typed: comparisons and int32 / int64
+    """kernels/common/exact.rs against porter.reference.exact and .typed: comparisons and int32 / int64
     arithmetic on every pair of edge values and random ones, running sums (wrapping), the gathers'
     positions with negative indices, and the float-to-integer cast on every class it branches on."""
     assert TYPED_KERNEL_CHECKS[kernel](wasm_runtime, checks_wasm)
@@ -1538,22 +1537,22 @@ def test_qlinear_mul_and_pow_match_numpy(ort_checks_wasm, wasm_runtime, kernel):
 
 
 # One mutant per kernel of this section, each seen by its numpy comparison; the first by default.
-INDEX_RS, QDQ_RS, ORT_MATH_RS = "src/kernels/common/index.rs", "src/kernels/ort/qdq.rs", "src/kernels/ort/float/math.rs"
+EXACT_RS, QDQ_RS, ORT_MATH_RS = "src/kernels/common/exact.rs", "src/kernels/ort/qdq.rs", "src/kernels/ort/float/math.rs"
 TYPED_MUTATIONS = {
     # an exclusive running sum that includes each value
-    "cumsum exclusive includes the value": (INDEX_RS, "y[at] = total;\n                    total = total.wrapping_add(x[at]);",
-                                            "total = total.wrapping_add(x[at]);\n                    y[at] = total;",
+    "cumsum exclusive includes the value": (EXACT_RS, "write(at, total);\n                total = total.wrapping_add(v);",
+                                            "total = total.wrapping_add(v);\n                write(at, total);",
                                             _cumsum_matches),
     # int64 sums saturating instead of wrapping
-    "arithmetic saturates": (INDEX_RS, "Arithmetic::Add => a.wrapping_add(b)", "Arithmetic::Add => a.saturating_add(b)",
+    "arithmetic saturates": (EXACT_RS, "Arithmetic::Add => a.wrapping_add(b)", "Arithmetic::Add => a.saturating_add(b)",
                              _arithmetic_matches),
     # a negative index taken as it is (a trap) where the runtime counts it from the end
-    "gather ignores the wrap": (INDEX_RS, "let j = if wraps && i < 0 { i + dim as i64 } else { i };", "let j = i;",
+    "gather ignores the wrap": (EXACT_RS, "let j = if wraps && i < 0 { i + dim as i64 } else { i };", "let j = i;",
                                 _gathers_match),
     # Rust's saturating float-to-int conversion instead of x86's integer indefinite
-    "cast saturates": (INDEX_RS, "if v.is_nan() || v <= lo - 1.0 || v >= hi {", "if v.is_nan() {", _float_to_int_matches),
+    "cast saturates": (EXACT_RS, "if v.is_nan() || v <= lo - 1.0 || v >= hi {", "if v.is_nan() {", _float_to_int_matches),
     # equality as less-or-equal
-    "compare equal as less-equal": (INDEX_RS, "Comparison::Equal => a == b,", "Comparison::Equal => a <= b,",
+    "compare equal as less-equal": (EXACT_RS, "Comparison::Equal => a == b,", "Comparison::Equal => a <= b,",
                                     _compare_matches),
     # QLinearMul rounding half away from zero instead of cvtps_epi32's half to even
     "qlinear mul rounds half away": (QDQ_RS, "let r = v.round_ties_even();", "let r = v.round();", _qlinear_mul_matches),

@@ -127,7 +127,7 @@ def test_the_layout_page_names_every_stage():
 INNER_LAYERS = {
     "recover": [{"engine", "probe", "boxes", "rows", "schemes", "tokens"}, {"canonical"}, {"prove", "integer", "qdq"},
                 {"encoder"}, {"decoder"}],
-    "reference": [{"quant", "q8_0", "typed"}, {"litert"}, {"ort"}, {"ops"}, {"execute", "execute_decoder"}],
+    "reference": [{"quant", "q8_0", "exact", "typed"}, {"litert"}, {"ort"}, {"ops"}, {"execute", "execute_decoder"}],
 }
 INDEPENDENT = {"reference": [("litert", "ort")]}
 

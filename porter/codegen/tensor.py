@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from porter.codegen.integer import ARITHMETIC, COMPARISONS
 from porter.codegen.literals import f32_literal
 from porter.errors import PorterError
 from porter.ir.encoder import INPUT_MASK, Reference, Rows
@@ -15,11 +16,10 @@ from porter.ir.tensor import TensorOp, TensorStep
 # dequantised) in int32 words
 DTYPES = {"float32": "F32", "int32": "I32", "int64": "I64", "bool": "Bool", "uint8": "I32", "int8": "I32"}
 ROWS = {Rows.ONE: "One", Rows.LIVE: "Live", Rows.KEYS: "Keys", Rows.ALL: "All"}
-POINTWISE = {TensorOp.ADD: "Add", TensorOp.SUB: "Sub", TensorOp.MUL: "Mul", TensorOp.DIV: "Div",
-             TensorOp.MAXIMUM: "Maximum", TensorOp.MINIMUM: "Minimum", TensorOp.NEG: "Neg", TensorOp.ABS: "Abs",
-             TensorOp.SIGN: "Sign", TensorOp.CEIL: "Ceil", TensorOp.FLOOR: "Floor", TensorOp.LOG: "Log",
-             TensorOp.CAST: "Cast", TensorOp.EQUAL: "Equal", TensorOp.NOT_EQUAL: "NotEqual", TensorOp.LESS: "Less",
-             TensorOp.LESS_EQUAL: "LessEqual", TensorOp.GREATER: "Greater", TensorOp.GREATER_EQUAL: "GreaterEqual",
+# the rest of the Pointwise ops: Arithmetic and Compare take typed programs' names (exact.rs's
+# Arithmetic and Comparison, porter.codegen.integer's ARITHMETIC and COMPARISONS)
+POINTWISE = {TensorOp.DIV: "Div", TensorOp.NEG: "Neg", TensorOp.ABS: "Abs", TensorOp.SIGN: "Sign",
+             TensorOp.CEIL: "Ceil", TensorOp.FLOOR: "Floor", TensorOp.LOG: "Log", TensorOp.CAST: "Cast",
              TensorOp.LOGICAL_AND: "And", TensorOp.LOGICAL_OR: "Or", TensorOp.LOGICAL_NOT: "Not",
              TensorOp.WHERE: "Where"}
 # model.bin's dtype of a constant -> the crate's Data variant
@@ -62,7 +62,7 @@ def padded_limits(limits) -> list[Rows]:
 
 def kernel_spec(step: TensorStep, reference: Reference) -> tuple[str, dict]:
     """The crate's TensorKernel of a step on four axes: its variant and fields (numbers, bools,
-    a float, a list of four), or ("Pointwise", {"op": name})."""
+    a float, a list of four), or ("Pointwise", {"op": name}) (Arithmetic and Compare with "how")."""
     op, attrs, shift = step.op, step.attrs, 4 - len(step.shape)
     wraps = reference == Reference.ONNXRUNTIME_CPU  # onnxruntime counts a negative index from the end
     if op == TensorOp.MATMUL:
@@ -95,13 +95,19 @@ def kernel_spec(step: TensorStep, reference: Reference) -> tuple[str, dict]:
         return "Dequantize", {"scale": attrs["scale"], "zero_point": attrs["zero_point"]}
     if op == TensorOp.LOG and reference == Reference.ONNXRUNTIME_CPU:
         return "Pointwise", {"op": "LogOrt"}  # Eigen's plog in packets, glibc's logf on the tail
+    if op.value in ARITHMETIC:
+        return "Pointwise", {"op": "Arithmetic", "how": ARITHMETIC[op.value]}
+    if op.value in COMPARISONS:
+        return "Pointwise", {"op": "Compare", "how": COMPARISONS[op.value]}
     return "Pointwise", {"op": POINTWISE[op]}
 
 
 def _kernel(step: TensorStep, reference: Reference) -> str:
     kind, fields = kernel_spec(step, reference)
     if kind == "Pointwise":
-        return f"TensorKernel::Pointwise(Pointwise::{fields['op']})"
+        how = {"Arithmetic": "Arithmetic::", "Compare": "Comparison::"}.get(fields["op"])
+        return f"TensorKernel::Pointwise(Pointwise::{fields['op']}({how}{fields['how']}))" if how \
+            else f"TensorKernel::Pointwise(Pointwise::{fields['op']})"
     rust = {k: f32_literal(v) if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
             for k, v in fields.items()}
     return f"TensorKernel::{kind} {{ " + ", ".join(f"{k}: {v}" for k, v in rust.items()) + " }"

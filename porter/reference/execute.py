@@ -28,7 +28,7 @@ from porter.reference.litert import floats as LF
 from porter.reference.litert import int8_steps
 from porter.reference.ort import floats as OF
 from porter.reference.ort import qdq
-from porter.reference import ops
+from porter.reference import exact, ops
 from porter.reference.ort import cpu as ort_cpu
 
 F32 = np.float32
@@ -269,26 +269,21 @@ def tensor_step(step: TensorStep, inputs: list[np.ndarray], ref: Reference) -> n
 
 def lookup_ids(step: TensorStep, rows: int, ids: np.ndarray) -> np.ndarray:
     """EMBEDDING_LOOKUP's ids, each a row of the table (LiteRT fails the run on any other)."""
-    ids = np.asarray(ids).astype(np.int64)
-    bad = (ids < 0) | (ids >= rows)
-    if np.any(bad):
-        raise PorterError(f"{step.name}: index {int(ids[bad][0])} out of range for a lookup in {rows} rows")
-    return ids
+    return _checked(step, ids, rows, False)
 
 
 def gather_index(step: TensorStep, data_shape: tuple, index: np.ndarray, ref: Reference) -> np.ndarray:
     """The index of a gather, each value in [0, size of the axis it addresses); onnxruntime counts a
     negative one from the end, LiteRT refuses it. Out of range: the reference fails the run, and
     so does this (PorterError naming the step)."""
-    index = np.asarray(index).astype(np.int64)
-    if step.op == TensorOp.GATHER_ND:
-        sizes = np.asarray(data_shape[:index.shape[-1]], np.int64)
-    else:
-        sizes = np.int64(data_shape[step.attrs["axis"]])
-    if ref == Reference.ONNXRUNTIME_CPU:
-        index = np.where(index < 0, index + sizes, index)
-    bad = (index < 0) | (index >= sizes)
-    if np.any(bad):
-        raise PorterError(f"{step.name}: index {int(index[bad][0])} out of range for a gather from "
-                          f"{list(data_shape)}")
-    return index
+    index = np.asarray(index)
+    sizes = data_shape[:index.shape[-1]] if step.op == TensorOp.GATHER_ND else data_shape[step.attrs["axis"]]
+    return _checked(step, index, sizes, ref == Reference.ONNXRUNTIME_CPU)
+
+
+def _checked(step: TensorStep, index: np.ndarray, sizes, wraps: bool) -> np.ndarray:
+    """exact.indices, an index out of range a PorterError naming the step (as the crate's panic does)."""
+    try:
+        return exact.indices(index, sizes, wraps)
+    except ValueError as e:
+        raise PorterError(f"{step.name}: {e}") from None

@@ -7,8 +7,9 @@ the elementwise and reduction steps of a program. Each op follows the kernel its
 (`Reference`): LiteRT's builtin kernels or onnxruntime's CPU kernels, each float op rounded to
 float32 as theirs is.
 
-Values are numpy arrays. Integer and boolean ops follow numpy (exact); float ops are spelled
-out where the reference's rounding differs from numpy's.
+Values are numpy arrays. Integer and boolean ops follow numpy (exact; the comparisons, integer
+arithmetic, float -> integer casts and running sums are porter.reference.exact's, which typed
+programs share); float ops are spelled out where the reference's rounding differs from numpy's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from porter.ir.encoder import ActivationQuant, IntegerDot, Reference, WeightForm
 from porter.reference.litert import floats as LF
 from porter.reference.ort import floats as OF
 from porter.reference.ort.float16 import round_half
-from porter.reference import quant
+from porter.reference import exact, quant
 
 F32 = np.float32
 
@@ -32,10 +33,12 @@ def _f32(x) -> np.ndarray:
     return np.asarray(x, dtype=F32)
 
 
-def _float_binary(fn):
+def _float_binary(fn, integers=None):
+    """fn rounded to float32 where an operand is a float; on integer (or bool) operands
+    `integers`, or fn itself."""
     def apply(attrs, a, b, ref):
         if np.asarray(a).dtype.kind != "f" and np.asarray(b).dtype.kind != "f":
-            return fn(np.asarray(a), np.asarray(b))
+            return (integers or fn)(np.asarray(a), np.asarray(b))
         with np.errstate(all="ignore"):
             return fn(_f32(a), _f32(b)).astype(F32)
     return apply
@@ -385,18 +388,8 @@ def _cast(attrs, x, ref):
         raise Unsupported(f"cast to {to}")
     x = np.asarray(x)
     if x.dtype.kind == "f" and to in ("int32", "int64"):
-        return _float_to_int(x, _CAST[to])
+        return exact.float_to_int(x, _CAST[to])
     return x.astype(_CAST[to])
-
-
-def _float_to_int(x: np.ndarray, to) -> np.ndarray:
-    """Both runtimes' static_cast: truncation toward zero; a NaN or out-of-range value gives
-    x86's integer indefinite (the type's minimum), as cvttss2si does (log(0) = -inf cast to
-    int in a relative-position bucket is one)."""
-    info = np.iinfo(to)
-    inside = np.isfinite(x) & (x > info.min - 1.0) & (x < info.max + 1.0)
-    with np.errstate(invalid="ignore"):
-        return np.where(inside, np.trunc(np.where(inside, x, 0)).astype(to), to(info.min))
 
 
 def _slice(attrs, x, ref):
@@ -413,13 +406,7 @@ def _concat(attrs, *xs, ref):
 
 def _cumsum(attrs, x, ref):
     x = np.asarray(x)
-    axis = int(attrs["axis"]) % x.ndim
-    if attrs.get("reverse"):
-        x = np.flip(x, axis)
-    out = np.cumsum(x, axis=axis, dtype=x.dtype)
-    if attrs.get("exclusive"):
-        out = out - x
-    return np.flip(out, axis) if attrs.get("reverse") else out
+    return exact.cumsum(x, int(attrs["axis"]) % x.ndim, bool(attrs.get("exclusive")), bool(attrs.get("reverse")))
 
 
 def _where(attrs, cond, a, b, ref):
@@ -446,18 +433,13 @@ def _range(attrs, start, limit, delta, ref):
 
 
 BINARY = {
-    "add": _float_binary(np.add), "sub": _float_binary(np.subtract),
-    "mul": _float_binary(np.multiply), "div": _float_binary(_div),
-    # std::max / std::min as both runtimes call them: a unless b is strictly beyond it
-    "maximum": _float_binary(lambda a, b: np.where(a < b, b, a)),
-    "minimum": _float_binary(lambda a, b: np.where(b < a, b, a)),
+    # add, sub, mul, maximum and minimum: integers wrap in their promoted type (exact.arithmetic)
+    **{kind: _float_binary(fn, lambda a, b, kind=kind: exact.arithmetic(kind, a, b, np.result_type(a, b)))
+       for kind, fn in exact.ARITHMETIC.items()},
+    "div": _float_binary(_div),
     "squared_difference": _float_binary(_squared_difference),
 }
-COMPARISONS = {
-    "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
-    "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
-}
+COMPARISONS = {**exact.COMPARE, "logical_and": np.logical_and, "logical_or": np.logical_or}
 UNARY = {
     "neg": _neg, "abs": _abs,
     "sqrt": _unary_float(lambda x, ref: np.sqrt(x)), "rsqrt": _unary_float(_rsqrt),

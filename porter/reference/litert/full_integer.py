@@ -12,7 +12,7 @@ import numpy as np
 
 from porter.errors import PorterError
 from porter.frontends.graph import Graph, Op
-from porter.reference import typed
+from porter.reference import exact, typed
 from porter.reference.litert import int8 as K
 
 
@@ -55,14 +55,14 @@ def _or_integer(kernel, kind: str):
     """A quantised int8 kernel; on int32 / int64 operands (index arithmetic) the plain integer one."""
     def run(g, op, ins):
         if np.asarray(ins[0]).dtype in (np.int32, np.int64):
-            return typed.arithmetic(kind, ins[0], ins[1], str(np.asarray(ins[0]).dtype))
+            return exact.arithmetic(kind, ins[0], ins[1], np.asarray(ins[0]).dtype)
         return kernel(g, op, ins)
     return run
 
 
 def _cumsum(g, op, ins):
     x = np.asarray(ins[0])
-    return typed.cumsum(x, int(np.ravel(ins[1])[0]) % x.ndim, bool(op.options.get("exclusive")),
+    return exact.cumsum(x, int(np.ravel(ins[1])[0]) % x.ndim, bool(op.options.get("exclusive")),
                         bool(op.options.get("reverse")))
 
 
@@ -108,11 +108,7 @@ def _gather(g, op, ins):
 
 def _rows(table: np.ndarray, ids, axis: int = 0) -> np.ndarray:
     """Rows of a table by index, each index checked against it (LiteRT refuses one outside)."""
-    ids = np.asarray(ids, np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[axis]):
-        raise ValueError(f"index {int(ids.max() if ids.max() >= table.shape[axis] else ids.min())} "
-                         f"outside the table's {table.shape[axis]} rows")
-    return np.take(table, ids, axis=axis)
+    return np.take(table, exact.indices(ids, table.shape[axis], False), axis=axis)
 
 
 def _strided_slice(g, op, ins):
@@ -152,7 +148,7 @@ KERNELS = {
     "SUM": _sum,
     "DIV": _binary(K.divide),
     "MAXIMUM": _or_integer(lambda g, op, ins: K.maximum(ins[0], ins[1]), "maximum"),
-    "MINIMUM": lambda g, op, ins: typed.arithmetic("minimum", ins[0], ins[1], str(np.asarray(ins[0]).dtype)),
+    "MINIMUM": lambda g, op, ins: exact.arithmetic("minimum", ins[0], ins[1], np.asarray(ins[0]).dtype),
     "SQRT": lambda g, op, ins: K.apply_table(ins[0], K.sqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
     "ABS": lambda g, op, ins: _float_only(op, ins, np.abs),
     "RSQRT": lambda g, op, ins: K.apply_table(ins[0], K.rsqrt_table(_q(g, op.inputs[0]), _q(g, op.outputs[0]))),
@@ -178,8 +174,8 @@ KERNELS = {
     "SELECT": _select,
     "CUMSUM": _cumsum,
     "CONCATENATION": lambda g, op, ins: np.concatenate(ins, axis=int(op.options.get("axis", 0))),
-    **{kind.upper(): (lambda kind: lambda g, op, ins: typed.compare(kind, ins[0], ins[1]))(kind)
-       for kind in typed.COMPARE},
+    **{kind.upper(): (lambda kind: lambda g, op, ins: exact.compare(kind, ins[0], ins[1]))(kind)
+       for kind in exact.COMPARE},
 }
 
 

@@ -8,8 +8,8 @@ use crate::kernels::litert::int8::dot::{batch_matmul, dot, fully_connected, Batc
 use crate::kernels::litert::int8::elementwise::{self as ew, binary, reduced, Binary, Path, Reduction, Walk};
 use crate::kernels::litert::int8::fixed_point::Multiplier;
 use crate::kernels::common::generic;
-use crate::kernels::common::index as ix;
-pub use crate::kernels::common::index::{Arithmetic, Comparison};
+use crate::kernels::common::exact::{self, CastTo, Number};
+pub use crate::kernels::common::exact::{Arithmetic, Comparison};
 use crate::kernels::ort::float::{layer_norm_row, m1_columns, pow_by_products, sgemm_columns, softmax, stride_k, OrtFloats};
 use crate::kernels::ort::qdq::{self, Qgemm, QlinearAdd, QlinearMul};
 use crate::program::{Elementwise, Reduce};
@@ -179,10 +179,7 @@ impl<'a> State<'a> {
 
     /// Value i of an operand of any type, widened (exact for every 8- and 32-bit value).
     fn wide(&self, v: &Values<'a>, i: usize) -> f64 {
-        match self.number(v, i) {
-            Number::Int(x) => x as f64,
-            Number::Float(x) => x as f64,
-        }
+        self.number(v, i).wide()
     }
 
     /// Value i of an operand of any type, exactly.
@@ -227,13 +224,6 @@ impl<'a> State<'a> {
     }
 }
 
-/// One value of any type, exactly.
-#[derive(Clone, Copy)]
-enum Number {
-    Int(i64),
-    Float(f32),
-}
-
 /// Every output index of a four-axis shape with each operand's offset there.
 fn for_each_broadcast(shape: [usize; 4], operands: &[IntOperand], mut f: impl FnMut(usize, &[usize; 3])) {
     let mut i = 0;
@@ -254,28 +244,27 @@ fn for_each_broadcast(shape: [usize; 4], operands: &[IntOperand], mut f: impl Fn
     }
 }
 
-/// Integer results in their type (ix::narrow: the low bits; bool != 0); a float32 result is the
+/// Integer results in their type (exact::narrow: the low bits; bool != 0); a float32 result is the
 /// integer rounded to nearest even, as C++'s conversion.
 fn from_ints(dtype: DType, values: impl Iterator<Item = i64>) -> Tensor {
     match dtype {
-        DType::Bool => Tensor::I8(values.map(|v| ix::narrow(v, 1, false) as i8).collect()),
-        DType::I8 => Tensor::I8(values.map(|v| ix::narrow(v, 8, true) as i8).collect()),
-        DType::U8 => Tensor::U8(values.map(|v| ix::narrow(v, 8, false) as u8).collect()),
-        DType::I32 => Tensor::I32(values.map(|v| ix::narrow(v, i32::BITS, true) as i32).collect()),
+        DType::Bool => Tensor::I8(values.map(|v| exact::narrow(v, 1, false) as i8).collect()),
+        DType::I8 => Tensor::I8(values.map(|v| exact::narrow(v, 8, true) as i8).collect()),
+        DType::U8 => Tensor::U8(values.map(|v| exact::narrow(v, 8, false) as u8).collect()),
+        DType::I32 => Tensor::I32(values.map(|v| exact::narrow(v, i32::BITS, true) as i32).collect()),
         DType::I64 => Tensor::I64(values.collect()),
         DType::F32 => Tensor::F32(values.map(|v| v as f32).collect()),
     }
 }
 
-/// One value cast to `dtype` as both runtimes cast (porter.reference.typed.cast).
+/// One value cast to `dtype` as both runtimes cast (exact::cast; porter.reference.typed.cast).
 fn cast(v: Number, dtype: DType) -> Number {
-    match (v, dtype) {
-        (Number::Float(x), DType::F32) => Number::Float(x),
-        (Number::Float(x), DType::Bool) => Number::Int((x != 0.0) as i64),
-        (Number::Float(x), _) => Number::Int(ix::float_to_int(x, dtype == DType::I64)),
-        (Number::Int(x), DType::F32) => Number::Float(x as f32),
-        (Number::Int(x), _) => Number::Int(x),
-    }
+    exact::cast(v, match dtype {
+        DType::F32 => CastTo::Float,
+        DType::Bool => CastTo::Bool,
+        DType::I64 => CastTo::Int64,
+        DType::I8 | DType::U8 | DType::I32 => CastTo::Int32,
+    })
 }
 
 /// Values of any type in the step's type (each already cast to it).
@@ -362,7 +351,7 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
         }
         IntKernel::Lookup { table, rows, width, wraps } => {
             let ids = s.ints(x.unwrap(), len / width);
-            let at = ids.iter().flat_map(|&id| { let row = ix::index_in(id, *rows, *wraps) * width; row..row + width });
+            let at = ids.iter().flat_map(|&id| { let row = exact::index_in(id, *rows, *wraps, "lookup") * width; row..row + width });
             return (s.gather(table, step.dtype, at), Phase::Other);
         }
         IntKernel::Index(index) => return (s.gather(x.unwrap(), step.dtype, index.iter().map(|&i| i as usize)), Phase::Other),
@@ -422,8 +411,8 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
             let (a, b) = (&step.operands[0].values, &step.operands[1].values);
             for_each_broadcast(step.shape, &step.operands, |i, at| {
                 y8[i] = match (s.number(a, at[0]), s.number(b, at[1])) {
-                    (Number::Int(p), Number::Int(q)) => ix::compare(*how, p, q),
-                    (p, q) => ix::compare(*how, as_f64(p), as_f64(q)),
+                    (Number::Int(p), Number::Int(q)) => exact::compare(*how, p, q),
+                    (p, q) => exact::compare(*how, p.wide(), q.wide()),
                 } as i8
             });
             Phase::Other
@@ -431,11 +420,11 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
         IntKernel::Arithmetic(how) => {
             let (a, b) = (&step.operands[0].values, &step.operands[1].values);
             let mut y = Vec::with_capacity(len);
-            for_each_broadcast(step.shape, &step.operands, |_, at| y.push(ix::arithmetic(*how, s.int(a, at[0]), s.int(b, at[1]))));
+            for_each_broadcast(step.shape, &step.operands, |_, at| y.push(exact::arithmetic(*how, s.int(a, at[0]), s.int(b, at[1]))));
             return (from_ints(step.dtype, y.into_iter()), Phase::Other);
         }
         IntKernel::Cumsum { outer, n, inner, exclusive, reverse } => {
-            let y = ix::cumsum(&s.ints(x.unwrap(), len), *outer, *n, *inner, *exclusive, *reverse);
+            let y = exact::cumsum(&s.ints(x.unwrap(), len), *outer, *n, *inner, *exclusive, *reverse);
             return (from_ints(step.dtype, y.into_iter()), Phase::Other);
         }
         IntKernel::Concat { outer, blocks } => {
@@ -448,22 +437,14 @@ fn run(step: &IntStep, s: &State) -> (Tensor, Phase) {
         }
         IntKernel::GatherNd { table, dims, inner, wraps } => {
             let index = s.ints(x.unwrap(), len / inner * dims.len());
-            return (s.gather(table, step.dtype, ix::gather_nd_positions(&index, dims, *inner, *wraps).into_iter()), Phase::Other);
+            return (s.gather(table, step.dtype, exact::gather_nd_positions(&index, dims, *inner, *wraps).into_iter()), Phase::Other);
         }
         IntKernel::GatherElements { table, shape, table_strides, axis, dim, wraps } => {
-            let at = ix::gather_elements_positions(&s.ints(x.unwrap(), len), shape, table_strides, *axis, *dim, *wraps);
+            let at = exact::gather_elements_positions(&s.ints(x.unwrap(), len), shape, table_strides, *axis, *dim, *wraps);
             return (s.gather(table, step.dtype, at.into_iter()), Phase::Other);
         }
     };
     (Tensor::I8(y8), phase)
-}
-
-/// A float operand's value widened (exact), to compare with another of its type.
-fn as_f64(v: Number) -> f64 {
-    match v {
-        Number::Int(x) => x as f64,
-        Number::Float(x) => x as f64,
-    }
 }
 
 /// Concat's output: `outer` rounds of each part's next block (`blocks[i]` values of part i).

@@ -7,6 +7,7 @@
 
 use crate::kernels::litert::attention::AttentionParams;
 use crate::kernels::common::gemm::Int8Weights;
+pub use crate::kernels::common::exact::{Arithmetic, Comparison};
 pub use crate::kernels::common::tensor::{Data, ElementType, Pointwise, TensorKernel, TensorOperand, TensorStep};
 use crate::kernels::litert::linear_f32::FloatWeights;
 use crate::kernels::litert::norm::LayerNormParams;

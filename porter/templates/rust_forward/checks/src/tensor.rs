@@ -10,6 +10,7 @@
 
 use std::io::{Read, Write};
 
+use crate::kernels::common::exact::{Arithmetic, Comparison};
 use crate::kernels::common::tensor::{run, Data, ElementType, Pointwise, TensorKernel, TensorOperand, TensorStep};
 use crate::kernels::litert::batch_matmul::{row_product, row_product_scalar};
 use crate::{Rng, Tally};
@@ -55,7 +56,8 @@ fn typed(spec: &str) -> (ElementType, [usize; 4]) {
 }
 
 /// KERNEL: KIND:FIELD=VALUE,FIELD=VALUE,... with porter.codegen.tensor.kernel_spec's fields: a
-/// number, true or false, a float as b<its bits>, four numbers joined by '.'; Pointwise:op=NAME.
+/// number, true or false, a float as b<its bits>, four numbers joined by '.'; Pointwise:op=NAME
+/// (Arithmetic and Compare with how=NAME).
 fn kernel(spec: &str) -> TensorKernel {
     let (kind, fields) = spec.split_once(':').unwrap_or((spec, ""));
     let value = |name: &str| -> &str {
@@ -84,12 +86,24 @@ fn kernel(spec: &str) -> TensorKernel {
             zero_point: value("zero_point").parse().unwrap(),
         },
         "Pointwise" => TensorKernel::Pointwise(match value("op") {
-            "Add" => Pointwise::Add,
-            "Sub" => Pointwise::Sub,
-            "Mul" => Pointwise::Mul,
+            "Arithmetic" => Pointwise::Arithmetic(match value("how") {
+                "Add" => Arithmetic::Add,
+                "Sub" => Arithmetic::Sub,
+                "Mul" => Arithmetic::Mul,
+                "Maximum" => Arithmetic::Maximum,
+                "Minimum" => Arithmetic::Minimum,
+                other => panic!("tensor-cases: arithmetic {other}"),
+            }),
+            "Compare" => Pointwise::Compare(match value("how") {
+                "Equal" => Comparison::Equal,
+                "NotEqual" => Comparison::NotEqual,
+                "Less" => Comparison::Less,
+                "LessEqual" => Comparison::LessEqual,
+                "Greater" => Comparison::Greater,
+                "GreaterEqual" => Comparison::GreaterEqual,
+                other => panic!("tensor-cases: comparison {other}"),
+            }),
             "Div" => Pointwise::Div,
-            "Maximum" => Pointwise::Maximum,
-            "Minimum" => Pointwise::Minimum,
             "Neg" => Pointwise::Neg,
             "Abs" => Pointwise::Abs,
             "Sign" => Pointwise::Sign,
@@ -98,12 +112,6 @@ fn kernel(spec: &str) -> TensorKernel {
             "Log" => Pointwise::Log,
             "LogOrt" => Pointwise::LogOrt,
             "Cast" => Pointwise::Cast,
-            "Equal" => Pointwise::Equal,
-            "NotEqual" => Pointwise::NotEqual,
-            "Less" => Pointwise::Less,
-            "LessEqual" => Pointwise::LessEqual,
-            "Greater" => Pointwise::Greater,
-            "GreaterEqual" => Pointwise::GreaterEqual,
             "And" => Pointwise::And,
             "Or" => Pointwise::Or,
             "Not" => Pointwise::Not,

@@ -1,8 +1,8 @@
-//! Checks of the exact integer work of typed programs (kernels/common/index.rs) on stdin values,
-//! which porter's tests compare with porter.reference.typed (tests/test_typed_steps.py). Integers
-//! travel as little-endian i64s: two stdin words each.
+//! Checks of the exact element work typed programs and tensor steps share (kernels/common/exact.rs)
+//! on stdin values, which porter's tests compare with porter.reference.exact and .typed
+//! (tests/test_kernels_exhaustive.py). Integers travel as little-endian i64s: two stdin words each.
 
-use crate::kernels::common::index::{self as ix, Arithmetic, Comparison};
+use crate::kernels::common::exact::{self, Arithmetic, Comparison};
 
 fn int(args: &[String], i: usize) -> i64 {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| crate::usage())
@@ -44,7 +44,7 @@ fn arithmetic(name: &str) -> Arithmetic {
     }
 }
 
-/// `reference typed-*`: one kernel of index.rs on stdin's values. Returns the output bytes, or
+/// `reference typed-*`: one kernel of exact.rs on stdin's values. Returns the output bytes, or
 /// None for another op.
 pub fn reference_typed(op: &str, args: &[String], data: &[f32]) -> Option<Vec<u8>> {
     let name = || args.first().map(String::as_str).unwrap_or_else(|| crate::usage());
@@ -53,43 +53,43 @@ pub fn reference_typed(op: &str, args: &[String], data: &[f32]) -> Option<Vec<u8
         "typed-compare" => {
             let v = longs(data);
             let (a, b) = v.split_at(v.len() / 2);
-            a.iter().zip(b).map(|(&x, &y)| ix::compare(comparison(name()), x, y) as u8).collect()
+            a.iter().zip(b).map(|(&x, &y)| exact::compare(comparison(name()), x, y) as u8).collect()
         }
         // KIND: a's f32s then b's (compared widened to f64, as a float operand is)
         "typed-compare-f32" => {
             let (a, b) = data.split_at(data.len() / 2);
-            a.iter().zip(b).map(|(&x, &y)| ix::compare(comparison(name()), x as f64, y as f64) as u8).collect()
+            a.iter().zip(b).map(|(&x, &y)| exact::compare(comparison(name()), x as f64, y as f64) as u8).collect()
         }
         // KIND BITS: a's i64s then b's; each result narrowed to a signed BITS-bit integer
         "typed-arith" => {
             let v = longs(data);
             let (a, b) = v.split_at(v.len() / 2);
             let bits = int(args, 1) as u32;
-            bytes(a.iter().zip(b).map(|(&x, &y)| ix::narrow(ix::arithmetic(arithmetic(name()), x, y), bits, true)))
+            bytes(a.iter().zip(b).map(|(&x, &y)| exact::narrow(exact::arithmetic(arithmetic(name()), x, y), bits, true)))
         }
         // OUTER N INNER EXCLUSIVE REVERSE BITS: x's i64s
         "typed-cumsum" => {
             let (outer, n, inner) = (int(args, 0) as usize, int(args, 1) as usize, int(args, 2) as usize);
-            let y = ix::cumsum(&longs(data), outer, n, inner, flag(args, 3), flag(args, 4));
+            let y = exact::cumsum(&longs(data), outer, n, inner, flag(args, 3), flag(args, 4));
             let bits = int(args, 5) as u32;
-            bytes(y.into_iter().map(|v| ix::narrow(v, bits, true)))
+            bytes(y.into_iter().map(|v| exact::narrow(v, bits, true)))
         }
         // INNER WRAPS DIM...: index vectors of len(DIM) i64s; the table positions read
         "typed-gather-nd" => {
             let dims: Vec<usize> = (2..args.len()).map(|i| int(args, i) as usize).collect();
-            bytes(ix::gather_nd_positions(&longs(data), &dims, int(args, 0) as usize, flag(args, 1)).into_iter().map(|p| p as i64))
+            bytes(exact::gather_nd_positions(&longs(data), &dims, int(args, 0) as usize, flag(args, 1)).into_iter().map(|p| p as i64))
         }
         // AXIS DIM WRAPS RANK SHAPE... STRIDES...: one i64 index per output value; the table positions read
         "typed-gather-elements" => {
             let rank = int(args, 3) as usize;
             let shape: Vec<usize> = (0..rank).map(|i| int(args, 4 + i) as usize).collect();
             let strides: Vec<usize> = (0..rank).map(|i| int(args, 4 + rank + i) as usize).collect();
-            let at = ix::gather_elements_positions(&longs(data), &shape, &strides, int(args, 0) as usize,
+            let at = exact::gather_elements_positions(&longs(data), &shape, &strides, int(args, 0) as usize,
                                                    int(args, 1) as usize, flag(args, 2));
             bytes(at.into_iter().map(|p| p as i64))
         }
         // WIDE: each f32 cast to int32 (or int64) as x86's cvttss2si does
-        "typed-float-to-int" => bytes(data.iter().map(|&x| ix::float_to_int(x, flag(args, 0)))),
+        "typed-float-to-int" => bytes(data.iter().map(|&x| exact::float_to_int(x, flag(args, 0)))),
         _ => return None,
     })
 }

@@ -7,12 +7,14 @@
 //! padding is inert); every buffer keeps the whole tensor's row-major layout, so a box is written
 //! where the whole tensor would be. Values live in the f32 slots as 32-bit words: float32 as
 //! itself, int32 and bool (0 / 1) as their bits, int64 as two words (low, high). Integer work is
-//! exact in i64 and wraps to the output's width; float work is one IEEE operation per value.
+//! exact in i64 and wraps to the output's width (kernels/common/exact.rs: the arithmetic, casts,
+//! comparisons, running sums and index checks typed programs compute too); float work is one IEEE
+//! operation per value.
 //!
 //! An index out of its axis's range is an error of the run (the reference runtimes fail the same
 //! way): a panic naming the step's kernel, never a read out of place.
 
-use super::index::{compare, Comparison};
+use super::exact::{self, compare, Arithmetic, CastTo, Comparison, Number};
 use crate::kernels::litert::batch_matmul::row_product;
 use crate::kernels::litert::libm::logf;
 use crate::kernels::ort::float::{eigen_log, sgemm_columns, stride_k};
@@ -57,13 +59,11 @@ pub struct TensorOperand<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pointwise {
-    Add,
-    Sub,
-    Mul,
+    /// add, sub, mul, maximum, minimum: on integers exact::arithmetic (wrapping), on floats one
+    /// IEEE operation (maximum / minimum as std::max / std::min)
+    Arithmetic(Arithmetic),
     /// integers: C's division, toward zero
     Div,
-    Maximum,
-    Minimum,
     Neg,
     Abs,
     Sign,
@@ -76,32 +76,13 @@ pub enum Pointwise {
     LogOrt,
     /// to the output's dtype: float -> int truncates (x86's integer indefinite out of range)
     Cast,
-    Equal,
-    NotEqual,
-    Less,
-    LessEqual,
-    Greater,
-    GreaterEqual,
+    /// exact::compare, for every element type
+    Compare(Comparison),
     And,
     Or,
     Not,
     /// condition ? a : b
     Where,
-}
-
-impl Pointwise {
-    /// The comparison an op is, if it is one (index::compare evaluates it for every element type).
-    fn comparison(self) -> Option<Comparison> {
-        Some(match self {
-            Pointwise::Equal => Comparison::Equal,
-            Pointwise::NotEqual => Comparison::NotEqual,
-            Pointwise::Less => Comparison::Less,
-            Pointwise::LessEqual => Comparison::LessEqual,
-            Pointwise::Greater => Comparison::Greater,
-            Pointwise::GreaterEqual => Comparison::GreaterEqual,
-            _ => return None,
-        })
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -289,7 +270,7 @@ pub fn run(step: &TensorStep, counts: [usize; 4], slots: &[Vec<f32>], mask: &[f3
             for index in positions(counts) {
                 let flat = at(index, out_strides);
                 let (o, j, i) = (flat / (indices * inner), flat / inner % indices, flat % inner);
-                let row = checked(values[1].int(j), axis_len, negative_wraps, "gather");
+                let row = exact::index_in(values[1].int(j), axis_len, negative_wraps, "gather");
                 y.copy(flat, values[0].words((o * axis_len + row) * inner + i));
             }
         }
@@ -299,7 +280,7 @@ pub fn run(step: &TensorStep, counts: [usize; 4], slots: &[Vec<f32>], mask: &[f3
                 let flat = at(index, out_strides);
                 let (p, i) = (flat / inner, flat % inner);
                 let base: usize = (0..depth)
-                    .map(|c| checked(values[1].int(p * depth + c), dims[c], negative_wraps, "gather_nd") * strides[c])
+                    .map(|c| exact::index_in(values[1].int(p * depth + c), dims[c], negative_wraps, "gather_nd") * strides[c])
                     .sum();
                 y.copy(flat, values[0].words(base + i));
             }
@@ -308,7 +289,7 @@ pub fn run(step: &TensorStep, counts: [usize; 4], slots: &[Vec<f32>], mask: &[f3
             let out_strides = natural(step.shape);
             for index in positions(counts) {
                 let flat = at(index, out_strides);
-                let row = checked(values[1].int(flat / width), rows, false, "lookup");
+                let row = exact::index_in(values[1].int(flat / width), rows, false, "lookup");
                 let at_row = row * width + flat % width;
                 if scaled {
                     y.f32(flat, values[0].int(at_row) as f32 * values[2].f32(row));
@@ -326,17 +307,6 @@ pub fn run(step: &TensorStep, counts: [usize; 4], slots: &[Vec<f32>], mask: &[f3
         TensorKernel::Pointwise(op) => pointwise(step, &values, op, counts, &mut y),
         TensorKernel::CumSum { axis, exclusive, reverse } => cumsum(step, values[0], axis, exclusive, reverse, counts, &mut y),
     }
-}
-
-/// An index as a position along an axis of `len`: onnxruntime counts a negative one from the end;
-/// anything else out of range stops the run, as the reference's kernel does.
-#[inline]
-fn checked(index: i64, len: usize, negative_wraps: bool, kernel: &str) -> usize {
-    let wrapped = if negative_wraps && index < 0 { index + len as i64 } else { index };
-    if wrapped < 0 || wrapped >= len as i64 {
-        panic!("{kernel}: index {index} out of range for an axis of {len}");
-    }
-    wrapped as usize
 }
 
 /// Calls f with the index along the first three axes of every run of the box along the last.
@@ -393,14 +363,14 @@ fn gather_elements(step: &TensorStep, values: &[Values], axis: usize, negative_w
             let row = base(i0, i1, i2, data) - if axis < 3 { [i0, i1, i2][axis] * data[axis] } else { 0 };
             let along = if axis < 3 { data[3] } else { 0 };
             for j in 0..counts[3] {
-                let at_axis = checked(index[from + j * index_strides[3]] as i64, len, negative_wraps, "gather_elements");
+                let at_axis = exact::index_in(index[from + j * index_strides[3]] as i64, len, negative_wraps, "gather_elements");
                 out[to + j] = x[row + at_axis * data[axis] + j * along];
             }
         });
     }
     for index in positions(counts) {
         let mut source = index;
-        source[axis] = checked(values[1].int(at(index, index_strides)), len, negative_wraps, "gather_elements");
+        source[axis] = exact::index_in(values[1].int(at(index, index_strides)), len, negative_wraps, "gather_elements");
         y.copy(at(index, out_strides), values[0].words(at(source, data)));
     }
 }
@@ -467,9 +437,9 @@ fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out
         }
     });
     match op {
-        Pointwise::Add => binary(|x, y| x + y, out),
-        Pointwise::Sub => binary(|x, y| x - y, out),
-        Pointwise::Mul => binary(|x, y| x * y, out),
+        Pointwise::Arithmetic(Arithmetic::Add) => binary(|x, y| x + y, out),
+        Pointwise::Arithmetic(Arithmetic::Sub) => binary(|x, y| x - y, out),
+        Pointwise::Arithmetic(Arithmetic::Mul) => binary(|x, y| x * y, out),
         Pointwise::Div => binary(|x, y| x / y, out),
         _ => return false,
     }
@@ -479,17 +449,15 @@ fn float_pointwise(op: Pointwise, values: &[Values], strides: &[[usize; 4]], out
 fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: usize, y: &mut Out) {
     let a = values[0].f32(i[0]);
     let b = || values[1].f32(i[1]);
-    if let Some(how) = op.comparison() {
-        return y.int(o, compare(how, a, b()) as i64);
-    }
     match op {
-        Pointwise::Add => y.f32(o, a + b()),
-        Pointwise::Sub => y.f32(o, a - b()),
-        Pointwise::Mul => y.f32(o, a * b()),
+        Pointwise::Compare(how) => y.int(o, compare(how, a, b()) as i64),
+        Pointwise::Arithmetic(Arithmetic::Add) => y.f32(o, a + b()),
+        Pointwise::Arithmetic(Arithmetic::Sub) => y.f32(o, a - b()),
+        Pointwise::Arithmetic(Arithmetic::Mul) => y.f32(o, a * b()),
         Pointwise::Div => y.f32(o, a / b()),
         // std::max / std::min: a unless b is strictly beyond it
-        Pointwise::Maximum => y.f32(o, if a < b() { b() } else { a }),
-        Pointwise::Minimum => y.f32(o, if b() < a { b() } else { a }),
+        Pointwise::Arithmetic(Arithmetic::Maximum) => y.f32(o, if a < b() { b() } else { a }),
+        Pointwise::Arithmetic(Arithmetic::Minimum) => y.f32(o, if b() < a { b() } else { a }),
         Pointwise::Neg => y.f32(o, -a),
         Pointwise::Abs => y.f32(o, a.abs()),
         // (0 < x) - (x < 0): a NaN gives 0
@@ -505,13 +473,9 @@ fn float_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, packets: 
 fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out) {
     let a = values[0].int(i[0]);
     let b = || values[1].int(i[1]);
-    if let Some(how) = op.comparison() {
-        return y.int(o, compare(how, a, b()) as i64);
-    }
     let v = match op {
-        Pointwise::Add => a.wrapping_add(b()),
-        Pointwise::Sub => a.wrapping_sub(b()),
-        Pointwise::Mul => a.wrapping_mul(b()),
+        Pointwise::Compare(how) => compare(how, a, b()) as i64,
+        Pointwise::Arithmetic(how) => exact::arithmetic(how, a, b()),
         Pointwise::Div => {
             let d = b();
             if d == 0 {
@@ -519,8 +483,6 @@ fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out
             }
             a.wrapping_div(d)
         }
-        Pointwise::Maximum => a.max(b()),
-        Pointwise::Minimum => a.min(b()),
         Pointwise::Neg => a.wrapping_neg(),
         Pointwise::Abs => a.wrapping_abs(),
         Pointwise::Sign => a.signum(),
@@ -530,45 +492,30 @@ fn int_op(op: Pointwise, values: &[Values], i: [usize; 3], o: usize, y: &mut Out
     y.int(o, v);
 }
 
-/// A value converted to the output's dtype: float -> int truncates, a NaN or an out-of-range
-/// value giving x86's integer indefinite (the type's minimum, as cvttss2si does).
+/// A value converted to the output's dtype (exact::cast: float -> int truncates, a NaN or an
+/// out-of-range value giving x86's integer indefinite).
 fn cast(x: Values, i: usize, from: ElementType, o: usize, y: &mut Out) {
-    match (from, y.dtype) {
-        (ElementType::F32, ElementType::F32) => y.f32(o, x.f32(i)),
-        (ElementType::F32, ElementType::Bool) => y.int(o, (x.f32(i) != 0.0) as i64),
-        (ElementType::F32, to) => {
-            let (v, min) = (x.f32(i), if to == ElementType::I32 { i32::MIN as i64 } else { i64::MIN });
-            let limit = -(min as f64);
-            let inside = v.is_finite() && (v as f64) > min as f64 - 1.0 && (v as f64) < limit;
-            y.int(o, if inside { v.trunc() as i64 } else { min });
-        }
-        (_, ElementType::F32) => y.f32(o, x.int(i) as f32),
-        _ => y.int(o, x.int(i)),
+    let v = if from == ElementType::F32 { Number::Float(x.f32(i)) } else { Number::Int(x.int(i)) };
+    let to = match y.dtype {
+        ElementType::F32 => CastTo::Float,
+        ElementType::Bool => CastTo::Bool,
+        ElementType::I32 => CastTo::Int32,
+        ElementType::I64 => CastTo::Int64,
+    };
+    match exact::cast(v, to) {
+        Number::Float(v) => y.f32(o, v),
+        Number::Int(v) => y.int(o, v),
     }
 }
 
-/// Running sums of integers along `axis` (exact in any order), within the box.
+/// Running sums of integers along `axis` (exact in any order), within the box (exact::running_sums
+/// over each line of it; from the axis's end when `reverse`).
 fn cumsum(step: &TensorStep, x: Values, axis: usize, exclusive: bool, reverse: bool, counts: [usize; 4], y: &mut Out) {
     let strides = natural(step.shape);
-    let len = counts[axis];
     let mut lines = counts;
     lines[axis] = 1;
-    for start in positions(lines) {
-        let mut total = 0i64;
-        for n in 0..len {
-            let mut index = start;
-            index[axis] = if reverse { step.shape[axis] - 1 - n } else { n };
-            let o = at(index, strides);
-            let v = x.int(o);
-            if exclusive {
-                y.int(o, total);
-                total = total.wrapping_add(v);
-            } else {
-                total = total.wrapping_add(v);
-                y.int(o, total);
-            }
-        }
-    }
+    exact::running_sums(positions(lines).map(|start| at(start, strides)), step.shape[axis], counts[axis], strides[axis],
+                        exclusive, reverse, |i| x.int(i), |i, v| y.int(i, v));
 }
 
 /// The product over the box: rows of A and columns of B of each batch; each output in the
