@@ -128,13 +128,16 @@ def http_request(port: int, method: str, path: str, body: bytes | str | None = N
 
 def wait_until_serving(server, port: int, log_path: Path, timeout_s: float, what: str = "wasmtime serve") -> None:
     """Polls GET /ping until a server (`what`) started on `port` answers 200; if the server
-    exits or `timeout_s` passes first, kills it and fails with its log."""
+    exits or `timeout_s` passes first, kills it and fails with its log. An answer counts only
+    while the server runs: one that lost the port to another program between free_port and its
+    bind (a parallel test run, another `porter serve`) exits, and the other's answer is not taken
+    for its own."""
     import time
 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            if http_request(port, "GET", "/ping")[0] == 200:
+            if http_request(port, "GET", "/ping")[0] == 200 and server.poll() is None:
                 return
         except OSError:
             pass
