@@ -615,12 +615,12 @@ MUTATIONS = {
                                                  ["kernels", 11]),
     # The same as the scores are written (no score terms): the replacing mask added.
     "written mask adds instead of replacing": ("src/kernels/litert/attention.rs",
-                                               "Some(kept) => v128_bitselect(x, self.mask_value, ",
-                                               "Some(kept) => v128_bitselect(x, f32x4_add(x, self.mask_value), ",
+                                               "WriteMask::Replace(kept) => v128_bitselect(x, self.mask_value, ",
+                                               "WriteMask::Replace(kept) => v128_bitselect(x, f32x4_add(x, self.mask_value), ",
                                                ["kernels", 11]),
     # The adding mask left out of the scores' write: dropped keys count in the softmax.
     "written mask not added": ("src/kernels/litert/attention.rs",
-                               "*addend = if kept { -0.0 } else { dropped };", "*addend = -0.0;", ["kernels", 11]),
+                               "*addend = if kept { -0.0 } else { p.mask_value };", "*addend = -0.0;", ["kernels", 11]),
     # The context's products of a step paired with the step's value rows in reverse.
     "context value rows reversed": ("src/kernels/litert/attention.rs",
                                     "acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));",
@@ -1028,6 +1028,7 @@ def int8_add_pairs_match(wasm_runtime, wasm) -> bool:
 
 # One mutant per loop of ADD and MUL, each seen by its numpy comparison (the first by default),
 # and Mean4D's.
+INT8_ELEMENTWISE_RS = "src/kernels/litert/int8/elementwise.rs"
 INT8_MUTATIONS = {
     # AddElementwiseInt8's combined shift taken in two steps (as AddScalarBroadcast does)
     "add elementwise shift in two steps": ("srdhm(vshl(offset, self.left_shift as i32 + shift), m)",
@@ -1063,7 +1064,7 @@ INT8_MUTATIONS = {
 def test_mutated_int8_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, checks_wasm, name):
     original, mutated, matches = INT8_MUTATIONS[name]
     assert matches(wasm_runtime, checks_wasm)  # the unmutated kernel passes
-    mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", "src/kernels/litert/int8/elementwise.rs",
+    mutant = build_mutant(toolchain, tmp_path, "litert-dq8.tflite", INT8_ELEMENTWISE_RS,
                           original, mutated)
     assert not matches(wasm_runtime, mutant)
 
@@ -1229,6 +1230,7 @@ def test_qdq_scalar_kernels_match_numpy(ort_checks_wasm, wasm_runtime, kernel):
 
 # One mutant per QDQ kernel, each seen by its check (the tiles by the tiles-against-scalar check,
 # the scalar kernels by their numpy comparison); the first by default, the rest with -m slow.
+QDQ_RS = "src/kernels/ort/qdq.rs"
 QDQ_MUTATIONS = {
     # the tiled GEMM without onnxruntime's AVX2 pair saturation
     "qgemm tiles lose saturation": ("integer_gemm::<true, GEMM_TILE_ROWS, GEMM_TILE_OUTS>(a, rows, &weights, out, finish);",
@@ -1254,7 +1256,7 @@ QDQ_MUTATIONS = {
 def test_mutated_qdq_kernel_fails_its_check(toolchain, wasm_runtime, tmp_path, ort_checks_wasm, name):
     original, mutated, matches = QDQ_MUTATIONS[name]
     assert matches(wasm_runtime, ort_checks_wasm)  # the unmutated kernel passes
-    mutant = build_mutant(toolchain, tmp_path, "dq8pc.onnx", "src/kernels/ort/qdq.rs", original, mutated)
+    mutant = build_mutant(toolchain, tmp_path, "dq8pc.onnx", QDQ_RS, original, mutated)
     assert not matches(wasm_runtime, mutant)
 
 
@@ -1537,7 +1539,7 @@ def test_qlinear_mul_and_pow_match_numpy(ort_checks_wasm, wasm_runtime, kernel):
 
 
 # One mutant per kernel of this section, each seen by its numpy comparison; the first by default.
-EXACT_RS, QDQ_RS, ORT_MATH_RS = "src/kernels/common/exact.rs", "src/kernels/ort/qdq.rs", "src/kernels/ort/float/math.rs"
+EXACT_RS, ORT_MATH_RS = "src/kernels/common/exact.rs", "src/kernels/ort/float/math.rs"
 TYPED_MUTATIONS = {
     # an exclusive running sum that includes each value
     "cumsum exclusive includes the value": (EXACT_RS, "write(at, total);\n                total = total.wrapping_add(v);",
@@ -1578,8 +1580,8 @@ def mutation_sites():
     yield from (("MUTATIONS", n, src, o) for n, (src, o, _, _) in MUTATIONS.items())
     yield from (("ORT_MUTATIONS", n, src, o) for n, (src, o, _, _) in ORT_MUTATIONS.items())
     yield from (("NUMPY_MUTATIONS", n, src, o) for n, (_, src, o, *_) in NUMPY_MUTATIONS.items())
-    yield from (("INT8_MUTATIONS", n, "src/kernels/litert/int8/elementwise.rs", o) for n, (o, _, _) in INT8_MUTATIONS.items())
-    yield from (("QDQ_MUTATIONS", n, "src/kernels/ort/qdq.rs", o) for n, (o, _, _) in QDQ_MUTATIONS.items())
+    yield from (("INT8_MUTATIONS", n, INT8_ELEMENTWISE_RS, o) for n, (o, _, _) in INT8_MUTATIONS.items())
+    yield from (("QDQ_MUTATIONS", n, QDQ_RS, o) for n, (o, _, _) in QDQ_MUTATIONS.items())
     yield from (("TENSOR_MUTATIONS", n, src, o) for n, (src, o, _) in TENSOR_MUTATIONS.items())
     yield from (("TYPED_MUTATIONS", n, src, o) for n, (src, o, *_) in TYPED_MUTATIONS.items())
 

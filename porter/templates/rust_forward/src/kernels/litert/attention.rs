@@ -45,8 +45,7 @@ pub struct AttentionScratch {
     query: Vec<f32>,   // [rows, head_dim] of one head
     probs: Vec<f32>,   // [query rows per block, keys]
     keep_lanes: Vec<u32>, // per key: all ones where the key is kept
-    mask_addend: Vec<f32>, // per key: what a score write adds (ScoreWrite)
-    no_addend: Vec<f32>,   // -0.0 for every key: a score write that does not mask
+    mask_addend: Vec<f32>, // per key: what a score write adds where the mask is added (WriteMask::Add)
 }
 
 impl AttentionScratch {
@@ -63,7 +62,6 @@ impl AttentionScratch {
             probs: vec![0.0; query_rows * keys],
             keep_lanes: vec![u32::MAX; keys],
             mask_addend: vec![-0.0; keys],
-            no_addend: vec![-0.0; keys],
         }
     }
 }
@@ -196,9 +194,8 @@ pub fn attention_in_blocks<const Q: usize>(
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
             *lane = if kept { u32::MAX } else { 0 };
         }
-        let dropped = if p.mask_replaces { -0.0 } else { p.mask_value };
         for (addend, &kept) in scratch.mask_addend.iter_mut().zip(keep) {
-            *addend = if kept { -0.0 } else { dropped };
+            *addend = if kept { -0.0 } else { p.mask_value };
         }
     }
     for h in 0..p.heads {
@@ -284,10 +281,12 @@ fn query_block<const R: usize>(
     // Where no score term comes between the scale and the mask, the scores are masked and their
     // maximum taken as they are written; else the mask waits for the terms (softmax_row).
     let fused = terms.arrays.is_empty();
-    let write = match keep {
-        Some(keep) if fused => ScoreWrite::new(p, &s.mask_addend[..keys], p.mask_replaces.then_some(keep)),
-        _ => ScoreWrite::new(p, &s.no_addend[..keys], None),
+    let mask = match keep {
+        Some(keep) if fused && p.mask_replaces => WriteMask::Replace(keep.as_ptr()),
+        Some(_) if fused => WriteMask::Add(s.mask_addend.as_ptr()),
+        _ => WriteMask::None,
     };
+    let write = ScoreWrite::new(p, mask);
     let mut maxima = [f32x4_splat(f32::NEG_INFINITY); R];
     // SAFETY: the queries hold rows >= i0 + R; key_t holds d x keys; probs R x keys.
     unsafe {
@@ -339,39 +338,44 @@ unsafe fn splats<const U: usize>(p: *const f32) -> [v128; U] {
 
 /// How finished scores are written: times the scale where the graph scales the scores (the
 /// same product as scaling them afterwards; times 1 where it scales Q, an identity on every
-/// score), then the mask: `addend` per key, -0.0 where the key is kept (x + -0.0 is x, bit for
-/// bit, for every x, so a kept score is as the reference leaves it) and the mask value where the
-/// mask is added to a dropped key's score; where the mask replaces dropped scores (`kept`: all
-/// ones where a key is kept), they become the mask value. One load and one add a vector instead
-/// of two lane selects (three logic instructions each on x86: a tenth of the score pass).
+/// score), then the mask (WriteMask).
 #[derive(Clone, Copy)]
 struct ScoreWrite {
     scale: Option<f32>,
     scale_x4: v128,
-    addend: *const f32,
-    kept: Option<*const u32>,
+    mask: WriteMask,
     mask_value: v128,
 }
 
+/// The mask as the scores are written, per key from the block's first key.
+#[derive(Clone, Copy)]
+enum WriteMask {
+    /// None applied here: no mask, or one that waits for the score terms (softmax_row).
+    None,
+    /// Each score plus its key's addend: -0.0 where the key is kept (x + -0.0 is x, bit for bit,
+    /// for every x, so a kept score is as the reference leaves it), the mask value where it is
+    /// dropped. One load and one add a vector where two lane selects took six logic instructions
+    /// on x86, a tenth of the score pass.
+    Add(*const f32),
+    /// A dropped key's score becomes the mask value (Keras' masked softmax): lanes all ones where
+    /// the key is kept.
+    Replace(*const u32),
+}
+
 impl ScoreWrite {
-    fn new(p: &AttentionParams, addend: &[f32], kept: Option<&[u32]>) -> Self {
+    fn new(p: &AttentionParams, mask: WriteMask) -> Self {
         let scale = (!p.scale_on_query).then_some(p.scale);
-        ScoreWrite {
-            scale,
-            scale_x4: f32x4_splat(scale.unwrap_or(1.0)),
-            addend: addend.as_ptr(),
-            kept: kept.map(<[u32]>::as_ptr),
-            mask_value: f32x4_splat(p.mask_value),
-        }
+        ScoreWrite { scale, scale_x4: f32x4_splat(scale.unwrap_or(1.0)), mask, mask_value: f32x4_splat(p.mask_value) }
     }
 
     /// Four scores of keys j..j + 4 (j + 4 <= keys), as written.
     #[inline(always)]
     unsafe fn four(&self, sum: v128, j: usize) -> v128 {
-        let x = f32x4_add(f32x4_mul(sum, self.scale_x4), v128_load(self.addend.add(j) as *const v128));
-        match self.kept {
-            Some(kept) => v128_bitselect(x, self.mask_value, v128_load(kept.add(j) as *const v128)),
-            None => x,
+        let x = f32x4_mul(sum, self.scale_x4);
+        match self.mask {
+            WriteMask::None => x,
+            WriteMask::Add(addend) => f32x4_add(x, v128_load(addend.add(j) as *const v128)),
+            WriteMask::Replace(kept) => v128_bitselect(x, self.mask_value, v128_load(kept.add(j) as *const v128)),
         }
     }
 }
