@@ -621,6 +621,10 @@ MUTATIONS = {
     # The adding mask left out of the scores' write: dropped keys count in the softmax.
     "written mask not added": ("src/kernels/litert/attention.rs",
                                "*addend = if kept { -0.0 } else { p.mask_value };", "*addend = -0.0;", ["kernels", 11]),
+    # The score tile's second dimension of a pair multiplied by the first dimension's keys.
+    "score tile pairs a dimension with the previous keys": ("src/kernels/litert/attention.rs",
+                                                            "f32x4_add(sum[0], f32x4_mul(q, next0))",
+                                                            "f32x4_add(sum[0], f32x4_mul(q, k0))", ["kernels", 11]),
     # The context's products of a step paired with the step's value rows in reverse.
     "context value rows reversed": ("src/kernels/litert/attention.rs",
                                     "acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));",

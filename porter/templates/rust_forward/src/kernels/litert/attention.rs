@@ -9,7 +9,7 @@
 use core::arch::wasm32::*;
 
 use super::eigen::eigen_sum_scalar;
-use crate::kernels::common::unroll::unrolled;
+use crate::kernels::common::unroll::{straight_line, unrolled};
 use crate::kernels::ort::float as ort_float;
 pub use crate::kernels::ort::float::ScoreTerms;
 use super::mathfn::{exp_scalar, exp_x4};
@@ -43,6 +43,7 @@ pub struct AttentionParams {
 pub struct AttentionScratch {
     key_t: Vec<f32>,   // one head's keys transposed (key_panels), head_dim x keys values
     query: Vec<f32>,   // [rows, head_dim] of one head
+    query_splats: Vec<v128>, // [query rows per block, head_dim]: each query value in all four lanes
     probs: Vec<f32>,   // [query rows per block, keys]
     keep_lanes: Vec<u32>, // per key: all ones where the key is kept
     mask_addend: Vec<f32>, // per key: what a score write adds where the mask is added (WriteMask::Add)
@@ -59,6 +60,7 @@ impl AttentionScratch {
         AttentionScratch {
             key_t: vec![0.0; head_dim * keys],
             query: vec![0.0; rows * head_dim],
+            query_splats: vec![f32x4_splat(0.0); query_rows * head_dim],
             probs: vec![0.0; query_rows * keys],
             keep_lanes: vec![u32::MAX; keys],
             mask_addend: vec![-0.0; keys],
@@ -288,12 +290,18 @@ fn query_block<const R: usize>(
     };
     let write = ScoreWrite::new(p, mask);
     let mut maxima = [f32x4_splat(f32::NEG_INFINITY); R];
-    // SAFETY: the queries hold rows >= i0 + R; key_t holds d x keys; probs R x keys.
+    let whole_head = whole_head_context(d);
+    // SAFETY: the queries hold rows >= i0 + R; key_t holds d x keys; probs R x keys; the query
+    // splats R x MAX_HEAD_DIM (AttentionScratch::for_query_rows).
     unsafe {
         let query = Queries { rows: queries.rows.add(i0 * queries.stride), stride: queries.stride };
-        scores_block::<R>(query, s.key_t.as_ptr(), d, keys, write, &mut maxima, s.probs.as_mut_ptr())
+        if whole_head {
+            let splats = s.query_splats.as_mut_ptr();
+            scores_by_tiles::<R, WHOLE_HEAD_DIMS>(query, splats, s.key_t.as_ptr(), keys, write, &mut maxima, s.probs.as_mut_ptr())
+        } else {
+            scores_block::<R>(query, s.key_t.as_ptr(), d, keys, write, &mut maxima, s.probs.as_mut_ptr())
+        }
     };
-    let whole_head = whole_head_context(d);
     let mut inverse = [f32x4_splat(1.0); R];
     for r in 0..R {
         let add_terms = |row: &mut [f32]| terms.add_to_row(head, i0 + r, row);
@@ -399,37 +407,149 @@ unsafe fn scores_block<const R: usize>(query: Queries, key_t: *const f32, d: usi
                                        maxima: &mut [v128; R], scores: *mut f32) {
     let mut j0 = 0;
     while j0 < keys {
-        let width = KEY_PANEL.min(keys - j0);
-        let (panel, out) = (key_t.add(j0 * d), scores.add(j0));
-        let mut j = 0;
-        while j + KEY_PANEL <= width {
-            score_columns::<R, { KEY_PANEL / 4 }>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
-            j += KEY_PANEL;
+        score_panel::<R>(query, key_t.add(j0 * d), d, keys, write, j0, maxima, scores.add(j0));
+        j0 += KEY_PANEL;
+    }
+}
+
+/// scores_block's work on the panel of keys from j0 (at `panel`; out: row 0's score of key j0).
+#[inline(always)]
+unsafe fn score_panel<const R: usize>(query: Queries, panel: *const f32, d: usize, keys: usize, write: ScoreWrite, j0: usize,
+                                      maxima: &mut [v128; R], out: *mut f32) {
+    let width = KEY_PANEL.min(keys - j0);
+    let mut j = 0;
+    while j + KEY_PANEL <= width {
+        score_columns::<R, { KEY_PANEL / 4 }>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
+        j += KEY_PANEL;
+    }
+    while j + 8 <= width {
+        score_columns::<R, 2>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
+        j += 8;
+    }
+    while j + 4 <= width {
+        score_columns::<R, 1>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
+        j += 4;
+    }
+    // the keys past the last whole vector (softmax_row masks them)
+    for jj in j..width {
+        for r in 0..R {
+            let q = query.rows.add(r * query.stride);
+            let mut s = *q * *panel.add(jj);
+            for c in 1..d {
+                s += *q.add(c) * *panel.add(c * width + jj);
+            }
+            *out.add(r * keys + jj) = match write.scale {
+                Some(scale) => s * scale,
+                None => s,
+            };
         }
-        while j + 8 <= width {
-            score_columns::<R, 2>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
-            j += 8;
-        }
-        while j + 4 <= width {
-            score_columns::<R, 1>(query, panel.add(j), width, d, keys, write, j0 + j, maxima, out.add(j));
-            j += 4;
-        }
-        // the keys past the last whole vector (softmax_row masks them)
-        for jj in j..width {
-            for r in 0..R {
-                let q = query.rows.add(r * query.stride);
-                let mut s = *q * *panel.add(jj);
-                for c in 1..d {
-                    s += *q.add(c) * *panel.add(c * width + jj);
-                }
-                *out.add(r * keys + jj) = match write.scale {
-                    Some(scale) => s * scale,
-                    None => s,
-                };
+    }
+}
+
+/// scores_block for a head of the model's widest D dimensions (whole_head_context): the whole
+/// panels' scores in register tiles of 4 query rows (then 1) x 8 keys (score_panels), the last
+/// panel's (narrower) as scores_block does. The rows' values are splatted into `splats` first:
+/// Cranelift makes a splatting load a load, a move and a broadcast, and a tile reads each of
+/// them once per 8 keys.
+#[inline(always)]
+unsafe fn scores_by_tiles<const R: usize, const D: usize>(query: Queries, splats: *mut v128, key_t: *const f32, keys: usize,
+                                                         write: ScoreWrite, maxima: &mut [v128; R], scores: *mut f32) {
+    let panels = keys / KEY_PANEL;
+    if panels > 0 {
+        for r in 0..R {
+            for c in 0..D {
+                *splats.add(r * D + c) = f32x4_splat(*query.rows.add(r * query.stride + c));
             }
         }
-        j0 += width;
     }
+    let mut r = 0;
+    while r + 4 <= R {
+        score_panels::<4, D>(splats.add(r * D), key_t, panels, keys, write, maxima.as_mut_ptr().add(r), scores.add(r * keys));
+        r += 4;
+    }
+    while r < R {
+        score_panels::<1, D>(splats.add(r * D), key_t, panels, keys, write, maxima.as_mut_ptr().add(r), scores.add(r * keys));
+        r += 1;
+    }
+    let j0 = panels * KEY_PANEL;
+    if j0 < keys {
+        score_panel::<R>(query, key_t.add(j0 * D), D, keys, write, j0, maxima, scores.add(j0));
+    }
+}
+
+/// The scores of TR query rows (their splats D apart) against the keys of the first `panels`
+/// panels, all whole (KEY_PANEL keys: every key vector at a constant offset from its panel),
+/// 8 keys at a time; maxima[0..TR] the rows' lanes' maxima.
+#[inline(always)]
+unsafe fn score_panels<const TR: usize, const D: usize>(splats: *const v128, key_t: *const f32, panels: usize, keys: usize,
+                                                       write: ScoreWrite, maxima: *mut v128, out: *mut f32) {
+    for panel in 0..panels {
+        let at = key_t.add(panel * KEY_PANEL * D);
+        for tile in 0..KEY_PANEL / 8 {
+            score_eight_keys::<TR, D>(splats, at.add(8 * tile), write, panel * KEY_PANEL + 8 * tile, keys, maxima, out);
+        }
+    }
+}
+
+/// score_panels' 8 keys from key j (at keys_at in their panel): the tile's sums written as
+/// scores. Not inlined: in a function of its own the splats' address is one value every load
+/// adds a constant to; inlined in the loops, LLVM hoists each splat's address out of them and
+/// Cranelift spills them all.
+#[inline(never)]
+unsafe fn score_eight_keys<const TR: usize, const D: usize>(splats: *const v128, keys_at: *const f32, write: ScoreWrite,
+                                                           j: usize, keys: usize, maxima: *mut v128, out: *mut f32) {
+    let sums = score_tile::<TR, D>(splats, keys_at);
+    for (r, row) in sums.iter().enumerate() {
+        let max = maxima.add(r);
+        for (kv, &sum) in row.iter().enumerate() {
+            let x = write.four(sum, j + 4 * kv);
+            v128_store(out.add(r * keys + j + 4 * kv) as *mut v128, x);
+            *max = f32x4_pmax(*max, x);
+        }
+    }
+}
+
+/// sums[r][kv] = sum_c query[r][c] * key[c][4kv..4kv + 4] in c order, for TR rows (their splats
+/// D apart) and the two key vectors of a whole panel's 8 keys from keys_at (dimension c's at
+/// keys_at + c * KEY_PANEL), carried in registers through straight-line code over the D
+/// dimensions: no loop header, across which Cranelift spills every live vector (the epoch
+/// check's slow path is a call).
+///
+/// Cranelift computes pure arithmetic just before its first side-effecting use, and keeps loads
+/// where the wasm has them: so every two dimensions each row's sums are stored (volatile, never
+/// read: an anchor), or their whole chains would be computed at the end with every loaded
+/// vector live until then. The key loads are volatile so that LLVM keeps them between the
+/// anchors. LLVM folds a constant into a load's offset only where it knows the address cannot
+/// wrap, and each load without one takes an add of its own (a lea on x86): so no loop for LLVM
+/// to unroll (the addresses it derives in an unrolled loop lose that knowledge), and the splats
+/// addressed as f32s (offsets from the v128 pointer came out as adds too, in the wasm).
+#[inline(always)]
+unsafe fn score_tile<const TR: usize, const D: usize>(splats: *const v128, keys_at: *const f32) -> [[v128; 2]; TR] {
+    let mut sums = [[f32x4_splat(0.0); 2]; TR];
+    let mut anchors = [[f32x4_splat(0.0); 2]; TR];
+    let anchors = anchors.as_mut_ptr() as *mut v128;
+    let key = |c: usize, kv: usize| (keys_at.add(c * KEY_PANEL + 4 * kv) as *const v128).read_volatile();
+    let splat = |r: usize, c: usize| ((splats as *const f32).add(4 * (r * D + c)) as *const v128).read_volatile();
+    straight_line!(c in 0..D => {
+        if c % 2 == 0 {
+            let pair = c + 1 < D;
+            let (k0, k1) = (key(c, 0), key(c, 1));
+            let (next0, next1) = if pair { (key(c + 1, 0), key(c + 1, 1)) } else { (k0, k1) };
+            unrolled::<TR>(|r| {
+                let q = splat(r, c);
+                let (p0, p1) = (f32x4_mul(q, k0), f32x4_mul(q, k1));
+                let sum = &mut sums[r];
+                *sum = if c == 0 { [p0, p1] } else { [f32x4_add(sum[0], p0), f32x4_add(sum[1], p1)] };
+                if pair {
+                    let q = splat(r, c + 1);
+                    *sum = [f32x4_add(sum[0], f32x4_mul(q, next0)), f32x4_add(sum[1], f32x4_mul(q, next1))];
+                }
+                anchors.add(2 * r).write_volatile(sum[0]);
+                anchors.add(2 * r + 1).write_volatile(sum[1]);
+            });
+        }
+    });
+    sums
 }
 
 /// The scores of R query rows and 4 KV keys (from key j) of a panel (its dimension rows
@@ -628,6 +748,9 @@ const WHOLE_HEAD_VECTORS: usize = 16;
 
 /// The model's head in such vectors (1 where it is wider: context_rows is then not taken).
 const WHOLE_HEAD_DV: usize = if MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS { MAX_HEAD_DIM / 4 } else { 1 };
+
+/// Its dimensions: those the score tiles unroll.
+const WHOLE_HEAD_DIMS: usize = 4 * WHOLE_HEAD_DV;
 
 /// Whether a head of d dimensions takes context_rows (all its columns per step): one as wide
 /// as the model's widest (MAX_HEAD_DIM, up to WHOLE_HEAD_VECTORS vectors).
