@@ -506,8 +506,13 @@ fn check_kernels(seed: u64) -> ! {
         let heads = 1 + rng.below(3) as usize;
         // the first trials at the model's own head width: the context's whole-head path (attention.rs)
         let head_dim = if trial < 4 { model::MAX_HEAD_DIM } else { [4, 8, 12, 16, 20, 36, 48][rng.below(7) as usize] };
-        // the first two past one panel of 32 keys: the scores' register tiles take whole panels
-        let keys = if trial < 2 { 33 + rng.below(40) as usize } else { 1 + rng.below(40) as usize };
+        // the first two past one and two panels of 32 keys, and not a whole number of them: the
+        // scores' register tiles take whole panels, the stepped loops the rest
+        let keys = match trial {
+            0 => 65 + rng.below(8) as usize,
+            1 => 33 + rng.below(31) as usize,
+            _ => 1 + rng.below(40) as usize,
+        };
         let rows = 1 + rng.below(keys as u64) as usize;
         let hidden = heads * head_dim;
         // a replacing mask's value close to the scores, so that replacing and adding differ; with

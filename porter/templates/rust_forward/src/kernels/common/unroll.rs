@@ -21,13 +21,21 @@ pub fn unrolled<const R: usize>(mut f: impl FnMut(usize)) {
 /// dimensions, through which attention's score tiles carry their sums in registers). The body
 /// is written out at each index rather than called through a closure as in `unrolled`: LLVM
 /// declines to inline a long closure called this often, and each call would spill the sums.
+/// The indices are the leaves of a binary tree six levels deep (one `x` a level), in order.
 macro_rules! straight_line {
-    ($c:ident in 0..$n:expr => $body:block) => {
-        $crate::kernels::common::unroll::straight_line!(@each $c, $n, $body; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
-    };
-    (@each $c:ident, $n:expr, $body:block; $($i:literal)*) => {{
-        const { assert!($n <= 64, "at most 64 straight-line steps") };
-        $( if $i < $n { let $c: usize = $i; $body } )*
+    ($c:ident in 0..$n:expr => $body:block) => {{
+        const { assert!($n <= 8 * 8, "more straight-line steps than the tree's leaves") };
+        $crate::kernels::common::unroll::straight_line!(@tree $c, $n, $body, 0; x x x x x x)
+    }};
+    (@tree $c:ident, $n:expr, $body:block, $i:expr;) => {{
+        if $i < $n {
+            let $c: usize = $i;
+            $body
+        }
+    }};
+    (@tree $c:ident, $n:expr, $body:block, $i:expr; x $($level:tt)*) => {{
+        $crate::kernels::common::unroll::straight_line!(@tree $c, $n, $body, 2 * $i; $($level)*);
+        $crate::kernels::common::unroll::straight_line!(@tree $c, $n, $body, 2 * $i + 1; $($level)*);
     }};
 }
 pub(crate) use straight_line;
