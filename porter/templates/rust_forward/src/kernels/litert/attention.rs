@@ -386,6 +386,14 @@ impl ScoreWrite {
             WriteMask::Replace(kept) => v128_bitselect(x, self.mask_value, v128_load(kept.add(j) as *const v128)),
         }
     }
+
+    /// `four`'s scores stored at `at` and taken into their row's lanes' maximum.
+    #[inline(always)]
+    unsafe fn store_four(&self, sum: v128, j: usize, at: *mut f32, max: &mut v128) {
+        let x = self.four(sum, j);
+        v128_store(at as *mut v128, x);
+        *max = f32x4_pmax(*max, x);
+    }
 }
 
 /// (exps[0..U] * inverse), each in all four lanes: normalise's products, as the context reads them.
@@ -500,11 +508,8 @@ unsafe fn score_eight_keys<const TR: usize, const D: usize>(splats: *const v128,
                                                            j: usize, keys: usize, maxima: *mut v128, out: *mut f32) {
     let sums = score_tile::<TR, D>(splats, keys_at);
     for (r, row) in sums.iter().enumerate() {
-        let max = maxima.add(r);
         for (kv, &sum) in row.iter().enumerate() {
-            let x = write.four(sum, j + 4 * kv);
-            v128_store(out.add(r * keys + j + 4 * kv) as *mut v128, x);
-            *max = f32x4_pmax(*max, x);
+            write.store_four(sum, j + 4 * kv, out.add(r * keys + j + 4 * kv), &mut *maxima.add(r));
         }
     }
 }
@@ -578,9 +583,7 @@ unsafe fn score_columns<const R: usize, const KV: usize>(query: Queries, panel: 
     }
     for (r, max) in maxima.iter_mut().enumerate() {
         for kv in 0..KV {
-            let x = write.four(sums.add(r * KV + kv).read_volatile(), j + 4 * kv);
-            v128_store(out.add(r * keys + 4 * kv) as *mut v128, x);
-            *max = f32x4_pmax(*max, x);
+            write.store_four(sums.add(r * KV + kv).read_volatile(), j + 4 * kv, out.add(r * keys + 4 * kv), max);
         }
     }
 }
@@ -749,11 +752,12 @@ const WHOLE_HEAD_VECTORS: usize = 16;
 /// The model's head in such vectors (1 where it is wider: context_rows is then not taken).
 const WHOLE_HEAD_DV: usize = if MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS { MAX_HEAD_DIM / 4 } else { 1 };
 
-/// Its dimensions: those the score tiles unroll.
+/// Its dimensions: those scores_by_tiles unrolls.
 const WHOLE_HEAD_DIMS: usize = 4 * WHOLE_HEAD_DV;
 
-/// Whether a head of d dimensions takes context_rows (all its columns per step): one as wide
-/// as the model's widest (MAX_HEAD_DIM, up to WHOLE_HEAD_VECTORS vectors).
+/// Whether a head of d dimensions takes the whole-head paths, scores_by_tiles and context_rows
+/// (all its columns per step): one as wide as the model's widest (MAX_HEAD_DIM, up to
+/// WHOLE_HEAD_VECTORS vectors).
 fn whole_head_context(d: usize) -> bool {
     d == MAX_HEAD_DIM && MAX_HEAD_DIM % 4 == 0 && MAX_HEAD_DIM / 4 <= WHOLE_HEAD_VECTORS
 }
