@@ -634,10 +634,10 @@ MUTATIONS = {
     "softmax sum in one accumulator": ("src/kernels/litert/attention.rs",
                                        "acc1 = f32x4_add(acc1, packet(j + 4));", "acc0 = f32x4_add(acc0, packet(j + 4));",
                                        ["kernels", 11]),
-    # exp's clamp with its operands swapped: pmin(c, NaN) is c, so exp(NaN) comes out finite.
-    "exp clamp operands swapped": ("src/kernels/litert/mathfn.rs",
-                                   "f32x4_pmin(x_in, splat(EXP_HI))", "f32x4_pmin(splat(EXP_HI), x_in)",
-                                   ["litert-fn", "exp", 0x7FC00000, 64, 1]),
+    # exp's NaN rule with its operands swapped: pmax(0, NaN) is 0, so exp(NaN) comes out 0.
+    "exp NaN rule operands swapped": ("src/kernels/litert/mathfn.rs",
+                                      "f32x4_pmax(x_in, out)", "f32x4_pmax(out, x_in)",
+                                      ["litert-fn", "exp", 0x7FC00000, 64, 1]),
     # The score terms (a relative-position bias) of every row of a query block read at the block's
     # first row: each later row gets another query's bias.
     "score terms at the block's first row": ("src/kernels/litert/attention.rs",

@@ -87,8 +87,8 @@ EXP_TEMPORARIES = ["$c", "$m", "$r", "$r2", "$e", "$f", "$y"]
 
 def exp_wat(x: str) -> list[str]:
     """porter's exp_x4 (templates' mathfn.rs) on the local `x`, as WAT statements that leave the
-    result in $y: the same operations (pmin and pmax for the clamp and the NaN rule, the
-    exponent through 1.5 * 2^23, ldexp's first exponent and what is left)."""
+    result in $y: the same operations (pmin for the clamp, the mask below EXP_LO and pmax for the
+    NaN rule, the exponent through 1.5 * 2^23, ldexp's first exponent and what is left)."""
     c, m, r, r2, e, f = (f"(local.get {v})" for v in ("$c", "$m", "$r", "$r2", "$e", "$f"))
 
     def pow2(v: str) -> str:
@@ -105,8 +105,9 @@ def exp_wat(x: str) -> list[str]:
         f"(local.set $r2 (f32x4.mul {r} {r}))",
         f"(local.set $e (i32x4.sub (f32x4.add {m} {_splat(ROUND_MAGIC)}) {_i32s(ROUND_MAGIC)}))",
         f"(local.set $f (v128.bitselect (i32x4.add {e} {_i32s(100)}) (i32x4.min_s {e} {_i32s(127)}) {below}))",
-        f"(local.set $y (f32x4.pmax (f32x4.mul (f32x4.mul {y} {pow2(f)}) {pow2(f'(i32x4.sub {e} {f})')}) {x}))",
-        f"(local.set $y (v128.andnot (local.get $y) (f32x4.lt {x} {_splat(EXP_LO)})))"]
+        f"(local.set $y (v128.and (f32x4.mul (f32x4.mul {y} {pow2(f)}) {pow2(f'(i32x4.sub {e} {f})')})"
+        f" (f32x4.le {_splat(EXP_LO)} {x})))",
+        f"(local.set $y (f32x4.pmax {x} (local.get $y)))"]
 
 
 def _loop(body: list[str]) -> list[str]:

@@ -173,8 +173,8 @@ fn small_integer_x4(m: v128) -> v128 {
 
 #[inline(always)]
 pub fn exp_x4(x_in: v128) -> v128 {
-    // pmin(a, b) is `b < a ? b : a`: with x_in first it keeps a NaN, as the scalar min_nan does,
-    // in one instruction where f32x4_min takes seven (the bound is no zero, so no signed-zero tie)
+    // the clamp in one instruction where f32x4_min takes seven (the bound is no zero, so no
+    // signed-zero tie); a NaN lane's result is set at the end
     let x = f32x4_pmin(x_in, splat(EXP_HI));
     let m = f32x4_floor(madd(x, splat(LOG2E), splat(0.5)));
     let r = madd(m, splat(LN2_HI), x);
@@ -186,11 +186,14 @@ pub fn exp_x4(x_in: v128) -> v128 {
     let p_low = f32x4_add(r, splat(1.0));
     let y = madd(r, p_odd, p_even);
     let y = madd(r2, y, p_low);
-    // A NaN x_in makes y NaN, whatever exponent its m gives; pmax(out, x_in) (`out < x_in ?
-    // x_in : out`) is max_nan(out, x_in) here: out is NaN where x_in is, and never a zero where
-    // x_in is one.
-    let out = f32x4_pmax(ldexp_x4(y, small_integer_x4(m)), x_in);
-    v128_andnot(out, f32x4_lt(x_in, splat(EXP_LO)))
+    // exp_scalar's two ends in three instructions: the result is zeroed where x_in < EXP_LO or
+    // x_in is NaN (EXP_LO <= x_in fails for both), then pmax(x_in, out) (`x_in < out ? out :
+    // x_in`) is out wherever x_in is a number (out, e^x or that 0, is above x: e^x > x for every
+    // x, and 0 > x below EXP_LO) and the NaN where x_in is one (every comparison with it fails).
+    // Written as andnot(out, x_in < EXP_LO), LLVM inverts the comparison and the wasm carries a
+    // v128.not that Cranelift computes as two instructions more.
+    let out = v128_and(ldexp_x4(y, small_integer_x4(m)), f32x4_le(splat(EXP_LO), x_in));
+    f32x4_pmax(x_in, out)
 }
 
 #[inline(always)]
