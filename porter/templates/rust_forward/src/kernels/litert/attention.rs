@@ -455,8 +455,11 @@ unsafe fn score_panel<const R: usize>(query: Queries, panel: *const f32, d: usiz
 }
 
 /// scores_block for a head of the model's widest D dimensions (whole_head_context): the whole
-/// panels' scores in register tiles of 4 query rows (then 1) x 8 keys (score_panels), the last
-/// panel's (narrower) as scores_block does. The rows' values are splatted into `splats` first:
+/// panels' scores in register tiles of 4 query rows (then 1) x 8 keys (score_panel_tiles), the
+/// last panel's (narrower) as scores_block does. Panel by panel, each panel for every row group
+/// of the block: a panel (4 KiB at 32 dimensions) stays in L1 between the groups, where the
+/// head's whole keys (32 KiB in a window of 256) would fill a 32 KiB L1d (Zen 3 and 4). A row's
+/// scores still go in key order, so its maximum is taken in the same order. The rows' values are splatted into `splats` first:
 /// Cranelift makes a splatting load a load, a move and a broadcast, and a tile reads each of
 /// them once per 8 keys.
 #[inline(always)]
@@ -470,14 +473,17 @@ unsafe fn scores_by_tiles<const R: usize, const D: usize>(query: Queries, splats
             }
         }
     }
-    let mut r = 0;
-    while r + 4 <= R {
-        score_panels::<4, D>(splats.add(r * D), key_t, panels, keys, write, maxima.as_mut_ptr().add(r), scores.add(r * keys));
-        r += 4;
-    }
-    while r < R {
-        score_panels::<1, D>(splats.add(r * D), key_t, panels, keys, write, maxima.as_mut_ptr().add(r), scores.add(r * keys));
-        r += 1;
+    for panel in 0..panels {
+        let at = key_t.add(panel * KEY_PANEL * D);
+        let mut r = 0;
+        while r + 4 <= R {
+            score_panel_tiles::<4, D>(splats.add(r * D), at, panel * KEY_PANEL, keys, write, maxima.as_mut_ptr().add(r), scores.add(r * keys));
+            r += 4;
+        }
+        while r < R {
+            score_panel_tiles::<1, D>(splats.add(r * D), at, panel * KEY_PANEL, keys, write, maxima.as_mut_ptr().add(r), scores.add(r * keys));
+            r += 1;
+        }
     }
     let j0 = panels * KEY_PANEL;
     if j0 < keys {
@@ -485,21 +491,18 @@ unsafe fn scores_by_tiles<const R: usize, const D: usize>(query: Queries, splats
     }
 }
 
-/// The scores of TR query rows (their splats D apart) against the keys of the first `panels`
-/// panels, all whole (KEY_PANEL keys: every key vector at a constant offset from its panel),
-/// 8 keys at a time; maxima[0..TR] the rows' lanes' maxima.
+/// The scores of TR query rows (their splats D apart) against the KEY_PANEL keys of the whole
+/// panel at `at` (from key j0: every key vector at a constant offset from the panel), 8 keys at
+/// a time; maxima[0..TR] the rows' lanes' maxima.
 #[inline(always)]
-unsafe fn score_panels<const TR: usize, const D: usize>(splats: *const v128, key_t: *const f32, panels: usize, keys: usize,
-                                                       write: ScoreWrite, maxima: *mut v128, out: *mut f32) {
-    for panel in 0..panels {
-        let at = key_t.add(panel * KEY_PANEL * D);
-        for tile in 0..KEY_PANEL / 8 {
-            score_eight_keys::<TR, D>(splats, at.add(8 * tile), write, panel * KEY_PANEL + 8 * tile, keys, maxima, out);
-        }
+unsafe fn score_panel_tiles<const TR: usize, const D: usize>(splats: *const v128, at: *const f32, j0: usize, keys: usize,
+                                                            write: ScoreWrite, maxima: *mut v128, out: *mut f32) {
+    for tile in 0..KEY_PANEL / 8 {
+        score_eight_keys::<TR, D>(splats, at.add(8 * tile), write, j0 + 8 * tile, keys, maxima, out);
     }
 }
 
-/// score_panels' 8 keys from key j (at keys_at in their panel): the tile's sums written as
+/// score_panel_tiles' 8 keys from key j (at keys_at in their panel): the tile's sums written as
 /// scores. Not inlined: in a function of its own the splats' address is one value every load
 /// adds a constant to; inlined in the loops, LLVM hoists each splat's address out of them and
 /// Cranelift spills them all.
