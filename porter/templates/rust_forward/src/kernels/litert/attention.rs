@@ -459,9 +459,9 @@ unsafe fn score_panel<const R: usize>(query: Queries, panel: *const f32, d: usiz
 /// last panel's (narrower) as scores_block does. Panel by panel, each panel for every row group
 /// of the block: a panel (4 KiB at 32 dimensions) stays in L1 between the groups, where the
 /// head's whole keys (32 KiB in a window of 256) would fill a 32 KiB L1d (Zen 3 and 4). A row's
-/// scores still go in key order, so its maximum is taken in the same order. The rows' values are splatted into `splats` first:
-/// Cranelift makes a splatting load a load, a move and a broadcast, and a tile reads each of
-/// them once per 8 keys.
+/// scores still go in key order, so its maximum is taken in the same order. The rows' values
+/// are splatted into `splats` first: Cranelift makes a splatting load a load, a move and a
+/// broadcast, and a tile reads each of them once per 8 keys.
 #[inline(always)]
 unsafe fn scores_by_tiles<const R: usize, const D: usize>(query: Queries, splats: *mut v128, key_t: *const f32, keys: usize,
                                                          write: ScoreWrite, maxima: &mut [v128; R], scores: *mut f32) {
