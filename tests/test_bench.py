@@ -4,10 +4,13 @@ first build takes minutes) and the report's numbers hang together, the roofline'
 Speed itself is not asserted: the numbers are the bench's output, not a test's."""
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from fixtures import assert_one_line_error, require, run_porter, spec
+from porter.bench import mca
 from porter.bench.bench import PORTER, make_cases
 from porter.bench.machine import cache_sizes, host_cpu, machine_line, microarchitecture
 from porter.bench.roofline import stage_work
@@ -176,3 +179,14 @@ def test_also_refuses_a_module_of_another_window(compiled, tmp_path):
     result = run_porter("bench", compiled, "--also", other, "--peers", "litert-builtin", "--rounds", "1",
                         "--iterations", "1", "--json", tmp_path / "b.json", "--png", tmp_path / "b.png")
     assert_one_line_error(result, "window 128 and vocabulary 8192, not 64 and 4096")
+
+
+def test_the_kernel_model_finds_every_hot_block_by_name(compiled):
+    """scripts/model_kernels.py's model finds each kernel's hottest block in a built module, by
+    its function's (mangled) name and with its work instructions: a kernel renamed or inlined
+    elsewhere would drop out of the model's report without this."""
+    with tempfile.TemporaryDirectory() as scratch:
+        code = mca.machine_code(next(compiled.glob("porter-*.wasm")).read_bytes(), Path(scratch))
+    for kernel in mca.KERNELS:
+        block = mca.hottest_block(code, kernel.function, kernel.work)
+        assert block is not None and mca.work_of(block, kernel.work) > 0, kernel.name
