@@ -6,7 +6,8 @@ code Spin runs), and so are the roofline's floor modules (roofline.py). Cranelif
 for every x86 kind. For each kernel, the basic block of its functions with the most work
 instructions (ties: the longest, a loop's steady state over its first step) is handed to
 llvm-mca, which models its throughput as a loop body on a CPU's scheduling model (ports,
-latencies, the reorder buffer; not caches, not the front end), and likewise the floor modules'.
+latencies, the reorder buffer; not caches, not the front end), and likewise the floor modules'
+(every variant the roofline times, the fastest kept).
 """
 
 from __future__ import annotations
@@ -32,15 +33,18 @@ class Kernel:
     name: str
     function: str  # a fragment of the (mangled) names of the functions that hold it
     work: str  # the instruction one unit of its work is: its count in a block is the block's work
-    floor: str  # the roofline module it is measured against
+    floor: str  # the floor (floor_variants) it is measured against
 
 
-# Floors: (WAT, the instruction counted as its work).
-FLOORS = {
-    "int8 dot": (lambda: roofline.accumulate_wat(roofline.DOT, 14, 2), "vpmaddwd"),
-    "f32 mul + add": (lambda: roofline.accumulate_wat(roofline.MUL_ADD, 12, 2), "vmulps"),
-    "exp": (lambda: roofline.exp_module_wat(8), "vroundps"),
-}
+def floor_variants() -> dict[str, tuple[list[str], str]]:
+    """Each floor's WAT variants as the roofline times them (it keeps the fastest, and so does
+    the model), and the instruction its work is counted in."""
+    def accumulating(kernel: roofline.Kernel) -> list[str]:
+        return [roofline.accumulate_wat(kernel, n, k) for n in roofline.ACCUMULATOR_COUNTS for k in roofline.ANCHOR_INTERVALS]
+    return {"int8 dot": (accumulating(roofline.DOT), "vpmaddwd"),
+            "f32 mul + add": (accumulating(roofline.MUL_ADD), "vmulps"),
+            "exp": ([roofline.exp_module_wat(n) for n in roofline.EXP_STREAMS], "vroundps")}
+
 
 KERNELS = (
     Kernel("int8 GEMM (row_block)", "4gemm9row_block", "vpmaddwd", "int8 dot"),
@@ -118,27 +122,35 @@ def newest_mca() -> str | None:
     return versions[-1] if versions else shutil.which("llvm-mca")
 
 
-def floor_blocks(scratch: Path) -> dict[str, list[str]]:
-    """Each floor module's hottest block."""
-    return {name: hottest_block(machine_code(bytes(wasmtime.wat2wasm(wat())), scratch), "function[0]", work)
-            for name, (wat, work) in FLOORS.items()}
+def floor_blocks(scratch: Path) -> dict[str, tuple[list[list[str]], str]]:
+    """Each floor's variants' hottest blocks, and the instruction its work is counted in."""
+    return {name: ([hottest_block(machine_code(bytes(wasmtime.wat2wasm(wat)), scratch), "function[0]", work) for wat in wats],
+                   work)
+            for name, (wats, work) in floor_variants().items()}
+
+
+def floor_cycles(blocks: list[list[str]], work: str, mca: str, cpu: str, scratch: Path) -> float | None:
+    """The fastest variant's modelled cycles per work instruction on `cpu` (None: an unknown CPU)."""
+    per_work = [cycles / work_of(block, work) for block in blocks
+                if (cycles := mca_cycles(mca, cpu, block, scratch)) is not None]
+    return min(per_work, default=None)
 
 
 def model(wasm_bytes: bytes, cpus: list[str], mca: str, scratch: Path) -> list[dict]:
     """Per kernel found in the module: its block's size and work, and per CPU the modelled cycles
     per work instruction of the block and of its floor (None where llvm-mca has no such CPU)."""
-    floors = {name: (block, work_of(block, FLOORS[name][1])) for name, block in floor_blocks(scratch).items()}
-    floor_cycles = {name: {cpu: mca_cycles(mca, cpu, block, scratch) for cpu in cpus} for name, (block, _) in floors.items()}
+    floors = {name: {cpu: floor_cycles(blocks, work, mca, cpu, scratch) for cpu in cpus}
+              for name, (blocks, work) in floor_blocks(scratch).items()}
     code = machine_code(wasm_bytes, scratch)
     rows = []
     for kernel in KERNELS:
         block = hottest_block(code, kernel.function, kernel.work)
         if block is None or work_of(block, kernel.work) == 0:
             continue
-        units, floor_units = work_of(block, kernel.work), floors[kernel.floor][1]
+        units = work_of(block, kernel.work)
         per_cpu = {}
         for cpu in cpus:
-            cycles, floor = mca_cycles(mca, cpu, block, scratch), floor_cycles[kernel.floor][cpu]
-            per_cpu[cpu] = None if cycles is None or floor is None else (cycles / units, floor / floor_units)
+            cycles, floor = mca_cycles(mca, cpu, block, scratch), floors[kernel.floor][cpu]
+            per_cpu[cpu] = None if cycles is None or floor is None else (cycles / units, floor)
         rows.append({"kernel": kernel.name, "instructions": len(block), "work": units, "per_cpu": per_cpu})
     return rows

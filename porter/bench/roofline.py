@@ -37,6 +37,11 @@ TARGET_CALL_S = 0.002  # each timed call runs about this long: shorter than a sc
 CALLS = 25  # timed calls per variant; the fastest counts
 OPS_PER_ITERATION = 192  # vector operations unrolled in one loop iteration (exps: a quarter)
 ANCHORS = 4096  # where the chains are stored
+# The variants each floor is timed in, the fastest kept: independent chains and how often each
+# is stored (multiply-adds, int8 dots), or independent exp streams.
+ACCUMULATOR_COUNTS = (8, 12, 14)
+ANCHOR_INTERVALS = (1, 2, 4)
+EXP_STREAMS = (4, 8, 12)
 MEMORY_PAGES = 1
 
 
@@ -206,7 +211,7 @@ def time_module(wat: str, ops_per_iteration: int = OPS_PER_ITERATION) -> float:
     return iterations * ops_per_iteration / best
 
 
-def measure_floor(kernel: Kernel, accumulator_counts=(8, 12, 14), anchor_intervals=(1, 2, 4)) -> dict:
+def measure_floor(kernel: Kernel, accumulator_counts=ACCUMULATOR_COUNTS, anchor_intervals=ANCHOR_INTERVALS) -> dict:
     """The kernel's best rate over accumulator counts and store intervals, in units per second."""
     rates = {(n, k): time_module(accumulate_wat(kernel, n, k)) * kernel.per_op
              for n in accumulator_counts for k in anchor_intervals}
@@ -216,7 +221,7 @@ def measure_floor(kernel: Kernel, accumulator_counts=(8, 12, 14), anchor_interva
             "variants": {f"{n} chains, stored every {k}": r for (n, k), r in rates.items()}}
 
 
-def measure_exp_floor(stream_counts=(4, 8, 12)) -> dict:
+def measure_exp_floor(stream_counts=EXP_STREAMS) -> dict:
     rates = {n: time_module(exp_module_wat(n), OPS_PER_ITERATION // 4) * 4 for n in stream_counts}
     best = max(rates, key=rates.get)
     return {"unit": "exps", "per_second": rates[best], "streams": best,
