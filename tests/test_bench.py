@@ -4,13 +4,14 @@ first build takes minutes) and the report's numbers hang together, the roofline'
 Speed itself is not asserted: the numbers are the bench's output, not a test's."""
 
 import json
-import tempfile
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from fixtures import assert_one_line_error, require, run_porter, spec
-from porter.bench import mca
+from porter.bench import mca, profile
 from porter.bench.bench import PORTER, make_cases
 from porter.bench.machine import cache_sizes, host_cpu, machine_line, microarchitecture
 from porter.bench.roofline import stage_work
@@ -181,12 +182,20 @@ def test_also_refuses_a_module_of_another_window(compiled, tmp_path):
     assert_one_line_error(result, "window 128 and vocabulary 8192, not 64 and 4096")
 
 
-def test_the_kernel_model_finds_every_hot_block_by_name(compiled):
-    """scripts/model_kernels.py's model finds each kernel's hottest block in a built module, by
-    its function's (mangled) name and with its work instructions: a kernel renamed or inlined
+def test_the_profile_samples_every_kernel_the_model_names(compiled, tmp_path):
+    """scripts/model_kernels.py's profile: the tiny model's module really run under perf (cpu-clock
+    sampling, wasmtime's jitdump), its samples landing in its wasm functions' code, and each kernel
+    the model names found among them with a block that does its work: a kernel renamed or inlined
     elsewhere would drop out of the model's report without this."""
-    with tempfile.TemporaryDirectory() as scratch:
-        code = mca.machine_code(next(compiled.glob("porter-*.wasm")).read_bytes(), Path(scratch))
+    samples = profile.record(compiled, tmp_path, windows=200)
+    assert samples.total > 0 and all(address in dict(samples.code[f]) for f, address in samples.samples)
     for kernel in mca.KERNELS:
-        block = mca.hottest_block(code, kernel.function, kernel.work)
-        assert block is not None and mca.work_of(block, kernel.work) > 0, kernel.name
+        hottest = samples.hottest_block(kernel.function, mca.basic_blocks)
+        assert hottest is not None and hottest[1] > 0 and mca.work_of(hottest[0], kernel.work) > 0, kernel.name
+
+
+def test_the_kernel_model_refuses_what_it_cannot_run(tmp_path):
+    done = subprocess.run([sys.executable, "scripts/model_kernels.py", str(tmp_path / "missing")], capture_output=True,
+                          text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [f"model_kernels: {tmp_path / 'missing'}: no such eval module or compiled directory"]

@@ -1,29 +1,37 @@
-"""porter/bench/mca.py: the machine code split into basic blocks, the hot block chosen, and
-llvm-mca's model of the roofline's floor loops (llvm-mca comes with the machine's Debian llvm)."""
+"""porter/bench/mca.py and profile.py: the machine code split into basic blocks, the hot block
+chosen by its samples, and llvm-mca's model of the roofline's floor loops (llvm-mca comes with the
+machine's Debian llvm)."""
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from porter.bench import mca
+from porter.bench.profile import Profile
 
 
 def test_blocks_split_at_jump_targets_and_after_branches():
     code = [(0x10, "vmulps %xmm1,%xmm0,%xmm0"), (0x14, "jae 30"), (0x18, "vaddps %xmm1,%xmm0,%xmm0"),
             (0x1c, "vmulps %xmm1,%xmm0,%xmm0"), (0x20, "vmovups %xmm0,(%rax)"), (0x24, "vaddps %xmm2,%xmm0,%xmm0"),
             (0x28, "jmp 20"), (0x30, "call 100"), (0x34, "ret")]
-    assert mca.basic_blocks(code) == [["vmulps %xmm1,%xmm0,%xmm0"],
-                                      ["vaddps %xmm1,%xmm0,%xmm0", "vmulps %xmm1,%xmm0,%xmm0"],
-                                      ["vmovups %xmm0,(%rax)", "vaddps %xmm2,%xmm0,%xmm0"]]
+    assert mca.basic_blocks(code) == [[(0x10, "vmulps %xmm1,%xmm0,%xmm0")],
+                                      [(0x18, "vaddps %xmm1,%xmm0,%xmm0"), (0x1c, "vmulps %xmm1,%xmm0,%xmm0")],
+                                      [(0x20, "vmovups %xmm0,(%rax)"), (0x24, "vaddps %xmm2,%xmm0,%xmm0")]]
 
 
-def test_hottest_block_has_the_most_work_then_the_most_instructions():
-    first_step = [(0, "vmulps %xmm1,%xmm0,%xmm0"), (4, "vmulps %xmm1,%xmm2,%xmm2"), (8, "jmp 40")]
-    steady = [(40, "vmovdqu (%rax),%xmm3"), (44, "vmulps %xmm1,%xmm0,%xmm0"), (48, "vmulps %xmm1,%xmm2,%xmm2"),
-              (52, "vaddps %xmm0,%xmm3,%xmm3"), (56, "jmp 40")]
-    other = [(0, "vmulps %xmm1,%xmm0,%xmm0"), (4, "vmulps %xmm1,%xmm0,%xmm0"), (8, "vmulps %xmm1,%xmm0,%xmm0")]
-    functions = {"f::context_kernel": first_step + steady, "g::unrelated": other}
-    assert mca.hottest_block(functions, "context_kernel", "vmulps") == [text for _, text in steady[:-1]]
-    assert mca.hottest_block(functions, "missing", "vmulps") is None
+def test_the_hottest_block_is_the_one_with_the_most_samples():
+    """Not the one with the most work: a remainder tile's block can hold as many products as the
+    full tile's and never run."""
+    full_tile = [(0, "vmulps %xmm1,%xmm0,%xmm0"), (4, "vaddps %xmm0,%xmm3,%xmm3"), (8, "jmp 0")]
+    remainder = [(16, "vmulps %xmm1,%xmm0,%xmm0"), (20, "vmulps %xmm1,%xmm2,%xmm2"), (24, "vmulps %xmm1,%xmm2,%xmm2"),
+                 (28, "jmp 16")]
+    other = [(0, "vmulps %xmm1,%xmm0,%xmm0"), (4, "ret")]
+    samples = Counter({("k::context_kernel", 4): 30, ("k::context_kernel", 20): 2, ("k::unrelated", 0): 90})
+    profile = Profile(samples, {"k::context_kernel": full_tile + remainder, "k::unrelated": other})
+    assert profile.hottest_block("context_kernel", mca.basic_blocks) == \
+        (["vmulps %xmm1,%xmm0,%xmm0", "vaddps %xmm0,%xmm3,%xmm3"], 30)
+    assert profile.hottest_block("missing", mca.basic_blocks) is None
+    assert profile.functions() == [("k::unrelated", 90), ("k::context_kernel", 32)] and profile.total == 122
 
 
 def test_floor_loops_are_modelled_at_their_unrolled_work():

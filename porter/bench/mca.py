@@ -1,13 +1,14 @@
 """llvm-mca's model of a built module's hot loops on CPU kinds not at hand (scripts/model_kernels.py).
 
-The module is compiled by the wasmtime that runs it (Cranelift, epoch interruption on: the machine
-code Spin runs), and so are the roofline's floor modules (roofline.py). Cranelift emits the same
-128-bit VEX code for simd128 on AVX2-only and AVX-512 hosts, so this machine's compilation stands
-for every x86 kind. For each kernel, the basic block of its functions with the most work
-instructions (ties: the longest, a loop's steady state over its first step) is handed to
-llvm-mca, which models its throughput as a loop body on a CPU's scheduling model (ports,
-latencies, the reorder buffer; not caches, not the front end), and likewise the floor modules'
-(every variant the roofline times, the fastest kept).
+The hot loops are found by sampling, not by name: profile.py runs the module under perf with
+wasmtime's jitdump profiler, and each kernel's basic block with the most samples is the one
+modelled. The module's code is compiled by the wasmtime that runs it (Cranelift, epoch
+interruption on: the machine code Spin runs), and so are the roofline's floor modules
+(roofline.py). Cranelift emits the same 128-bit VEX code for simd128 on AVX2-only and AVX-512
+hosts, so this machine's compilation stands for every x86 kind. llvm-mca models each block's
+throughput as a loop body on a CPU's scheduling model (ports, latencies, the reorder buffer; not
+caches, not the front end), and likewise the floor modules' loops (every variant the roofline
+times, the fastest kept).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import wasmtime
 
 from porter.bench import roofline
+from porter.bench.profile import Profile, disassemble
 from porter.runtime import wasm
 
 DEFAULT_CPUS = ("sapphirerapids", "znver3", "znver4")
@@ -31,7 +33,7 @@ MCA_ITERATIONS = 100
 @dataclass(frozen=True)
 class Kernel:
     name: str
-    function: str  # a fragment of the (mangled) names of the functions that hold it
+    function: str  # a fragment of the (demangled) names of the functions that hold it
     work: str  # the instruction one unit of its work is: its count in a block is the block's work
     floor: str  # the floor (floor_variants) it is measured against
 
@@ -47,37 +49,26 @@ def floor_variants() -> dict[str, tuple[list[str], str]]:
 
 
 KERNELS = (
-    Kernel("int8 GEMM (row_block)", "4gemm9row_block", "vpmaddwd", "int8 dot"),
-    Kernel("attention scores (score tile)", "16score_eight_keys", "vmulps", "f32 mul + add"),
-    Kernel("attention context (stepped rows)", "9attention9attention", "vmulps", "f32 mul + add"),
-    Kernel("softmax exps", "12exponentiate", "vroundps", "exp"),
+    Kernel("int8 GEMM (row_block)", "::gemm::row_block::", "vpmaddwd", "int8 dot"),
+    Kernel("attention scores (score tile)", "::attention::score_eight_keys::", "vmulps", "f32 mul + add"),
+    Kernel("attention context (stepped rows)", "::attention::attention", "vmulps", "f32 mul + add"),
+    Kernel("softmax exps", "::attention::exponentiate", "vroundps", "exp"),
 )
 
-FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
-INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\t(.*)$")
 ENDS_BLOCK = re.compile(r"^(j\w+|call\w*|ret\w*|ud2)\b")
 JUMP_TARGET = re.compile(r"^j\w+\s+([0-9a-f]+)\b")
 
 
 def machine_code(wasm_bytes: bytes, scratch: Path) -> dict[str, list[tuple[int, str]]]:
     """Each function's x86 instructions (address, text), as wasmtime compiles the module."""
-    engine = wasm.default_runtime().engine
     elf = scratch / "module.cwasm"
-    elf.write_bytes(wasmtime.Module(engine, wasm_bytes).serialize())
-    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(elf)], check=True,
-                             capture_output=True, text=True).stdout
-    functions: dict[str, list[tuple[int, str]]] = {}
-    current = None
-    for line in listing.splitlines():
-        if match := FUNCTION.match(line):
-            current = functions.setdefault(match.group(1), [])
-        elif current is not None and (match := INSTRUCTION.match(line)):
-            current.append((int(match.group(1), 16), re.sub(r"\s+<.*>$", "", match.group(2).strip())))
-    return functions
+    elf.write_bytes(wasmtime.Module(wasm.default_runtime().engine, wasm_bytes).serialize())
+    return {name: code for name, (_, code) in disassemble(elf).items()}
 
 
-def basic_blocks(instructions: list[tuple[int, str]]) -> list[list[str]]:
-    """The function's straight-line runs: split at every jump target and after every branch."""
+def basic_blocks(instructions: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """The function's straight-line runs, (address, instruction) each: split at every jump
+    target and after every branch."""
     targets = {int(m.group(1), 16) for _, text in instructions if (m := JUMP_TARGET.match(text))}
     blocks, block = [], []
     for address, text in instructions:
@@ -89,7 +80,7 @@ def basic_blocks(instructions: list[tuple[int, str]]) -> list[list[str]]:
                 blocks.append(block)
             block = []
         else:
-            block.append(text)
+            block.append((address, text))
     return blocks + ([block] if block else [])
 
 
@@ -97,11 +88,11 @@ def work_of(block: list[str], work: str) -> int:
     return sum(1 for text in block if text.split()[0] == work)
 
 
-def hottest_block(functions: dict, fragment: str, work: str) -> list[str] | None:
-    """The block with the most work instructions among the functions named with `fragment`, the
-    longest of those (a loop's steady state, which reads its running sums, over its first step)."""
-    candidates = [b for name, code in functions.items() if fragment in name for b in basic_blocks(code)]
-    return max(candidates, key=lambda b: (work_of(b, work), len(b)), default=None)
+def loop_body(instructions: list[tuple[int, str]], work: str) -> list[str] | None:
+    """A floor module's loop: the block with the most work instructions (the floor modules have
+    one function, whose loop is the only block with any)."""
+    blocks = [[text for _, text in block] for block in basic_blocks(instructions)]
+    return max(blocks, key=lambda b: work_of(b, work), default=None)
 
 
 def mca_cycles(mca: str, cpu: str, block: list[str], scratch: Path) -> float | None:
@@ -124,8 +115,8 @@ def newest_mca() -> str | None:
 
 def floor_blocks(scratch: Path) -> dict[str, tuple[list[list[str]], str]]:
     """Each floor's variants' hottest blocks, and the instruction its work is counted in."""
-    return {name: ([hottest_block(machine_code(bytes(wasmtime.wat2wasm(wat)), scratch), "function[0]", work) for wat in wats],
-                   work)
+    return {name: ([loop_body(machine_code(bytes(wasmtime.wat2wasm(wat)), scratch)["wasm[0]::function[0]"], work)
+                    for wat in wats], work)
             for name, (wats, work) in floor_variants().items()}
 
 
@@ -136,21 +127,23 @@ def floor_cycles(blocks: list[list[str]], work: str, mca: str, cpu: str, scratch
     return min(per_work, default=None)
 
 
-def model(wasm_bytes: bytes, cpus: list[str], mca: str, scratch: Path) -> list[dict]:
-    """Per kernel found in the module: its block's size and work, and per CPU the modelled cycles
-    per work instruction of the block and of its floor (None where llvm-mca has no such CPU)."""
+def model(profile: Profile, cpus: list[str], mca: str, scratch: Path) -> list[dict]:
+    """Per kernel sampled in the profile: its hottest block's size, work and share of the module's
+    samples, and per CPU the modelled cycles per work instruction of the block and of its floor
+    (None where llvm-mca has no such CPU)."""
     floors = {name: {cpu: floor_cycles(blocks, work, mca, cpu, scratch) for cpu in cpus}
               for name, (blocks, work) in floor_blocks(scratch).items()}
-    code = machine_code(wasm_bytes, scratch)
     rows = []
     for kernel in KERNELS:
-        block = hottest_block(code, kernel.function, kernel.work)
-        if block is None or work_of(block, kernel.work) == 0:
+        hottest = profile.hottest_block(kernel.function, basic_blocks)
+        if hottest is None or work_of(hottest[0], kernel.work) == 0:
             continue
+        block, samples = hottest
         units = work_of(block, kernel.work)
         per_cpu = {}
         for cpu in cpus:
             cycles, floor = mca_cycles(mca, cpu, block, scratch), floors[kernel.floor][cpu]
             per_cpu[cpu] = None if cycles is None or floor is None else (cycles / units, floor)
-        rows.append({"kernel": kernel.name, "instructions": len(block), "work": units, "per_cpu": per_cpu})
+        rows.append({"kernel": kernel.name, "instructions": len(block), "work": units,
+                     "share": samples / profile.total, "per_cpu": per_cpu})
     return rows
