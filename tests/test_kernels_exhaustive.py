@@ -627,9 +627,14 @@ MUTATIONS = {
                                                             "f32x4_add(sum[0], f32x4_mul(q, k0))", ["kernels", 11]),
     # The context's products of a step paired with the step's value rows in reverse.
     "context value rows reversed": ("src/kernels/litert/attention.rs",
-                                    "acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));",
-                                    "acc = f32x4_add(acc, f32x4_mul(pr[u], value(U - u)));",
+                                    "acc = f32x4_add(acc, f32x4_mul(pr[u], value[u]));",
+                                    "acc = f32x4_add(acc, f32x4_mul(pr[u], value[U - u]));",
                                     ["kernels", 11]),
+    # The second row of a context pair given the first row's probabilities.
+    "context pair shares its first row's probabilities": ("src/kernels/litert/attention.rs",
+                                                          "probabilities::<U>(exps.add((r + i) * keys), inverse[i])",
+                                                          "probabilities::<U>(exps.add(r * keys), inverse[i])",
+                                                          ["kernels", 11]),
     # softmax's sum adding every packet into one accumulator (Eigen alternates two).
     "softmax sum in one accumulator": ("src/kernels/litert/attention.rs",
                                        "acc1 = f32x4_add(acc1, packet(j + 4));", "acc0 = f32x4_add(acc0, packet(j + 4));",

@@ -820,7 +820,7 @@ unsafe fn context_rows<const R: usize, const DV: usize>(exps: *const f32, invers
 }
 
 /// sums[r][cv] = (FIRST) or += (exps[r][u] * inverse[r]) * v[u][4cv..4cv + 4] for u in 0..U, in
-/// u order (exps and v point at the step's first key).
+/// u order (exps and v point at the step's first key), the rows in pairs (a row left over alone).
 #[inline(always)]
 unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, const FIRST: bool>(
     exps: *const f32,
@@ -832,17 +832,36 @@ unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, con
 ) {
     // the step's value rows, each column vector a constant offset from one of them
     let values: [*const f32; U] = core::array::from_fn(|u| v.add(u * hidden));
-    unrolled::<R>(|r| {
-        let pr = probabilities::<U>(exps.add(r * keys), inverse[r]);
-        unrolled::<DV>(|cv| {
-            let value = |u: usize| (values[u].add(4 * cv) as *const v128).read_volatile();
-            let sum = sums.add(r * DV + cv);
-            let mut acc = if FIRST { f32x4_mul(pr[0], value(0)) } else { f32x4_add(sum.read_volatile(), f32x4_mul(pr[0], value(0))) };
+    unrolled::<R>(|r| match (r % 2, r + 1 < R) {
+        (0, true) => context_row_group::<2, DV, U, FIRST>(exps, &inverse[r..], values, keys, sums, r),
+        (0, false) => context_row_group::<1, DV, U, FIRST>(exps, &inverse[r..], values, keys, sums, r),
+        _ => {} // the second of a pair
+    });
+}
+
+/// context_rows_step's work on N rows from r: each value vector loaded once serves every row's
+/// sum (with a pair: half the loads of a row at a time, the two rows' eight probabilities held in
+/// registers beside the four values).
+#[inline(always)]
+unsafe fn context_row_group<const N: usize, const DV: usize, const U: usize, const FIRST: bool>(
+    exps: *const f32,
+    inverse: &[v128],
+    values: [*const f32; U],
+    keys: usize,
+    sums: *mut v128,
+    r: usize,
+) {
+    let pr: [[v128; U]; N] = core::array::from_fn(|i| probabilities::<U>(exps.add((r + i) * keys), inverse[i]));
+    unrolled::<DV>(|cv| {
+        let value: [v128; U] = core::array::from_fn(|u| (values[u].add(4 * cv) as *const v128).read_volatile());
+        for (i, pr) in pr.iter().enumerate() {
+            let sum = sums.add((r + i) * DV + cv);
+            let mut acc = if FIRST { f32x4_mul(pr[0], value[0]) } else { f32x4_add(sum.read_volatile(), f32x4_mul(pr[0], value[0])) };
             for u in 1..U {
-                acc = f32x4_add(acc, f32x4_mul(pr[u], value(u)));
+                acc = f32x4_add(acc, f32x4_mul(pr[u], value[u]));
             }
             sum.write_volatile(acc);
-        });
+        }
     });
 }
 
