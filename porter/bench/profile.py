@@ -22,7 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from porter.bench.bench import make_cases
+from porter.check.modules import ENCODER, locate_module
 from porter.errors import PorterError
+from porter.runtime import evalproto
 
 SAMPLE_HZ = 2000  # each sample is a timer interrupt, a VM exit under KVM: modest, or it slows the run
 WINDOWS = 20  # full windows run under the profiler (a few seconds for a MiniLM-sized model)
@@ -75,10 +78,6 @@ def perf() -> str:
 
 def record(target: Path, scratch: Path, windows: int = WINDOWS) -> Profile:
     """Sample `windows` full-window forward passes of the encoder eval module built in target."""
-    from porter.bench.bench import make_cases
-    from porter.check.modules import ENCODER, locate_module
-    from porter.runtime import evalproto
-
     module = locate_module(target)
     if module.kind != ENCODER:
         raise PorterError(f"{module.wasm.name}: the profile runs encoder windows; this is a {module.kind} module")
@@ -87,32 +86,27 @@ def record(target: Path, scratch: Path, windows: int = WINDOWS) -> Profile:
     request = scratch / "request.bin"
     request.write_bytes(evalproto.encode_request(np.tile(case.ids, (windows, 1)), np.tile(case.mask, (windows, 1)),
                                                  np.full(windows, case.live)))
-    wasm_path = module.wasm
-    data = scratch / "perf.data"
+    data, injected = scratch / "perf.data", scratch / "perf.jit.data"
     _run([perf(), "record", "-q", "-e", "cpu-clock", "-F", str(SAMPLE_HZ), "-k", "1", "-o", str(data), "--",
-          sys.executable, "-m", "porter.bench.profile", str(wasm_path.resolve()), str(request)], scratch)
-    _run([perf(), "inject", "--jit", "-i", str(data), "-o", str(scratch / "perf.jit.data")], scratch)
-    listing = _run([perf(), "script", "-i", str(scratch / "perf.jit.data"), "-F", "ip,sym,symoff,dso"], scratch)
-    samples: Counter = Counter()
-    offsets: Counter = Counter()
+          sys.executable, "-m", "porter.bench.profile", str(module.wasm.resolve()), str(request)], scratch)
+    _run([perf(), "inject", "--jit", "-i", str(data), "-o", str(injected)], scratch)
+    listing = _run([perf(), "script", "-i", str(injected), "-F", "ip,sym,symoff,dso"], scratch)
+    offsets: dict[str, Counter] = {}
     elf_of: dict[str, Path] = {}
     for line in listing.splitlines():
         match = SAMPLE.match(line)
-        if match and "/jitted-" in match.group(3):
-            function, offset, elf = match.group(1), int(match.group(2), 16), Path(match.group(3))
-            offsets[(function, offset)] += 1
-            elf_of[function] = elf
+        if match and "/jitted-" in match.group(3):  # a wasm function's code, as perf inject wrote it
+            function = match.group(1)
+            offsets.setdefault(function, Counter())[int(match.group(2), 16)] += 1
+            elf_of[function] = Path(match.group(3))
+    samples: Counter = Counter()
     code = {}
     for function, elf in elf_of.items():
-        listed = disassemble(elf)
-        if function in listed:
-            code[function] = listed[function][1]
-            start = listed[function][0]
-            for (f, offset), n in offsets.items():
-                if f == function:
-                    samples[(function, start + offset)] += n
+        start, code[function] = disassemble(elf)[function]
+        for offset, n in offsets[function].items():
+            samples[(function, start + offset)] += n
     if not samples:
-        raise PorterError(f"perf recorded no samples in {wasm_path.name}'s code (is perf allowed to sample here?)")
+        raise PorterError(f"perf recorded no samples in {module.wasm.name}'s code (is perf allowed to sample here?)")
     return Profile(samples, code)
 
 
