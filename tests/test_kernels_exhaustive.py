@@ -630,6 +630,9 @@ MUTATIONS = {
                                     "acc = f32x4_add(acc, f32x4_mul(pr[u], value[u]));",
                                     "acc = f32x4_add(acc, f32x4_mul(pr[u], value[U - u]));",
                                     ["kernels", 11]),
+    # The score tiles' query splats with the four dimensions of a load in reverse.
+    "query splats reversed in fours": ("src/kernels/litert/attention.rs",
+                                       "*out.add(c + u) = lane;", "*out.add(c + 3 - u) = lane;", ["kernels", 11]),
     # The second row of a context pair given the first row's probabilities.
     "context pair shares its first row's probabilities": ("src/kernels/litert/attention.rs",
                                                           "probabilities::<U>(exps.add((r + i) * keys), inverse[i])",

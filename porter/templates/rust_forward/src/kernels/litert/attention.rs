@@ -467,9 +467,15 @@ unsafe fn scores_by_tiles<const R: usize, const D: usize>(query: Queries, splats
                                                          write: ScoreWrite, maxima: &mut [v128; R], scores: *mut f32) {
     let panels = keys / KEY_PANEL;
     if panels > 0 {
+        // four query values a load, each put in all lanes by a shuffle (D is a multiple of 4:
+        // whole_head_context); element by element, the address arithmetic cost more than the splats
         for r in 0..R {
-            for c in 0..D {
-                *splats.add(r * D + c) = f32x4_splat(*query.rows.add(r * query.stride + c));
+            let (row, out) = (query.rows.add(r * query.stride), splats.add(r * D));
+            for c in (0..D).step_by(4) {
+                let lanes = ort_float::lane_splats(v128_load(row.add(c) as *const v128));
+                for (u, lane) in lanes.into_iter().enumerate() {
+                    *out.add(c + u) = lane;
+                }
             }
         }
     }
