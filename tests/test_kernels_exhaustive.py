@@ -584,10 +584,11 @@ MUTATIONS = {
                             "f32x4_pmax(f32x4_pmin(v, f32x4_splat(hi)), f32x4_splat(lo))",
                             "f32x4_pmax(f32x4_pmin(f32x4_splat(hi), v), f32x4_splat(lo))",
                             ["quant", "sym", 0x7FC00000, 64, 1]),
-    # GELU skipping erfc's long path unless every lane needs it (instead of when none does).
-    "erfc long path skipped": ("src/kernels/litert/mathfn.rs",
-                               "if !v128_any_true(takes_large) {", "if !i32x4_all_true(takes_large) {",
-                               ["gelu", 0, 100_000, SCATTER_STRIDE]),
+    # GELU's list of long-path lanes growing by one a vector however many it packs: the others
+    # keep the short path's result (or are overwritten by the next vector's).
+    "gelu list grows by one a vector": ("src/kernels/litert/mathfn.rs",
+                                        "n += long.count_ones() as usize;", "n += (long != 0) as usize;",
+                                        ["gelu", 0, 100_000, SCATTER_STRIDE]),
     # tanh's clamp with its operands swapped: pmin(c, NaN) is c, so tanh(NaN) comes out as 1.
     "tanh clamp operands swapped": ("src/kernels/litert/activation.rs",
                                     "f32x4_pmin(a, splat(TANH_CLAMP))", "f32x4_pmin(splat(TANH_CLAMP), a)",
