@@ -169,7 +169,7 @@ const ROUND_MAGIC: f32 = f32::from_bits(0x4b40_0000);
 /// exponent of exp_x4, in [-151, 128] wherever its result is not masked to 0 or NaN), with two
 /// operations where i32x4.trunc_sat_f32x4_s takes seven.
 #[inline(always)]
-fn small_integer_x4(m: v128) -> v128 {
+pub(super) fn small_integer_x4(m: v128) -> v128 {
     i32x4_sub(f32x4_add(m, splat(ROUND_MAGIC)), i32x4_splat(ROUND_MAGIC.to_bits() as i32))
 }
 

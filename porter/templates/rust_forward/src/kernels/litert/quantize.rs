@@ -12,6 +12,8 @@
 
 use core::arch::wasm32::*;
 
+use super::mathfn::small_integer_x4;
+
 /// One quantised row's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RowParams {
@@ -131,12 +133,14 @@ fn round_half_away_x4(v: v128) -> v128 {
     f32x4_add(t, v128_and(away, one_with_sign))
 }
 
-/// Clamp and convert four lanes. pmin(a, b) is `b < a ? b : a`: with the value in `a` a NaN
-/// survives both clamps and trunc_sat turns it into 0, as the scalar version does.
+/// Clamp and convert four lanes of integer-valued floats. pmin(a, b) is `b < a ? b : a`: with the
+/// value in `a` a NaN survives both clamps, and is then made 0, as the scalar version's `as`
+/// does. Clamped, every other lane is an integer in [lo, hi], which small_integer_x4 converts in
+/// two instructions (i32x4.trunc_sat_f32x4_s takes seven, for ranges these never have).
 #[inline(always)]
 fn clamp_to_int_x4(v: v128, lo: f32, hi: f32) -> v128 {
     let clamped = f32x4_pmax(f32x4_pmin(v, f32x4_splat(hi)), f32x4_splat(lo));
-    i32x4_trunc_sat_f32x4(clamped)
+    small_integer_x4(v128_and(clamped, f32x4_eq(clamped, clamped)))
 }
 
 /// Horizontal maximum of four non-negative-or-NaN-free lanes (exact in any order).
@@ -154,39 +158,62 @@ fn lanes_min(v: v128) -> f32 {
     a.min(b)
 }
 
+/// Independent running extremes a range pass keeps: one would make each vector wait for the
+/// previous one's pmax. A maximum (or minimum) of numbers is the same in any order, and a NaN
+/// never enters one (below), so they combine into the scalar pass's result.
+const RANGE_CHAINS: usize = 4;
+
 fn symmetric_range(x: &[f32]) -> f32 {
     let full = x.len() / 4 * 4;
     let p = x.as_ptr();
-    let mut acc = f32x4_splat(0.0);
+    let mut acc = [f32x4_splat(0.0); RANGE_CHAINS];
     let mut i = 0;
     // SAFETY: loads below `full` <= len.
     unsafe {
+        // pmax(acc, v) is `acc < v ? v : acc`: a NaN in v is skipped, like the scalar `>`.
+        let take = |acc: &mut v128, i: usize| *acc = f32x4_pmax(*acc, f32x4_abs(v128_load(p.add(i) as *const v128)));
+        while i + 4 * RANGE_CHAINS <= full {
+            for (c, acc) in acc.iter_mut().enumerate() {
+                take(acc, i + 4 * c);
+            }
+            i += 4 * RANGE_CHAINS;
+        }
         while i < full {
-            // pmax(acc, v) is `acc < v ? v : acc`: a NaN in v is skipped, like the scalar `>`.
-            acc = f32x4_pmax(acc, f32x4_abs(v128_load(p.add(i) as *const v128)));
+            take(&mut acc[0], i);
             i += 4;
         }
     }
-    let amax = lanes_max(acc);
+    let amax = acc.iter().map(|&a| lanes_max(a)).fold(0.0, f32::max);
     symmetric_range_scalar(&x[full..]).max(amax)
 }
 
 fn asymmetric_range(x: &[f32]) -> (f32, f32) {
     let full = x.len() / 4 * 4;
     let p = x.as_ptr();
-    let (mut lo, mut hi) = (f32x4_splat(0.0), f32x4_splat(0.0));
+    let (mut lo, mut hi) = ([f32x4_splat(0.0); RANGE_CHAINS], [f32x4_splat(0.0); RANGE_CHAINS]);
     let mut i = 0;
     // SAFETY: loads below `full` <= len.
     unsafe {
-        while i < full {
+        let take = |lo: &mut v128, hi: &mut v128, i: usize| {
             let v = v128_load(p.add(i) as *const v128);
-            lo = f32x4_pmin(lo, v);
-            hi = f32x4_pmax(hi, v);
+            *lo = f32x4_pmin(*lo, v);
+            *hi = f32x4_pmax(*hi, v);
+        };
+        while i + 4 * RANGE_CHAINS <= full {
+            for c in 0..RANGE_CHAINS {
+                take(&mut lo[c], &mut hi[c], i + 4 * c);
+            }
+            i += 4 * RANGE_CHAINS;
+        }
+        while i < full {
+            take(&mut lo[0], &mut hi[0], i);
             i += 4;
         }
     }
     let (tail_lo, tail_hi) = asymmetric_range_scalar(&x[full..]);
-    (lanes_min(lo).min(tail_lo), lanes_max(hi).max(tail_hi))
+    let lo = lo.iter().map(|&v| lanes_min(v)).fold(tail_lo, f32::min);
+    let hi = hi.iter().map(|&v| lanes_max(v)).fold(tail_hi, f32::max);
+    (lo, hi)
 }
 
 /// Quantise 8 lanes (two vectors) and store them as i16: out = clamp(round(v * inv) + zp) - zp.
