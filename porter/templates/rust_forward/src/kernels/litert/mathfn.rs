@@ -274,7 +274,7 @@ pub fn map_vectors(values: &mut [f32], end: usize, f: impl Fn(v128) -> v128) {
 }
 
 /// The values gelu_chunk takes at a time: its notes of the long-path lanes live on the stack.
-const GELU_CHUNK: usize = 256;
+const GELU_CHUNK: usize = 1 << 8;
 
 /// GELU over a buffer, four lanes at a time, chunk by chunk; the tail that does not fill a vector
 /// is scalar.
@@ -328,7 +328,8 @@ fn gelu_chunk(values: &mut [f32]) {
 }
 
 /// For each 4-bit lane mask, the byte shuffle that moves the masked 32-bit lanes to the front,
-/// in order (the rest of the vector: lane 0 again, never read).
+/// in order (the rest of the vector repeats lane 0: it lands past the list's end, where the next
+/// vector's store overwrites it or the last group computes it without writing it back).
 const PACK_LANES: [[u8; 16]; 16] = {
     let mut table = [[0u8; 16]; 16];
     let mut mask = 0;
