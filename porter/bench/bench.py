@@ -70,6 +70,10 @@ class Case:
     ids: np.ndarray  # [seq] int32
     mask: np.ndarray  # [seq] int32
 
+    def request(self, n: int) -> bytes:
+        """An eval-module request of this window n times."""
+        return evalproto.encode_request(np.tile(self.ids, (n, 1)), np.tile(self.mask, (n, 1)), np.full(n, self.live))
+
 
 @dataclass
 class Timings:
@@ -123,8 +127,7 @@ class PorterRunner:
         self.runtime = wasm.default_runtime()
 
     def run(self, case: Case, n: int) -> list[float]:
-        request = evalproto.encode_request(np.tile(case.ids, (n, 1)), np.tile(case.mask, (n, 1)),
-                                           np.full(n, case.live))
+        request = case.request(n)
         done = self.runtime.run_command(self.wasm_path, stdin=request, timeout_s=60.0 * n)
         if done.exit_code != 0:
             raise PorterError(f"{self.wasm_path.name} exited with {done.exit_code}: "

@@ -20,15 +20,14 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from porter.bench.bench import make_cases
 from porter.check.modules import ENCODER, locate_module
 from porter.errors import PorterError
-from porter.runtime import evalproto
+from porter.runtime.wasm import WasmRuntime
 
 SAMPLE_HZ = 2000  # each sample is a timer interrupt, a VM exit under KVM: modest, or it slows the run
 WINDOWS = 20  # full windows run under the profiler (a few seconds for a MiniLM-sized model)
+WINDOW_TIMEOUT_S = 60.0  # the sampled run's epoch deadline, per window (as porter bench allows)
 
 SAMPLE = re.compile(r"^\s*[0-9a-f]+ (.+)\+0x([0-9a-f]+) \((.*)\)$")
 FUNCTION = re.compile(r"^([0-9a-f]+) <(.*)>:$")
@@ -84,11 +83,10 @@ def record(target: Path, scratch: Path, windows: int = WINDOWS) -> Profile:
     vocab = int(json.loads((module.compiled_dir / "ir.json").read_text())["vocab"])
     case = make_cases(module.seq, vocab)[0]
     request = scratch / "request.bin"
-    request.write_bytes(evalproto.encode_request(np.tile(case.ids, (windows, 1)), np.tile(case.mask, (windows, 1)),
-                                                 np.full(windows, case.live)))
+    request.write_bytes(case.request(windows))
     data, injected = scratch / "perf.data", scratch / "perf.jit.data"
     _run([perf(), "record", "-q", "-e", "cpu-clock", "-F", str(SAMPLE_HZ), "-k", "1", "-o", str(data), "--",
-          sys.executable, "-m", "porter.bench.profile", str(module.wasm.resolve()), str(request)], scratch)
+          sys.executable, "-m", "porter.bench.profile", str(module.wasm.resolve()), str(request), str(windows)], scratch)
     _run([perf(), "inject", "--jit", "-i", str(data), "-o", str(injected)], scratch)
     listing = _run([perf(), "script", "-i", str(injected), "-F", "ip,sym,symoff,dso"], scratch)
     offsets: dict[str, Counter] = {}
@@ -127,35 +125,19 @@ def disassemble(elf: Path) -> dict[str, tuple[int, list[tuple[int, str]]]]:
 def _run(command: list[str], cwd: Path) -> str:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise PorterError(f"{Path(command[0]).name} {command[1]} failed: {done.stderr.strip()[-300:]}")
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise PorterError(f"{Path(command[0]).name} {command[1]} failed: {last[-300:]}")
     return done.stdout
 
 
-def _run_profiled(wasm_path: Path, request: Path) -> None:
-    """The sampled process: the eval module on the request, under an engine with jitdump on
-    (written to the working directory, where perf inject finds it)."""
-    import wasmtime
-
-    config = wasmtime.Config()
-    config.epoch_interruption = True
-    config.profiler = "jitdump"
-    engine = wasmtime.Engine(config)
-    linker = wasmtime.Linker(engine)
-    linker.define_wasi()
-    wasi = wasmtime.WasiConfig()
-    wasi.argv = [wasm_path.stem]
-    wasi.stdin_file = str(request)
-    wasi.stdout_file = str(request.with_suffix(".reply"))
-    store = wasmtime.Store(engine)
-    store.set_wasi(wasi)
-    store.set_epoch_deadline(1)  # the epoch never advances here: the check runs, never fires
-    start = linker.instantiate(store, wasmtime.Module(engine, wasm_path.read_bytes())).exports(store)["_start"]
-    try:
-        start(store)
-    except wasmtime.ExitTrap as e:
-        if e.code != 0:
-            raise
+def _run_profiled(wasm_path: Path, request: Path, windows: int) -> None:
+    """The sampled process: the eval module on the request, as porter's runtime runs it, with
+    wasmtime's jitdump on (written to the working directory, where perf inject finds it)."""
+    with WasmRuntime(profiler="jitdump") as runtime:
+        done = runtime.run_command(wasm_path, stdin=request.read_bytes(), timeout_s=WINDOW_TIMEOUT_S * windows)
+    if done.exit_code != 0:
+        raise PorterError(f"{wasm_path.name} exited with {done.exit_code}: {done.stderr.decode(errors='replace')[-300:]}")
 
 
 if __name__ == "__main__":
-    _run_profiled(Path(sys.argv[1]), Path(sys.argv[2]))
+    _run_profiled(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))

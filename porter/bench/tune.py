@@ -53,8 +53,7 @@ class Trial:
         ir = json.loads((crate / "ir.json").read_text())
         case = make_cases(int(ir["seq"]), int(ir["vocab"]))[0]
         self.crate, self.toolchain, self.modules_dir = crate, toolchain, modules_dir
-        self.request = evalproto.encode_request(np.tile(case.ids, (runs, 1)), np.tile(case.mask, (runs, 1)),
-                                                np.full(runs, case.live))
+        self.request = case.request(runs)
         self.modules: dict[Tuning, Path] = {}
         self.reference: list[np.ndarray] | None = None
 

@@ -67,16 +67,19 @@ class EpochTicker:
 class WasmRuntime:
     """One wasmtime Engine with epoch interruption, a WASI linker and a compiled-module cache."""
 
-    def __init__(self, cache_dir: Path | None = None, tick_s: float = EPOCH_TICK_S):
+    def __init__(self, cache_dir: Path | None = None, tick_s: float = EPOCH_TICK_S, profiler: str | None = None):
+        """profiler: wasmtime's, e.g. "jitdump" (porter/bench/profile.py); it does not change the code."""
         config = wasmtime.Config()
         config.epoch_interruption = True
+        if profiler is not None:
+            config.profiler = profiler
         self.engine = wasmtime.Engine(config)
         self.linker = wasmtime.Linker(self.engine)
         self.linker.define_wasi()
         self.tick_s = tick_s
         # Serialized code is only valid for the same wasmtime build and engine settings.
         version = importlib.metadata.version("wasmtime")
-        self.cache_dir = (cache_dir or module_cache_dir()) / f"wasmtime-{version}-epoch"
+        self.cache_dir = (cache_dir or module_cache_dir()) / f"wasmtime-{version}-epoch{'-' + profiler if profiler else ''}"
         self._modules: dict[str, wasmtime.Module] = {}
         self._ticker = EpochTicker(self.engine, tick_s)
 
