@@ -1,6 +1,7 @@
 """The forward crate's kernel checks (templates/rust_forward/checks), run in wasm.
 
-- SIMD against scalar: GELU (exact and tanh), LiteRT's TANH and LOGISTIC, SOFTMAX's exp and row
+- SIMD against scalar: GELU (exact and tanh), LiteRT's TANH and LOGISTIC, SOFTMAX's exp (in general
+  and for inputs <= 0: s - max, which the attention's softmax and erfc take) and row
   quantisation over f32 bit patterns (a sample by default, all 2^32 with `-m slow`), 20,000 awkward random rows per
   quantisation scheme, every int8 value widened under 20,000 scales (weight-only int8), and the
   other kernels (GEMM, attention, Eigen sums, float Linear) on
@@ -87,8 +88,8 @@ SAMPLE_STRIDE = 4099
 SCATTER_STRIDE = 0x9E3779B9
 
 
-ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "litert-fn gelu-tanh", "litert-fn exp", "quant sym",
-                     "quant asym"]
+ONE_INPUT_KERNELS = ["gelu", "litert-fn tanh", "litert-fn logistic", "litert-fn gelu-tanh", "litert-fn exp",
+                     "litert-fn exp-nonpositive", "quant sym", "quant asym"]
 
 
 @pytest.mark.parametrize("stride", [SAMPLE_STRIDE, SCATTER_STRIDE])
@@ -111,7 +112,7 @@ def test_simd_matches_scalar_around_special_values(checks_wasm, wasm_runtime, ke
 LITERT_CENTRES = (0x40FD0956, 0x41851592, 0x42D00000, 0x42B1722D, 0x42AEAC4F, 0x00000000, 0x7F800000, 0x7FC00000)
 
 
-@pytest.mark.parametrize("function", ["tanh", "logistic", "gelu-tanh", "exp"])
+@pytest.mark.parametrize("function", ["tanh", "logistic", "gelu-tanh", "exp", "exp-nonpositive"])
 def test_litert_function_lanes_match_scalar_around_special_values(checks_wasm, wasm_runtime, function):
     for centre in LITERT_CENTRES:
         for sign in (0, 0x80000000):
@@ -641,12 +642,19 @@ MUTATIONS = {
                                                           ["kernels", 11]),
     # softmax's sum adding every packet into one accumulator (Eigen alternates two).
     "softmax sum in one accumulator": ("src/kernels/litert/attention.rs",
-                                       "acc1 = f32x4_add(acc1, packet(j + 4));", "acc0 = f32x4_add(acc0, packet(j + 4));",
+                                       "acc1 = f32x4_add(acc1, packet(j + 12));", "acc0 = f32x4_add(acc0, packet(j + 12));",
                                        ["kernels", 11]),
     # exp's NaN rule with its operands swapped: pmax(0, NaN) is 0, so exp(NaN) comes out 0.
     "exp NaN rule operands swapped": ("src/kernels/litert/mathfn.rs",
-                                      "f32x4_pmax(x_in, out)", "f32x4_pmax(out, x_in)",
+                                      "f32x4_pmax(x_in, v128_and(out, f32x4_le(splat(EXP_LO), x_in)))",
+                                      "f32x4_pmax(v128_and(out, f32x4_le(splat(EXP_LO), x_in)), x_in)",
                                       ["litert-fn", "exp", 0x7FC00000, 64, 1]),
+    # The non-positive exp's two ldexp products in the other order: 2^m formed first is exact down
+    # to 2^-149, but 2^-150 (m = -150, x just above -104) rounds to 0, where y * 2^-150 need not.
+    "exp nonpositive power formed first": ("src/kernels/litert/mathfn.rs",
+                                           "f32x4_mul(f32x4_mul(y, pow2), splat(TWO_TO_MINUS_24))",
+                                           "f32x4_mul(y, f32x4_mul(pow2, splat(TWO_TO_MINUS_24)))",
+                                           ["litert-fn", "exp-nonpositive", 0xC2D00000 - 4096, 4097, 1]),
     # The score terms (a relative-position bias) of every row of a query block read at the block's
     # first row: each later row gets another query's bias.
     "score terms at the block's first row": ("src/kernels/litert/attention.rs",

@@ -1,9 +1,10 @@
 //! Kernel checks: every SIMD kernel against its scalar reference, in wasm, bit for bit.
 //!
 //!   gelu START COUNT STEP            GELU on f32 bit patterns START, START+STEP, ... (COUNT of them)
-//!   litert-fn tanh|logistic|gelu-tanh|exp START COUNT STEP
+//!   litert-fn tanh|logistic|gelu-tanh|exp|exp-nonpositive START COUNT STEP
 //!                                     LiteRT's TANH, LOGISTIC and GELU(approximate=True), and
-//!                                     SOFTMAX's exp, on the same patterns (the logistic
+//!                                     SOFTMAX's exp (in general, and for inputs <= 0: each
+//!                                     positive pattern with its sign set), on the same patterns (the logistic
 //!                                     in tensors of 1 to 67 values, some passed as a prefix, so
 //!                                     packets, lone packet values and the scalar tail all run)
 //!   ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP
@@ -101,6 +102,7 @@ mod qdq;
 mod tensor;
 mod typed;
 
+use core::arch::wasm32::{v128, v128_load, v128_store};
 use std::io::{Read, Write};
 use std::process::exit;
 
@@ -114,7 +116,7 @@ use kernels::litert::activation::{gelu_tanh_in_place, gelu_tanh_in_place_scalar,
                           tanh_in_place_scalar, tanh_scalar};
 use kernels::litert::libm::expf;
 use kernels::litert::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
-use kernels::litert::mathfn::{erfc_scalar, exp_in_place, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
+use kernels::litert::mathfn::{erfc_scalar, exp_in_place, exp_nonpositive_x4, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
 use kernels::ort::float as ort_float;
 use kernels::ort::quant::{self as ort_quant, TensorQuantized};
 use kernels::litert::quantize::*;
@@ -180,9 +182,27 @@ fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
                                        |v| in_tensors(v, logistic_in_place), |v| in_tensors(v, logistic_in_place_scalar)),
         "exp" => compare_in_place(&mut tally, name, patterns(start, count, step), exp_in_place,
                                   |v| v.iter_mut().for_each(|x| *x = exp_scalar(*x))),
+        "exp-nonpositive" => compare_in_place(&mut tally, name, patterns(start, count, step).map(nonpositive),
+                                              exp_nonpositive_lanes, |v| v.iter_mut().for_each(|x| *x = exp_scalar(*x))),
         _ => usage(),
     }
     tally.finish()
+}
+
+/// The pattern of a positive number with its sign set, any other as it is: every pattern becomes
+/// an input of exp_nonpositive_x4 (<= 0 or NaN), and every such input is reached.
+fn nonpositive(bits: u32) -> u32 {
+    if f32::from_bits(bits) > 0.0 { bits | 0x8000_0000 } else { bits }
+}
+
+/// exp_nonpositive_x4 over values' whole vectors, exp_scalar over the rest.
+fn exp_nonpositive_lanes(values: &mut [f32]) {
+    let mut vectors = values.chunks_exact_mut(4);
+    for lanes in &mut vectors {
+        // SAFETY: lanes holds four values.
+        unsafe { v128_store(lanes.as_mut_ptr() as *mut v128, exp_nonpositive_x4(v128_load(lanes.as_ptr() as *const v128))) };
+    }
+    vectors.into_remainder().iter_mut().for_each(|x| *x = exp_scalar(*x));
 }
 
 /// Splits values into consecutive tensors of 1 to 67 values; f gets each one's values, given
@@ -841,7 +861,7 @@ fn reference(op: &str, args: &[String]) -> ! {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh|exp START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary|int8-walk|int8-mean-4d ARGS");
+    eprintln!("usage: gelu START COUNT STEP | litert-fn tanh|logistic|gelu-tanh|exp|exp-nonpositive START COUNT STEP | ort-fn erf|gelu|gelu-mul|fast-gelu|exp|exp-scalef|exp-op|exp-op-scalef START COUNT STEP | ort-scale START COUNT STEP | round-half START COUNT STEP | quant sym|asym START COUNT STEP | quant-random sym|asym SEED ROWS | dequant SEED SCALES | halves START COUNT | int4 | int8 SEED | tensor-simd SEED | tensor-cases (stdin) | kernels SEED | reference gelu|gelu-tanh|exp|erfc|tanh|logistic|logistic-tail|exp-op|logistic-rows|l2-norm|eigen-sum|quant-sym|quant-asym|dequant|halves|int4|ort-erf|ort-gelu|ort-fast-gelu|ort-exp|ort-exp-scalef|ort-round-half|ort-exp-fma3|ort-exp-avx512|ort-softmax|ort-softmax-avx512|ort-softmax-function|ort-softmax-function-avx512|ort-quantize|ort-layer-norm|ort-skip-layer-norm|ort-m1-transpose-b | reference linear-f32 ROWS TENSOR_ROWS OUTS BIAS | reference int4-linear ROWS OUTS BIAS | reference reduce-sum|reduce-mean|reduce-max D0 D1 D2 D3 AXES | reference int8-requantize|int8-dequantize|int8-output|int8-table|int8-binary|int8-walk|int8-mean-4d ARGS");
     exit(2)
 }
 

@@ -12,7 +12,7 @@ use super::eigen::eigen_sum_scalar;
 use crate::kernels::common::unroll::{straight_line, unrolled};
 use crate::kernels::ort::float as ort_float;
 pub use crate::kernels::ort::float::ScoreTerms;
-use super::mathfn::{exp_scalar, exp_x4};
+use super::mathfn::{exp_nonpositive_x4, exp_scalar, exp_x4};
 use crate::model::{MAX_HEAD_DIM, SEQ};
 use crate::tuning::ATTENTION_QUERY_ROWS;
 
@@ -706,25 +706,31 @@ unsafe fn mask_and_max(s: *mut f32, keep: &[u32], full: usize, dropped: impl Fn(
 /// s[j] = exp((s[j] - max) * beta), returning their sum in Eigen's order (eigen::eigen_sum: two
 /// packet accumulators, even and odd packets): one pass where an exp pass and a sum pass would
 /// read the row twice. With beta 1 (every softmax but a distilled one's) the product is left
-/// out of the vector loop: x * 1 is x, bit for bit.
+/// out of the vector loop: x * 1 is x, bit for bit. max is at least every score that is a
+/// number (softmax_row), so s - max is <= 0 or NaN, and so is its product with a positive beta:
+/// exp_nonpositive_x4's inputs.
 fn exponentiate(s: &mut [f32], max: f32, beta: f32) -> f32 {
     if beta == 1.0 {
-        exponentiate_with(s, max, beta, |x| x)
+        exponentiate_with(s, max, beta, |x| exp_nonpositive_x4(x))
+    } else if beta > 0.0 {
+        let beta_x4 = f32x4_splat(beta);
+        exponentiate_with(s, max, beta, |x| exp_nonpositive_x4(f32x4_mul(x, beta_x4)))
     } else {
         let beta_x4 = f32x4_splat(beta);
-        exponentiate_with(s, max, beta, |x| f32x4_mul(x, beta_x4))
+        exponentiate_with(s, max, beta, |x| exp_x4(f32x4_mul(x, beta_x4)))
     }
 }
 
+/// exponentiate with `exp_of_difference`, the vector exp of (s - max) times beta.
 #[inline(always)]
-fn exponentiate_with(s: &mut [f32], max: f32, beta: f32, times_beta: impl Fn(v128) -> v128) -> f32 {
+fn exponentiate_with(s: &mut [f32], max: f32, beta: f32, exp_of_difference: impl Fn(v128) -> v128) -> f32 {
     let (n, full) = (s.len(), s.len() / 4 * 4);
     let pairs = full / 8 * 8;
     let max_x4 = f32x4_splat(max);
     let p = s.as_mut_ptr();
     // SAFETY: every packet lies below `full` <= n.
     let packet = |j: usize| unsafe {
-        let y = exp_x4(times_beta(f32x4_sub(v128_load(p.add(j) as *const v128), max_x4)));
+        let y = exp_of_difference(f32x4_sub(v128_load(p.add(j) as *const v128), max_x4));
         v128_store(p.add(j) as *mut v128, y);
         y
     };
@@ -734,6 +740,15 @@ fn exponentiate_with(s: &mut [f32], max: f32, beta: f32, times_beta: impl Fn(v12
         if full > 4 {
             let mut acc1 = packet(4);
             let mut j = 8;
+            // two pairs an iteration where they fit: half the loop's overhead (its epoch check,
+            // the accumulators' spill and reload) for each packet
+            while j + 16 <= pairs {
+                acc0 = f32x4_add(acc0, packet(j));
+                acc1 = f32x4_add(acc1, packet(j + 4));
+                acc0 = f32x4_add(acc0, packet(j + 8));
+                acc1 = f32x4_add(acc1, packet(j + 12));
+                j += 16;
+            }
             while j < pairs {
                 acc0 = f32x4_add(acc0, packet(j));
                 acc1 = f32x4_add(acc1, packet(j + 4));

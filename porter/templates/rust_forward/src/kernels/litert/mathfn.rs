@@ -1,6 +1,6 @@
 //! exp, erfc and the exact GELU as LiteRT's builtin kernels compute them (Eigen's pexp_float
 //! and generic_fast_erfc, compiled without FMA), after porter/reference/litert/floats.py. SOFTMAX's exp
-//! is this one; the EXP op is libm's expf (libm.rs).
+//! is this one (exp_nonpositive_x4 where every input is s - max); the EXP op is libm's expf (libm.rs).
 //!
 //! Both functions are branch-free in Eigen: every lane computes every path and a comparison
 //! selects. So the f32x4 versions are the scalar ones lane for lane and need no per-lane
@@ -173,11 +173,9 @@ pub(super) fn small_integer_x4(m: v128) -> v128 {
     i32x4_sub(f32x4_add(m, splat(ROUND_MAGIC)), i32x4_splat(ROUND_MAGIC.to_bits() as i32))
 }
 
+/// m = floor(x log2 e + 1/2) and y = e^r, r = x - m ln 2, of exp_scalar: e^x is y * 2^m.
 #[inline(always)]
-pub fn exp_x4(x_in: v128) -> v128 {
-    // the clamp in one instruction where f32x4_min takes seven (the bound is no zero, so no
-    // signed-zero tie); a NaN lane's result is set at the end
-    let x = f32x4_pmin(x_in, splat(EXP_HI));
+fn exp_parts(x: v128) -> (v128, v128) {
     let m = f32x4_floor(madd(x, splat(LOG2E), splat(0.5)));
     let r = madd(m, splat(LN2_HI), x);
     let r = madd(m, splat(LN2_LO), r);
@@ -187,15 +185,44 @@ pub fn exp_x4(x_in: v128) -> v128 {
     let p_even = madd(r2, p_even, splat(EXP_P2));
     let p_low = f32x4_add(r, splat(1.0));
     let y = madd(r, p_odd, p_even);
-    let y = madd(r2, y, p_low);
-    // exp_scalar's two ends in three instructions: the result is zeroed where x_in < EXP_LO or
-    // x_in is NaN (EXP_LO <= x_in fails for both), then pmax(x_in, out) (`x_in < out ? out :
-    // x_in`) is out wherever x_in is a number (out, e^x or that 0, is above x: e^x > x for every
-    // x, and 0 > x below EXP_LO) and the NaN where x_in is one (every comparison with it fails).
-    // Written as andnot(out, x_in < EXP_LO), LLVM inverts the comparison and the wasm carries a
-    // v128.not that Cranelift computes as two instructions more.
-    let out = v128_and(ldexp_x4(y, small_integer_x4(m)), f32x4_le(splat(EXP_LO), x_in));
-    f32x4_pmax(x_in, out)
+    (m, madd(r2, y, p_low))
+}
+
+/// exp_scalar's two ends in three instructions: `out` is zeroed where x_in < EXP_LO or x_in is
+/// NaN (EXP_LO <= x_in fails for both), then pmax(x_in, out) (`x_in < out ? out : x_in`) is out
+/// wherever x_in is a number (out, e^x or that 0, is above x: e^x > x for every x, and 0 > x
+/// below EXP_LO) and the NaN where x_in is one (every comparison with it fails). Written as
+/// andnot(out, x_in < EXP_LO), LLVM inverts the comparison and the wasm carries a v128.not that
+/// Cranelift computes as two instructions more.
+#[inline(always)]
+fn exp_ends(x_in: v128, out: v128) -> v128 {
+    f32x4_pmax(x_in, v128_and(out, f32x4_le(splat(EXP_LO), x_in)))
+}
+
+#[inline(always)]
+pub fn exp_x4(x_in: v128) -> v128 {
+    // the clamp in one instruction where f32x4_min takes seven (the bound is no zero, so no
+    // signed-zero tie); a NaN lane's result is set at the end
+    let (m, y) = exp_parts(f32x4_pmin(x_in, splat(EXP_HI)));
+    exp_ends(x_in, ldexp_x4(y, small_integer_x4(m)))
+}
+
+/// 1.5 * 2^23 + 151: m + this is 1.5 * 2^23 + (m + 24 + 127) exactly, whose low bits shifted into
+/// the exponent field are 2^(m + 24).
+const POW2_PLUS_24_MAGIC: f32 = f32::from_bits(0x4b40_0000 + 151);
+const TWO_TO_MINUS_24: f32 = f32::from_bits((127 - 24) << 23);
+
+/// exp_x4 for lanes that are <= 0 or NaN, as softmax's s - max and erfc's -x^2 are: no clamp
+/// above, and a cheaper ldexp. Where x_in >= EXP_LO, m lies in [-150, 0], so 2^(m + 24) is a
+/// normal float, y * 2^(m + 24) is exact and times 2^-24 rounds once: the correctly rounded
+/// y * 2^m that ldexp_x4's two products give too. 4 instructions where ldexp_x4 takes 15; lanes
+/// below EXP_LO, whose m falls outside, are zeroed by exp_ends. A positive lane's result is
+/// undefined.
+#[inline(always)]
+pub fn exp_nonpositive_x4(x_in: v128) -> v128 {
+    let (m, y) = exp_parts(x_in);
+    let pow2 = i32x4_shl(f32x4_add(m, splat(POW2_PLUS_24_MAGIC)), 23);
+    exp_ends(x_in, f32x4_mul(f32x4_mul(y, pow2), splat(TWO_TO_MINUS_24)))
 }
 
 #[inline(always)]
@@ -235,7 +262,7 @@ fn erfc_short_x4(x: v128, x2: v128) -> v128 {
 #[inline(always)]
 fn erfc_long_x4(x: v128, x2: v128) -> v128 {
     let x2_lo = square_error_x4(x, x2);
-    let exp_hi = exp_x4(f32x4_neg(x2));
+    let exp_hi = exp_nonpositive_x4(f32x4_neg(x2));
     let z = f32x4_sub(exp_hi, f32x4_mul(exp_hi, x2_lo));
     let q2 = f32x4_div(splat(1.0), x2);
     let num = horner_x4(q2, &ERFC_GAMMA);
