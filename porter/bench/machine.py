@@ -32,10 +32,10 @@ MICROARCHITECTURES = (
 # The extensions that decide what wasmtime emits for simd128 and relaxed SIMD, and which kernels
 # onnxruntime's MLAS and LiteRT's Eigen pick natively.
 SIMD_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
-TUNING_CONSTANT = re.compile(r"pub const (GEMM_TILE_ROWS|GEMM_TILE_OUTS|ATTENTION_QUERY_ROWS): usize = (\d+);")
-# Cache budgets of the kernels, where they are defined: (file in the crate, constant, variant key).
-KERNEL_BUDGETS = (("src/kernels/common/gemm.rs", "ROW_BLOCK_BYTES", "gemm_row_block_bytes"),
-                  ("src/kernels/litert/attention.rs", "KEY_PANEL", "attention_key_panel"))
+TUNING_CONSTANT = re.compile(r"pub const (GEMM_TILE_ROWS|GEMM_TILE_OUTS|GEMM_ROW_BLOCK_BYTES|ATTENTION_QUERY_ROWS): "
+                             r"usize = (\d+);")
+# Cache budgets of the kernels outside src/tuning.rs: (file in the crate, constant, variant key).
+KERNEL_BUDGETS = (("src/kernels/litert/attention.rs", "KEY_PANEL", "attention_key_panel"),)
 
 
 def host_cpu(cpuinfo: str = CPUINFO, caches: str = SYSFS_CPU0_CACHES) -> dict:
@@ -64,11 +64,12 @@ def kernel_variant(compiled_dir: Path) -> dict | None:
     except OSError:
         return None
     constants = {name: int(value) for name, value in TUNING_CONSTANT.findall(text)}
-    if len(constants) != 3:
+    if len(constants) != 4:
         return None
     variant = {"gemm_tile": [constants["GEMM_TILE_ROWS"], constants["GEMM_TILE_OUTS"]],
                "attention_query_rows": constants["ATTENTION_QUERY_ROWS"],
-               "chosen_by": "porter build --tune" if "Chosen by `porter build --tune`" in text else "default"}
+               "chosen_by": "porter build --tune" if "Chosen by `porter build --tune`" in text else "default",
+               "gemm_row_block_bytes": constants["GEMM_ROW_BLOCK_BYTES"]}
     for source, name, key in KERNEL_BUDGETS:
         value = _rust_constant(Path(compiled_dir) / source, name)
         if value is not None:

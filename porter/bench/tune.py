@@ -1,10 +1,11 @@
 """`porter build --tune`: pick the kernels' work per loop iteration by measuring on the target.
 
-The knobs in src/tuning.rs (GEMM register tile, attention query rows) never change a result bit,
-only speed, and the best values depend on the runtime's code generator and the CPU. So porter
-builds each candidate, runs a full window (every token live) under wasmtime with epoch
-interruption, as Spin runs it, and keeps the fastest: GEMM tiles by the forward pass's matmul
-time, then query rows by its attention time. The candidates are timed in interleaved rounds and
+The knobs in src/tuning.rs (GEMM register tile, the activations a GEMM row block may span,
+attention query rows) never change a result bit, only speed, and the best values depend on the
+runtime's code generator and the CPU (its L1 size, for the row blocks). So porter builds each
+candidate, runs a full window (every token live) under wasmtime with epoch interruption, as Spin
+runs it, and keeps the fastest: GEMM tiles by the forward pass's matmul time, then (for a tile of
+more than 4 rows) the row blocks' span by matmul time, then query rows by its attention time. The candidates are timed in interleaved rounds and
 each keeps its fastest round, so a minute of load on a shared host cannot pick the winner.
 Every candidate's logits must equal the default tuning's bit for bit, or tuning stops with an
 error. The winner and the measurements are written into src/tuning.rs (as a comment) and
@@ -18,7 +19,7 @@ import json
 import shutil
 import statistics
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import jinja2
@@ -29,7 +30,7 @@ from porter.runtime import evalproto
 from porter.runtime import wasm
 from porter.bench.bench import make_cases
 from porter.codegen.encoder import TEMPLATE, build_forward_crate
-from porter.codegen.tuning import GEMM_TILES, QUERY_ROWS, Tuning, tuning_variables
+from porter.codegen.tuning import GEMM_ROW_BLOCKS, GEMM_TILES, QUERY_ROWS, Tuning, tuning_variables
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
 from porter.toolchain.discover import Toolchain
@@ -60,7 +61,7 @@ class Trial:
     def build(self, tuning: Tuning) -> None:
         write_tuning_rs(self.crate, tuning)
         module = build_forward_crate(self.crate, self.toolchain)
-        kept = self.modules_dir / f"{tuning.tile_rows}x{tuning.tile_outs}-q{tuning.query_rows}.wasm"
+        kept = self.modules_dir / f"{tuning.tile_rows}x{tuning.tile_outs}-b{tuning.row_block_bytes}-q{tuning.query_rows}.wasm"
         shutil.copyfile(module, kept)
         self.modules[tuning] = kept
 
@@ -100,30 +101,37 @@ def tune(crate_dir: Path, toolchain: Toolchain, runs: int = 3, rounds: int = ROU
     finally:
         shutil.rmtree(modules_dir, ignore_errors=True)
     default = Tuning()
-    lines = [f"GEMM {t.tile_rows}x{t.tile_outs}, query rows {t.query_rows}: matmul {m['matmul']:.2f} ms, "
-             f"attention {m['attention']:.2f} ms, forward {m['forward']:.2f} ms" for t, m in measured.items()]
+    lines = [f"GEMM {t.tile_rows}x{t.tile_outs}, row blocks over {t.row_block_bytes // 1024} KiB, query rows {t.query_rows}: "
+             f"matmul {m['matmul']:.2f} ms, attention {m['attention']:.2f} ms, forward {m['forward']:.2f} ms"
+             for t, m in measured.items()]
     write_tuning_rs(crate, best, {"runs": runs, "rounds": rounds, "lines": lines})
     build_forward_crate(crate, toolchain)
     record = {"chosen": asdict(best), "runs_per_candidate": runs, "rounds": rounds,
-              "candidates": [{"tile_rows": t.tile_rows, "tile_outs": t.tile_outs, "query_rows": t.query_rows,
-                              **{f"{k}_ms": v for k, v in m.items()}} for t, m in measured.items()]}
+              "candidates": [{**asdict(t), **{f"{k}_ms": v for k, v in m.items()}} for t, m in measured.items()]}
     write_atomic(crate / TUNING_JSON, (json.dumps(record, indent=1) + "\n").encode())
-    echo(f"chosen: GEMM tile {best.tile_rows}x{best.tile_outs}, attention query rows {best.query_rows} "
+    echo(f"chosen: GEMM tile {best.tile_rows}x{best.tile_outs}, row blocks over {best.row_block_bytes // 1024} KiB, "
+         f"attention query rows {best.query_rows} "
          f"(forward {measured[best]['forward']:.2f} ms vs default {measured[default]['forward']:.2f} ms); "
          f"recorded in {crate / 'src' / 'tuning.rs'} and {crate / TUNING_JSON}")
     return best
 
 
 def _choose(trial: Trial, rounds: int, echo) -> tuple[Tuning, dict[Tuning, dict]]:
-    """GEMM tiles by matmul time at the default query rows, then query rows by attention time
-    with the fastest tile."""
+    """GEMM tiles by matmul time at the default query rows, then (a tile of more than 4 rows) the
+    row blocks' span by matmul time, then query rows by attention time with the fastest of those."""
     default = Tuning()
-    tiles = [default] + [t for t in (Tuning(r, o, default.query_rows) for r, o in GEMM_TILES) if t != default]
+    tiles = [default] + [t for t in (replace(default, tile_rows=r, tile_outs=o) for r, o in GEMM_TILES) if t != default]
     measured = trial.measure(tiles, rounds)
     for t in tiles:
         echo(f"GEMM tile {t.tile_rows}x{t.tile_outs}: matmul {measured[t]['matmul']:.2f} ms")
     gemm = min(tiles, key=lambda t: measured[t]["matmul"])
-    rows = [Tuning(gemm.tile_rows, gemm.tile_outs, q) for q in QUERY_ROWS]
+    if gemm.tile_rows > 4:
+        blocks = [gemm] + [replace(gemm, row_block_bytes=b) for b in GEMM_ROW_BLOCKS if b != gemm.row_block_bytes]
+        measured.update(trial.measure(blocks, rounds))
+        for t in blocks:
+            echo(f"GEMM row blocks over {t.row_block_bytes // 1024} KiB: matmul {measured[t]['matmul']:.2f} ms")
+        gemm = min(blocks, key=lambda t: measured[t]["matmul"])
+    rows = [replace(gemm, query_rows=q) for q in QUERY_ROWS]
     measured.update(trial.measure(rows, rounds))
     for t in rows:
         echo(f"attention query rows {t.query_rows}: attention {measured[t]['attention']:.2f} ms")

@@ -17,6 +17,10 @@ GEMM_TILES = ((4, 4), (8, 2), (8, 4))
 # Attention query rows scored together (at most 8: templates/rust_forward/src/kernels/litert/attention.rs
 # each_row writes them out).
 QUERY_ROWS = (1, 2, 4, 8)
+# The activation bytes a GEMM row block of more than 4 rows may span (rows too long for it go in
+# blocks of 4): half a 32 KiB L1 (AMD Zen 3 and 4), or all of it with the weights' stream in the
+# rest of a 48 KiB one (Intel Xeon since Ice Lake).
+GEMM_ROW_BLOCKS = (1 << 14, 1 << 15)
 
 
 @dataclass(frozen=True)
@@ -26,17 +30,19 @@ class Tuning:
     of 8 activation rows x 4 outputs, the outputs' weights held while the rows pass by (one int8
     widening per 64 products, 2.125 vector ALU operations per 8 products where the floor takes 2;
     4 rows where 8 would span more than 16 KiB of activations, half the 32 KiB L1 of AMD Zen 3
-    and 4), and 8 query rows per attention block."""
+    and 4: on the Xeon 32 KiB measured 2-3 % faster, but no Zen was at hand to measure what it costs
+    there), and 8 query rows per attention block."""
 
     tile_rows: int = 8
     tile_outs: int = 4
     query_rows: int = 8
+    row_block_bytes: int = GEMM_ROW_BLOCKS[0]
 
 
 def tuning_variables(tuning: Tuning, tuned: dict | None = None) -> dict:
     """What templates/rust_forward/src/tuning.rs.j2 reads; `tuned` records a --tune run."""
     return {"tile_rows": tuning.tile_rows, "tile_outs": tuning.tile_outs, "query_rows": tuning.query_rows,
-            "tuned": tuned}
+            "row_block_bytes": tuning.row_block_bytes, "tuned": tuned}
 
 
 def candidate_variables() -> dict:

@@ -12,7 +12,7 @@ use core::arch::wasm32::*;
 
 use super::unroll::unrolled;
 use crate::model::GEMM_DEPTHS;
-use crate::tuning::{GEMM_TILE_OUTS, GEMM_TILE_ROWS};
+use crate::tuning::{GEMM_ROW_BLOCK_BYTES, GEMM_TILE_OUTS, GEMM_TILE_ROWS};
 
 /// The weights of one int8 Linear, read in place from model.bin.
 #[derive(Clone, Copy)]
@@ -261,11 +261,6 @@ pub fn integer_gemm<const PAIRS_SATURATE: bool, const R: usize, const O: usize>(
     }
 }
 
-/// The activations a row block of more than 4 rows may span: 16 KiB, half the smallest L1 data
-/// cache of the CPUs porter targets (AMD Zen 3 and 4: 32 KiB), the rest left to the weights
-/// streaming past.
-const ROW_BLOCK_BYTES: usize = 1 << 14;
-
 /// Every output of the first `rows` rows, R rows at a time, the rows left over in blocks of 4,
 /// 2 and 1 (a short input's rows are few: each block shares its weights among its rows); K is
 /// w.k or 0.
@@ -278,7 +273,7 @@ fn row_blocks<const R: usize, const O: usize, const S: bool, const K: usize>(
     finish: impl Finish,
 ) {
     // rows too long to keep R of them in L1 beside the weights: blocks of 4
-    let long_rows = R > 4 && R * (if K == 0 { w.k } else { K }) * 2 > ROW_BLOCK_BYTES;
+    let long_rows = R > 4 && R * (if K == 0 { w.k } else { K }) * 2 > GEMM_ROW_BLOCK_BYTES;
     let mut r0 = 0;
     while !long_rows && r0 + R <= rows {
         row_block::<R, O, S, K>(a, r0, w, out, finish);
