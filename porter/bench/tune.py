@@ -5,8 +5,9 @@ attention query rows) never change a result bit, only speed, and the best values
 runtime's code generator and the CPU (its L1 size, for the row blocks). So porter builds each
 candidate, runs a full window (every token live) under wasmtime with epoch interruption, as Spin
 runs it, and keeps the fastest: GEMM tiles by the forward pass's matmul time, then (for a tile of
-more than 4 rows) the row blocks' span by matmul time, then query rows by its attention time. The candidates are timed in interleaved rounds and
-each keeps its fastest round, so a minute of load on a shared host cannot pick the winner.
+more than 4 rows) the row blocks' span by matmul time, then query rows by its attention time.
+The candidates are timed in interleaved rounds and each keeps its fastest round, so a minute of
+load on a shared host cannot pick the winner.
 Every candidate's logits must equal the default tuning's bit for bit, or tuning stops with an
 error. The winner and the measurements are written into src/tuning.rs (as a comment) and
 tuning.json, and the crate is built with it. The candidates are porter/codegen/tuning.py's, the
