@@ -644,6 +644,10 @@ MUTATIONS = {
     "softmax sum in one accumulator": ("src/kernels/litert/attention.rs",
                                        "acc1 = f32x4_add(acc1, packet(j + 12));", "acc0 = f32x4_add(acc0, packet(j + 12));",
                                        ["kernels", 11]),
+    # softmax's positive beta (not 1) left out of its exps' inputs.
+    "softmax beta dropped": ("src/kernels/litert/attention.rs",
+                             "exponentiate_with(s, max, beta, |x| exp_nonpositive_x4(f32x4_mul(x, beta_x4)))",
+                             "exponentiate_with(s, max, beta, |x| exp_nonpositive_x4(x))", ["kernels", 11]),
     # exp's NaN rule with its operands swapped: pmax(0, NaN) is 0, so exp(NaN) comes out 0.
     "exp NaN rule operands swapped": ("src/kernels/litert/mathfn.rs",
                                       "f32x4_pmax(x_in, v128_and(out, f32x4_le(splat(EXP_LO), x_in)))",

@@ -538,12 +538,15 @@ fn check_kernels(seed: u64) -> ! {
         // a replacing mask's value close to the scores, so that replacing and adding differ; with
         // and without score terms (the mask is applied as the scores are written without them)
         let mask_replaces = trial % 4 >= 2;
+        // softmax's beta: 1 (no product), a positive one (the exps of inputs <= 0 after it), and a
+        // negative one (the general exp; with a replacing mask, so that every exp is finite)
+        let softmax_beta = match trial { 6 => 0.5, 7 => -0.25, _ => 1.0 };
         let p = AttentionParams {
             heads,
             head_dim,
             scale: 1.0 / (head_dim as f32).sqrt(),
             scale_on_query: trial % 2 == 1,
-            softmax_beta: 1.0,
+            softmax_beta,
             mask_value: if mask_replaces { -1.5 } else { -3.402_823_5e38 },
             mask_replaces,
             masked: true,
@@ -563,7 +566,7 @@ fn check_kernels(seed: u64) -> ! {
         let mut scratch = AttentionScratch::new(keys, keys, head_dim);
         attention(&p, &q, &k, &v, keep, terms, rows, keys, &mut c1, &mut scratch);
         attention_scalar(&p, &q, &k, &v, keep, terms, rows, keys, &mut c2);
-        tally.record(same_values(&c1, &c2), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows}"));
+        tally.record(same_values(&c1, &c2), || format!("attention h={heads} d={head_dim} keys={keys} rows={rows} beta={softmax_beta}"));
         for &(query_rows, attention_in_blocks) in &tiles::QUERY_ROWS {
             let mut scratch = AttentionScratch::for_query_rows(keys, keys, head_dim, query_rows);
             attention_in_blocks(&p, &q, &k, &v, keep, terms, rows, keys, &mut c1, &mut scratch);
