@@ -73,10 +73,6 @@ def _splat(bits: int) -> str:
     return f"(v128.const i32x4 {bits:#010x} {bits:#010x} {bits:#010x} {bits:#010x})"
 
 
-def _i32s(value: int) -> str:
-    return f"(i32x4.splat (i32.const {value}))"
-
-
 def _madd(a: str, b: str, c: str) -> str:
     return f"(f32x4.add (f32x4.mul {a} {b}) {c})"
 

@@ -102,7 +102,6 @@ mod qdq;
 mod tensor;
 mod typed;
 
-use core::arch::wasm32::{v128, v128_load, v128_store};
 use std::io::{Read, Write};
 use std::process::exit;
 
@@ -116,7 +115,7 @@ use kernels::litert::activation::{gelu_tanh_in_place, gelu_tanh_in_place_scalar,
                           tanh_in_place_scalar, tanh_scalar};
 use kernels::litert::libm::expf;
 use kernels::litert::linear_f32::{linear_f32_rows, linear_f32_rows_scalar, FloatWeights};
-use kernels::litert::mathfn::{erfc_scalar, exp_in_place, exp_nonpositive_x4, exp_scalar, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
+use kernels::litert::mathfn::{erfc_scalar, exp_in_place, exp_nonpositive_x4, exp_scalar, exp_x4, gelu_in_place, gelu_in_place_scalar, gelu_scalar};
 use kernels::ort::float as ort_float;
 use kernels::ort::quant::{self as ort_quant, TensorQuantized};
 use kernels::litert::quantize::*;
@@ -180,10 +179,11 @@ fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
                                         gelu_tanh_in_place_scalar),
         "logistic" => compare_in_place(&mut tally, name, patterns(start, count, step),
                                        |v| in_tensors(v, logistic_in_place), |v| in_tensors(v, logistic_in_place_scalar)),
-        "exp" => compare_in_place(&mut tally, name, patterns(start, count, step), exp_in_place,
+        "exp" => compare_in_place(&mut tally, name, patterns(start, count, step), |v| exp_in_place(v, exp_x4),
                                   |v| v.iter_mut().for_each(|x| *x = exp_scalar(*x))),
         "exp-nonpositive" => compare_in_place(&mut tally, name, patterns(start, count, step).map(nonpositive),
-                                              exp_nonpositive_lanes, |v| v.iter_mut().for_each(|x| *x = exp_scalar(*x))),
+                                              |v| exp_in_place(v, exp_nonpositive_x4),
+                                              |v| v.iter_mut().for_each(|x| *x = exp_scalar(*x))),
         _ => usage(),
     }
     tally.finish()
@@ -193,16 +193,6 @@ fn check_litert_function(name: &str, start: u64, count: u64, step: u64) -> ! {
 /// an input of exp_nonpositive_x4 (<= 0 or NaN), and every such input is reached.
 fn nonpositive(bits: u32) -> u32 {
     if f32::from_bits(bits) > 0.0 { bits | 0x8000_0000 } else { bits }
-}
-
-/// exp_nonpositive_x4 over values' whole vectors, exp_scalar over the rest.
-fn exp_nonpositive_lanes(values: &mut [f32]) {
-    let mut vectors = values.chunks_exact_mut(4);
-    for lanes in &mut vectors {
-        // SAFETY: lanes holds four values.
-        unsafe { v128_store(lanes.as_mut_ptr() as *mut v128, exp_nonpositive_x4(v128_load(lanes.as_ptr() as *const v128))) };
-    }
-    vectors.into_remainder().iter_mut().for_each(|x| *x = exp_scalar(*x));
 }
 
 /// Splits values into consecutive tensors of 1 to 67 values; f gets each one's values, given

@@ -379,18 +379,11 @@ const PACK_LANES: [[u8; 16]; 16] = {
     table
 };
 
-/// exp over a buffer in place (softmax), vector then scalar tail.
-pub fn exp_in_place(values: &mut [f32]) {
+/// A vector exp (exp_x4, or exp_nonpositive_x4 on its inputs) over a buffer in place, then
+/// exp_scalar over the tail that does not fill a vector: what the kernel checks compare.
+pub fn exp_in_place(values: &mut [f32], exp: impl Fn(v128) -> v128) {
     let full = values.len() / 4 * 4;
-    let p = values.as_mut_ptr();
-    let mut i = 0;
-    // SAFETY: every access is below `full` <= len.
-    unsafe {
-        while i < full {
-            v128_store(p.add(i) as *mut v128, exp_x4(v128_load(p.add(i) as *const v128)));
-            i += 4;
-        }
-    }
+    map_vectors(values, full, exp);
     for v in &mut values[full..] {
         *v = exp_scalar(*v);
     }
