@@ -623,6 +623,10 @@ MUTATIONS = {
     # The adding mask left out of the scores' write: dropped keys count in the softmax.
     "written mask not added": ("src/kernels/litert/attention.rs",
                                "*addend = if kept { -0.0 } else { p.mask_value };", "*addend = -0.0;", ["kernels", 11]),
+    # A mask left out unless it drops every key (it is left out only where it drops none).
+    "mask that drops some keys left out": ("src/kernels/litert/attention.rs",
+                                           "keep.iter().take(keys).any(|&kept| !kept)",
+                                           "keep.iter().take(keys).all(|&kept| !kept)", ["kernels", 11]),
     # The score tile's second dimension of a pair multiplied by the first dimension's keys.
     "score tile pairs a dimension with the previous keys": ("src/kernels/litert/attention.rs",
                                                             "f32x4_add(sum[0], f32x4_mul(q, next0))",

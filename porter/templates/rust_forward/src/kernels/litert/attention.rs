@@ -192,6 +192,9 @@ pub fn attention_in_blocks<const Q: usize>(
         };
         return ort_float::attention(&ort, q, k, v, keep, terms, rows, keys, ctx, ort_scratch);
     }
+    // a mask that drops no key (every key of a full window) changes no score: left out, the
+    // score writes skip the mask's load and add
+    let keep = keep.filter(|keep| keep.iter().take(keys).any(|&kept| !kept));
     if let Some(keep) = keep {
         for (lane, &kept) in scratch.keep_lanes.iter_mut().zip(keep) {
             *lane = if kept { u32::MAX } else { 0 };
