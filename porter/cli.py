@@ -335,7 +335,10 @@ def check_cmd(model, goldens, texts, tokenizer, pad_id, random_windows, seed, pr
 @click.option("--also", "also", type=click.Path(path_type=Path), multiple=True,
               help="Another built module of the same network (another scheme or export), timed in the same "
                    "interleaved rounds; repeatable.")
-def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir, hosts, also):
+@click.option("--golden", "golden", type=click.Path(path_type=Path),
+              help="Time text instead of random token ids: this golden's first window whose every token is "
+                   "live, and its first 20 tokens (attention's speed depends on the tokens).")
+def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, service_dir, hosts, also, golden):
     """Time the eval module built in TARGET against LiteRT and onnxruntime, side by side; and/or a
     served redaction component (--service)."""
     from porter.bench.service import parse_hosts
@@ -358,7 +361,7 @@ def bench(target, onnx_path, peers, rounds, iterations, json_path, png_path, ser
 
     chosen = [p.strip() for p in peers.split(",") if p.strip()]
     run_bench(target, onnx_path, chosen, rounds, iterations, json_path, png_path, click.echo, service_dir,
-              chosen_hosts, also)
+              chosen_hosts, also, golden)
 
 
 @main.command("serve-build")

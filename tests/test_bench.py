@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fixtures import assert_one_line_error, require, run_porter, spec
+from fixtures import REPO, assert_one_line_error, require, run_porter, spec
 from porter.bench import mca, profile
-from porter.bench.bench import PORTER, make_cases
+from porter.bench.bench import PORTER, make_cases, text_cases
 from porter.bench.machine import cache_sizes, host_cpu, machine_line, microarchitecture
 from porter.bench.roofline import stage_work
+from porter.errors import PorterError
 from porter.codegen.encoder import build_forward_crate
 from porter.codegen.compile import compile_model
 from porter.codegen.tuning import Tuning
@@ -55,6 +57,40 @@ def test_cases_come_from_the_window():
     assert (full.live, int(full.mask.sum()), short.live, int(short.mask.sum())) == (64, 64, 20, 20)
     assert (short.ids[20:] == 0).all() and (full.ids[:20] == short.ids[:20]).all()
     assert [c.name for c in make_cases(16, 100)] == ["full window"]  # no short case in a 16-token window
+
+
+TINY_GOLDEN = REPO / "golden" / (TINY.name + ".builtin.npz")
+
+
+def test_text_cases_come_from_the_goldens_first_full_window(tmp_path):
+    golden = np.load(TINY_GOLDEN)
+    first_full = next(w for w, mask in enumerate(golden["attention_mask"]) if mask.all())
+    (full, short), ids = text_cases(TINY_GOLDEN, 64, 30522)
+    assert ids == f"text: window {first_full} of {TINY_GOLDEN.name}"
+    assert (full.ids == golden["ids"][first_full]).all() and full.live == 64 and full.mask.all()
+    assert short.live == 20 and (short.ids[:20] == full.ids[:20]).all() and (short.ids[20:] == 0).all()
+    with pytest.raises(PorterError, match="windows of 64 tokens; the module's hold 128"):
+        text_cases(TINY_GOLDEN, 128, 30522)
+    with pytest.raises(PorterError, match="outside the module's vocabulary of 100"):
+        text_cases(TINY_GOLDEN, 64, 100)
+    # a golden of short texts only: nothing to time as a full window
+    arrays = dict(golden)
+    arrays["attention_mask"] = arrays["attention_mask"].copy()
+    arrays["attention_mask"][:, -1] = 0
+    np.savez(tmp_path / "short.npz", **arrays)
+    with pytest.raises(PorterError, match="no window with all 64 tokens live"):
+        text_cases(tmp_path / "short.npz", 64, 30522)
+
+
+def test_bench_times_text_from_a_golden(compiled, tmp_path):
+    json_path = tmp_path / "bench.json"
+    result = run_porter("bench", compiled, "--golden", TINY_GOLDEN, "--peers", "", "--rounds", "1", "--iterations", "1",
+                        "--json", json_path, "--png", tmp_path / "bench.png")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "token ids text: window" in result.stdout
+    assert json.loads(json_path.read_text())["token_ids"].startswith("text: window")
+    result = run_porter("bench", compiled, "--golden", tmp_path / "none.npz", "--peers", "", "--rounds", "1")
+    assert_one_line_error(result, "no such file")
 
 
 def test_bench_runs_every_peer_and_reports_ratios(compiled, tmp_path):

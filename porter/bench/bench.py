@@ -52,6 +52,7 @@ from porter.runtime import evalproto
 from porter.runtime import wasm
 from porter.errors import PorterError
 from porter.fsutil import write_atomic
+from porter.check.golden import load_golden
 from porter.check.modules import locate_module
 from porter.recover.decoder.io import fed_value
 
@@ -105,7 +106,29 @@ def make_cases(seq: int, vocab: int) -> list[Case]:
     """Deterministic ids away from the special tokens; the short case is right-padded with 0."""
     rng = np.random.default_rng(0)
     low = 1000 if vocab > 2000 else 1
-    ids = rng.integers(low, vocab, seq).astype(np.int32)
+    return window_cases(rng.integers(low, vocab, seq).astype(np.int32))
+
+
+def text_cases(golden_path: Path, seq: int, vocab: int) -> tuple[list[Case], str]:
+    """make_cases' windows from a golden's text instead of random ids: its first window whose every
+    token is live, and that window's first SHORT_TOKENS. Attention's speed depends on the tokens:
+    the wider a row's scores spread, the more of its probabilities are subnormal, and on x86 each
+    multiply by one takes a microcode assist. Also says which window it took."""
+    golden = load_golden(golden_path)
+    if golden.ids.shape[1] != seq:
+        raise PorterError(f"{golden_path}: windows of {golden.ids.shape[1]} tokens; the module's hold {seq}")
+    full = [w for w in range(golden.windows) if golden.attention_mask[w].all()]
+    if not full:
+        raise PorterError(f"{golden_path}: no window with all {seq} tokens live, to time as a full window")
+    ids = golden.ids[full[0]].astype(np.int32)
+    if ids.min() < 0 or ids.max() >= vocab:
+        raise PorterError(f"{golden_path}: window {full[0]} has token ids outside the module's vocabulary of {vocab}")
+    return window_cases(ids), f"text: window {full[0]} of {golden_path.name}"
+
+
+def window_cases(ids: np.ndarray) -> list[Case]:
+    """The whole window of `ids`, and its first SHORT_TOKENS right-padded with 0."""
+    seq = len(ids)
     cases = [Case("full window", seq, ids, np.ones(seq, np.int32))]
     short = min(SHORT_TOKENS, seq)
     if short < seq:
@@ -556,7 +579,7 @@ def module_facts(runner: PorterRunner) -> dict:
 def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS, rounds: int = 5,
           iterations: int = 3, json_path: Path | None = None, png_path: Path | None = None, echo=print,
           service_dir: Path | None = None, service_hosts: tuple[str, ...] = ("wasmtime",),
-          also: tuple[Path, ...] = ()) -> dict:
+          also: tuple[Path, ...] = (), golden: Path | None = None) -> dict:
     if rounds < 1 or iterations < 1:
         raise PorterError("--rounds and --iterations must be at least 1")
     unknown = sorted(set(peers) - set(PEERS))
@@ -572,12 +595,16 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
     ir = json.loads((module.compiled_dir / "ir.json").read_text())
     timings = Timings()
     if ir.get("kind") == "decoder":
-        cases = make_decoder_cases(int(ir["vocab"]))
+        if golden is not None:
+            raise PorterError("--golden gives an encoder's windows; a decoder is timed on a random prompt")
+        cases, ids = make_decoder_cases(int(ir["vocab"])), "random prompt (seed 0)"
         porter = DecoderPorterRunner(module.wasm, timings)
         peer_runners = [DecoderOrtRunner(module.model, ir)] if "ort" in peers else []
         skipped = {peer: "decoders are compared with onnxruntime native only" for peer in peers if peer != "ort"}
     else:
-        cases = make_cases(module.seq, int(ir["vocab"]))
+        cases, ids = make_cases(module.seq, int(ir["vocab"])), "random (seed 0)"
+        if golden is not None:
+            cases, ids = text_cases(golden, module.seq, int(ir["vocab"]))
         porter = PorterRunner(module.wasm, timings, ir)
         peer_runners, skipped = make_peers(list(peers), module.model, ir, onnx_path, echo)
     others = other_modules(module, ir, tuple(also), timings)
@@ -589,7 +616,7 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
             floor_rounds.append(measure_floors(ir))
 
     echo(f"porter bench: {module.model.name}, {len(runners)} runners x {len(cases)} cases x "
-         f"{rounds} rounds x {iterations} runs, interleaved")
+         f"{rounds} rounds x {iterations} runs, interleaved; token ids {ids}")
     try:
         runners = warm_up(runners, cases, skipped, echo)
         run_rounds(runners, cases, rounds, iterations, timings, after_round)
@@ -601,6 +628,7 @@ def bench(target: Path, onnx_path: Path | None = None, peers: list[str] = PEERS,
                "model_load": _summary(model_load)}
     report = build_report(module, onnx_path, cases, runners, timings, startup, skipped, rounds, iterations)
     report["modules"] = [module_facts(r) for r in runners if isinstance(r, PorterRunner)]
+    report["token_ids"] = ids
     if floor_rounds:
         report["roofline"] = roofline_report(ir, {c.name: c.live for c in cases}, timings.stages, floor_rounds)
     for line in report_lines(report):
