@@ -644,6 +644,15 @@ MUTATIONS = {
                                                           "probabilities::<U>(exps.add((r + i) * keys), inverse[i])",
                                                           "probabilities::<U>(exps.add(r * keys), inverse[i])",
                                                           ["kernels", 11]),
+    # The context's negligible products left out whatever the sums they would join: where a row's
+    # sums are still small, those products are all it has.
+    "negligible products left out of small sums": ("src/kernels/litert/attention.rs",
+                                                   "exp < NEGLIGIBLE_EXP && sums_at_least(row_sums, DV, sums_from)",
+                                                   "exp < NEGLIGIBLE_EXP", ["kernels", 11]),
+    # The context's key-by-key step (a step with negligible products) taking its keys last first.
+    "key-by-key context step in reverse": ("src/kernels/litert/attention.rs",
+                                           "        for u in 0..U {\n            let exp = ",
+                                           "        for u in (0..U).rev() {\n            let exp = ", ["kernels", 11]),
     # softmax's sum adding every packet into one accumulator (Eigen alternates two).
     "softmax sum in one accumulator": ("src/kernels/litert/attention.rs",
                                        "acc1 = f32x4_add(acc1, packet(j + 12));", "acc0 = f32x4_add(acc0, packet(j + 12));",

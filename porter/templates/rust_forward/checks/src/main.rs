@@ -565,10 +565,56 @@ fn check_kernels(seed: u64) -> ! {
             });
         }
     }
+    for trial in 0..8 {
+        check_negligible_products(&mut tally, &mut rng, trial);
+    }
     for trial in 0..24 {
         check_ort_attention(&mut tally, &mut rng, trial);
     }
     tally.finish()
+}
+
+/// Attention whose rows' scores spread past 104, so that exps fall below 2^-116 and into the
+/// subnormals and zero: the context leaves such an exp's products out where every sum of the row
+/// is large enough to absorb them (attention.rs context_group_by_keys), and only there. In half
+/// the trials the values of the keys with large exps are zero, so that the sums stay small (at
+/// first zero) and the tiny products are all the context has: leaving them out would show.
+fn check_negligible_products(tally: &mut Tally, rng: &mut Rng, trial: usize) {
+    let (heads, head_dim) = (1 + rng.below(2) as usize, model::MAX_HEAD_DIM);
+    let keys = 40 + rng.below(60) as usize;
+    let rows = 1 + rng.below(keys as u64) as usize;
+    let hidden = heads * head_dim;
+    let scale = 1.0 / (head_dim as f32).sqrt();
+    // score(i, j) = (1 + i / 100) level_j, about: query i all (1 + i / 100), key j all level_j * scale
+    let q: Vec<f32> = (0..rows * hidden).map(|x| 1.0 + (x / hidden) as f32 / 100.0).collect();
+    let level: Vec<f32> = (0..keys).map(|j| if j % 5 == 0 { -5.0 * (rng.unit() + 1.0) } else { -70.0 + 20.0 * rng.unit() - 20.0 }).collect();
+    let k: Vec<f32> = (0..keys * hidden).map(|x| level[x / hidden] * scale * (1.0 + rng.unit() / 100.0)).collect();
+    let small_sums = trial % 2 == 1;
+    let v: Vec<f32> = (0..keys * hidden).map(|x| if small_sums && level[x / hidden] > -60.0 { 0.0 } else { rng.unit() }).collect();
+    let keep: Vec<bool> = (0..keys).map(|j| j == 0 || rng.below(8) != 0).collect();
+    let keep = (trial % 4 >= 2).then_some(&keep[..]);
+    let p = AttentionParams {
+        heads,
+        head_dim,
+        scale,
+        scale_on_query: false,
+        softmax_beta: 1.0,
+        mask_value: -3.402_823_5e38,
+        mask_replaces: false,
+        masked: true,
+        key_scale: 1.0,
+        onnxruntime: None,
+        softmax_body: false,
+    };
+    let (mut c1, mut c2) = (vec![0.0; rows * hidden], vec![0.0; rows * hidden]);
+    attention_scalar(&p, &q, &k, &v, keep, ScoreTerms::NONE, rows, keys, &mut c2);
+    for &(query_rows, attention_in_blocks) in &tiles::QUERY_ROWS {
+        let mut scratch = AttentionScratch::for_query_rows(keys, keys, head_dim, query_rows);
+        attention_in_blocks(&p, &q, &k, &v, keep, ScoreTerms::NONE, rows, keys, &mut c1, &mut scratch);
+        tally.record(same_values(&c1, &c2), || {
+            format!("attention with negligible products, small sums {small_sums}, keys={keys} rows={rows} in blocks of {query_rows}")
+        });
+    }
 }
 
 /// onnxruntime's attention with its context chains cut at a right-padded window's masked keys

@@ -212,13 +212,14 @@ pub fn attention_in_blocks<const Q: usize>(
         } else {
             Queries { rows: q[h * p.head_dim..].as_ptr(), stride: hidden }
         };
+        let negligible = whole_head_context(p.head_dim).then(|| negligible_products(p, queries, rows, k, v, keys, hidden, h * p.head_dim)).flatten();
         let mut i = 0;
         while i + Q <= rows {
-            query_block::<Q>(p, queries, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
+            query_block::<Q>(p, queries, i, h, v, negligible, keep.is_some(), terms, keys, ctx, scratch);
             i += Q;
         }
         while i < rows {
-            query_block::<1>(p, queries, i, h, v, keep.is_some(), terms, keys, ctx, scratch);
+            query_block::<1>(p, queries, i, h, v, negligible, keep.is_some(), terms, keys, ctx, scratch);
             i += 1;
         }
     }
@@ -275,6 +276,7 @@ fn query_block<const R: usize>(
     i0: usize,
     head: usize,
     v: &[f32],
+    negligible: Option<u32>,
     masked: bool,
     terms: ScoreTerms,
     keys: usize,
@@ -306,22 +308,32 @@ fn query_block<const R: usize>(
         }
     };
     let mut inverse = [f32x4_splat(1.0); R];
+    let mut inverses_numbers = true;
     for r in 0..R {
         let add_terms = |row: &mut [f32]| terms.add_to_row(head, i0 + r, row);
         let row = &mut s.probs[r * keys..(r + 1) * keys];
         let inv = softmax_row(p, keep, fused.then_some(maxima[r]), add_terms, row);
         if whole_head {
             inverse[r] = f32x4_splat(inv); // each probability times it as the context reads it
+            inverses_numbers &= !inv.is_nan();
         } else {
             normalise(row, inv);
         }
     }
+    // the context may leave out negligible products (negligible_products) where the mask, if any,
+    // was applied as the scores were written (no score term), and each probability is at most its
+    // exp (1 / sum is a number: the sum, of the maximum's exp 1 and more, is then at least 1)
+    let negligible = negligible.filter(|_| fused && inverses_numbers);
     let hidden = p.heads * d;
     let ctx = &mut ctx[i0 * hidden + head * d..];
     // SAFETY: v holds keys x hidden; ctx holds R rows of hidden from i0; probs R x keys.
     unsafe {
         if whole_head {
-            context_rows::<R, WHOLE_HEAD_DV>(s.probs.as_ptr(), &inverse, v.as_ptr().add(head * d), hidden, keys, ctx.as_mut_ptr())
+            let (exps, v, ctx) = (s.probs.as_ptr(), v.as_ptr().add(head * d), ctx.as_mut_ptr());
+            match negligible {
+                Some(sums_from) => context_rows::<R, WHOLE_HEAD_DV, true>(exps, &inverse, v, hidden, keys, sums_from, ctx),
+                None => context_rows::<R, WHOLE_HEAD_DV, false>(exps, &inverse, v, hidden, keys, 0, ctx),
+            }
         } else {
             context_block::<R>(s.probs.as_ptr(), v.as_ptr().add(head * d), hidden, keys, d, ctx.as_mut_ptr())
         }
@@ -815,25 +827,33 @@ unsafe fn context_block<const R: usize>(probs: *const f32, v: *const f32, hidden
 
 /// ctx[r][c] = sum_j (exps[r][j] * inverse[r]) * v[j][c] in j order, for R rows over all 4DV
 /// columns of the head: each row's four probabilities of a step formed and broadcast once, then
-/// each column vector's sum updated with its four value rows.
+/// each column vector's sum updated with its four value rows. CAREFUL: a step with negligible
+/// products goes key by key (context_group_by_keys, with the sums' bound `sums_from`).
 #[inline(always)]
-unsafe fn context_rows<const R: usize, const DV: usize>(exps: *const f32, inverse: &[v128; R], v: *const f32, hidden: usize,
-                                                        keys: usize, ctx: *mut f32) {
+unsafe fn context_rows<const R: usize, const DV: usize, const CAREFUL: bool>(
+    exps: *const f32,
+    inverse: &[v128; R],
+    v: *const f32,
+    hidden: usize,
+    keys: usize,
+    sums_from: u32,
+    ctx: *mut f32,
+) {
     let mut sums = [[f32x4_splat(0.0); DV]; R];
     let sums = sums.as_mut_ptr() as *mut v128;
     let mut j = if keys >= 4 {
-        context_rows_step::<R, DV, 4, true>(exps, inverse, v, hidden, keys, sums);
+        context_rows_step::<R, DV, CAREFUL, 4, true>(exps, inverse, v, hidden, keys, sums_from, sums);
         4
     } else {
-        context_rows_step::<R, DV, 1, true>(exps, inverse, v, hidden, keys, sums);
+        context_rows_step::<R, DV, CAREFUL, 1, true>(exps, inverse, v, hidden, keys, sums_from, sums);
         1
     };
     while j + 4 <= keys {
-        context_rows_step::<R, DV, 4, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums);
+        context_rows_step::<R, DV, CAREFUL, 4, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums_from, sums);
         j += 4;
     }
     while j < keys {
-        context_rows_step::<R, DV, 1, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums);
+        context_rows_step::<R, DV, CAREFUL, 1, false>(exps.add(j), inverse, v.add(j * hidden), hidden, keys, sums_from, sums);
         j += 1;
     }
     for r in 0..R {
@@ -846,19 +866,20 @@ unsafe fn context_rows<const R: usize, const DV: usize>(exps: *const f32, invers
 /// sums[r][cv] = (FIRST) or += (exps[r][u] * inverse[r]) * v[u][4cv..4cv + 4] for u in 0..U, in
 /// u order (exps and v point at the step's first key), the rows in pairs (a row left over alone).
 #[inline(always)]
-unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, const FIRST: bool>(
+unsafe fn context_rows_step<const R: usize, const DV: usize, const CAREFUL: bool, const U: usize, const FIRST: bool>(
     exps: *const f32,
     inverse: &[v128; R],
     v: *const f32,
     hidden: usize,
     keys: usize,
+    sums_from: u32,
     sums: *mut v128,
 ) {
     // the step's value rows, each column vector a constant offset from one of them
     let values: [*const f32; U] = core::array::from_fn(|u| v.add(u * hidden));
     unrolled::<R>(|r| match (r % 2, r + 1 < R) {
-        (0, true) => context_row_group::<2, DV, U, FIRST>(exps, &inverse[r..], values, keys, sums, r),
-        (0, false) => context_row_group::<1, DV, U, FIRST>(exps, &inverse[r..], values, keys, sums, r),
+        (0, true) => context_row_group::<2, DV, CAREFUL, U, FIRST>(exps, &inverse[r..], values, keys, sums_from, sums, r),
+        (0, false) => context_row_group::<1, DV, CAREFUL, U, FIRST>(exps, &inverse[r..], values, keys, sums_from, sums, r),
         _ => {} // the second of a pair
     });
 }
@@ -867,14 +888,27 @@ unsafe fn context_rows_step<const R: usize, const DV: usize, const U: usize, con
 /// sum (with a pair: half the loads of a row at a time, the two rows' eight probabilities held in
 /// registers beside the four values).
 #[inline(always)]
-unsafe fn context_row_group<const N: usize, const DV: usize, const U: usize, const FIRST: bool>(
+unsafe fn context_row_group<const N: usize, const DV: usize, const CAREFUL: bool, const U: usize, const FIRST: bool>(
     exps: *const f32,
     inverse: &[v128],
     values: [*const f32; U],
     keys: usize,
+    sums_from: u32,
     sums: *mut v128,
     r: usize,
 ) {
+    if CAREFUL && U == 4 {
+        // a step with a nonzero exp below NEGLIGIBLE_EXP (subnormal products: a microcode assist
+        // each) goes key by key, leaving out the products that cannot change a sum
+        let (below, zero) = (i32x4_splat(NEGLIGIBLE_EXP.to_bits() as i32), i32x4_splat(0));
+        let tiny = (0..N).fold(zero, |any, i| {
+            let e = v128_load(exps.add((r + i) * keys) as *const v128);
+            v128_or(any, v128_and(i32x4_lt(e, below), i32x4_gt(e, zero)))
+        });
+        if v128_any_true(tiny) {
+            return context_group_by_keys::<N, DV, U, FIRST>(exps, inverse, values, keys, sums_from, sums, r);
+        }
+    }
     let pr: [[v128; U]; N] = core::array::from_fn(|i| probabilities::<U>(exps.add((r + i) * keys), inverse[i]));
     unrolled::<DV>(|cv| {
         let value: [v128; U] = core::array::from_fn(|u| (values[u].add(4 * cv) as *const v128).read_volatile());
@@ -887,6 +921,121 @@ unsafe fn context_row_group<const N: usize, const DV: usize, const U: usize, con
             sum.write_volatile(acc);
         }
     });
+}
+
+/// context_row_group's step key by key, for a step with a nonzero exp below NEGLIGIBLE_EXP: the
+/// same products and sums in the same order, but that such an exp's products are left out where
+/// every sum of its row is at least `sums_from` in magnitude (negligible_products: adding them
+/// would round back to each sum; an infinite or NaN sum stays as it is too). Left out, their
+/// subnormal multiplies never reach the FPU, where each takes a microcode assist on x86 (about 125
+/// cycles on the Xeon; adds take none) and wasm has no flush-to-zero mode.
+#[inline(never)]
+unsafe fn context_group_by_keys<const N: usize, const DV: usize, const U: usize, const FIRST: bool>(
+    exps: *const f32,
+    inverse: &[v128],
+    values: [*const f32; U],
+    keys: usize,
+    sums_from: u32,
+    sums: *mut v128,
+    r: usize,
+) {
+    for i in 0..N {
+        let row_sums = sums.add((r + i) * DV);
+        for u in 0..U {
+            let exp = *exps.add((r + i) * keys + u);
+            let first = FIRST && u == 0;
+            if !first && exp < NEGLIGIBLE_EXP && sums_at_least(row_sums, DV, sums_from) {
+                continue;
+            }
+            let probability = f32x4_mul(f32x4_splat(exp), inverse[i]);
+            for cv in 0..DV {
+                let product = f32x4_mul(probability, (values[u].add(4 * cv) as *const v128).read_volatile());
+                let sum = row_sums.add(cv);
+                sum.write_volatile(if first { product } else { f32x4_add(sum.read_volatile(), product) });
+            }
+        }
+    }
+}
+
+/// Whether each of the n sums from `sums` is at least the float of bits `bound` in magnitude (or
+/// infinite, or NaN).
+unsafe fn sums_at_least(sums: *const v128, n: usize, bound: u32) -> bool {
+    let (magnitude, bound) = (i32x4_splat(i32::MAX), i32x4_splat(bound as i32));
+    (0..n).all(|cv| i32x4_all_true(i32x4_ge(v128_and(sums.add(cv).read_volatile(), magnitude), bound)))
+}
+
+/// Exps below this (2^-116) are negligible in the context where a row's sums are large enough
+/// (negligible_products). Their probabilities, at most the exp, include every subnormal one in a
+/// row of up to 1024 keys: each probability is the exp over the row's sum, at most the keys.
+const NEGLIGIBLE_EXP: f32 = f32::from_bits((127 - 116) << 23);
+
+/// A row whose scores (times beta) spread less than this has no exp below NEGLIGIBLE_EXP: a
+/// little less than -ln(2^-116).
+const NEGLIGIBLE_SPREAD: f32 = 79.0;
+
+/// Whether the head at `offset` may have negligible products, and then the bit pattern of the
+/// smallest sum magnitude against which they round away (context_group_by_keys).
+///
+/// - The head's rows' scores can spread no more than 2 |q| |k| (Cauchy-Schwarz) times the scales:
+///   below NEGLIGIBLE_SPREAD with the largest query and key, no exp falls below NEGLIGIBLE_EXP and
+///   the context need not look for them (the case of most heads: the checks would cost more
+///   than the assists they avoid).
+/// - With the values below 2^b in magnitude, a probability below NEGLIGIBLE_EXP times a value
+///   lies below 2^(b - 116), and a sum of at least 2^(b - 89) has a unit in the last place of at
+///   least 2^(b - 112), over sixteen times that: adding the product rounds back to the sum.
+///
+/// None where beta is not positive, or a value is infinite or NaN (its product with a zero
+/// probability would be NaN). The values' magnitudes order as their bit patterns.
+#[allow(clippy::too_many_arguments)]
+fn negligible_products(p: &AttentionParams, queries: Queries, rows: usize, k: &[f32], v: &[f32], keys: usize, hidden: usize,
+                       offset: usize) -> Option<u32> {
+    if !(p.softmax_beta > 0.0) {
+        return None;
+    }
+    // SAFETY: the queries hold rows of MAX_HEAD_DIM (a whole head) from each row's start.
+    let query = largest_square_norm(rows, |i| unsafe { core::slice::from_raw_parts(queries.rows.add(i * queries.stride), MAX_HEAD_DIM) });
+    let key = largest_square_norm(keys, |j| &k[j * hidden + offset..][..MAX_HEAD_DIM]);
+    let scale = if p.scale_on_query { 1.0 } else { p.scale.abs() };
+    let spread = 2.0 * query.sqrt() * key.sqrt() * p.key_scale.abs() * scale * p.softmax_beta;
+    if !(spread >= NEGLIGIBLE_SPREAD) {
+        return None;
+    }
+    let magnitude = i32x4_splat(i32::MAX);
+    let mut largest = i32x4_splat(0);
+    for j in 0..keys {
+        for x in v[j * hidden + offset..][..MAX_HEAD_DIM].chunks_exact(4) {
+            // SAFETY: x holds four values.
+            largest = i32x4_max(largest, v128_and(unsafe { v128_load(x.as_ptr() as *const v128) }, magnitude));
+        }
+    }
+    let m = lanes_of(largest).into_iter().max().unwrap_or(0) as u32;
+    if m >= 0x7f80_0000 {
+        return None;
+    }
+    // the values lie below 2^b: a normal largest's exponent plus one, or 2^-126
+    let b = ((m >> 23).max(1) as i32) - 126;
+    // and at least 2^-122: sixteen times the smallest subnormal, what a product may round up to
+    let sums_from = (b - 89).max(-122);
+    (sums_from <= 127).then(|| ((sums_from + 127) as u32) << 23)
+}
+
+/// The largest sum of squares of `rows` vectors of MAX_HEAD_DIM (a multiple of 4) values.
+fn largest_square_norm<'a>(rows: usize, row: impl Fn(usize) -> &'a [f32]) -> f32 {
+    let mut largest = 0.0f32;
+    for i in 0..rows {
+        let squares = row(i).chunks_exact(4).fold(f32x4_splat(0.0), |sum, x| {
+            // SAFETY: x holds four values.
+            let x = unsafe { v128_load(x.as_ptr() as *const v128) };
+            f32x4_add(sum, f32x4_mul(x, x))
+        });
+        largest = largest.max(lanes_of(squares).into_iter().map(|bits| f32::from_bits(bits as u32)).sum());
+    }
+    largest
+}
+
+/// A vector's four lanes' bits.
+fn lanes_of(x: v128) -> [i32; 4] {
+    [i32x4_extract_lane::<0>(x), i32x4_extract_lane::<1>(x), i32x4_extract_lane::<2>(x), i32x4_extract_lane::<3>(x)]
 }
 
 /// ctx[r][4w..4w + 4] for w < W: the context of R rows over 4 * W dimensions (the value
