@@ -212,7 +212,10 @@ pub fn attention_in_blocks<const Q: usize>(
         } else {
             Queries { rows: q[h * p.head_dim..].as_ptr(), stride: hidden }
         };
-        let negligible = whole_head_context(p.head_dim).then(|| negligible_products(p, queries, rows, k, v, keys, hidden, h * p.head_dim)).flatten();
+        // only where the mask, if any, is applied as the scores are written (no score term)
+        let negligible = (whole_head_context(p.head_dim) && terms.arrays.is_empty())
+            .then(|| negligible_products(p, queries, rows, k, v, keys, hidden, h * p.head_dim))
+            .flatten();
         let mut i = 0;
         while i + Q <= rows {
             query_block::<Q>(p, queries, i, h, v, negligible, keep.is_some(), terms, keys, ctx, scratch);
@@ -320,10 +323,10 @@ fn query_block<const R: usize>(
             normalise(row, inv);
         }
     }
-    // the context may leave out negligible products (negligible_products) where the mask, if any,
-    // was applied as the scores were written (no score term), and each probability is at most its
-    // exp (1 / sum is a number: the sum, of the maximum's exp 1 and more, is then at least 1)
-    let negligible = negligible.filter(|_| fused && inverses_numbers);
+    // the context may leave out negligible products (negligible_products) where each probability
+    // is at most its exp (1 / sum is a number: the sum, of the maximum's exp 1 and more, is then
+    // at least 1)
+    let negligible = negligible.filter(|_| inverses_numbers);
     let hidden = p.heads * d;
     let ctx = &mut ctx[i0 * hidden + head * d..];
     // SAFETY: v holds keys x hidden; ctx holds R rows of hidden from i0; probs R x keys.
@@ -1008,7 +1011,7 @@ fn negligible_products(p: &AttentionParams, queries: Queries, rows: usize, k: &[
             largest = i32x4_max(largest, v128_and(unsafe { v128_load(x.as_ptr() as *const v128) }, magnitude));
         }
     }
-    let m = lanes_of(largest).into_iter().max().unwrap_or(0) as u32;
+    let m = ort_float::lanes(largest).map(f32::to_bits).into_iter().max().unwrap_or(0);
     if m >= 0x7f80_0000 {
         return None;
     }
@@ -1028,14 +1031,9 @@ fn largest_square_norm<'a>(rows: usize, row: impl Fn(usize) -> &'a [f32]) -> f32
             let x = unsafe { v128_load(x.as_ptr() as *const v128) };
             f32x4_add(sum, f32x4_mul(x, x))
         });
-        largest = largest.max(lanes_of(squares).into_iter().map(|bits| f32::from_bits(bits as u32)).sum());
+        largest = largest.max(ort_float::lanes(squares).into_iter().sum());
     }
     largest
-}
-
-/// A vector's four lanes' bits.
-fn lanes_of(x: v128) -> [i32; 4] {
-    [i32x4_extract_lane::<0>(x), i32x4_extract_lane::<1>(x), i32x4_extract_lane::<2>(x), i32x4_extract_lane::<3>(x)]
 }
 
 /// ctx[r][4w..4w + 4] for w < W: the context of R rows over 4 * W dimensions (the value

@@ -227,6 +227,6 @@ fn ldexp_x4(e: v128, n: v128) -> v128 {
 }
 
 #[inline(always)]
-pub(super) fn lanes(v: v128) -> [f32; 4] {
+pub fn lanes(v: v128) -> [f32; 4] {
     [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)]
 }

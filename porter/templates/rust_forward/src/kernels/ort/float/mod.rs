@@ -29,7 +29,7 @@ mod sgemm;
 
 pub use attention::{attention, attention_all_keys, OrtAttention, OrtAttentionScratch, ScoreTerms};
 pub use half::{exp, exp_fma3, exp_scalef, round_half, round_half_in_place, round_half_in_place_scalar, softmax_function};
-pub use lanes::fused_madd;
+pub use lanes::{fused_madd, lanes};
 pub use layer_norm::{embed_layer_norm_row, layer_norm_row, skip_layer_norm_row};
 pub use math::{apply_in_place, apply_in_place_scalar, eigen_log, erf, fast_gelu, fast_gelu_in_place, fma, gelu_erf, gelu_erf_in_place,
                gelu_erf_mul, gelu_erf_mul_in_place, pow_by_products, scaled_subnormal, softmax, sum_exp, sum_exp_scalef, tanh,
